@@ -1,0 +1,100 @@
+/// Settings of the producer; the defaults are the delivery guarantees of ARCHITECTURE.md.
+public struct KafkaProducerConfiguration: Sendable {
+    /// `host:port` of one or more brokers.
+    public var bootstrapServers: [String]
+    public var clientID: String = "pushhub"
+    /// How long a record may wait for its acknowledgement, retries included, before the send
+    /// fails with `_MSG_TIMED_OUT` (librdkafka `message.timeout.ms`).
+    public var deliveryTimeout: Duration = .seconds(30)
+    /// How long records wait to be batched together (librdkafka `linger.ms`).
+    public var linger: Duration = .milliseconds(5)
+    /// Any other librdkafka property, applied last.
+    public var additionalProperties: [String: String] = [:]
+
+    public init(bootstrapServers: [String]) {
+        self.bootstrapServers = bootstrapServers
+    }
+
+    var properties: [String: String] {
+        var properties = [
+            "bootstrap.servers": bootstrapServers.joined(separator: ","),
+            "client.id": clientID,
+            "enable.idempotence": "true",
+            "acks": "all",
+            "message.timeout.ms": String(deliveryTimeout.milliseconds),
+            "linger.ms": String(linger.milliseconds),
+        ]
+        properties.merge(additionalProperties) { _, new in new }
+        return properties
+    }
+}
+
+/// Settings of a consumer-group member.
+public struct KafkaConsumerConfiguration: Sendable {
+    public enum OffsetReset: String, Sendable {
+        case earliest, latest
+    }
+
+    public var bootstrapServers: [String]
+    public var groupID: String
+    public var clientID: String = "pushhub"
+    /// Where a group with no committed offset starts.
+    public var offsetReset: OffsetReset = .earliest
+    /// How often stored offsets are committed (besides on revoke and on shutdown).
+    public var commitInterval: Duration = .seconds(1)
+    /// How long the group waits for a silent member before moving its partitions.
+    public var sessionTimeout: Duration = .seconds(10)
+    /// Most records handed out by one fetch from librdkafka's queue.
+    public var fetchBatchSize: Int = 500
+    public var additionalProperties: [String: String] = [:]
+
+    public init(bootstrapServers: [String], groupID: String) {
+        self.bootstrapServers = bootstrapServers
+        self.groupID = groupID
+    }
+
+    var properties: [String: String] {
+        var properties = [
+            "bootstrap.servers": bootstrapServers.joined(separator: ","),
+            "client.id": clientID,
+            "group.id": groupID,
+            "auto.offset.reset": offsetReset.rawValue,
+            "enable.auto.commit": "true",
+            "enable.auto.offset.store": "false",
+            "auto.commit.interval.ms": String(commitInterval.milliseconds),
+            "session.timeout.ms": String(sessionTimeout.milliseconds),
+            "heartbeat.interval.ms": String(max(100, sessionTimeout.milliseconds / 4)),
+        ]
+        properties.merge(additionalProperties) { _, new in new }
+        return properties
+    }
+}
+
+/// Settings of the admin client.
+public struct KafkaAdminConfiguration: Sendable {
+    public var bootstrapServers: [String]
+    public var clientID: String = "pushhub-admin"
+    public var requestTimeout: Duration = .seconds(15)
+    public var additionalProperties: [String: String] = [:]
+
+    public init(bootstrapServers: [String]) {
+        self.bootstrapServers = bootstrapServers
+    }
+
+    var properties: [String: String] {
+        var properties = [
+            "bootstrap.servers": bootstrapServers.joined(separator: ","),
+            "client.id": clientID,
+        ]
+        properties.merge(additionalProperties) { _, new in new }
+        return properties
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds, rounded down, as librdkafka's `*.ms` properties want them.
+    var milliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+import Logging
+import PushKafka
+import Testing
+
+/// Logs only warnings and worse from tests, to stderr.
+let testLogger: Logger = {
+    var logger = Logger(label: "pushhub.tests") { StreamLogHandler.standardError(label: $0) }
+    logger.logLevel = ProcessInfo.processInfo.environment["PUSHHUB_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .error
+    return logger
+}()
+
+/// An embedded cluster with a fresh topic for one test.
+struct KafkaFixture {
+    let cluster: EmbeddedKafkaCluster
+    let topic: String
+
+    init(brokers: Int = 3, partitions: Int = 4) throws {
+        cluster = try EmbeddedKafkaCluster.start(brokers: brokers, logger: testLogger)
+        topic = "test.\(UUID().uuidString.lowercased())"
+        try cluster.createTopic(topic, partitions: partitions, replicationFactor: min(3, brokers))
+    }
+
+    func producer(deliveryTimeout: Duration = .seconds(30)) throws -> KafkaProducer {
+        var configuration = KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers)
+        configuration.deliveryTimeout = deliveryTimeout
+        return try KafkaProducer.make(configuration: configuration, logger: testLogger)
+    }
+
+    func consumer(group: String, sessionTimeout: Duration = .seconds(6)) throws -> KafkaConsumer {
+        var configuration = KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: group)
+        configuration.sessionTimeout = sessionTimeout
+        configuration.commitInterval = .milliseconds(200)
+        return try KafkaConsumer.make(configuration: configuration, topics: [topic], logger: testLogger)
+    }
+
+    /// `count` records with keys `key-(i % keys)` and values `i`, in order.
+    func records(_ count: Int, keys: Int = 50, valueSize: Int = 0) -> [KafkaOutgoingRecord] {
+        (0..<count).map { index in
+            var value = Data("\(index)".utf8)
+            if valueSize > value.count { value.append(Data(repeating: 0x20, count: valueSize - value.count)) }
+            return KafkaOutgoingRecord(
+                topic: topic, key: "key-\(index % keys)", value: value,
+                headers: [KafkaHeader(key: "index", value: "\(index)")])
+        }
+    }
+}
+
+extension KafkaRecord {
+    /// The index a fixture record carries in its value.
+    var index: Int { Int(String(decoding: value.prefix { $0 != 0x20 }, as: UTF8.self))! }
+}
+
+/// Waits for `condition`, checking every 20 ms, for at most `timeout`.
+func eventually(timeout: Duration = .seconds(20), _ condition: () async -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return await condition()
+}
+
+/// Records collected by a consuming task.
+actor Collected {
+    private(set) var records: [KafkaRecord] = []
+    func append(_ record: KafkaRecord) { records.append(record) }
+    var count: Int { records.count }
+}
+
+/// Takes records from `consumer` until `count` were taken or `timeout` passed, calling
+/// `handle` on each; returns them in the order taken.
+func take(
+    _ count: Int, from consumer: KafkaConsumer, timeout: Duration = .seconds(30),
+    _ handle: @escaping @Sendable (KafkaRecord) -> Void = { _ in }
+) async -> [KafkaRecord] {
+    await withTaskGroup(of: [KafkaRecord]?.self) { group in
+        group.addTask {
+            var taken: [KafkaRecord] = []
+            for await record in consumer.records {
+                handle(record)
+                taken.append(record)
+                if taken.count == count { break }
+            }
+            return taken
+        }
+        group.addTask {
+            try? await Task.sleep(for: timeout)
+            return nil
+        }
+        // The consumer's sequence ends when its task is cancelled, so the first result wins.
+        let first = await group.next()!
+        group.cancelAll()
+        let second = await group.next()!
+        return first ?? second ?? []
+    }
+}

@@ -108,6 +108,9 @@ public final class KafkaProducer: Service, Sendable {
         return code
     }
 
+    /// Records handed to librdkafka whose delivery report has not arrived yet.
+    public var inFlightCount: Int { deliveries.outstanding }
+
     /// Waits until every record handed over so far is acknowledged or failed.
     public func flush(timeout: Duration) async throws(KafkaError) {
         let client = self.client

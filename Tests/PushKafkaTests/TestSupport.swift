@@ -6,7 +6,7 @@ import Testing
 /// Logs only warnings and worse from tests, to stderr.
 let testLogger: Logger = {
     var logger = Logger(label: "pushhub.tests") { StreamLogHandler.standardError(label: $0) }
-    logger.logLevel = ProcessInfo.processInfo.environment["PUSHHUB_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .error
+    logger.logLevel = ProcessInfo.processInfo.environment["PUSHHUB_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
     return logger
 }()
 
@@ -27,10 +27,12 @@ struct KafkaFixture {
         return try KafkaProducer.make(configuration: configuration, logger: testLogger)
     }
 
-    func consumer(group: String, sessionTimeout: Duration = .seconds(6)) throws -> KafkaConsumer {
+    /// A group member. The short session time-out matters: the embedded cluster makes a
+    /// member that joins after another left wait up to the group's session time-out.
+    func consumer(group: String, commitInterval: Duration = .milliseconds(200)) throws -> KafkaConsumer {
         var configuration = KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: group)
-        configuration.sessionTimeout = sessionTimeout
-        configuration.commitInterval = .milliseconds(200)
+        configuration.sessionTimeout = .seconds(3)
+        configuration.commitInterval = commitInterval
         return try KafkaConsumer.make(configuration: configuration, topics: [topic], logger: testLogger)
     }
 
@@ -71,7 +73,7 @@ actor Collected {
 /// Takes records from `consumer` until `count` were taken or `timeout` passed, calling
 /// `handle` on each; returns them in the order taken.
 func take(
-    _ count: Int, from consumer: KafkaConsumer, timeout: Duration = .seconds(30),
+    _ count: Int, from consumer: KafkaConsumer, timeout: Duration = .seconds(45),
     _ handle: @escaping @Sendable (KafkaRecord) -> Void = { _ in }
 ) async -> [KafkaRecord] {
     await withTaskGroup(of: [KafkaRecord]?.self) { group in
@@ -94,4 +96,32 @@ func take(
         let second = await group.next()!
         return first ?? second ?? []
     }
+}
+
+/// A log handler that keeps what it is given, to check what reaches swift-log.
+final class CapturingLogHandler: LogHandler, @unchecked Sendable {
+    // @unchecked: `entries` is guarded by `lock`; the LogHandler properties are set before use.
+    struct Entry: Sendable {
+        var level: Logger.Level
+        var message: String
+        var metadata: [String: String]
+    }
+
+    private let lock = NSLock()
+    private var stored: [Entry] = []
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        var flat: [String: String] = [:]
+        for (key, value) in event.metadata ?? [:] { flat[key] = "\(value)" }
+        lock.withLock { stored.append(Entry(level: event.level, message: "\(event.message)", metadata: flat)) }
+    }
+
+    var entries: [Entry] { lock.withLock { stored } }
 }

@@ -1,0 +1,139 @@
+import Foundation
+
+/// Up to 500 targets of one notification on one platform: what the dispatcher produces into
+/// `pushhub.deliveries.<platform>` and that platform's worker consumes.
+public struct DeliveryBatch: WireMessage, Equatable {
+    public static let schema = "pushhub.delivery-batch.v1"
+    public static let maximumTargets = 500
+
+    public enum Kind: String, Codable, Sendable {
+        /// Every target gets `body` as it is.
+        case native
+        /// Every target gets its own template filled with the properties in `body`.
+        case template
+    }
+
+    public var notificationId: String
+    public var hub: String
+    public var platform: Platform
+    public var kind: Kind
+    /// The native format of a native batch (`gcm` and `fcmv1` differ on FCM); `nil` for templates.
+    public var format: NotificationFormat?
+    public var body: String
+    public var headers: [String: String]
+    public var expiresAt: Date?
+    /// When the send request was accepted; results measure their dwell time from it.
+    public var enqueuedAt: Date?
+    /// 1 for the dispatcher's batch; a worker that hands a batch back adds one.
+    public var attempt: Int
+    /// A batch handed back for a retry is not worked on before this time.
+    public var notBefore: Date?
+    public var targets: [Target]
+
+    public init(
+        notificationId: String, hub: String, platform: Platform, kind: Kind, format: NotificationFormat? = nil,
+        body: String, headers: [String: String] = [:], expiresAt: Date? = nil, enqueuedAt: Date? = nil,
+        attempt: Int = 1, notBefore: Date? = nil, targets: [Target]
+    ) {
+        self.notificationId = notificationId
+        self.hub = hub
+        self.platform = platform
+        self.kind = kind
+        self.format = format
+        self.body = body
+        self.headers = headers
+        self.expiresAt = expiresAt
+        self.enqueuedAt = enqueuedAt
+        self.attempt = attempt
+        self.notBefore = notBefore
+        self.targets = targets
+    }
+
+    /// One device to deliver to.
+    public struct Target: Codable, Sendable, Equatable {
+        /// `nil` for a direct send, which has no registration.
+        public var registrationId: String?
+        public var handle: String
+        /// The subscription keys of a Web Push target.
+        public var webPush: WebPushKeys?
+        /// The registration's template, for template batches.
+        public var template: Template?
+
+        public init(registrationId: String?, handle: String, webPush: WebPushKeys? = nil, template: Template? = nil) {
+            self.registrationId = registrationId
+            self.handle = handle
+            self.webPush = webPush
+            self.template = template
+        }
+    }
+
+    /// A registration's template: the body with its expressions, and the headers (WNS) and
+    /// expiry (APNs) that may hold expressions too.
+    public struct Template: Codable, Sendable, Equatable {
+        public var body: String
+        public var headers: [String: String]?
+        public var expiry: String?
+
+        public init(body: String, headers: [String: String]? = nil, expiry: String? = nil) {
+            self.body = body
+            self.headers = headers
+            self.expiry = expiry
+        }
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case notificationId, hub, platform, kind, format, body, headers, expiresAt, enqueuedAt, attempt, notBefore, targets
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        notificationId = try container.decode(String.self, forKey: .notificationId)
+        hub = try container.decode(String.self, forKey: .hub)
+        platform = try container.decode(Platform.self, forKey: .platform)
+        kind = try container.decode(Kind.self, forKey: .kind)
+        format = try container.decodeIfPresent(NotificationFormat.self, forKey: .format)
+        body = try container.decode(String.self, forKey: .body)
+        headers = try container.decodeIfPresent([String: String].self, forKey: .headers) ?? [:]
+        expiresAt = try container.decodeIfPresent(Date.self, forKey: .expiresAt)
+        enqueuedAt = try container.decodeIfPresent(Date.self, forKey: .enqueuedAt)
+        attempt = try container.decode(Int.self, forKey: .attempt)
+        notBefore = try container.decodeIfPresent(Date.self, forKey: .notBefore)
+        targets = try container.decode([Target].self, forKey: .targets)
+    }
+
+    public func validate() throws(WireError) {
+        try Check.uuid(notificationId, "notificationId")
+        try Check.hubName(hub, "hub")
+        if let format {
+            guard format.platform == platform else {
+                throw .invalidField(field: "format", reason: "\(format.rawValue) is not delivered through \(platform.rawValue)")
+            }
+            if kind == .template {
+                throw .invalidField(field: "format", reason: "a template batch has no native format")
+            }
+        }
+        if kind == .template { try TemplateProperties.validate(body, field: "body") }
+        try Check.headers(headers, "headers")
+        guard attempt >= 1 else { throw .invalidField(field: "attempt", reason: "must be 1 or more, not \(attempt)") }
+        guard (1...Self.maximumTargets).contains(targets.count) else {
+            throw .invalidField(field: "targets", reason: "must hold 1 to \(Self.maximumTargets) targets, not \(targets.count)")
+        }
+        for (index, target) in targets.enumerated() {
+            let field = "targets[\(index)]"
+            try Check.notEmpty(target.handle, "\(field).handle")
+            if let registrationId = target.registrationId { try Check.notEmpty(registrationId, "\(field).registrationId") }
+            switch (kind, target.template) {
+            case (.template, nil): throw .invalidField(field: "\(field).template", reason: "missing in a template batch")
+            case (.native, .some): throw .invalidField(field: "\(field).template", reason: "not allowed in a native batch")
+            case (.template, .some(let template)): try Check.notEmpty(template.body, "\(field).template.body")
+            case (.native, nil): break
+            }
+            if platform == .webpush {
+                guard let keys = target.webPush else {
+                    throw .invalidField(field: "\(field).webPush", reason: "missing: a Web Push target needs p256dh and auth")
+                }
+                try keys.validate(field: "\(field).webPush")
+            }
+        }
+    }
+}

@@ -1,0 +1,30 @@
+/// A push notification service, and the suffix of its deliveries topic.
+public enum Platform: String, Codable, Sendable, CaseIterable, CodingKeyRepresentable {
+    case apns
+    case fcm
+    case wns
+    case webpush
+}
+
+/// The format of a send: one platform's native payload, or a template notification whose
+/// body holds the properties that every matching template is filled with.
+public enum NotificationFormat: String, Codable, Sendable, CaseIterable {
+    case apple
+    case fcmv1
+    case gcm
+    case windows
+    case browser
+    case template
+
+    /// The platform a native format is delivered through; `nil` for `template`, which
+    /// reaches every platform.
+    public var platform: Platform? {
+        switch self {
+        case .apple: .apns
+        case .fcmv1, .gcm: .fcm
+        case .windows: .wns
+        case .browser: .webpush
+        case .template: nil
+        }
+    }
+}

@@ -1,0 +1,109 @@
+import Foundation
+
+/// What happened to targets of one notification, or how many the dispatcher sent where:
+/// what workers and the dispatcher produce into `pushhub.results`.
+public struct ResultBatch: WireMessage, Equatable {
+    public static let schema = "pushhub.result-batch.v1"
+
+    public var notificationId: String
+    /// Empty only when the request was rejected before its hub could be read.
+    public var hub: String
+    /// The platform of `results`; absent in a dispatch summary.
+    public var platform: Platform?
+    /// One entry per target, for a worker's batch or a rejected request.
+    public var results: [DeliveryResult]?
+    /// The dispatch summary: targets sent to each platform (all zero: no target found).
+    public var dispatched: [Platform: Int]?
+
+    public init(notificationId: String, hub: String, platform: Platform? = nil, results: [DeliveryResult]) {
+        self.notificationId = notificationId
+        self.hub = hub
+        self.platform = platform
+        self.results = results
+        self.dispatched = nil
+    }
+
+    public init(notificationId: String, hub: String, dispatched: [Platform: Int]) {
+        self.notificationId = notificationId
+        self.hub = hub
+        self.platform = nil
+        self.results = nil
+        self.dispatched = dispatched
+    }
+
+    public func validate() throws(WireError) {
+        try Check.notEmpty(notificationId, "notificationId")
+        if !hub.isEmpty { try Check.hubName(hub, "hub") }
+        switch (results, dispatched) {
+        case (.some(let results), nil):
+            guard !results.isEmpty else { throw .invalidField(field: "results", reason: "must not be empty") }
+            for (index, result) in results.enumerated() {
+                try result.validate(field: "results[\(index)]")
+            }
+            if hub.isEmpty, results.contains(where: { $0.outcome != .rejected }) {
+                throw .invalidField(field: "hub", reason: "must not be empty except for rejected requests")
+            }
+        case (nil, .some(let dispatched)):
+            for (platform, count) in dispatched where count < 0 {
+                throw .invalidField(field: "dispatched.\(platform.rawValue)", reason: "must not be negative")
+            }
+            if hub.isEmpty { throw .invalidField(field: "hub", reason: "must not be empty") }
+        case (.some, .some):
+            throw .invalidField(field: "dispatched", reason: "a result batch has results or a dispatch summary, not both")
+        case (nil, nil):
+            throw .invalidField(field: "results", reason: "missing: a result batch has results or a dispatch summary")
+        }
+    }
+}
+
+/// How a delivery ended.
+public enum Outcome: String, Codable, Sendable, CaseIterable {
+    case delivered
+    /// The PNS says the handle is dead; its registration is deleted.
+    case invalidHandle
+    case throttled
+    case payloadRejected
+    /// `expiresAt` passed before the PNS took it.
+    case expired
+    case failed
+    /// The request itself could not be used (bad record, unknown hub, invalid expression).
+    case rejected
+}
+
+/// The result for one target.
+public struct DeliveryResult: Codable, Sendable, Equatable {
+    public var registrationId: String?
+    public var handle: String?
+    public var outcome: Outcome
+    /// The PNS's HTTP status, when it answered.
+    public var pnsStatus: Int?
+    /// The PNS's reason (e.g. `BadDeviceToken`), or why PushHub gave up.
+    public var pnsReason: String?
+    public var attempts: Int
+    /// Milliseconds from the send's acceptance to this result.
+    public var dwellMs: Int
+
+    public init(
+        registrationId: String?, handle: String?, outcome: Outcome, pnsStatus: Int? = nil, pnsReason: String? = nil,
+        attempts: Int, dwellMs: Int
+    ) {
+        self.registrationId = registrationId
+        self.handle = handle
+        self.outcome = outcome
+        self.pnsStatus = pnsStatus
+        self.pnsReason = pnsReason
+        self.attempts = attempts
+        self.dwellMs = dwellMs
+    }
+
+    func validate(field: String) throws(WireError) {
+        if attempts < 0 { throw .invalidField(field: "\(field).attempts", reason: "must not be negative") }
+        if dwellMs < 0 { throw .invalidField(field: "\(field).dwellMs", reason: "must not be negative") }
+        if let pnsStatus, !(100...599).contains(pnsStatus) {
+            throw .invalidField(field: "\(field).pnsStatus", reason: "must be an HTTP status, not \(pnsStatus)")
+        }
+        if outcome != .rejected, registrationId == nil, handle == nil {
+            throw .invalidField(field: "\(field).handle", reason: "missing: a result names its registration or handle")
+        }
+    }
+}

@@ -1,0 +1,203 @@
+import Foundation
+
+/// A request to send one notification: what the ingress and other services produce into
+/// `pushhub.requests`, keyed by `notificationId`.
+public struct SendRequest: WireMessage, Equatable {
+    public static let schema = "pushhub.send-request.v1"
+    /// Most handles or installation ids one request may name (the direct-batch limit).
+    public static let maximumAudienceEntries = 1000
+
+    public var notificationId: String
+    public var hub: String
+    public var audience: Audience
+    public var format: NotificationFormat
+    /// The native payload, or for `template` the properties as a JSON object of strings.
+    public var body: String
+    /// Pass-through headers such as `apns-priority` or `X-WNS-Type`.
+    public var headers: [String: String]
+    /// When delivery is abandoned; PushHub uses 30 minutes after `enqueuedAt` when absent.
+    public var expiresAt: Date?
+    public var enqueuedAt: Date
+
+    public init(
+        notificationId: String, hub: String, audience: Audience, format: NotificationFormat, body: String,
+        headers: [String: String] = [:], expiresAt: Date? = nil, enqueuedAt: Date
+    ) {
+        self.notificationId = notificationId
+        self.hub = hub
+        self.audience = audience
+        self.format = format
+        self.body = body
+        self.headers = headers
+        self.expiresAt = expiresAt
+        self.enqueuedAt = enqueuedAt
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case notificationId, hub, audience, format, body, headers, expiresAt, enqueuedAt
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        notificationId = try container.decode(String.self, forKey: .notificationId)
+        hub = try container.decode(String.self, forKey: .hub)
+        audience = try container.decode(Audience.self, forKey: .audience)
+        format = try container.decode(NotificationFormat.self, forKey: .format)
+        body = try container.decode(String.self, forKey: .body)
+        headers = try container.decodeIfPresent([String: String].self, forKey: .headers) ?? [:]
+        expiresAt = try container.decodeIfPresent(Date.self, forKey: .expiresAt)
+        enqueuedAt = try container.decode(Date.self, forKey: .enqueuedAt)
+    }
+
+    public func validate() throws(WireError) {
+        try Check.uuid(notificationId, "notificationId")
+        try Check.hubName(hub, "hub")
+        try audience.validate(for: format)
+        try Check.notEmpty(body, "body")
+        if format == .template { try TemplateProperties.validate(body, field: "body") }
+        try Check.headers(headers, "headers")
+        if let expiresAt, expiresAt <= enqueuedAt {
+            throw .invalidField(field: "expiresAt", reason: "must be after enqueuedAt")
+        }
+    }
+}
+
+/// Who a notification is for.
+public enum Audience: Codable, Sendable, Equatable {
+    /// Registrations matching a tag or tag expression, e.g. `Sports && !Politics`.
+    case tags(String)
+    /// Every registration of the hub.
+    case broadcast
+    /// The registrations of these installations.
+    case installationIds([String])
+    /// Device handles with no registration (direct send).
+    case handles([DirectHandle])
+
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case tags, broadcast, installationIds, handles
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let present = CodingKeys.allCases.filter { container.contains($0) }
+        guard present.count == 1, let key = present.first else {
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: decoder.codingPath, debugDescription: "must have exactly one of tags, broadcast, installationIds, handles"))
+        }
+        switch key {
+        case .tags: self = .tags(try container.decode(String.self, forKey: .tags))
+        case .broadcast:
+            guard try container.decode(Bool.self, forKey: .broadcast) else {
+                throw DecodingError.dataCorruptedError(forKey: .broadcast, in: container, debugDescription: "must be true")
+            }
+            self = .broadcast
+        case .installationIds: self = .installationIds(try container.decode([String].self, forKey: .installationIds))
+        case .handles: self = .handles(try container.decode([DirectHandle].self, forKey: .handles))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        switch self {
+        case .tags(let expression): try container.encode(expression, forKey: .tags)
+        case .broadcast: try container.encode(true, forKey: .broadcast)
+        case .installationIds(let ids): try container.encode(ids, forKey: .installationIds)
+        case .handles(let handles): try container.encode(handles, forKey: .handles)
+        }
+    }
+
+    func validate(for format: NotificationFormat) throws(WireError) {
+        switch self {
+        case .tags(let expression):
+            try Check.notEmpty(expression.trimmingCharacters(in: .whitespaces), "audience.tags")
+        case .broadcast:
+            break
+        case .installationIds(let ids):
+            try Self.checkCount(ids.count, "audience.installationIds")
+            for (index, id) in ids.enumerated() { try Check.notEmpty(id, "audience.installationIds[\(index)]") }
+        case .handles(let handles):
+            try Self.checkCount(handles.count, "audience.handles")
+            guard let platform = format.platform else {
+                throw .invalidField(field: "format", reason: "a direct send needs a native format, not template")
+            }
+            for (index, handle) in handles.enumerated() {
+                try handle.validate(field: "audience.handles[\(index)]", format: format, platform: platform)
+            }
+        }
+    }
+
+    private static func checkCount(_ count: Int, _ field: String) throws(WireError) {
+        guard (1...SendRequest.maximumAudienceEntries).contains(count) else {
+            throw .invalidField(field: field, reason: "must hold 1 to \(SendRequest.maximumAudienceEntries) entries, not \(count)")
+        }
+    }
+}
+
+/// A device handle addressed directly: an APNs token, FCM registration token, WNS channel
+/// URI, or Web Push subscription endpoint (with its keys).
+public struct DirectHandle: Codable, Sendable, Equatable {
+    public var platform: Platform
+    public var handle: String
+    public var webPush: WebPushKeys?
+
+    public init(platform: Platform, handle: String, webPush: WebPushKeys? = nil) {
+        self.platform = platform
+        self.handle = handle
+        self.webPush = webPush
+    }
+
+    func validate(field: String, format: NotificationFormat, platform formatPlatform: Platform) throws(WireError) {
+        try Check.notEmpty(handle, "\(field).handle")
+        guard platform == formatPlatform else {
+            throw .invalidField(field: "\(field).platform", reason: "format \(format.rawValue) is delivered through \(formatPlatform.rawValue), not \(platform.rawValue)")
+        }
+        if platform == .webpush {
+            guard let webPush else { throw .invalidField(field: "\(field).webPush", reason: "missing: a Web Push subscription needs p256dh and auth") }
+            try webPush.validate(field: "\(field).webPush")
+        }
+    }
+}
+
+/// The keys of a Web Push subscription (RFC 8291), base64url as browsers give them.
+public struct WebPushKeys: Codable, Sendable, Equatable, Hashable {
+    public var p256dh: String
+    public var auth: String
+
+    public init(p256dh: String, auth: String) {
+        self.p256dh = p256dh
+        self.auth = auth
+    }
+
+    func validate(field: String) throws(WireError) {
+        try Check.notEmpty(p256dh, "\(field).p256dh")
+        try Check.notEmpty(auth, "\(field).auth")
+    }
+}
+
+/// The properties of a template notification: a flat JSON object whose values are strings.
+public enum TemplateProperties {
+    /// Parses `body`, or says why it is not a template notification's body.
+    public static func parse(_ body: String, field: String = "body") throws(WireError) -> [String: String] {
+        let object: Any
+        do {
+            object = try JSONSerialization.jsonObject(with: Data(body.utf8))
+        } catch {
+            throw .invalidField(field: field, reason: "a template notification's body must be a JSON object of string properties; it is not JSON")
+        }
+        guard let dictionary = object as? [String: Any] else {
+            throw .invalidField(field: field, reason: "a template notification's body must be a JSON object of string properties")
+        }
+        var properties: [String: String] = [:]
+        for (name, value) in dictionary {
+            guard let text = value as? String else {
+                throw .invalidField(field: field, reason: "template property \"\(name)\" must be a string")
+            }
+            properties[name] = text
+        }
+        return properties
+    }
+
+    static func validate(_ body: String, field: String) throws(WireError) {
+        _ = try parse(body, field: field)
+    }
+}

@@ -1,0 +1,195 @@
+import Foundation
+
+/// A message PushHub writes to or reads from a Kafka topic: UTF-8 JSON with a `schema` field.
+public protocol WireMessage: Codable, Sendable {
+    /// The value of the `schema` field, e.g. `pushhub.send-request.v1`.
+    static var schema: String { get }
+    /// Checks what the types cannot say; throws `WireError.invalidField` naming the field.
+    func validate() throws(WireError)
+}
+
+/// Encoding and decoding of wire messages, with errors that name the field at fault.
+public enum WireCoding {
+    /// The schemas this build reads.
+    public static let knownSchemas: Set<String> = [SendRequest.schema, DeliveryBatch.schema, ResultBatch.schema]
+
+    /// The `schema` of a record value, without decoding the rest.
+    public static func schema(of data: Data) throws(WireError) -> String {
+        let envelope: SchemaEnvelope
+        do {
+            envelope = try makeDecoder().decode(SchemaEnvelope.self, from: data)
+        } catch let error as DecodingError {
+            throw describe(error)
+        } catch {
+            throw .malformedJSON("\(error)")
+        }
+        guard let schema = envelope.schema else { throw .missingSchema }
+        return schema
+    }
+
+    /// Decodes and validates a message of type `T`.
+    public static func decode<T: WireMessage>(_ type: T.Type, from data: Data) throws(WireError) -> T {
+        let schema = try schema(of: data)
+        guard schema == T.schema else {
+            guard knownSchemas.contains(schema) else { throw .unknownSchema(schema) }
+            throw .invalidField(field: "schema", reason: "is \(schema) where \(T.schema) was expected")
+        }
+        let message: T
+        do {
+            message = try makeDecoder().decode(T.self, from: data)
+        } catch let error as DecodingError {
+            throw describe(error)
+        } catch {
+            throw .malformedJSON("\(error)")
+        }
+        try message.validate()
+        return message
+    }
+
+    /// Encodes a message, `schema` field included, with sorted keys.
+    public static func encode<T: WireMessage>(_ message: T) throws(WireError) -> Data {
+        do {
+            return try makeEncoder().encode(Stamped(message: message))
+        } catch {
+            throw .invalidField(field: "", reason: "could not be encoded: \(error)")
+        }
+    }
+
+    static func makeDecoder() -> JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let container = try decoder.singleValueContainer()
+            let text = try container.decode(String.self)
+            guard let date = RFC3339.parse(text) else {
+                throw DecodingError.dataCorruptedError(
+                    in: container, debugDescription: "must be an RFC 3339 date-time, not \"\(text)\"")
+            }
+            return date
+        }
+        return decoder
+    }
+
+    static func makeEncoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(RFC3339.format(date))
+        }
+        return encoder
+    }
+
+    /// Turns a `DecodingError` into the field it is about, e.g. `audience.handles[1].platform`.
+    static func describe(_ error: DecodingError) -> WireError {
+        switch error {
+        case .keyNotFound(let key, let context):
+            return .invalidField(field: path(context.codingPath + [key]), reason: "missing")
+        case .typeMismatch(_, let context) where context.codingPath.isEmpty:
+            return .malformedJSON("the record is JSON but not an object")
+        case .typeMismatch(let type, let context):
+            return .invalidField(field: path(context.codingPath), reason: "must be \(jsonTypeName(type))")
+        case .valueNotFound(let type, let context):
+            return .invalidField(field: path(context.codingPath), reason: "must be \(jsonTypeName(type)), not null")
+        case .dataCorrupted(let context):
+            if context.codingPath.isEmpty {
+                return .malformedJSON(context.underlyingError.map { "\($0)" } ?? context.debugDescription)
+            }
+            return .invalidField(field: path(context.codingPath), reason: context.debugDescription)
+        @unknown default:
+            return .malformedJSON("\(error)")
+        }
+    }
+
+    static func path(_ codingPath: [any CodingKey]) -> String {
+        var text = ""
+        for key in codingPath {
+            if let index = key.intValue {
+                text += "[\(index)]"
+            } else {
+                text += text.isEmpty ? key.stringValue : ".\(key.stringValue)"
+            }
+        }
+        return text
+    }
+
+    private static func jsonTypeName(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: "a string"
+        case is Bool.Type: "a boolean"
+        case is Int.Type, is Int64.Type, is Int32.Type: "an integer"
+        case is Double.Type: "a number"
+        case is [Any].Type: "an array"
+        default: "an object"
+        }
+    }
+}
+
+private struct SchemaEnvelope: Decodable {
+    var schema: String?
+
+    init(from decoder: any Decoder) throws {
+        // Any JSON object qualifies; a non-string schema is reported as such.
+        let container = try decoder.container(keyedBy: Key.self)
+        schema = try container.decodeIfPresent(String.self, forKey: .schema)
+    }
+
+    enum Key: String, CodingKey { case schema }
+}
+
+/// Adds the message type's `schema` field to its encoding.
+private struct Stamped<T: WireMessage>: Encodable {
+    let message: T
+
+    func encode(to encoder: any Encoder) throws {
+        try message.encode(to: encoder)
+        var container = encoder.container(keyedBy: Key.self)
+        try container.encode(T.schema, forKey: .schema)
+    }
+
+    enum Key: String, CodingKey { case schema }
+}
+
+/// RFC 3339 date-times: read with or without fractional seconds and with any offset;
+/// written in UTC with milliseconds.
+public enum RFC3339 {
+    public static func parse(_ text: String) -> Date? {
+        try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text)
+    }
+
+    public static func format(_ date: Date) -> String {
+        Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date)
+    }
+}
+
+/// Checks used by several messages.
+enum Check {
+    static func notEmpty(_ value: String, _ field: String) throws(WireError) {
+        if value.isEmpty { throw .invalidField(field: field, reason: "must not be empty") }
+    }
+
+    static func uuid(_ value: String, _ field: String) throws(WireError) {
+        if UUID(uuidString: value) == nil { throw .invalidField(field: field, reason: "must be a UUID, not \"\(value)\"") }
+    }
+
+    /// Hub names as Azure Notification Hubs allows them.
+    static func hubName(_ value: String, _ field: String) throws(WireError) {
+        let scalars = value.unicodeScalars
+        guard let first = scalars.first, scalars.count <= 50, isLetterOrDigit(first),
+            scalars.allSatisfy({ isLetterOrDigit($0) || $0 == "." || $0 == "-" || $0 == "_" })
+        else {
+            throw .invalidField(
+                field: field,
+                reason: "must be 1 to 50 letters, digits, '.', '-' or '_', starting with a letter or digit, not \"\(value)\"")
+        }
+    }
+
+    static func isLetterOrDigit(_ scalar: Unicode.Scalar) -> Bool {
+        ("a"..."z").contains(scalar) || ("A"..."Z").contains(scalar) || ("0"..."9").contains(scalar)
+    }
+
+    static func headers(_ headers: [String: String], _ field: String) throws(WireError) {
+        for name in headers.keys where name.isEmpty || name.contains(where: { $0.isWhitespace || $0 == ":" }) {
+            throw .invalidField(field: field, reason: "header name \"\(name)\" is not a valid HTTP header name")
+        }
+    }
+}

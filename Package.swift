@@ -51,6 +51,10 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "PushHubCLITests",
+            dependencies: ["PushHubCLI", "PushKafka"]
+        ),
+        .testTarget(
             name: "PushModelTests",
             dependencies: ["PushModel"]
         ),

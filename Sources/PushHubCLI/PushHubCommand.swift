@@ -1,2 +1,9 @@
 import ArgumentParser
-@main struct PushHubCommand: ParsableCommand { func run() {} }
+
+@main
+struct PushHubCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pushhub",
+        abstract: "PushHub: a self-hosted notification hub on Kafka.",
+        subcommands: [KafkaDevCommand.self, TopicsCommand.self, BenchCommand.self])
+}

@@ -1,0 +1,2 @@
+import ArgumentParser
+struct BenchCommand: AsyncParsableCommand { static let configuration = CommandConfiguration(commandName: "bench") }

@@ -1,0 +1,93 @@
+import Foundation
+import Synchronization
+
+/// The `pushhub` executable built beside the test bundle.
+let pushhubExecutable: URL = {
+    let testBinary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+    var directory = testBinary.deletingLastPathComponent()
+    // The test binary sits in `<scratch>/<config>/` or inside a `.xctest` bundle below it.
+    while !FileManager.default.isExecutableFile(atPath: directory.appendingPathComponent("pushhub").path), directory.path != "/" {
+        directory.deleteLastPathComponent()
+    }
+    return directory.appendingPathComponent("pushhub")
+}()
+
+/// A child process whose standard output is read line by line and whose standard input
+/// takes lines.
+final class ChildProcess: Sendable {
+    private let process: Process
+    private let input: Pipe
+    private let buffer = LineBuffer()
+
+    init(_ executable: URL = pushhubExecutable, arguments: [String], environment: [String: String] = [:]) throws {
+        process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        input = Pipe()
+        let output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = FileHandle.standardError
+        output.fileHandleForReading.readabilityHandler = { [buffer] handle in
+            let chunk = handle.availableData
+            if !chunk.isEmpty { buffer.append(chunk) }
+        }
+        try process.run()
+    }
+
+    var output: [String] { buffer.lines }
+
+    /// The first output line starting with `prefix`, waiting up to `timeout` for it.
+    func line(startingWith prefix: String, after skip: Int = 0, timeout: Duration = .seconds(30)) async -> String? {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let line = output.dropFirst(skip).first(where: { $0.hasPrefix(prefix) }) { return line }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return nil
+    }
+
+    func send(_ line: String) {
+        input.fileHandleForWriting.write(Data((line + "\n").utf8))
+    }
+
+    func signal(_ signal: Int32) {
+        kill(process.processIdentifier, signal)
+    }
+
+    /// The exit status, or nil if the process is still running after `timeout`.
+    func exitStatus(within timeout: Duration) async -> Int32? {
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return process.isRunning ? nil : process.terminationStatus
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+}
+
+/// Output split into lines as it arrives.
+final class LineBuffer: Sendable {
+    private struct State {
+        var lines: [String] = []
+        var partial = Data()
+    }
+
+    private let state = Mutex(State())
+
+    var lines: [String] { state.withLock { $0.lines } }
+
+    func append(_ chunk: Data) {
+        state.withLock { state in
+            state.partial.append(chunk)
+            while let newline = state.partial.firstIndex(of: 0x0A) {
+                state.lines.append(String(decoding: state.partial[state.partial.startIndex..<newline], as: UTF8.self))
+                state.partial.removeSubrange(state.partial.startIndex...newline)
+            }
+        }
+    }
+}

@@ -32,10 +32,19 @@ let package = Package(
         ),
         // Hub domain and wire types; no I/O.
         .target(name: "PushModel"),
+        // Load generation and benchmarks.
+        .target(
+            name: "PushLoad",
+            dependencies: [
+                "PushKafka",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "PushHubCLI",
             dependencies: [
                 "PushKafka",
+                "PushLoad",
                 "PushModel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

@@ -1,0 +1,34 @@
+# PushHub. `make dev` runs it on this machine; `make test` runs every test.
+SWIFT ?= swift
+# CI and scripts can point the build somewhere else, e.g. SCRATCH=.build-ci.
+SCRATCH ?= .build
+SWIFTFLAGS := --scratch-path $(SCRATCH)
+
+.PHONY: all build release dev test bench-kafka clean
+
+all: build
+
+build:
+	scripts/install-deps.sh build
+	$(SWIFT) build $(SWIFTFLAGS)
+
+release:
+	scripts/install-deps.sh build
+	$(SWIFT) build $(SWIFTFLAGS) -c release --product pushhub
+
+# Until the whole stack exists, `make dev` runs the embedded Kafka cluster with PushHub's topics.
+dev: build
+	$(SCRATCH)/debug/pushhub kafka-dev
+
+test:
+	scripts/install-deps.sh test
+	$(SWIFT) build $(SWIFTFLAGS) --build-tests
+	$(SWIFT) test $(SWIFTFLAGS) --skip-build
+
+# Our producer and consumer beside kcat on the embedded cluster; figures go to docs/benchmarks.md.
+bench-kafka: release
+	scripts/install-deps.sh bench
+	$(SCRATCH)/release/pushhub bench kafka
+
+clean:
+	rm -rf $(SCRATCH)

@@ -1,0 +1,43 @@
+import Foundation
+
+/// Figures as Markdown, and their place in docs/benchmarks.md.
+public enum BenchmarkReport {
+    public static func kafkaTable(_ figures: [KafkaThroughputBenchmark.Figure], options: KafkaThroughputBenchmark.Options) -> String {
+        var lines = [
+            "Measured \(RFC3339Day.today()) on this machine (\(ProcessInfo.processInfo.activeProcessorCount) cores): \(options.records) records of \(options.recordSize) bytes, embedded cluster with \(options.brokers) brokers, \(options.partitions) partitions.",
+            "",
+            "| run | records | seconds | records/s | MB/s |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for figure in figures {
+            lines.append("| \(figure.name) | \(figure.records) | \(String(format: "%.2f", figure.seconds)) | \(Int(figure.recordsPerSecond.rounded())) | \(String(format: "%.1f", figure.megabytesPerSecond)) |")
+        }
+        for kind in ["produce", "consume"] {
+            let pair = figures.filter { $0.name.hasPrefix(kind) }
+            if pair.count == 2 {
+                let ratio = pair[0].recordsPerSecond / pair[1].recordsPerSecond
+                lines.append("")
+                lines.append("\(kind.capitalized): PushHub / kcat = **\(String(format: "%.2f", ratio))×**" + (kind == "produce" ? " (target ≥ 0.8×)." : "."))
+            }
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// Replaces what stands between `<!-- NAME:start -->` and `<!-- NAME:end -->`.
+    public static func replaceSection(_ name: String, in file: URL, with text: String) throws {
+        let document = try String(contentsOf: file, encoding: .utf8)
+        let start = "<!-- \(name):start -->"
+        let end = "<!-- \(name):end -->"
+        guard let startRange = document.range(of: start), let endRange = document.range(of: end), startRange.upperBound <= endRange.lowerBound else {
+            throw BenchmarkError(message: "\(file.path) has no \(start) … \(end) section")
+        }
+        let updated = document[..<startRange.upperBound] + "\n" + text + "\n" + document[endRange.lowerBound...]
+        try String(updated).write(to: file, atomically: true, encoding: .utf8)
+    }
+}
+
+enum RFC3339Day {
+    static func today() -> String {
+        Date.ISO8601FormatStyle().year().month().day().format(Date())
+    }
+}

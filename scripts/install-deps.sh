@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what PushHub needs and the machine lacks; installs nothing that is already there.
+#
+#   scripts/install-deps.sh build   librdkafka-dev (with pkg-config) to build
+#   scripts/install-deps.sh test    + the Python JSON Schema validator the tests use
+#   scripts/install-deps.sh bench   + kcat, the reference the Kafka benchmark runs beside ours
+set -euo pipefail
+
+purpose=${1:-build}
+apt_packages=()
+
+have_deb() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
+command -v pkg-config >/dev/null 2>&1 || apt_packages+=(pkg-config)
+if ! pkg-config --exists rdkafka 2>/dev/null; then apt_packages+=(librdkafka-dev); fi
+case "$purpose" in
+  bench) have_deb kcat || apt_packages+=(kcat) ;;
+esac
+
+if ((${#apt_packages[@]})); then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  echo "Installing ${apt_packages[*]} from Debian's packages"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${apt_packages[@]}" >/dev/null
+fi
+
+if [ "$purpose" = test ] || [ "$purpose" = bench ]; then
+  # The wire-schema tests validate documents with Python's jsonschema (date-time needs rfc3339-validator).
+  if ! python3 -c 'import jsonschema, referencing, rfc3339_validator' 2>/dev/null; then
+    echo "Installing jsonschema and rfc3339-validator from PyPI"
+    python3 -m pip install --quiet jsonschema rfc3339-validator
+  fi
+fi

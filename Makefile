@@ -28,7 +28,7 @@ test:
 # Our producer and consumer beside kcat on the embedded cluster; figures go to docs/benchmarks.md.
 bench-kafka: release
 	scripts/install-deps.sh bench
-	$(SCRATCH)/release/pushhub bench kafka
+	$(SCRATCH)/release/pushhub bench kafka --markdown-file docs/benchmarks.md
 
 clean:
 	rm -rf $(SCRATCH)

@@ -4,7 +4,7 @@ import Foundation
 public enum BenchmarkReport {
     public static func kafkaTable(_ figures: [KafkaThroughputBenchmark.Figure], options: KafkaThroughputBenchmark.Options) -> String {
         var lines = [
-            "Measured \(RFC3339Day.today()) on this machine (\(ProcessInfo.processInfo.activeProcessorCount) cores): \(options.records) records of \(options.recordSize) bytes, embedded cluster with \(options.brokers) brokers, \(options.partitions) partitions.",
+            "Measured \(RFC3339Day.today()) on this machine (\(ProcessInfo.processInfo.activeProcessorCount) cores): \(options.records) records of \(options.recordSize) bytes, embedded cluster with \(options.brokers) brokers, \(options.partitionCount) partitions.",
             "",
             "| run | records | seconds | records/s | MB/s |",
             "|---|---:|---:|---:|---:|",

@@ -10,7 +10,9 @@ public struct KafkaThroughputBenchmark: Sendable {
         public var records = 200_000
         public var recordSize = 1024
         public var brokers = 3
-        public var partitions = 6
+        /// `nil`: enough partitions that none holds more than 3 MiB. The embedded cluster keeps
+        /// at most 5 MiB per partition and drops older records, as retention would.
+        public var partitions: Int?
         /// Records handed to the producer per `sendAll` call, and calls in flight at once.
         public var chunkSize = 10_000
         public var chunksInFlight = 4
@@ -18,6 +20,10 @@ public struct KafkaThroughputBenchmark: Sendable {
         public var kcat: String? = "/usr/bin/kcat"
 
         public init() {}
+
+        public var partitionCount: Int {
+            partitions ?? max(6, records * recordSize / (3 << 20) + 1)
+        }
     }
 
     /// One measured run.
@@ -43,7 +49,7 @@ public struct KafkaThroughputBenchmark: Sendable {
         let ours = "bench.pushhub"
         let reference = "bench.kcat"
         for topic in [ours, reference] {
-            try cluster.createTopic(topic, partitions: options.partitions, replicationFactor: min(3, options.brokers))
+            try cluster.createTopic(topic, partitions: options.partitionCount, replicationFactor: min(3, options.brokers))
         }
         let servers = cluster.bootstrapServers
         var figures: [Figure] = []
@@ -61,13 +67,14 @@ public struct KafkaThroughputBenchmark: Sendable {
     private func megabytes(_ records: Int) -> Double { Double(records * options.recordSize) / 1_048_576 }
 
     private func produceWithPushHub(servers: [String], topic: String) async throws -> Figure {
+        // Timed from the producer's creation: kcat's time includes its start and connection too.
+        let start = ContinuousClock.now
         let producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: servers), logger: logger)
         let padding = Data(repeating: UInt8(ascii: "x"), count: options.recordSize)
-        // Warm up: metadata and the idempotent producer id, as kcat also needs before its first record.
-        try await producer.send(KafkaOutgoingRecord(topic: topic, key: "warm-up", value: padding))
+        // The first record waits for metadata and the idempotent producer id.
+        try await producer.send(KafkaOutgoingRecord(topic: topic, key: "first", value: padding))
         let chunkSize = options.chunkSize
-        let chunks = stride(from: 0, to: options.records, by: chunkSize).map { $0..<min($0 + chunkSize, options.records) }
-        let start = ContinuousClock.now
+        let chunks = stride(from: 1, to: options.records, by: chunkSize).map { $0..<min($0 + chunkSize, options.records) }
         let failures = try await withThrowingTaskGroup(of: Int.self) { group in
             var failed = 0
             var next = chunks.makeIterator()
@@ -118,10 +125,16 @@ public struct KafkaThroughputBenchmark: Sendable {
         var configuration = KafkaConsumerConfiguration(bootstrapServers: servers, groupID: "bench-\(UUID().uuidString)")
         configuration.sessionTimeout = .seconds(3)
         let consumer = try KafkaConsumer.make(configuration: configuration, topics: [topic], logger: logger)
+        // A shortfall ends the run with an error instead of waiting for ever.
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(120))
+            await consumer.close()
+        }
+        defer { watchdog.cancel() }
         // Counted from the first record, so the group join is not part of the figure.
         var start: ContinuousClock.Instant?
         var count = 0
-        let total = options.records + 1  // with the warm-up record
+        let total = options.records
         for await record in consumer.records {
             if start == nil { start = .now }
             consumer.markDone(record)

@@ -127,3 +127,42 @@ struct ProduceConsumeTests {
         #expect(await seenByB.count >= 2_700)
     }
 }
+
+@Suite("Backpressure", .timeLimit(.minutes(2)))
+struct BackpressureTests {
+    @Test("a paused partition yields nothing until it is resumed; the others go on")
+    func pauseAndResume() async throws {
+        let kafka = try KafkaFixture(partitions: 2)
+        let producer = try kafka.producer()
+        let consumer = try kafka.consumer(group: "backpressure")
+        let collected = Collected()
+        let consuming = Task {
+            for await record in consumer.records {
+                await collected.append(record)
+                consumer.markDone(record)
+            }
+        }
+        #expect(await eventually { consumer.assignment.count == 2 })
+        let paused = KafkaTopicPartition(topic: kafka.topic, partition: 0)
+        try consumer.pause([paused])
+
+        let records = kafka.records(20)
+        let split = records.enumerated().map { index, record in
+            var record = record
+            record.partition = Int32(index % 2)
+            return record
+        }
+        for result in await producer.sendAll(split) { _ = try result.get() }
+        #expect(await eventually { await collected.count == 10 }, "partition 1's records arrive")
+        // Give partition 0 every chance to deliver while paused: it must not.
+        try await Task.sleep(for: .seconds(1))
+        #expect(await collected.records.allSatisfy { $0.partition == 1 })
+
+        try consumer.resume([paused])
+        #expect(await eventually { await collected.count == 20 }, "partition 0's records arrive after resume")
+        #expect(Set(await collected.records.map(\.index)) == Set(0..<20))
+        consuming.cancel()
+        await consuming.value
+        await consumer.close()
+    }
+}

@@ -16,16 +16,12 @@ public struct KafkaProducerConfiguration: Sendable {
     }
 
     var properties: [String: String] {
-        var properties = [
-            "bootstrap.servers": bootstrapServers.joined(separator: ","),
-            "client.id": clientID,
+        baseProperties(bootstrapServers, clientID, additionalProperties, [
             "enable.idempotence": "true",
             "acks": "all",
             "message.timeout.ms": String(deliveryTimeout.milliseconds),
             "linger.ms": String(linger.milliseconds),
-        ]
-        properties.merge(additionalProperties) { _, new in new }
-        return properties
+        ])
     }
 }
 
@@ -54,9 +50,7 @@ public struct KafkaConsumerConfiguration: Sendable {
     }
 
     var properties: [String: String] {
-        var properties = [
-            "bootstrap.servers": bootstrapServers.joined(separator: ","),
-            "client.id": clientID,
+        baseProperties(bootstrapServers, clientID, additionalProperties, [
             "group.id": groupID,
             "auto.offset.reset": offsetReset.rawValue,
             "enable.auto.commit": "true",
@@ -64,9 +58,7 @@ public struct KafkaConsumerConfiguration: Sendable {
             "auto.commit.interval.ms": String(commitInterval.milliseconds),
             "session.timeout.ms": String(sessionTimeout.milliseconds),
             "heartbeat.interval.ms": String(max(100, sessionTimeout.milliseconds / 4)),
-        ]
-        properties.merge(additionalProperties) { _, new in new }
-        return properties
+        ])
     }
 }
 
@@ -82,13 +74,18 @@ public struct KafkaAdminConfiguration: Sendable {
     }
 
     var properties: [String: String] {
-        var properties = [
-            "bootstrap.servers": bootstrapServers.joined(separator: ","),
-            "client.id": clientID,
-        ]
-        properties.merge(additionalProperties) { _, new in new }
-        return properties
+        baseProperties(bootstrapServers, clientID, additionalProperties, [:])
     }
+}
+
+/// The properties every client has, then the client's own, then the caller's additions.
+private func baseProperties(
+    _ bootstrapServers: [String], _ clientID: String, _ additional: [String: String], _ own: [String: String]
+) -> [String: String] {
+    var properties = ["bootstrap.servers": bootstrapServers.joined(separator: ","), "client.id": clientID]
+    properties.merge(own) { _, new in new }
+    properties.merge(additional) { _, new in new }
+    return properties
 }
 
 extension Duration {

@@ -15,15 +15,7 @@ public enum WireCoding {
 
     /// The `schema` of a record value, without decoding the rest.
     public static func schema(of data: Data) throws(WireError) -> String {
-        let envelope: SchemaEnvelope
-        do {
-            envelope = try makeDecoder().decode(SchemaEnvelope.self, from: data)
-        } catch let error as DecodingError {
-            throw describe(error)
-        } catch {
-            throw .malformedJSON("\(error)")
-        }
-        guard let schema = envelope.schema else { throw .missingSchema }
+        guard let schema = try decodeJSON(SchemaEnvelope.self, data).schema else { throw .missingSchema }
         return schema
     }
 
@@ -34,14 +26,7 @@ public enum WireCoding {
             guard knownSchemas.contains(schema) else { throw .unknownSchema(schema) }
             throw .invalidField(field: "schema", reason: "is \(schema) where \(T.schema) was expected")
         }
-        let message: T
-        do {
-            message = try makeDecoder().decode(T.self, from: data)
-        } catch let error as DecodingError {
-            throw describe(error)
-        } catch {
-            throw .malformedJSON("\(error)")
-        }
+        let message = try decodeJSON(T.self, data)
         try message.validate()
         return message
     }
@@ -52,6 +37,16 @@ public enum WireCoding {
             return try makeEncoder().encode(Stamped(message: message))
         } catch {
             throw .invalidField(field: "", reason: "could not be encoded: \(error)")
+        }
+    }
+
+    private static func decodeJSON<T: Decodable>(_ type: T.Type, _ data: Data) throws(WireError) -> T {
+        do {
+            return try makeDecoder().decode(T.self, from: data)
+        } catch let error as DecodingError {
+            throw describe(error)
+        } catch {
+            throw .malformedJSON("\(error)")
         }
     }
 

@@ -23,7 +23,7 @@ dev: build
 test:
 	scripts/install-deps.sh test
 	$(SWIFT) build $(SWIFTFLAGS) --build-tests
-	$(SWIFT) test $(SWIFTFLAGS) --skip-build
+	scripts/with-postgres.sh $(SWIFT) test $(SWIFTFLAGS) --skip-build
 
 # Our producer and consumer beside kcat on the embedded cluster; figures go to docs/benchmarks.md.
 bench-kafka: release

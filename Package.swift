@@ -13,6 +13,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-auth", from: "2.5.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
     ],
     targets: [
         // librdkafka from Debian's librdkafka-dev, found through pkg-config.
@@ -30,8 +35,24 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // SQLite from Debian's libsqlite3-dev.
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
         // Hub domain and wire types; no I/O.
         .target(name: "PushModel"),
+        // The registration store: protocol, SQLite and PostgreSQL.
+        .target(
+            name: "PushStore",
+            dependencies: [
+                "CSQLite",
+                "PushModel",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
+        ),
         // Load generation and benchmarks.
         .target(
             name: "PushLoad",
@@ -62,6 +83,10 @@ let package = Package(
         .testTarget(
             name: "PushHubCLITests",
             dependencies: ["PushHubCLI", "PushKafka"]
+        ),
+        .testTarget(
+            name: "PushStoreTests",
+            dependencies: ["PushStore", "PushModel", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "PushModelTests",

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what PushHub needs and the machine lacks; installs nothing that is already there.
 #
-#   scripts/install-deps.sh build   librdkafka-dev (with pkg-config) to build
-#   scripts/install-deps.sh test    + the Python JSON Schema validator the tests use
+#   scripts/install-deps.sh build   librdkafka-dev and libsqlite3-dev (with pkg-config) to build
+#   scripts/install-deps.sh test    + PostgreSQL and the Python JSON Schema validator the tests use
 #   scripts/install-deps.sh bench   + kcat, the reference the Kafka benchmark runs beside ours
 set -euo pipefail
 
@@ -13,7 +13,12 @@ have_deb() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok
 
 command -v pkg-config >/dev/null 2>&1 || apt_packages+=(pkg-config)
 if ! pkg-config --exists rdkafka 2>/dev/null; then apt_packages+=(librdkafka-dev); fi
+command -v pkg-config >/dev/null 2>&1 && pkg-config --exists sqlite3 2>/dev/null || have_deb libsqlite3-dev || apt_packages+=(libsqlite3-dev)
 case "$purpose" in
+  test)
+    # The store's conformance suite runs against a throwaway PostgreSQL server too.
+    ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_packages+=(postgresql)
+    ;;
   bench) have_deb kcat || apt_packages+=(kcat) ;;
 esac
 

@@ -50,7 +50,7 @@ public enum WireCoding {
         }
     }
 
-    static func makeDecoder() -> JSONDecoder {
+    public static func makeDecoder() -> JSONDecoder {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .custom { decoder in
             let container = try decoder.singleValueContainer()
@@ -64,7 +64,7 @@ public enum WireCoding {
         return decoder
     }
 
-    static func makeEncoder() -> JSONEncoder {
+    public static func makeEncoder() -> JSONEncoder {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .custom { date, encoder in
@@ -145,14 +145,36 @@ private struct Stamped<T: WireMessage>: Encodable {
 }
 
 /// RFC 3339 date-times: read with or without fractional seconds and with any offset;
-/// written in UTC with milliseconds.
+/// written in UTC with milliseconds. Both directions work in whole milliseconds, so a time
+/// written and read back is equal to what was written.
 public enum RFC3339 {
     public static func parse(_ text: String) -> Date? {
-        try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text)
+        var whole = Substring(text)
+        var milliseconds: Int64 = 0
+        if let time = text.firstIndex(where: { $0 == "T" || $0 == "t" }), let dot = text[time...].firstIndex(of: ".") {
+            let fractionStart = text.index(after: dot)
+            let fractionEnd = text[fractionStart...].firstIndex(where: { !$0.isASCII || !$0.isNumber }) ?? text.endIndex
+            let digits = text[fractionStart..<fractionEnd]
+            guard !digits.isEmpty else { return nil }
+            milliseconds = Int64(String((digits + "00").prefix(3))) ?? 0
+            whole = text[..<dot] + text[fractionEnd...]
+        }
+        guard let seconds = try? Date.ISO8601FormatStyle().parse(String(whole)) else { return nil }
+        return Date(timeIntervalSince1970: Double(Int64(seconds.timeIntervalSince1970.rounded()) * 1000 + milliseconds) / 1000)
     }
 
     public static func format(_ date: Date) -> String {
-        Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date)
+        let total = Int64((date.timeIntervalSince1970 * 1000).rounded())
+        let seconds = total.quotientAndRemainder(dividingBy: 1000)
+        let (whole, millis) = seconds.remainder < 0 ? (seconds.quotient - 1, seconds.remainder + 1000) : seconds
+        let text = Date.ISO8601FormatStyle().format(Date(timeIntervalSince1970: Double(whole)))
+        let padded = String(millis + 1000).dropFirst()
+        return text.dropLast() + "." + padded + "Z"
+    }
+
+    /// `date` with the precision PushHub writes, so a stored time reads back equal.
+    public static func truncated(_ date: Date) -> Date {
+        Date(timeIntervalSince1970: Double(Int64((date.timeIntervalSince1970 * 1000).rounded())) / 1000)
     }
 }
 

@@ -1,0 +1,177 @@
+import Foundation
+
+/// A device's installation, as the Azure Notification Hubs installation API has it (JSON).
+/// PushHub stores it as registrations: one native, one per template.
+public struct Installation: Codable, Sendable, Equatable {
+    /// Platforms as installations name them.
+    public enum InstallationPlatform: String, Codable, Sendable, CaseIterable {
+        case apns, gcm, fcmv1, wns, browser
+
+        /// The native format of this platform's sends.
+        public var format: NotificationFormat {
+            switch self {
+            case .apns: .apple
+            case .gcm: .gcm
+            case .fcmv1: .fcmv1
+            case .wns: .windows
+            case .browser: .browser
+            }
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            let text = try container.decode(String.self)
+            guard let platform = Self(rawValue: text.lowercased()) else {
+                throw DecodingError.dataCorruptedError(
+                    in: container, debugDescription: "must be one of \(Self.allCases.map(\.rawValue).joined(separator: ", ")), not \"\(text)\"")
+            }
+            self = platform
+        }
+    }
+
+    /// A template of the installation, by name.
+    public struct Template: Codable, Sendable, Equatable {
+        public var body: String
+        public var headers: [String: String]?
+        public var expiry: String?
+        public var tags: [String]?
+
+        public init(body: String, headers: [String: String]? = nil, expiry: String? = nil, tags: [String]? = nil) {
+            self.body = body
+            self.headers = headers
+            self.expiry = expiry
+            self.tags = tags
+        }
+    }
+
+    public var installationId: String
+    public var userId: String?
+    public var platform: InstallationPlatform
+    /// The device token or channel URI; for browsers the subscription endpoint.
+    public var pushChannel: String
+    /// A browser subscription's keys.
+    public var webPush: WebPushKeys?
+    public var pushChannelExpired: Bool
+    public var tags: [String]
+    public var templates: [String: Template]
+    public var expirationTime: Date?
+    public var lastUpdate: Date?
+
+    public init(
+        installationId: String, userId: String? = nil, platform: InstallationPlatform, pushChannel: String,
+        webPush: WebPushKeys? = nil, pushChannelExpired: Bool = false, tags: [String] = [],
+        templates: [String: Template] = [:], expirationTime: Date? = nil, lastUpdate: Date? = nil
+    ) {
+        self.installationId = installationId
+        self.userId = userId
+        self.platform = platform
+        self.pushChannel = pushChannel
+        self.webPush = webPush
+        self.pushChannelExpired = pushChannelExpired
+        self.tags = tags
+        self.templates = templates
+        self.expirationTime = expirationTime
+        self.lastUpdate = lastUpdate
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case installationId, userId, platform, pushChannel, pushChannelExpired, tags, templates, expirationTime, lastUpdate
+    }
+
+    /// A browser's push channel: `{"endpoint", "p256dh", "auth"}`.
+    struct BrowserChannel: Codable {
+        var endpoint: String
+        var p256dh: String
+        var auth: String
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        installationId = try container.decode(String.self, forKey: .installationId)
+        userId = try container.decodeIfPresent(String.self, forKey: .userId)
+        platform = try container.decode(InstallationPlatform.self, forKey: .platform)
+        if platform == .browser {
+            let channel = try container.decode(BrowserChannel.self, forKey: .pushChannel)
+            pushChannel = channel.endpoint
+            webPush = WebPushKeys(p256dh: channel.p256dh, auth: channel.auth)
+        } else {
+            pushChannel = try container.decode(String.self, forKey: .pushChannel)
+            webPush = nil
+        }
+        pushChannelExpired = try container.decodeIfPresent(Bool.self, forKey: .pushChannelExpired) ?? false
+        tags = try container.decodeIfPresent([String].self, forKey: .tags) ?? []
+        templates = try container.decodeIfPresent([String: Template].self, forKey: .templates) ?? [:]
+        expirationTime = try container.decodeIfPresent(Date.self, forKey: .expirationTime)
+        lastUpdate = try container.decodeIfPresent(Date.self, forKey: .lastUpdate)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(installationId, forKey: .installationId)
+        try container.encodeIfPresent(userId, forKey: .userId)
+        try container.encode(platform, forKey: .platform)
+        if let webPush {
+            try container.encode(BrowserChannel(endpoint: pushChannel, p256dh: webPush.p256dh, auth: webPush.auth), forKey: .pushChannel)
+        } else {
+            try container.encode(pushChannel, forKey: .pushChannel)
+        }
+        try container.encode(pushChannelExpired, forKey: .pushChannelExpired)
+        try container.encode(tags, forKey: .tags)
+        if !templates.isEmpty { try container.encode(templates, forKey: .templates) }
+        try container.encodeIfPresent(expirationTime, forKey: .expirationTime)
+        try container.encodeIfPresent(lastUpdate, forKey: .lastUpdate)
+    }
+
+    /// Most characters of an installation id.
+    public static let maximumIdLength = 256
+
+    public func validate() throws(WireError) {
+        guard !installationId.isEmpty, installationId.count <= Self.maximumIdLength,
+            installationId.unicodeScalars.allSatisfy({ Tags.isAllowed($0) || $0 == "$" || $0 == "!" || $0 == "~" })
+        else {
+            throw .invalidField(field: "installationId", reason: "must be 1 to \(Self.maximumIdLength) letters, digits and _ @ # . : - $ ! ~")
+        }
+        if let userId { try Check.notEmpty(userId, "userId") }
+        try Check.notEmpty(pushChannel, "pushChannel")
+        if platform == .browser {
+            guard let webPush else { throw .invalidField(field: "pushChannel", reason: "a browser push channel needs endpoint, p256dh and auth") }
+            try webPush.validate(field: "pushChannel")
+        }
+        try Tags.validate(tags, field: "tags")
+        for (name, template) in templates {
+            guard !name.isEmpty, name.count <= 200 else {
+                throw .invalidField(field: "templates", reason: "a template name must be 1 to 200 characters")
+            }
+            try Check.notEmpty(template.body, "templates.\(name).body")
+            try Tags.validate(template.tags ?? [], field: "templates.\(name).tags")
+            try Check.headers(template.headers ?? [:], "templates.\(name).headers")
+        }
+        if templates.count > 10 {
+            throw .invalidField(field: "templates", reason: "at most 10 templates per installation, not \(templates.count)")
+        }
+    }
+
+    /// The registrations this installation is stored as: the native one, then one per template.
+    /// Each carries the installation's tags and the implicit `$InstallationId:{…}` (and
+    /// `$UserId:{…}`) tags; a template's registration adds the template's own tags.
+    public func registrations(hub: String, now: Date) -> [Registration] {
+        var common = tags + [Tags.installation(installationId)]
+        if let userId { common.append(Tags.user(userId)) }
+        var registrations = [
+            Registration(
+                registrationId: Registration.installationRegistrationId(installationId, template: nil), hub: hub,
+                format: platform.format, handle: pushChannel, webPush: webPush, tags: Tags.normalized(common),
+                installationId: installationId, userId: userId, expiresAt: expirationTime, updatedAt: now)
+        ]
+        for (name, template) in templates.sorted(by: { $0.key < $1.key }) {
+            registrations.append(
+                Registration(
+                    registrationId: Registration.installationRegistrationId(installationId, template: name), hub: hub,
+                    format: platform.format, handle: pushChannel, webPush: webPush,
+                    tags: Tags.normalized(common + (template.tags ?? [])),
+                    template: RegistrationTemplate(name: name, body: template.body, headers: template.headers, expiry: template.expiry),
+                    installationId: installationId, userId: userId, expiresAt: expirationTime, updatedAt: now))
+        }
+        return registrations
+    }
+}

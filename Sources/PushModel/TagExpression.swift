@@ -1,0 +1,200 @@
+/// A tag expression such as `Sports && !Politics` or `(a || b) && $UserId:{alice}`:
+/// tags joined by `&&`, `||`, `!` and parentheses.
+public indirect enum TagExpression: Sendable, Hashable, CustomStringConvertible {
+    case tag(String)
+    case not(TagExpression)
+    case and(TagExpression, TagExpression)
+    case or(TagExpression, TagExpression)
+
+    /// Most tags in an expression that uses only `||`.
+    public static let maximumTagsWithOnlyOr = 20
+    /// Most tags in any other expression.
+    public static let maximumTags = 6
+
+    /// Parses `text`; errors name the position (0-based, in characters) of the problem.
+    public static func parse(_ text: String) throws(TagExpressionError) -> TagExpression {
+        var parser = Parser(text: text)
+        let expression = try parser.parseExpression()
+        try parser.expectEnd()
+        let tags = expression.tagCount
+        let onlyOr = !expression.usesAndOrNot
+        let limit = onlyOr ? maximumTagsWithOnlyOr : maximumTags
+        guard tags <= limit else {
+            throw TagExpressionError(
+                position: 0,
+                message: onlyOr
+                    ? "an expression with only || may name at most \(limit) tags, not \(tags)"
+                    : "an expression with && or ! may name at most \(limit) tags, not \(tags)")
+        }
+        return expression
+    }
+
+    /// Whether a registration with `tags` is in the audience.
+    public func matches(_ tags: Set<String>) -> Bool {
+        switch self {
+        case .tag(let tag): tags.contains(tag)
+        case .not(let inner): !inner.matches(tags)
+        case .and(let left, let right): left.matches(tags) && right.matches(tags)
+        case .or(let left, let right): left.matches(tags) || right.matches(tags)
+        }
+    }
+
+    /// Tags of which every match carries at least one, so a store can start from its tag
+    /// index instead of scanning every registration; `nil` when there are none (e.g. `!a`).
+    public var drivingTags: Set<String>? {
+        switch self {
+        case .tag(let tag): [tag]
+        case .not: nil
+        case .and(let left, let right):
+            switch (left.drivingTags, right.drivingTags) {
+            case (let l?, let r?): l.count <= r.count ? l : r
+            case (let l?, nil): l
+            case (nil, let r?): r
+            case (nil, nil): nil
+            }
+        case .or(let left, let right):
+            if let l = left.drivingTags, let r = right.drivingTags { l.union(r) } else { nil }
+        }
+    }
+
+    public var tagCount: Int {
+        switch self {
+        case .tag: 1
+        case .not(let inner): inner.tagCount
+        case .and(let l, let r), .or(let l, let r): l.tagCount + r.tagCount
+        }
+    }
+
+    private var usesAndOrNot: Bool {
+        switch self {
+        case .tag: false
+        case .not, .and: true
+        case .or(let l, let r): l.usesAndOrNot || r.usesAndOrNot
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .tag(let tag): tag
+        case .not(let inner): "!\(inner.parenthesized)"
+        case .and(let l, let r): "\(l.parenthesized) && \(r.parenthesized)"
+        case .or(let l, let r): "\(l.parenthesized) || \(r.parenthesized)"
+        }
+    }
+
+    private var parenthesized: String {
+        switch self {
+        case .tag, .not: description
+        case .and, .or: "(\(description))"
+        }
+    }
+}
+
+/// Why a tag expression could not be read.
+public struct TagExpressionError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// 0-based offset, in characters, of the problem.
+    public var position: Int
+    public var message: String
+
+    public init(position: Int, message: String) {
+        self.position = position
+        self.message = message
+    }
+
+    public var description: String { "at position \(position): \(message)" }
+}
+
+private struct Parser {
+    let characters: [Character]
+    var index = 0
+
+    init(text: String) { characters = Array(text) }
+
+    mutating func parseExpression() throws(TagExpressionError) -> TagExpression {
+        var left = try parseAnd()
+        while skipSpaceAndMatch("||") {
+            left = .or(left, try parseAnd())
+        }
+        return left
+    }
+
+    private mutating func parseAnd() throws(TagExpressionError) -> TagExpression {
+        var left = try parseUnary()
+        while skipSpaceAndMatch("&&") {
+            left = .and(left, try parseUnary())
+        }
+        return left
+    }
+
+    private mutating func parseUnary() throws(TagExpressionError) -> TagExpression {
+        skipSpace()
+        if peek == "!" {
+            index += 1
+            return .not(try parseUnary())
+        }
+        if peek == "(" {
+            let open = index
+            index += 1
+            let inner = try parseExpression()
+            skipSpace()
+            guard peek == ")" else {
+                throw TagExpressionError(position: index, message: "expected ')' to close the '(' at position \(open)")
+            }
+            index += 1
+            return inner
+        }
+        return .tag(try parseTag())
+    }
+
+    private mutating func parseTag() throws(TagExpressionError) -> String {
+        let start = index
+        guard let first = peek else { throw TagExpressionError(position: index, message: "expected a tag, found the end") }
+        if first == "$" {
+            // An implicit tag, `$InstallationId:{id}` or `$UserId:{id}`: read through the brace.
+            while let character = peek, character != "}" { index += 1 }
+            guard peek == "}" else {
+                throw TagExpressionError(position: start, message: "implicit tag is missing its closing '}'")
+            }
+            index += 1
+            let tag = String(characters[start..<index])
+            guard tag.hasPrefix("$InstallationId:{") || tag.hasPrefix("$UserId:{") else {
+                throw TagExpressionError(position: start, message: "unknown implicit tag \"\(tag)\"; PushHub knows $InstallationId:{…} and $UserId:{…}")
+            }
+            return tag
+        }
+        while let character = peek, character.unicodeScalars.count == 1, Tags.isAllowed(character.unicodeScalars.first!) {
+            index += 1
+        }
+        guard index > start else {
+            throw TagExpressionError(position: start, message: "expected a tag, found \"\(first)\"")
+        }
+        guard index - start <= Tags.maximumLength else {
+            throw TagExpressionError(position: start, message: "a tag is at most \(Tags.maximumLength) characters")
+        }
+        return String(characters[start..<index])
+    }
+
+    mutating func expectEnd() throws(TagExpressionError) {
+        skipSpace()
+        if let character = peek {
+            let hint = character == "&" || character == "|" ? " (operators are && and ||)" : ""
+            throw TagExpressionError(position: index, message: "unexpected \"\(character)\"\(hint)")
+        }
+    }
+
+    private var peek: Character? { index < characters.count ? characters[index] : nil }
+
+    private mutating func skipSpace() {
+        while let character = peek, character.isWhitespace { index += 1 }
+    }
+
+    private mutating func skipSpaceAndMatch(_ token: String) -> Bool {
+        skipSpace()
+        let tokenCharacters = Array(token)
+        guard index + tokenCharacters.count <= characters.count,
+            Array(characters[index..<index + tokenCharacters.count]) == tokenCharacters
+        else { return false }
+        index += tokenCharacters.count
+        return true
+    }
+}

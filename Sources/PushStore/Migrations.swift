@@ -1,0 +1,101 @@
+import Foundation
+
+/// The schema, as numbered steps run once each at start-up, in order.
+enum Migrations {
+    static func steps(_ dialect: SQLDialect) -> [(version: Int, statements: [String])] {
+        let serial =
+            switch dialect {
+            case .sqlite: "seq INTEGER PRIMARY KEY AUTOINCREMENT"
+            case .postgres: "seq BIGSERIAL PRIMARY KEY"
+            }
+        return [
+            (1, [
+                """
+                CREATE TABLE registrations (
+                    \(serial),
+                    hub TEXT NOT NULL,
+                    registration_id TEXT NOT NULL,
+                    format TEXT NOT NULL,
+                    handle TEXT NOT NULL,
+                    p256dh TEXT,
+                    auth TEXT,
+                    tags TEXT NOT NULL,
+                    template_name TEXT,
+                    template_body TEXT,
+                    template_headers TEXT,
+                    template_expiry TEXT,
+                    installation_id TEXT,
+                    user_id TEXT,
+                    expires_at BIGINT,
+                    version BIGINT NOT NULL,
+                    updated_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE UNIQUE INDEX registrations_by_id ON registrations (hub, registration_id)",
+                "CREATE INDEX registrations_by_hub ON registrations (hub, seq)",
+                "CREATE INDEX registrations_by_handle ON registrations (hub, handle)",
+                "CREATE INDEX registrations_by_installation ON registrations (hub, installation_id)",
+                "CREATE INDEX registrations_by_user ON registrations (hub, user_id)",
+                """
+                CREATE TABLE registration_tags (
+                    hub TEXT NOT NULL,
+                    tag TEXT NOT NULL,
+                    seq BIGINT NOT NULL REFERENCES registrations (seq) ON DELETE CASCADE,
+                    PRIMARY KEY (hub, tag, seq)
+                )
+                """,
+                "CREATE INDEX registration_tags_by_registration ON registration_tags (seq)",
+                """
+                CREATE TABLE installations (
+                    hub TEXT NOT NULL,
+                    installation_id TEXT NOT NULL,
+                    document TEXT NOT NULL,
+                    updated_at BIGINT NOT NULL,
+                    PRIMARY KEY (hub, installation_id)
+                )
+                """,
+                """
+                CREATE TABLE registration_ids (
+                    hub TEXT NOT NULL,
+                    registration_id TEXT NOT NULL,
+                    issued_at BIGINT NOT NULL,
+                    PRIMARY KEY (hub, registration_id)
+                )
+                """,
+                """
+                CREATE TABLE users (
+                    name TEXT PRIMARY KEY,
+                    password_hash TEXT NOT NULL,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+            ])
+        ]
+    }
+
+    /// Brings the database to the newest version; each step in its own transaction. On
+    /// PostgreSQL every migration transaction first takes one advisory lock, so replicas that
+    /// start together apply each step once, one after the other.
+    static func run(on database: any SQLDatabase) async throws {
+        let lock: (@Sendable (any SQLConnection) async throws -> Void) = { connection in
+            if database.dialect == .postgres {
+                _ = try await connection.query("SELECT pg_advisory_xact_lock(7401150) AS locked", [])
+            }
+        }
+        try await database.write { connection in
+            try await lock(connection)
+            try await connection.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)", [])
+        }
+        for step in steps(database.dialect) {
+            try await database.write { connection in
+                try await lock(connection)
+                let applied = try await connection.query("SELECT version FROM schema_migrations WHERE version = ?", [.integer(Int64(step.version))])
+                guard applied.isEmpty else { return }
+                for statement in step.statements { try await connection.execute(statement, []) }
+                try await connection.execute(
+                    "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)", [.integer(Int64(step.version)), SQLValue(Date())])
+            }
+        }
+    }
+}

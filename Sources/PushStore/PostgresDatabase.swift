@@ -1,0 +1,141 @@
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+
+/// PostgreSQL through postgres-nio's connection pool, for deployments with several machines.
+public final class PostgresDatabase: SQLDatabase {
+    public let dialect = SQLDialect.postgres
+    private let client: PostgresClient
+    private let running: Task<Void, Never>
+    private let logger: Logger
+
+    /// Connects to `url` (`postgres://user:password@host:port/database`).
+    public init(url: String, logger: Logger) throws {
+        guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),
+            let host = components.host, let user = components.user
+        else {
+            throw SQLError(message: "a PostgreSQL URL looks like postgres://user:password@host:5432/database, not \(Self.redacted(url))")
+        }
+        let database = components.path.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
+        let configuration = PostgresClient.Configuration(
+            host: host, port: components.port ?? 5432, username: user, password: components.password,
+            database: database.isEmpty ? user : database, tls: .disable)
+        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        self.client = client
+        self.logger = logger
+        running = Task { await client.run() }
+    }
+
+    /// `url` without its password, for messages and logs.
+    public static func redacted(_ url: String) -> String {
+        guard var components = URLComponents(string: url), components.password != nil else { return url }
+        components.password = "***"
+        return components.string ?? "(unreadable URL)"
+    }
+
+    public func read<T: Sendable>(_ body: @Sendable (any SQLConnection) async throws -> T) async throws -> T {
+        let logger = self.logger
+        return try await client.withConnection { connection in
+            try await body(PostgresSQLConnection(connection: connection, logger: logger))
+        }
+    }
+
+    public func write<T: Sendable>(_ body: @Sendable (any SQLConnection) async throws -> T) async throws -> T {
+        let logger = self.logger
+        do {
+            return try await client.withConnection { connection in
+                try await connection.withTransaction(logger: logger) { connection in
+                    try await body(PostgresSQLConnection(connection: connection, logger: logger))
+                }
+            }
+        } catch let error as PostgresTransactionError {
+            // The store's own errors come back as they were thrown, as they do on SQLite.
+            if let closureError = error.closureError { throw closureError }
+            throw SQLError(message: "the PostgreSQL transaction failed: \(error.beginError ?? error.commitError ?? error.rollbackError.map { $0 as any Error } ?? error)")
+        }
+    }
+
+    public func close() async {
+        running.cancel()
+        await running.value
+    }
+}
+
+struct PostgresSQLConnection: SQLConnection {
+    let connection: PostgresConnection
+    let logger: Logger
+
+    func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
+        let rows: PostgresRowSequence
+        do {
+            rows = try await connection.query(Self.query(sql, binds), logger: logger)
+        } catch {
+            throw Self.describe(error, sql)
+        }
+        var result: [SQLRow] = []
+        var columns: [String: Int]?
+        for try await row in rows {
+            var values: [SQLValue] = []
+            if columns == nil {
+                columns = Dictionary(row.enumerated().map { ($0.element.columnName, $0.offset) }) { first, _ in first }
+            }
+            for cell in row {
+                guard cell.bytes != nil else {
+                    values.append(.null)
+                    continue
+                }
+                switch cell.dataType {
+                case .int8: values.append(.integer(try cell.decode(Int64.self)))
+                case .int4: values.append(.integer(Int64(try cell.decode(Int32.self))))
+                case .int2: values.append(.integer(Int64(try cell.decode(Int16.self))))
+                case .bool: values.append(.integer(try cell.decode(Bool.self) ? 1 : 0))
+                default: values.append(.text(try cell.decode(String.self)))
+                }
+            }
+            result.append(SQLRow(columns: columns ?? [:], values: values))
+        }
+        return result
+    }
+
+    func execute(_ sql: String, _ binds: [SQLValue]) async throws {
+        do {
+            try await connection.query(Self.query(sql, binds), logger: logger)
+        } catch {
+            throw Self.describe(error, sql)
+        }
+    }
+
+    /// PushHub's SQL uses `?` placeholders; PostgreSQL numbers them.
+    static func query(_ sql: String, _ binds: [SQLValue]) -> PostgresQuery {
+        var numbered = ""
+        numbered.reserveCapacity(sql.count + binds.count * 2)
+        var index = 0
+        for character in sql {
+            if character == "?" {
+                index += 1
+                numbered += "$\(index)"
+            } else {
+                numbered.append(character)
+            }
+        }
+        var bindings = PostgresBindings(capacity: binds.count)
+        for value in binds {
+            switch value {
+            case .null: bindings.appendNull()
+            case .integer(let number): bindings.append(number)
+            case .text(let text): bindings.append(text)
+            }
+        }
+        return PostgresQuery(unsafeSQL: numbered, binds: bindings)
+    }
+
+    static func describe(_ error: any Error, _ sql: String) -> SQLError {
+        if let error = error as? PSQLError {
+            let state = error.serverInfo?[.sqlState]
+            let message = error.serverInfo?[.message] ?? "\(error.code)"
+            return SQLError(message: "\(message) in: \(sql.prefix(200))", isConstraintViolation: state?.hasPrefix("23") == true)
+        }
+        return SQLError(message: "\(error) in: \(sql.prefix(200))")
+    }
+}

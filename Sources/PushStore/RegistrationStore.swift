@@ -1,0 +1,92 @@
+import Foundation
+import PushModel
+
+/// Where registrations, installations and users live. One implementation runs on SQLite
+/// (the embedded default) and PostgreSQL; one conformance suite tests both.
+public protocol RegistrationStore: Sendable {
+    // MARK: Installations
+    /// Creates or overwrites an installation and the registrations it is stored as; sets `lastUpdate`.
+    func upsertInstallation(_ installation: Installation, hub: String) async throws -> Installation
+    func installation(hub: String, id: String) async throws -> Installation?
+    /// Reads, patches and writes back in one transaction. Throws `StoreError.notFound`.
+    func patchInstallation(hub: String, id: String, _ operations: [InstallationPatchOperation]) async throws -> Installation
+    /// False when there was none.
+    func deleteInstallation(hub: String, id: String) async throws -> Bool
+
+    // MARK: Registrations
+    /// A new registration id, remembered as issued until a registration takes it.
+    func issueRegistrationId(hub: String) async throws -> String
+    /// Creates or replaces a registration (not one of an installation's). With `ifMatch`, only
+    /// when its version is that. Returns it with its new version.
+    func upsertRegistration(_ registration: Registration, ifMatch: Int64?) async throws -> Registration
+    func registration(hub: String, id: String) async throws -> Registration?
+    /// False when there was none. With `ifMatch`, only when its version is that.
+    func deleteRegistration(hub: String, id: String, ifMatch: Int64?) async throws -> Bool
+    /// Whether an id belongs to a registration, was issued and not used yet, or is unknown
+    /// (never issued, deleted, or expired).
+    func registrationIdState(hub: String, id: String) async throws -> RegistrationIdState
+    /// One page of the registrations matching `query`, in a stable order; pass the returned
+    /// cursor to get the next page.
+    func registrations(hub: String, matching query: RegistrationQuery, after cursor: RegistrationCursor?, limit: Int) async throws -> RegistrationPage
+
+    // MARK: Users of the app-backend API
+    func setUser(name: String, passwordHash: String) async throws
+    func passwordHash(user: String) async throws -> String?
+
+    func close() async
+}
+
+public enum RegistrationIdState: Sendable, Equatable {
+    case registered
+    case issued
+    case unknown
+}
+
+/// Which registrations a listing or an audience takes.
+public enum RegistrationQuery: Sendable, Equatable {
+    case all
+    case tagExpression(TagExpression)
+    case handle(String)
+    case installation(String)
+    case user(String)
+}
+
+/// Where a page ended; opaque to callers.
+public struct RegistrationCursor: Sendable, Hashable, CustomStringConvertible {
+    let position: Int64
+
+    /// Reads a cursor from its text form (a continuation token).
+    public init?(_ text: String) {
+        guard let position = Int64(text), position >= 0 else { return nil }
+        self.position = position
+    }
+
+    init(position: Int64) { self.position = position }
+
+    public var description: String { String(position) }
+}
+
+public struct RegistrationPage: Sendable {
+    public var registrations: [Registration]
+    /// `nil` on the last page.
+    public var next: RegistrationCursor?
+}
+
+public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
+    case notFound(String)
+    /// The `If-Match` version did not match.
+    case versionMismatch(expected: Int64, actual: Int64?)
+    /// The change would break the installation a registration belongs to.
+    case belongsToInstallation(registrationId: String, installationId: String)
+    case invalid(WireError)
+
+    public var description: String {
+        switch self {
+        case .notFound(let what): "\(what) not found"
+        case .versionMismatch(let expected, let actual): "ETag \(expected) does not match the current \(actual.map(String.init) ?? "(none)")"
+        case .belongsToInstallation(let registration, let installation):
+            "registration \(registration) belongs to installation \(installation); change the installation instead"
+        case .invalid(let error): error.description
+        }
+    }
+}

@@ -1,0 +1,79 @@
+import Foundation
+
+/// A value bound to a statement or read from a row. PushHub's schema uses only integers,
+/// text and nulls, so both databases can share one store implementation.
+public enum SQLValue: Sendable, Hashable {
+    case null
+    case integer(Int64)
+    case text(String)
+
+    public init(_ text: String?) { self = text.map(SQLValue.text) ?? .null }
+    public init(_ integer: Int64?) { self = integer.map(SQLValue.integer) ?? .null }
+    public init(_ date: Date?) { self = date.map { .integer(Int64(($0.timeIntervalSince1970 * 1000).rounded())) } ?? .null }
+    public init(_ flag: Bool) { self = .integer(flag ? 1 : 0) }
+}
+
+/// One result row, read by column name.
+public struct SQLRow: Sendable {
+    let columns: [String: Int]
+    let values: [SQLValue]
+
+    public subscript(_ column: String) -> SQLValue {
+        columns[column].map { values[$0] } ?? .null
+    }
+
+    public func text(_ column: String) -> String? {
+        switch self[column] {
+        case .text(let text): text
+        case .integer(let number): String(number)
+        case .null: nil
+        }
+    }
+
+    public func integer(_ column: String) -> Int64? {
+        switch self[column] {
+        case .integer(let number): number
+        case .text(let text): Int64(text)
+        case .null: nil
+        }
+    }
+
+    public func date(_ column: String) -> Date? {
+        integer(column).map { Date(timeIntervalSince1970: Double($0) / 1000) }
+    }
+}
+
+/// The SQL a database understands, where the two differ.
+public enum SQLDialect: Sendable {
+    case sqlite
+    case postgres
+}
+
+/// Statements on one connection, inside `read` or `write`.
+public protocol SQLConnection: Sendable {
+    /// Runs `sql` (with `?` placeholders) and returns its rows.
+    func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow]
+    /// Runs `sql` for its effect. (Use `query` with `RETURNING` where a count matters:
+    /// PostgreSQL's client does not report changed rows.)
+    func execute(_ sql: String, _ binds: [SQLValue]) async throws
+}
+
+/// A database the store runs on.
+public protocol SQLDatabase: Sendable {
+    var dialect: SQLDialect { get }
+    /// Runs `body` on a connection for reading.
+    func read<T: Sendable>(_ body: @Sendable (any SQLConnection) async throws -> T) async throws -> T
+    /// Runs `body` in one transaction, committed when it returns and rolled back when it throws.
+    func write<T: Sendable>(_ body: @Sendable (any SQLConnection) async throws -> T) async throws -> T
+    /// Closes every connection.
+    func close() async
+}
+
+/// A database error with what the database said.
+public struct SQLError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    /// True when the statement broke a uniqueness rule.
+    public var isConstraintViolation: Bool = false
+
+    public var description: String { message }
+}

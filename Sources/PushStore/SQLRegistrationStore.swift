@@ -1,0 +1,304 @@
+import Foundation
+import PushModel
+
+/// The registration store on any `SQLDatabase`.
+public final class SQLRegistrationStore: RegistrationStore {
+    let database: any SQLDatabase
+
+    private init(database: any SQLDatabase) {
+        self.database = database
+    }
+
+    /// Opens the store on `database`, running its migrations first.
+    public static func open(_ database: any SQLDatabase) async throws -> SQLRegistrationStore {
+        try await Migrations.run(on: database)
+        return SQLRegistrationStore(database: database)
+    }
+
+    public func close() async {
+        await database.close()
+    }
+
+    // MARK: Installations
+
+    public func upsertInstallation(_ installation: Installation, hub: String) async throws -> Installation {
+        do { try installation.validate() } catch { throw StoreError.invalid(error) }
+        var stored = installation
+        stored.lastUpdate = RFC3339.truncated(Date())
+        let document = try Self.encode(stored)
+        let value = stored
+        try await database.write { connection in
+            try await Self.writeInstallation(value, document: document, hub: hub, on: connection)
+        }
+        return stored
+    }
+
+    public func installation(hub: String, id: String) async throws -> Installation? {
+        try await database.read { connection in try await Self.readInstallation(hub: hub, id: id, on: connection) }
+    }
+
+    public func patchInstallation(hub: String, id: String, _ operations: [InstallationPatchOperation]) async throws -> Installation {
+        try await database.write { connection in
+            guard let current = try await Self.readInstallation(hub: hub, id: id, on: connection) else {
+                throw StoreError.notFound("installation \(id)")
+            }
+            var patched: Installation
+            do { patched = try current.applying(operations) } catch let error as WireError { throw StoreError.invalid(error) }
+            patched.lastUpdate = RFC3339.truncated(Date())
+            try await Self.writeInstallation(patched, document: try Self.encode(patched), hub: hub, on: connection)
+            return patched
+        }
+    }
+
+    public func deleteInstallation(hub: String, id: String) async throws -> Bool {
+        try await database.write { connection in
+            try await connection.execute("DELETE FROM registrations WHERE hub = ? AND installation_id = ?", [.text(hub), .text(id)])
+            let deleted = try await connection.query(
+                "DELETE FROM installations WHERE hub = ? AND installation_id = ? RETURNING installation_id", [.text(hub), .text(id)])
+            return !deleted.isEmpty
+        }
+    }
+
+    private static func readInstallation(hub: String, id: String, on connection: any SQLConnection) async throws -> Installation? {
+        let rows = try await connection.query(
+            "SELECT document FROM installations WHERE hub = ? AND installation_id = ?", [.text(hub), .text(id)])
+        guard let document = rows.first?.text("document") else { return nil }
+        return try WireCoding.makeDecoder().decode(Installation.self, from: Data(document.utf8))
+    }
+
+    private static func writeInstallation(_ installation: Installation, document: String, hub: String, on connection: any SQLConnection) async throws {
+        let now = SQLValue(installation.lastUpdate ?? Date())
+        // The installation row is written first: on PostgreSQL its lock orders concurrent
+        // writers of the same installation, so their registration rewrites do not interleave.
+        try await connection.execute(
+            """
+            INSERT INTO installations (hub, installation_id, document, updated_at) VALUES (?, ?, ?, ?)
+            ON CONFLICT (hub, installation_id) DO UPDATE SET document = excluded.document, updated_at = excluded.updated_at
+            """, [.text(hub), .text(installation.installationId), .text(document), now])
+        try await connection.execute(
+            "DELETE FROM registrations WHERE hub = ? AND installation_id = ?", [.text(hub), .text(installation.installationId)])
+        for registration in installation.registrations(hub: hub, now: installation.lastUpdate ?? Date()) {
+            try await insertRegistration(registration, on: connection)
+        }
+    }
+
+    // MARK: Registrations
+
+    public func issueRegistrationId(hub: String) async throws -> String {
+        // Shaped like Azure Notification Hubs' ids: two random numbers and a counter.
+        let id = "\(UInt64.random(in: 1...UInt64(Int64.max)))-\(UInt64.random(in: 1...UInt64(Int64.max)))-1"
+        try await database.write { connection in
+            try await connection.execute(
+                "INSERT INTO registration_ids (hub, registration_id, issued_at) VALUES (?, ?, ?)", [.text(hub), .text(id), SQLValue(Date())])
+        }
+        return id
+    }
+
+    public func upsertRegistration(_ registration: Registration, ifMatch: Int64?) async throws -> Registration {
+        do { try Tags.validate(registration.tags, field: "Tags") } catch { throw StoreError.invalid(error) }
+        return try await database.write { connection in
+            let existing = try await connection.query(
+                "SELECT seq, version, installation_id FROM registrations WHERE hub = ? AND registration_id = ?",
+                [.text(registration.hub), .text(registration.registrationId)]
+            ).first
+            if let installation = existing?.text("installation_id") {
+                throw StoreError.belongsToInstallation(registrationId: registration.registrationId, installationId: installation)
+            }
+            let currentVersion = existing?.integer("version")
+            if let ifMatch, ifMatch != currentVersion {
+                throw StoreError.versionMismatch(expected: ifMatch, actual: currentVersion)
+            }
+            var stored = registration
+            stored.tags = Tags.normalized(registration.tags)
+            stored.version = (currentVersion ?? 0) + 1
+            stored.updatedAt = RFC3339.truncated(Date())
+            stored.installationId = nil
+            if let seq = existing?.integer("seq") {
+                try await connection.execute("DELETE FROM registrations WHERE seq = ?", [.integer(seq)])
+            }
+            try await Self.insertRegistration(stored, on: connection)
+            try await connection.execute(
+                "DELETE FROM registration_ids WHERE hub = ? AND registration_id = ?", [.text(stored.hub), .text(stored.registrationId)])
+            return stored
+        }
+    }
+
+    public func registration(hub: String, id: String) async throws -> Registration? {
+        try await database.read { connection in
+            try await connection.query(
+                "SELECT * FROM registrations WHERE hub = ? AND registration_id = ?", [.text(hub), .text(id)]
+            ).first.map(Self.registration(from:))
+        }
+    }
+
+    public func deleteRegistration(hub: String, id: String, ifMatch: Int64?) async throws -> Bool {
+        try await database.write { connection in
+            let existing = try await connection.query(
+                "SELECT seq, version, installation_id FROM registrations WHERE hub = ? AND registration_id = ?", [.text(hub), .text(id)]
+            ).first
+            try await connection.execute("DELETE FROM registration_ids WHERE hub = ? AND registration_id = ?", [.text(hub), .text(id)])
+            guard let existing, let seq = existing.integer("seq") else {
+                if let ifMatch { throw StoreError.versionMismatch(expected: ifMatch, actual: nil) }
+                return false
+            }
+            if let installation = existing.text("installation_id") {
+                throw StoreError.belongsToInstallation(registrationId: id, installationId: installation)
+            }
+            if let ifMatch, ifMatch != existing.integer("version") {
+                throw StoreError.versionMismatch(expected: ifMatch, actual: existing.integer("version"))
+            }
+            try await connection.execute("DELETE FROM registrations WHERE seq = ?", [.integer(seq)])
+            return true
+        }
+    }
+
+    public func registrationIdState(hub: String, id: String) async throws -> RegistrationIdState {
+        try await database.read { connection in
+            let live = try await connection.query(
+                "SELECT expires_at FROM registrations WHERE hub = ? AND registration_id = ?", [.text(hub), .text(id)]
+            ).first
+            if let live {
+                if let expiry = live.date("expires_at"), expiry < Date() { return .unknown }
+                return .registered
+            }
+            let issued = try await connection.query(
+                "SELECT 1 AS issued FROM registration_ids WHERE hub = ? AND registration_id = ?", [.text(hub), .text(id)])
+            return issued.isEmpty ? .unknown : .issued
+        }
+    }
+
+    public func registrations(hub: String, matching query: RegistrationQuery, after cursor: RegistrationCursor?, limit: Int) async throws -> RegistrationPage {
+        let limit = max(1, limit)
+        let after = Int64(cursor?.position ?? 0)
+        return try await database.read { connection in
+            switch query {
+            case .all:
+                return try await Self.scan(hub: hub, filter: nil, after: after, limit: limit, on: connection)
+            case .handle(let handle):
+                return try await Self.scan(hub: hub, filter: ("r.handle = ?", [.text(handle)]), after: after, limit: limit, on: connection)
+            case .installation(let id):
+                return try await Self.scan(hub: hub, filter: ("r.installation_id = ?", [.text(id)]), after: after, limit: limit, on: connection)
+            case .user(let id):
+                return try await Self.scan(hub: hub, filter: ("r.user_id = ?", [.text(id)]), after: after, limit: limit, on: connection)
+            case .tagExpression(let expression):
+                let filter = Self.compile(expression)
+                guard let driving = expression.drivingTags else {
+                    return try await Self.scan(hub: hub, filter: filter, after: after, limit: limit, on: connection)
+                }
+                return try await Self.pageByTags(hub: hub, driving: driving.sorted(), filter: filter, after: after, limit: limit, on: connection)
+            }
+        }
+    }
+
+    /// Registrations in `seq` order with an optional filter.
+    private static func scan(hub: String, filter: (sql: String, binds: [SQLValue])?, after: Int64, limit: Int, on connection: any SQLConnection) async throws -> RegistrationPage {
+        let condition = filter.map { " AND \($0.sql)" } ?? ""
+        let rows = try await connection.query(
+            "SELECT r.* FROM registrations r WHERE r.hub = ? AND r.seq > ?\(condition) ORDER BY r.seq LIMIT ?",
+            [.text(hub), .integer(after)] + (filter?.binds ?? []) + [.integer(Int64(limit))])
+        let registrations = try rows.map(registration(from:))
+        let next = rows.count == limit ? rows.last?.integer("seq").map(RegistrationCursor.init(position:)) : nil
+        return RegistrationPage(registrations: registrations, next: next)
+    }
+
+    /// Starts from the tag index: the next `limit` registrations carrying any driving tag
+    /// (each tag's index range read in order, merged), then the whole expression as a filter.
+    private static func pageByTags(hub: String, driving: [String], filter: (sql: String, binds: [SQLValue]), after: Int64, limit: Int, on connection: any SQLConnection) async throws -> RegistrationPage {
+        let perTag = "SELECT seq FROM (SELECT seq FROM registration_tags WHERE hub = ? AND tag = ? AND seq > ? ORDER BY seq LIMIT ?) AS t"
+        let union = Array(repeating: perTag, count: driving.count).joined(separator: " UNION ")
+        var binds: [SQLValue] = []
+        for tag in driving { binds += [.text(hub), .text(tag), .integer(after), .integer(Int64(limit))] }
+        let candidates = try await connection.query(
+            "SELECT seq FROM (\(union)) AS candidates ORDER BY seq LIMIT ?", binds + [.integer(Int64(limit))]
+        ).compactMap { $0.integer("seq") }
+        guard let last = candidates.last else { return RegistrationPage(registrations: [], next: nil) }
+        let placeholders = Array(repeating: "?", count: candidates.count).joined(separator: ", ")
+        let rows = try await connection.query(
+            "SELECT r.* FROM registrations r WHERE r.seq IN (\(placeholders)) AND \(filter.sql) ORDER BY r.seq",
+            candidates.map(SQLValue.integer) + filter.binds)
+        return RegistrationPage(
+            registrations: try rows.map(registration(from:)),
+            next: candidates.count == limit ? RegistrationCursor(position: last) : nil)
+    }
+
+    /// A tag expression as a condition on `registrations r`.
+    static func compile(_ expression: TagExpression) -> (sql: String, binds: [SQLValue]) {
+        switch expression {
+        case .tag(let tag):
+            return ("EXISTS (SELECT 1 FROM registration_tags t WHERE t.hub = r.hub AND t.tag = ? AND t.seq = r.seq)", [.text(tag)])
+        case .not(let inner):
+            let compiled = compile(inner)
+            return ("NOT \(compiled.sql)", compiled.binds)
+        case .and(let left, let right):
+            let (l, r) = (compile(left), compile(right))
+            return ("(\(l.sql) AND \(r.sql))", l.binds + r.binds)
+        case .or(let left, let right):
+            let (l, r) = (compile(left), compile(right))
+            return ("(\(l.sql) OR \(r.sql))", l.binds + r.binds)
+        }
+    }
+
+    private static func insertRegistration(_ registration: Registration, on connection: any SQLConnection) async throws {
+        let template = registration.template
+        let headers = try template?.headers.map { try encode($0) }
+        let rows = try await connection.query(
+            """
+            INSERT INTO registrations (hub, registration_id, format, handle, p256dh, auth, tags, template_name, template_body,
+                template_headers, template_expiry, installation_id, user_id, expires_at, version, updated_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq
+            """,
+            [
+                .text(registration.hub), .text(registration.registrationId), .text(registration.format.rawValue),
+                .text(registration.handle), SQLValue(registration.webPush?.p256dh), SQLValue(registration.webPush?.auth),
+                .text(try encode(registration.tags)), SQLValue(template?.name), SQLValue(template?.body), SQLValue(headers),
+                SQLValue(template?.expiry), SQLValue(registration.installationId), SQLValue(registration.userId),
+                SQLValue(registration.expiresAt), .integer(registration.version), SQLValue(registration.updatedAt),
+            ])
+        guard let seq = rows.first?.integer("seq") else { throw SQLError(message: "the registration insert returned no row") }
+        for tag in registration.tags {
+            try await connection.execute(
+                "INSERT INTO registration_tags (hub, tag, seq) VALUES (?, ?, ?)", [.text(registration.hub), .text(tag), .integer(seq)])
+        }
+    }
+
+    static func registration(from row: SQLRow) throws -> Registration {
+        guard let id = row.text("registration_id"), let hub = row.text("hub"), let formatText = row.text("format"),
+            let format = NotificationFormat(rawValue: formatText), let handle = row.text("handle")
+        else { throw SQLError(message: "a registration row is incomplete") }
+        let tags = try row.text("tags").map { try JSONDecoder().decode([String].self, from: Data($0.utf8)) } ?? []
+        let template = try row.text("template_body").map { body in
+            RegistrationTemplate(
+                name: row.text("template_name"), body: body,
+                headers: try row.text("template_headers").map { try JSONDecoder().decode([String: String].self, from: Data($0.utf8)) },
+                expiry: row.text("template_expiry"))
+        }
+        let webPush = row.text("p256dh").flatMap { p256dh in row.text("auth").map { WebPushKeys(p256dh: p256dh, auth: $0) } }
+        return Registration(
+            registrationId: id, hub: hub, format: format, handle: handle, webPush: webPush, tags: tags, template: template,
+            installationId: row.text("installation_id"), userId: row.text("user_id"), expiresAt: row.date("expires_at"),
+            version: row.integer("version") ?? 1, updatedAt: row.date("updated_at") ?? Date(timeIntervalSince1970: 0))
+    }
+
+    // MARK: Users
+
+    public func setUser(name: String, passwordHash: String) async throws {
+        try await database.write { connection in
+            try await connection.execute(
+                """
+                INSERT INTO users (name, password_hash, created_at) VALUES (?, ?, ?)
+                ON CONFLICT (name) DO UPDATE SET password_hash = excluded.password_hash
+                """, [.text(name), .text(passwordHash), SQLValue(Date())])
+        }
+    }
+
+    public func passwordHash(user: String) async throws -> String? {
+        try await database.read { connection in
+            try await connection.query("SELECT password_hash FROM users WHERE name = ?", [.text(user)]).first?.text("password_hash")
+        }
+    }
+
+    private static func encode<T: Encodable>(_ value: T) throws -> String {
+        let encoder = WireCoding.makeEncoder()
+        return String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+}

@@ -1,0 +1,200 @@
+import CSQLite
+import Foundation
+import Synchronization
+
+/// SQLite in one file, in WAL mode: one writer connection and a few readers, each used by one
+/// task at a time. Statements run inline: with WAL and `synchronous=NORMAL` a statement or
+/// commit touches memory and the log, not a disk flush.
+public final class SQLiteDatabase: SQLDatabase {
+    public let dialect = SQLDialect.sqlite
+    private let writer: ConnectionLease<SQLiteConnection>
+    private let readers: ConnectionLease<SQLiteConnection>
+
+    /// Opens (creating if needed) the database at `path`.
+    public init(path: String, readers readerCount: Int = 4) throws {
+        let writerConnection = try SQLiteConnection(path: path)
+        try writerConnection.run("PRAGMA journal_mode=WAL")
+        try writerConnection.run("PRAGMA synchronous=NORMAL")
+        try writerConnection.run("PRAGMA foreign_keys=ON")
+        writer = ConnectionLease([writerConnection])
+        readers = ConnectionLease(try (0..<max(1, readerCount)).map { _ in
+            let reader = try SQLiteConnection(path: path)
+            try reader.run("PRAGMA foreign_keys=ON")
+            return reader
+        })
+    }
+
+    public func read<T: Sendable>(_ body: @Sendable (any SQLConnection) async throws -> T) async throws -> T {
+        try await readers.with { try await body($0) }
+    }
+
+    public func write<T: Sendable>(_ body: @Sendable (any SQLConnection) async throws -> T) async throws -> T {
+        try await writer.with { connection in
+            try connection.run("BEGIN IMMEDIATE")
+            do {
+                let result = try await body(connection)
+                try connection.run("COMMIT")
+                return result
+            } catch {
+                try? connection.run("ROLLBACK")
+                throw error
+            }
+        }
+    }
+
+    public func close() async {
+        await writer.closeAll { $0.close() }
+        await readers.closeAll { $0.close() }
+    }
+}
+
+/// One `sqlite3` handle with a cache of prepared statements.
+final class SQLiteConnection: SQLConnection, @unchecked Sendable {
+    // @unchecked: a connection is only used by the one task that leased it.
+    private var handle: OpaquePointer?
+    private var statements: [String: OpaquePointer] = [:]
+
+    init(path: String) throws {
+        var handle: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let code = sqlite3_open_v2(path, &handle, flags, nil)
+        guard code == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "code \(code)"
+            sqlite3_close(handle)
+            throw SQLError(message: "could not open SQLite database \(path): \(message)")
+        }
+        self.handle = handle
+        sqlite3_busy_timeout(handle, 5000)
+    }
+
+    deinit { close() }
+
+    func close() {
+        for statement in statements.values { sqlite3_finalize(statement) }
+        statements.removeAll()
+        if let handle { sqlite3_close_v2(handle) }
+        handle = nil
+    }
+
+    /// Runs statements that take no binds and return nothing (pragmas, transactions, DDL).
+    func run(_ sql: String) throws {
+        guard let handle else { throw SQLError(message: "the SQLite connection is closed") }
+        var errorMessage: UnsafeMutablePointer<CChar>?
+        if sqlite3_exec(handle, sql, nil, nil, &errorMessage) != SQLITE_OK {
+            let message = errorMessage.map { String(cString: $0) } ?? "unknown error"
+            sqlite3_free(errorMessage)
+            throw SQLError(message: "\(message) in: \(sql.prefix(200))")
+        }
+    }
+
+    func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
+        try step(sql, binds, collect: true).rows
+    }
+
+    func execute(_ sql: String, _ binds: [SQLValue]) async throws {
+        _ = try step(sql, binds, collect: false)
+    }
+
+    private func prepared(_ sql: String) throws -> OpaquePointer {
+        guard let handle else { throw SQLError(message: "the SQLite connection is closed") }
+        if let statement = statements[sql] { return statement }
+        var statement: OpaquePointer?
+        guard sqlite3_prepare_v2(handle, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
+            throw SQLError(message: "\(String(cString: sqlite3_errmsg(handle))) in: \(sql.prefix(200))")
+        }
+        statements[sql] = statement
+        return statement
+    }
+
+    private func step(_ sql: String, _ binds: [SQLValue], collect: Bool) throws -> (rows: [SQLRow], Void) {
+        let statement = try prepared(sql)
+        defer {
+            sqlite3_reset(statement)
+            sqlite3_clear_bindings(statement)
+        }
+        for (offset, value) in binds.enumerated() {
+            let index = Int32(offset + 1)
+            switch value {
+            case .null: sqlite3_bind_null(statement, index)
+            case .integer(let number): sqlite3_bind_int64(statement, index, number)
+            case .text(let text): pushhub_sqlite3_bind_text(statement, index, text, -1)
+            }
+        }
+        var rows: [SQLRow] = []
+        var columns: [String: Int]?
+        while true {
+            let code = sqlite3_step(statement)
+            if code == SQLITE_DONE { break }
+            guard code == SQLITE_ROW else {
+                let message = String(cString: sqlite3_errmsg(handle))
+                throw SQLError(message: "\(message) in: \(sql.prefix(200))", isConstraintViolation: code & 0xFF == SQLITE_CONSTRAINT)
+            }
+            guard collect else { continue }
+            let count = Int(sqlite3_column_count(statement))
+            if columns == nil {
+                columns = Dictionary(uniqueKeysWithValues: (0..<count).map { (String(cString: sqlite3_column_name(statement, Int32($0))), $0) })
+            }
+            var values: [SQLValue] = []
+            values.reserveCapacity(count)
+            for column in 0..<Int32(count) {
+                switch sqlite3_column_type(statement, column) {
+                case SQLITE_NULL: values.append(.null)
+                case SQLITE_INTEGER: values.append(.integer(sqlite3_column_int64(statement, column)))
+                default: values.append(.text(sqlite3_column_text(statement, column).map { String(cString: $0) } ?? ""))
+                }
+            }
+            rows.append(SQLRow(columns: columns!, values: values))
+        }
+        return (rows, ())
+    }
+}
+
+/// Hands out connections, one task at a time each; callers wait when all are in use.
+final class ConnectionLease<Connection: Sendable>: Sendable {
+    private struct State {
+        var idle: [Connection]
+        var waiting: [CheckedContinuation<Connection, Never>] = []
+    }
+
+    private let state: Mutex<State>
+
+    init(_ connections: [Connection]) {
+        state = Mutex(State(idle: connections))
+    }
+
+    func with<T>(_ body: (Connection) async throws -> T) async throws -> T {
+        let connection = await acquire()
+        defer { release(connection) }
+        return try await body(connection)
+    }
+
+    private func acquire() async -> Connection {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> Connection? in
+                if let connection = state.idle.popLast() { return connection }
+                state.waiting.append(continuation)
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+
+    private func release(_ connection: Connection) {
+        let waiter = state.withLock { state -> CheckedContinuation<Connection, Never>? in
+            if state.waiting.isEmpty {
+                state.idle.append(connection)
+                return nil
+            }
+            return state.waiting.removeFirst()
+        }
+        waiter?.resume(returning: connection)
+    }
+
+    func closeAll(_ close: (Connection) -> Void) async {
+        let idle = state.withLock { state in
+            defer { state.idle.removeAll() }
+            return state.idle
+        }
+        idle.forEach(close)
+    }
+}

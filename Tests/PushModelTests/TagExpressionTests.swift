@@ -1,0 +1,86 @@
+import Foundation
+import PushModel
+import Testing
+
+@Suite("Tag expressions")
+struct TagExpressionTests {
+    @Test("expressions parse to what they mean", arguments: [
+        ("Sports", "Sports"),
+        ("Sports && !Politics", "Sports && !Politics"),
+        ("a || b && c", "a || (b && c)"),
+        ("(a || b) && c", "(a || b) && c"),
+        ("!!a", "!!a"),
+        ("  a&&b  ", "a && b"),
+        ("$InstallationId:{phone-1} || $UserId:{alice}", "$InstallationId:{phone-1} || $UserId:{alice}"),
+        ("username:alice", "username:alice"),
+    ])
+    func parses(_ text: String, _ printed: String) throws {
+        #expect(try TagExpression.parse(text).description == printed)
+    }
+
+    @Test("syntax errors say where", arguments: [
+        ("", 0, "expected a tag, found the end"),
+        ("a &&", 4, "expected a tag, found the end"),
+        ("a & b", 2, "unexpected \"&\" (operators are && and ||)"),
+        ("(a || b", 7, "expected ')' to close the '(' at position 0"),
+        ("a b", 2, "unexpected \"b\""),
+        ("a || %", 5, "expected a tag, found \"%\""),
+        ("$InstallationId:{x", 0, "implicit tag is missing its closing '}'"),
+        ("$Other:{x}", 0, "unknown implicit tag \"$Other:{x}\"; PushHub knows $InstallationId:{…} and $UserId:{…}"),
+    ])
+    func syntaxErrors(_ text: String, _ position: Int, _ message: String) {
+        #expect(throws: TagExpressionError(position: position, message: message)) { try TagExpression.parse(text) }
+    }
+
+    @Test("limits: 20 tags with only ||, 6 otherwise")
+    func limits() throws {
+        let twenty = (1...20).map { "t\($0)" }.joined(separator: " || ")
+        #expect(try TagExpression.parse(twenty).tagCount == 20)
+        #expect(throws: TagExpressionError.self) { try TagExpression.parse(twenty + " || t21") }
+        let six = (1...6).map { "t\($0)" }.joined(separator: " && ")
+        #expect(try TagExpression.parse(six).tagCount == 6)
+        #expect(throws: TagExpressionError.self) { try TagExpression.parse(six + " && t7") }
+        #expect(throws: TagExpressionError.self) { try TagExpression.parse("a || b || c || d || e || f || !g") }
+        #expect(throws: TagExpressionError.self) { try TagExpression.parse(String(repeating: "x", count: 121)) }
+    }
+
+    @Test("matching and the tags a store can start from", arguments: [
+        ("a && !b", ["a"], true, ["a"]),
+        ("a && !b", ["a", "b"], false, ["a"]),
+        ("!a", ["b"], true, nil),
+        ("(a || b) && c", ["b", "c"], true, ["c"]),
+        ("a || !b", ["c"], true, nil),
+        ("a || b", ["c"], false, ["a", "b"]),
+    ] as [(String, [String], Bool, [String]?)])
+    func matching(_ text: String, _ tags: [String], _ matches: Bool, _ driving: [String]?) throws {
+        let expression = try TagExpression.parse(text)
+        #expect(expression.matches(Set(tags)) == matches)
+        #expect(expression.drivingTags == driving.map(Set.init))
+    }
+}
+
+@Suite("RFC 3339 times")
+struct RFC3339Tests {
+    @Test("written and read back, a time stays equal", arguments: [0.0, 1.0005, 1_795_248_561.123, 1_795_248_561.1229999, 1_795_248_561.9996, -1.5])
+    func stable(_ seconds: Double) throws {
+        let truncated = RFC3339.truncated(Date(timeIntervalSince1970: seconds))
+        let text = RFC3339.format(truncated)
+        #expect(RFC3339.parse(text) == truncated, "\(text)")
+        #expect(RFC3339.format(try #require(RFC3339.parse(text))) == text)
+    }
+
+    @Test("offsets, fractions and their absence are read", arguments: [
+        ("2026-11-21T08:09:21Z", 1_795_248_561.0),
+        ("2026-11-21T08:09:21.5Z", 1_795_248_561.5),
+        ("2026-11-21T10:09:21.250+02:00", 1_795_248_561.25),
+        ("2026-11-21T08:09:21.123456Z", 1_795_248_561.123),
+    ])
+    func reads(_ text: String, _ seconds: Double) {
+        #expect(RFC3339.parse(text) == Date(timeIntervalSince1970: seconds))
+    }
+
+    @Test("what is not RFC 3339 is refused", arguments: ["yesterday", "2026-11-21", "2026-11-21T08:09:21.Z", ""])
+    func refuses(_ text: String) {
+        #expect(RFC3339.parse(text) == nil)
+    }
+}

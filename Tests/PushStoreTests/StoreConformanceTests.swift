@@ -1,0 +1,207 @@
+import Logging
+import Foundation
+import PushModel
+import PushStore
+import Testing
+
+@Suite("Registration store conformance (SQLite and PostgreSQL)", .timeLimit(.minutes(2)))
+struct StoreConformanceTests {
+    static func installation(_ id: String, user: String? = nil, tags: [String] = [], templates: [String: Installation.Template] = [:]) -> Installation {
+        Installation(installationId: id, userId: user, platform: .apns, pushChannel: "token-\(id)", tags: tags, templates: templates)
+    }
+
+    @Test("an installation is stored as its registrations, with the implicit tags", arguments: StoreKind.available)
+    func installationRoundTrip(_ kind: StoreKind) async throws {
+        let fixture = try await StoreFixture.make(kind)
+        let store = fixture.store
+        let written = try await store.upsertInstallation(
+            Self.installation("phone-1", user: "alice", tags: ["Sports"], templates: [
+                "simple": .init(body: #"{"aps":{"alert":"$(messageParam)"}}"#, expiry: "0", tags: ["templated"])
+            ]), hub: fixture.hub)
+        #expect(written.lastUpdate != nil)
+        let read = try #require(try await store.installation(hub: fixture.hub, id: "phone-1"))
+        #expect(read == written)
+
+        let registrations = try await store.all(hub: fixture.hub, matching: .installation("phone-1"))
+        #expect(registrations.count == 2)
+        let native = try #require(registrations.first { $0.template == nil })
+        #expect(native.tags == ["$InstallationId:{phone-1}", "$UserId:{alice}", "Sports"])
+        #expect(native.handle == "token-phone-1")
+        #expect(native.format == .apple)
+        let templated = try #require(registrations.first { $0.template != nil })
+        #expect(templated.tags.contains("templated"))
+        #expect(templated.template?.body == #"{"aps":{"alert":"$(messageParam)"}}"#)
+        #expect(templated.template?.expiry == "0")
+
+        #expect(try await store.deleteInstallation(hub: fixture.hub, id: "phone-1"))
+        #expect(try await store.installation(hub: fixture.hub, id: "phone-1") == nil)
+        #expect(try await store.all(hub: fixture.hub, matching: .installation("phone-1")).isEmpty)
+        #expect(try await store.deleteInstallation(hub: fixture.hub, id: "phone-1") == false)
+    }
+
+    @Test("patching an installation rewrites its registrations", arguments: StoreKind.available)
+    func patchInstallation(_ kind: StoreKind) async throws {
+        let fixture = try await StoreFixture.make(kind)
+        var expired = Self.installation("tablet", tags: ["a"])
+        expired.pushChannelExpired = true
+        _ = try await fixture.store.upsertInstallation(expired, hub: fixture.hub)
+        let patched = try await fixture.store.patchInstallation(hub: fixture.hub, id: "tablet", [
+            .init(op: .add, path: "/tags", value: .strings(["b"])),
+            .init(op: .replace, path: "/pushChannel", value: .string("new-token")),
+            .init(op: .add, path: "/templates/t1", value: .object(["body": .string("{}")])),
+        ])
+        #expect(patched.tags == ["a", "b"])
+        #expect(patched.pushChannel == "new-token")
+        #expect(patched.pushChannelExpired == false)
+        let registrations = try await fixture.store.all(hub: fixture.hub, matching: .installation("tablet"))
+        #expect(registrations.count == 2)
+        #expect(registrations.allSatisfy { $0.handle == "new-token" && $0.tags.contains("b") })
+
+        await #expect(throws: StoreError.notFound("installation missing")) {
+            _ = try await fixture.store.patchInstallation(hub: fixture.hub, id: "missing", [])
+        }
+        let invalid = await #expect(throws: StoreError.self) {
+            _ = try await fixture.store.patchInstallation(hub: fixture.hub, id: "tablet", [.init(op: .add, path: "/tags/-", value: .string("bad tag!"))])
+        }
+        guard case .invalid(let error)? = invalid else { Issue.record("expected an invalid patch, got \(String(describing: invalid))"); return }
+        #expect(error.field == "tags")
+        #expect(try await fixture.store.installation(hub: fixture.hub, id: "tablet")?.tags == ["a", "b"], "a refused patch changes nothing")
+    }
+
+    @Test("100 concurrent writes of one installation leave one consistent record", arguments: StoreKind.available)
+    func concurrentInstallationWrites(_ kind: StoreKind) async throws {
+        let fixture = try await StoreFixture.make(kind)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for writer in 0..<100 {
+                group.addTask {
+                    let templates = Dictionary(uniqueKeysWithValues: (0..<(writer % 3)).map { ("t\($0)", Installation.Template(body: "{}")) })
+                    _ = try await fixture.store.upsertInstallation(
+                        Self.installation("shared", tags: ["writer-\(writer)"], templates: templates), hub: fixture.hub)
+                }
+            }
+            try await group.waitForAll()
+        }
+        let final = try #require(try await fixture.store.installation(hub: fixture.hub, id: "shared"))
+        let registrations = try await fixture.store.all(hub: fixture.hub, matching: .installation("shared"))
+        #expect(registrations.count == 1 + final.templates.count, "one native registration and one per template")
+        #expect(registrations.allSatisfy { $0.tags.contains(final.tags[0]) }, "every registration carries the final installation's tags")
+        #expect(Set(registrations.flatMap(\.tags).filter { $0.hasPrefix("writer-") }).count == 1)
+    }
+
+    @Test("registrations: versions, If-Match, installation-owned ids, id states", arguments: StoreKind.available)
+    func registrationLifecycle(_ kind: StoreKind) async throws {
+        let fixture = try await StoreFixture.make(kind)
+        let store = fixture.store
+        let id = try await store.issueRegistrationId(hub: fixture.hub)
+        #expect(try await store.registrationIdState(hub: fixture.hub, id: id) == .issued)
+
+        let registration = Registration(registrationId: id, hub: fixture.hub, format: .gcm, handle: "fcm-token", tags: ["b", "a", "a"], updatedAt: Date())
+        let first = try await store.upsertRegistration(registration, ifMatch: nil)
+        #expect(first.version == 1)
+        #expect(first.tags == ["a", "b"])
+        #expect(try await store.registrationIdState(hub: fixture.hub, id: id) == .registered)
+        let second = try await store.upsertRegistration(registration, ifMatch: 1)
+        #expect(second.version == 2)
+        await #expect(throws: StoreError.versionMismatch(expected: 1, actual: 2)) {
+            _ = try await store.upsertRegistration(registration, ifMatch: 1)
+        }
+        #expect(try await store.registration(hub: fixture.hub, id: id)?.handle == "fcm-token")
+        #expect(try await store.all(hub: fixture.hub, matching: .handle("fcm-token")).map(\.registrationId) == [id])
+
+        await #expect(throws: StoreError.versionMismatch(expected: 7, actual: 2)) {
+            _ = try await store.deleteRegistration(hub: fixture.hub, id: id, ifMatch: 7)
+        }
+        #expect(try await store.deleteRegistration(hub: fixture.hub, id: id, ifMatch: 2))
+        #expect(try await store.registrationIdState(hub: fixture.hub, id: id) == .unknown, "a deleted id is gone")
+        #expect(try await store.deleteRegistration(hub: fixture.hub, id: id, ifMatch: nil) == false)
+
+        _ = try await store.upsertInstallation(Self.installation("owned"), hub: fixture.hub)
+        let ownedId = Registration.installationRegistrationId("owned", template: nil)
+        await #expect(throws: StoreError.belongsToInstallation(registrationId: ownedId, installationId: "owned")) {
+            _ = try await store.deleteRegistration(hub: fixture.hub, id: ownedId, ifMatch: nil)
+        }
+        let invalidTags = Registration(registrationId: "x", hub: fixture.hub, format: .apple, handle: "t", tags: ["no spaces"], updatedAt: Date())
+        await #expect(throws: StoreError.self) { _ = try await store.upsertRegistration(invalidTags, ifMatch: nil) }
+    }
+
+    @Test("tag expressions select exactly the registrations they match, page by page", arguments: StoreKind.available)
+    func tagExpressionQueries(_ kind: StoreKind) async throws {
+        let fixture = try await StoreFixture.make(kind)
+        let vocabulary = ["a", "b", "c", "d"]
+        var expected: [String: Set<String>] = [:]
+        // 60 registrations with every combination of tags, some of them installations.
+        for index in 0..<60 {
+            let tags = vocabulary.enumerated().filter { index & (1 << $0.offset) != 0 }.map(\.element)
+            if index % 5 == 0 {
+                let installation = Installation(installationId: "i\(index)", userId: "u\(index % 3)", platform: .fcmv1, pushChannel: "h\(index)", tags: tags)
+                _ = try await fixture.store.upsertInstallation(installation, hub: fixture.hub)
+                expected[Registration.installationRegistrationId("i\(index)", template: nil)] =
+                    Set(tags + [Tags.installation("i\(index)"), Tags.user("u\(index % 3)")])
+            } else {
+                let id = "r\(index)"
+                _ = try await fixture.store.upsertRegistration(
+                    Registration(registrationId: id, hub: fixture.hub, format: .apple, handle: "h\(index)", tags: tags, updatedAt: Date()), ifMatch: nil)
+                expected[id] = Set(tags)
+            }
+        }
+        // Another hub's registrations never show.
+        _ = try await fixture.store.upsertRegistration(
+            Registration(registrationId: "other", hub: fixture.hub + "-other", format: .apple, handle: "h", tags: ["a"], updatedAt: Date()), ifMatch: nil)
+
+        for text in ["a", "a || b", "a && b", "a && !b", "!a", "(a || b) && !c", "a || b || c || d", "!(a && b) && d", "$InstallationId:{i15}", "$UserId:{u1} || d", "nothing"] {
+            let expression = try TagExpression.parse(text)
+            let found = try await fixture.store.all(hub: fixture.hub, matching: .tagExpression(expression), pageSize: 7)
+            let want = Set(expected.filter { expression.matches($0.value) }.keys)
+            #expect(Set(found.map(\.registrationId)) == want, "\(text)")
+            #expect(found.count == want.count, "\(text): no registration twice")
+        }
+        #expect(try await fixture.store.all(hub: fixture.hub, matching: .all, pageSize: 13).count == 60)
+        #expect(try await fixture.store.all(hub: fixture.hub, matching: .user("u1")).count == 4)
+    }
+
+    @Test("users and their password hashes", arguments: StoreKind.available)
+    func users(_ kind: StoreKind) async throws {
+        let fixture = try await StoreFixture.make(kind)
+        let name = "user-\(fixture.hub)"
+        #expect(try await fixture.store.passwordHash(user: name) == nil)
+        try await fixture.store.setUser(name: name, passwordHash: "hash-1")
+        try await fixture.store.setUser(name: name, passwordHash: "hash-2")
+        #expect(try await fixture.store.passwordHash(user: name) == "hash-2")
+    }
+}
+
+@Suite("SQLite store on disk")
+struct SQLiteStoreTests {
+    @Test("data and schema survive closing and reopening the file")
+    func reopen() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
+        let first = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
+        _ = try await first.upsertInstallation(Installation(installationId: "kept", platform: .wns, pushChannel: "https://wns/1"), hub: "myhub")
+        await first.close()
+        let second = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
+        #expect(try await second.installation(hub: "myhub", id: "kept")?.pushChannel == "https://wns/1")
+        await second.close()
+    }
+}
+
+@Suite("Migrations")
+struct MigrationTests {
+    @Test("stores opened at the same moment on one database migrate it once", arguments: StoreKind.available)
+    func concurrentOpen(_ kind: StoreKind) async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<4 {
+                group.addTask {
+                    switch kind {
+                    case .sqlite: _ = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
+                    case .postgres:
+                        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+                        let store = try await SQLRegistrationStore.open(PostgresDatabase(url: StoreKind.postgresURL!, logger: logger))
+                        await store.close()
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+}

@@ -1,0 +1,65 @@
+import Foundation
+import Logging
+import PushModel
+import PushStore
+
+/// The stores the conformance suite runs against. PostgreSQL takes part when
+/// `PUSHHUB_TEST_POSTGRES_URL` names a database (`make test` starts a throwaway server).
+enum StoreKind: String, CaseIterable, Sendable, CustomStringConvertible {
+    case sqlite
+    case postgres
+
+    static let postgresURL = ProcessInfo.processInfo.environment["PUSHHUB_TEST_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
+
+    static var available: [StoreKind] { postgresURL == nil ? [.sqlite] : [.sqlite, .postgres] }
+
+    var description: String { rawValue }
+}
+
+/// A store with a hub of its own, so tests can share one PostgreSQL database.
+struct StoreFixture {
+    let store: any RegistrationStore
+    let hub: String
+
+    static func make(_ kind: StoreKind) async throws -> StoreFixture {
+        let hub = "hub-\(UUID().uuidString.prefix(8).lowercased())"
+        switch kind {
+        case .sqlite:
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
+            return StoreFixture(store: try await SQLRegistrationStore.open(SQLiteDatabase(path: path)), hub: hub)
+        case .postgres:
+            return StoreFixture(store: try await SharedPostgres.shared.store(), hub: hub)
+        }
+    }
+}
+
+/// One PostgreSQL store for the whole test run, opened once by whichever test asks first.
+actor SharedPostgres {
+    static let shared = SharedPostgres()
+    private var opening: Task<SQLRegistrationStore, any Error>?
+
+    func store() async throws -> SQLRegistrationStore {
+        if opening == nil {
+            opening = Task {
+                guard let url = StoreKind.postgresURL else { throw StoreError.notFound("PUSHHUB_TEST_POSTGRES_URL") }
+                let logger = Logger(label: "pushhub.tests.postgres") { _ in SwiftLogNoOpLogHandler() }
+                return try await SQLRegistrationStore.open(PostgresDatabase(url: url, logger: logger))
+            }
+        }
+        return try await opening!.value
+    }
+}
+
+extension RegistrationStore {
+    /// Every registration matching `query`, page by page.
+    func all(hub: String, matching query: RegistrationQuery, pageSize: Int = 7) async throws -> [Registration] {
+        var result: [Registration] = []
+        var cursor: RegistrationCursor?
+        repeat {
+            let page = try await registrations(hub: hub, matching: query, after: cursor, limit: pageSize)
+            result += page.registrations
+            cursor = page.next
+        } while cursor != nil
+        return result
+    }
+}

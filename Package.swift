@@ -53,6 +53,20 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
+        // The ingress process as a library: hub API, app-backend API, auth, configuration.
+        .target(
+            name: "PushIngress",
+            dependencies: [
+                "PushModel",
+                "PushStore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // Load generation and benchmarks.
         .target(
             name: "PushLoad",
@@ -87,6 +101,14 @@ let package = Package(
         .testTarget(
             name: "PushStoreTests",
             dependencies: ["PushStore", "PushModel", .product(name: "Logging", package: "swift-log")]
+        ),
+        .testTarget(
+            name: "PushIngressTests",
+            dependencies: [
+                "PushIngress", "PushStore", "PushModel",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
         ),
         .testTarget(
             name: "PushModelTests",

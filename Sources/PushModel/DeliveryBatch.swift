@@ -102,8 +102,8 @@ public struct DeliveryBatch: WireMessage, Equatable {
     }
 
     public func validate() throws(WireError) {
-        try Check.uuid(notificationId, "notificationId")
-        try Check.hubName(hub, "hub")
+        try FieldCheck.uuid(notificationId, "notificationId")
+        try FieldCheck.hubName(hub, "hub")
         if let format {
             guard format.platform == platform else {
                 throw .invalidField(field: "format", reason: "\(format.rawValue) is not delivered through \(platform.rawValue)")
@@ -113,19 +113,19 @@ public struct DeliveryBatch: WireMessage, Equatable {
             }
         }
         if kind == .template { try TemplateProperties.validate(body, field: "body") }
-        try Check.headers(headers, "headers")
+        try FieldCheck.headers(headers, "headers")
         guard attempt >= 1 else { throw .invalidField(field: "attempt", reason: "must be 1 or more, not \(attempt)") }
         guard (1...Self.maximumTargets).contains(targets.count) else {
             throw .invalidField(field: "targets", reason: "must hold 1 to \(Self.maximumTargets) targets, not \(targets.count)")
         }
         for (index, target) in targets.enumerated() {
             let field = "targets[\(index)]"
-            try Check.notEmpty(target.handle, "\(field).handle")
-            if let registrationId = target.registrationId { try Check.notEmpty(registrationId, "\(field).registrationId") }
+            try FieldCheck.notEmpty(target.handle, "\(field).handle")
+            if let registrationId = target.registrationId { try FieldCheck.notEmpty(registrationId, "\(field).registrationId") }
             switch (kind, target.template) {
             case (.template, nil): throw .invalidField(field: "\(field).template", reason: "missing in a template batch")
             case (.native, .some): throw .invalidField(field: "\(field).template", reason: "not allowed in a native batch")
-            case (.template, .some(let template)): try Check.notEmpty(template.body, "\(field).template.body")
+            case (.template, .some(let template)): try FieldCheck.notEmpty(template.body, "\(field).template.body")
             case (.native, nil): break
             }
             if platform == .webpush {

@@ -131,8 +131,8 @@ public struct Installation: Codable, Sendable, Equatable {
         else {
             throw .invalidField(field: "installationId", reason: "must be 1 to \(Self.maximumIdLength) letters, digits and _ @ # . : - $ ! ~")
         }
-        if let userId { try Check.notEmpty(userId, "userId") }
-        try Check.notEmpty(pushChannel, "pushChannel")
+        if let userId { try FieldCheck.notEmpty(userId, "userId") }
+        try FieldCheck.notEmpty(pushChannel, "pushChannel")
         if platform == .browser {
             guard let webPush else { throw .invalidField(field: "pushChannel", reason: "a browser push channel needs endpoint, p256dh and auth") }
             try webPush.validate(field: "pushChannel")
@@ -142,9 +142,9 @@ public struct Installation: Codable, Sendable, Equatable {
             guard !name.isEmpty, name.count <= 200 else {
                 throw .invalidField(field: "templates", reason: "a template name must be 1 to 200 characters")
             }
-            try Check.notEmpty(template.body, "templates.\(name).body")
+            try FieldCheck.notEmpty(template.body, "templates.\(name).body")
             try Tags.validate(template.tags ?? [], field: "templates.\(name).tags")
-            try Check.headers(template.headers ?? [:], "templates.\(name).headers")
+            try FieldCheck.headers(template.headers ?? [:], "templates.\(name).headers")
         }
         if templates.count > 10 {
             throw .invalidField(field: "templates", reason: "at most 10 templates per installation, not \(templates.count)")

@@ -32,8 +32,8 @@ public struct ResultBatch: WireMessage, Equatable {
     }
 
     public func validate() throws(WireError) {
-        try Check.notEmpty(notificationId, "notificationId")
-        if !hub.isEmpty { try Check.hubName(hub, "hub") }
+        try FieldCheck.notEmpty(notificationId, "notificationId")
+        if !hub.isEmpty { try FieldCheck.hubName(hub, "hub") }
         switch (results, dispatched) {
         case (.some(let results), nil):
             guard !results.isEmpty else { throw .invalidField(field: "results", reason: "must not be empty") }

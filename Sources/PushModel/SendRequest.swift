@@ -50,12 +50,12 @@ public struct SendRequest: WireMessage, Equatable {
     }
 
     public func validate() throws(WireError) {
-        try Check.uuid(notificationId, "notificationId")
-        try Check.hubName(hub, "hub")
+        try FieldCheck.uuid(notificationId, "notificationId")
+        try FieldCheck.hubName(hub, "hub")
         try audience.validate(for: format)
-        try Check.notEmpty(body, "body")
+        try FieldCheck.notEmpty(body, "body")
         if format == .template { try TemplateProperties.validate(body, field: "body") }
-        try Check.headers(headers, "headers")
+        try FieldCheck.headers(headers, "headers")
         if let expiresAt, expiresAt <= enqueuedAt {
             throw .invalidField(field: "expiresAt", reason: "must be after enqueuedAt")
         }
@@ -109,12 +109,12 @@ public enum Audience: Codable, Sendable, Equatable {
     func validate(for format: NotificationFormat) throws(WireError) {
         switch self {
         case .tags(let expression):
-            try Check.notEmpty(expression.trimmingCharacters(in: .whitespaces), "audience.tags")
+            try FieldCheck.notEmpty(expression.trimmingCharacters(in: .whitespaces), "audience.tags")
         case .broadcast:
             break
         case .installationIds(let ids):
             try Self.checkCount(ids.count, "audience.installationIds")
-            for (index, id) in ids.enumerated() { try Check.notEmpty(id, "audience.installationIds[\(index)]") }
+            for (index, id) in ids.enumerated() { try FieldCheck.notEmpty(id, "audience.installationIds[\(index)]") }
         case .handles(let handles):
             try Self.checkCount(handles.count, "audience.handles")
             guard let platform = format.platform else {
@@ -147,7 +147,7 @@ public struct DirectHandle: Codable, Sendable, Equatable {
     }
 
     func validate(field: String, format: NotificationFormat, platform formatPlatform: Platform) throws(WireError) {
-        try Check.notEmpty(handle, "\(field).handle")
+        try FieldCheck.notEmpty(handle, "\(field).handle")
         guard platform == formatPlatform else {
             throw .invalidField(field: "\(field).platform", reason: "format \(format.rawValue) is delivered through \(formatPlatform.rawValue), not \(platform.rawValue)")
         }
@@ -169,8 +169,8 @@ public struct WebPushKeys: Codable, Sendable, Equatable, Hashable {
     }
 
     func validate(field: String) throws(WireError) {
-        try Check.notEmpty(p256dh, "\(field).p256dh")
-        try Check.notEmpty(auth, "\(field).auth")
+        try FieldCheck.notEmpty(p256dh, "\(field).p256dh")
+        try FieldCheck.notEmpty(auth, "\(field).auth")
     }
 }
 

@@ -75,7 +75,7 @@ public enum WireCoding {
     }
 
     /// Turns a `DecodingError` into the field it is about, e.g. `audience.handles[1].platform`.
-    static func describe(_ error: DecodingError) -> WireError {
+    public static func describe(_ error: DecodingError) -> WireError {
         switch error {
         case .keyNotFound(let key, let context):
             return .invalidField(field: path(context.codingPath + [key]), reason: "missing")
@@ -178,18 +178,18 @@ public enum RFC3339 {
     }
 }
 
-/// Checks used by several messages.
-enum Check {
-    static func notEmpty(_ value: String, _ field: String) throws(WireError) {
+/// Checks of single fields, used by the wire messages and the hub API.
+public enum FieldCheck {
+    public static func notEmpty(_ value: String, _ field: String) throws(WireError) {
         if value.isEmpty { throw .invalidField(field: field, reason: "must not be empty") }
     }
 
-    static func uuid(_ value: String, _ field: String) throws(WireError) {
+    public static func uuid(_ value: String, _ field: String) throws(WireError) {
         if UUID(uuidString: value) == nil { throw .invalidField(field: field, reason: "must be a UUID, not \"\(value)\"") }
     }
 
     /// Hub names as Azure Notification Hubs allows them.
-    static func hubName(_ value: String, _ field: String) throws(WireError) {
+    public static func hubName(_ value: String, _ field: String) throws(WireError) {
         let scalars = value.unicodeScalars
         guard let first = scalars.first, scalars.count <= 50, isLetterOrDigit(first),
             scalars.allSatisfy({ isLetterOrDigit($0) || $0 == "." || $0 == "-" || $0 == "_" })
@@ -200,11 +200,11 @@ enum Check {
         }
     }
 
-    static func isLetterOrDigit(_ scalar: Unicode.Scalar) -> Bool {
+    public static func isLetterOrDigit(_ scalar: Unicode.Scalar) -> Bool {
         ("a"..."z").contains(scalar) || ("A"..."Z").contains(scalar) || ("0"..."9").contains(scalar)
     }
 
-    static func headers(_ headers: [String: String], _ field: String) throws(WireError) {
+    public static func headers(_ headers: [String: String], _ field: String) throws(WireError) {
         for name in headers.keys where name.isEmpty || name.contains(where: { $0.isWhitespace || $0 == ":" }) {
             throw .invalidField(field: field, reason: "header name \"\(name)\" is not a valid HTTP header name")
         }

@@ -1,0 +1,37 @@
+import Foundation
+import Hummingbird
+import Logging
+import PushStore
+
+/// How the ingress runs.
+public struct IngressConfiguration: Sendable {
+    public var host: String = "127.0.0.1"
+    /// 0 picks a free port.
+    public var port: Int = 8080
+    public var hubs: HubsConfiguration
+
+    public init(hubs: HubsConfiguration) {
+        self.hubs = hubs
+    }
+}
+
+/// The ingress's routes; tests drive them through `app.test(.router)`.
+public func buildIngressRouter(
+    hubs: HubsConfiguration, store: any RegistrationStore, now: @escaping @Sendable () -> Date = { Date() }
+) -> Router<IngressContext> {
+    let router = Router(context: IngressContext.self)
+    let access = HubAccess(hubs: hubs, now: now)
+    router.get("health/live") { _, _ in HTTPResponse.Status.ok }
+    InstallationController(store: store, access: access).addRoutes(to: router)
+    return router
+}
+
+/// The ingress as an application: what `pushhub-ingress` runs.
+public func buildIngressApplication(
+    configuration: IngressConfiguration, store: any RegistrationStore, logger: Logger
+) -> some ApplicationProtocol {
+    Application(
+        router: buildIngressRouter(hubs: configuration.hubs, store: store),
+        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "PushHub"),
+        logger: logger)
+}

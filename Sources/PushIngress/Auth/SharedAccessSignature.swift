@@ -1,0 +1,145 @@
+import Crypto
+import Foundation
+
+/// A SAS token as Azure Notification Hubs clients send it:
+/// `SharedAccessSignature sr=<url-encoded resource>&sig=<url-encoded base64>&se=<unix expiry>&skn=<rule>`.
+/// The signature is HMAC-SHA256, keyed with the rule's key as UTF-8 text, over the resource as
+/// it appears in the token, a newline, and the expiry.
+public struct SharedAccessSignature: Sendable, Equatable {
+    /// `sr` as it stands in the token (what was signed).
+    public var signedResource: String
+    /// `sr` decoded: the URL the token is for.
+    public var resource: String
+    public var signature: Data
+    public var expiry: Int64
+    public var keyName: String
+
+    /// Reads a token; the error says what is malformed.
+    public static func parse(_ header: String) throws(SASError) -> SharedAccessSignature {
+        let prefix = "SharedAccessSignature "
+        guard header.count > prefix.count, header.prefix(prefix.count).lowercased() == prefix.lowercased() else {
+            throw .malformed("the Authorization header is not a SharedAccessSignature token")
+        }
+        var fields: [String: String] = [:]
+        for pair in header.dropFirst(prefix.count).split(separator: "&") {
+            guard let equals = pair.firstIndex(of: "=") else { throw .malformed("\"\(pair)\" is not name=value") }
+            fields[pair[..<equals].trimmingCharacters(in: .whitespaces).lowercased()] = String(pair[pair.index(after: equals)...])
+        }
+        guard let sr = fields["sr"], !sr.isEmpty else { throw .malformed("sr (the resource) is missing") }
+        guard let sig = fields["sig"]?.removingPercentEncoding, let signature = Data(base64Encoded: sig) else {
+            throw .malformed("sig is missing or not base64")
+        }
+        guard let se = fields["se"], let expiry = Int64(se) else { throw .malformed("se (the expiry) is missing or not a number") }
+        guard let keyName = fields["skn"]?.removingPercentEncoding, !keyName.isEmpty else { throw .malformed("skn (the key name) is missing") }
+        let resource = sr.removingPercentEncoding ?? sr
+        return SharedAccessSignature(signedResource: sr, resource: resource, signature: signature, expiry: expiry, keyName: keyName)
+    }
+
+    /// A token for `resourceURI`, as the Azure SDKs make one from a connection string.
+    public static func token(resourceURI: String, keyName: String, key: String, expiry: Date) -> String {
+        let encoded = percentEncode(resourceURI.lowercased())
+        let seconds = Int64(expiry.timeIntervalSince1970)
+        let signature = sign("\(encoded)\n\(seconds)", key: key)
+        return "SharedAccessSignature sr=\(encoded)&sig=\(percentEncode(signature.base64EncodedString()))&se=\(seconds)&skn=\(keyName)"
+    }
+
+    static func sign(_ text: String, key: String) -> Data {
+        Data(HMAC<SHA256>.authenticationCode(for: Data(text.utf8), using: SymmetricKey(data: Data(key.utf8))))
+    }
+
+    static func percentEncode(_ text: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
+    }
+
+    /// Checks the token against a hub's rules for a request to `host` and `path`.
+    /// - Returns: the rule that signed it.
+    public func verify(
+        rules: [HubsConfiguration.SASRule], host: String, path: String, right: AccessRight, now: Date
+    ) throws(SASError) -> HubsConfiguration.SASRule {
+        guard let rule = rules.first(where: { $0.name == keyName }) else { throw .unknownRule(keyName) }
+        let expected = Self.sign("\(signedResource)\n\(expiry)", key: rule.key)
+        guard expected.count == signature.count, zip(expected, signature).reduce(0, { $0 | ($1.0 ^ $1.1) }) == 0 else {
+            throw .badSignature
+        }
+        guard Double(expiry) > now.timeIntervalSince1970 else { throw .expired }
+        guard Self.covers(resource: resource, host: host, path: path) else { throw .wrongResource(resource) }
+        guard rule.allows(right) else { throw .lacksRight(right, rule: rule.name) }
+        return rule
+    }
+
+    /// Whether a token for `resource` (the namespace or a hub, scheme sb, http or https) covers
+    /// a request to `host` and `path`: same host, and the resource's path a prefix of the
+    /// request's, segment by segment, ignoring case.
+    static func covers(resource: String, host: String, path: String) -> Bool {
+        guard let url = URLComponents(string: resource), let scheme = url.scheme?.lowercased(), ["sb", "http", "https"].contains(scheme),
+            let resourceHost = url.host?.lowercased()
+        else { return false }
+        guard resourceHost == hostWithoutPort(host).lowercased() else { return false }
+        let granted = url.path.lowercased().split(separator: "/")
+        let requested = path.lowercased().split(separator: "/")
+        return requested.count >= granted.count && zip(granted, requested).allSatisfy { $0 == $1 }
+    }
+
+    static func hostWithoutPort(_ host: String) -> String {
+        if host.hasPrefix("["), let end = host.firstIndex(of: "]") { return String(host[host.index(after: host.startIndex)..<end]) }
+        return host.split(separator: ":").first.map(String.init) ?? host
+    }
+}
+
+/// Why a request's SAS token was refused: 401 except a missing right, 403.
+public enum SASError: Error, Sendable, Equatable, CustomStringConvertible {
+    case missing
+    case malformed(String)
+    case unknownRule(String)
+    case badSignature
+    case expired
+    case wrongResource(String)
+    case lacksRight(AccessRight, rule: String)
+
+    public var description: String {
+        switch self {
+        case .missing: "Authorization header missing: send a SharedAccessSignature token"
+        case .malformed(let why): "malformed SAS token: \(why)"
+        case .unknownRule(let name): "the SAS token names key \"\(name)\", which this hub does not have"
+        case .badSignature: "the SAS token's signature does not match its key"
+        case .expired: "the SAS token has expired"
+        case .wrongResource(let resource): "the SAS token is for \(resource), not this resource"
+        case .lacksRight(let right, let rule): "key \"\(rule)\" lacks the \(right.rawValue) right"
+        }
+    }
+
+    public var isForbidden: Bool {
+        if case .lacksRight = self { return true }
+        return false
+    }
+}
+
+/// `Endpoint=sb://host/;SharedAccessKeyName=…;SharedAccessKey=…`.
+public struct ConnectionString: Sendable, Equatable {
+    public var endpoint: URL
+    public var keyName: String
+    public var key: String
+
+    public init?(_ text: String) {
+        var fields: [String: String] = [:]
+        for part in text.split(separator: ";") {
+            guard let equals = part.firstIndex(of: "=") else { continue }
+            fields[part[..<equals].lowercased()] = String(part[part.index(after: equals)...])
+        }
+        guard let endpointText = fields["endpoint"], let endpoint = URL(string: endpointText),
+            let keyName = fields["sharedaccesskeyname"], let key = fields["sharedaccesskey"]
+        else { return nil }
+        self.endpoint = endpoint
+        self.keyName = keyName
+        self.key = key
+    }
+
+    /// A token for a resource path (such as `/myhub`) under this endpoint, valid for `lifetime`.
+    public func token(for path: String, lifetime: TimeInterval = 3600, now: Date = Date()) -> String {
+        let host = endpoint.host.map { h in endpoint.port.map { "\(h):\($0)" } ?? h } ?? ""
+        return SharedAccessSignature.token(
+            resourceURI: "https://\(host)\(path)", keyName: keyName, key: key, expiry: now.addingTimeInterval(lifetime))
+    }
+}

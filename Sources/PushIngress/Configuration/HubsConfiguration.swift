@@ -1,0 +1,276 @@
+import Crypto
+import Foundation
+import PushModel
+import Yams
+import _CryptoExtras
+
+/// What `pushhub.yaml` holds: the hubs, their keys and PNS credentials, and the app-backend API.
+public struct HubsConfiguration: Codable, Sendable, Equatable {
+    public var hubs: [Hub]
+    public var appBackend: AppBackend?
+
+    public init(hubs: [Hub], appBackend: AppBackend? = nil) {
+        self.hubs = hubs
+        self.appBackend = appBackend
+    }
+
+    public func hub(named name: String) -> Hub? {
+        hubs.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }
+    }
+
+    /// One notification hub.
+    public struct Hub: Codable, Sendable, Equatable {
+        public var name: String
+        public var sasRules: [SASRule]
+        public var credentials: Credentials
+
+        public init(name: String, sasRules: [SASRule], credentials: Credentials = Credentials()) {
+            self.name = name
+            self.sasRules = sasRules
+            self.credentials = credentials
+        }
+
+        enum CodingKeys: String, CodingKey { case name, sasRules, credentials }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            name = try container.decode(String.self, forKey: .name)
+            sasRules = try container.decode([SASRule].self, forKey: .sasRules)
+            credentials = try container.decodeIfPresent(Credentials.self, forKey: .credentials) ?? Credentials()
+        }
+    }
+
+    /// A shared access key and what it may do.
+    public struct SASRule: Codable, Sendable, Equatable {
+        public var name: String
+        public var key: String
+        public var rights: Set<AccessRight>
+
+        public init(name: String, key: String, rights: Set<AccessRight>) {
+            self.name = name
+            self.key = key
+            self.rights = rights
+        }
+
+        /// Manage includes Listen and Send.
+        public func allows(_ right: AccessRight) -> Bool {
+            rights.contains(right) || rights.contains(.manage)
+        }
+    }
+
+    /// PNS credentials; each platform is optional.
+    public struct Credentials: Codable, Sendable, Equatable {
+        public var apns: APNs?
+        public var fcm: FCM?
+        public var wns: WNS?
+        public var webPush: WebPush?
+
+        public init(apns: APNs? = nil, fcm: FCM? = nil, wns: WNS? = nil, webPush: WebPush? = nil) {
+            self.apns = apns
+            self.fcm = fcm
+            self.wns = wns
+            self.webPush = webPush
+        }
+
+        /// Token-based APNs: a .p8 key.
+        public struct APNs: Codable, Sendable, Equatable {
+            public enum Environment: String, Codable, Sendable { case production, sandbox }
+            public var keyId: String
+            public var teamId: String
+            public var bundleId: String
+            public var environment: Environment
+            /// The .p8 file's contents (PEM, PKCS#8, P-256).
+            public var privateKey: String
+            /// Where APNs is; the production or sandbox URL when absent.
+            public var endpoint: String?
+        }
+
+        /// FCM HTTP v1: a Google service account.
+        public struct FCM: Codable, Sendable, Equatable {
+            public var projectId: String
+            public var clientEmail: String
+            /// PEM, RSA.
+            public var privateKey: String
+            public var tokenURI: String?
+            public var endpoint: String?
+        }
+
+        /// WNS: the app's package SID and secret.
+        public struct WNS: Codable, Sendable, Equatable {
+            public var packageSid: String
+            public var secret: String
+            public var tokenURI: String?
+        }
+
+        /// Web Push: the VAPID key pair (base64url, as browsers take the public key) and subject.
+        public struct WebPush: Codable, Sendable, Equatable {
+            public var subject: String
+            public var publicKey: String
+            public var privateKey: String
+        }
+    }
+
+    /// The tutorials' app-backend API, bound to one hub.
+    public struct AppBackend: Codable, Sendable, Equatable {
+        public var hub: String
+        public var jwt: JWT?
+
+        public init(hub: String, jwt: JWT? = nil) {
+            self.hub = hub
+            self.jwt = jwt
+        }
+
+        /// Bearer tokens the API accepts besides Basic auth.
+        public struct JWT: Codable, Sendable, Equatable {
+            public enum Algorithm: String, Codable, Sendable { case HS256, RS256, ES256 }
+            public var algorithm: Algorithm
+            /// The HS256 secret.
+            public var secret: String?
+            /// The RS256 or ES256 public key (PEM).
+            public var publicKey: String?
+            public var issuer: String
+            public var audience: String
+            /// The claim holding the user name; `sub` when absent.
+            public var userClaim: String?
+        }
+    }
+}
+
+/// What a SAS rule allows.
+public enum AccessRight: String, Codable, Sendable, CaseIterable {
+    case listen = "Listen"
+    case send = "Send"
+    case manage = "Manage"
+}
+
+/// A configuration that cannot be used; says where and why.
+public struct ConfigurationError: Error, Sendable, CustomStringConvertible, Equatable {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+extension HubsConfiguration {
+    /// Reads and checks `pushhub.yaml`.
+    public static func load(from path: String) throws -> HubsConfiguration {
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw ConfigurationError("\(path): cannot be read: \(error.localizedDescription)")
+        }
+        return try parse(text, source: path)
+    }
+
+    public static func parse(_ text: String, source: String = "pushhub.yaml") throws -> HubsConfiguration {
+        let configuration: HubsConfiguration
+        do {
+            configuration = try YAMLDecoder().decode(HubsConfiguration.self, from: text)
+        } catch let error as DecodingError {
+            throw ConfigurationError("\(source): \(WireCoding.describe(error))")
+        } catch {
+            throw ConfigurationError("\(source): not valid YAML: \(error)")
+        }
+        try configuration.validate(source: source)
+        return configuration
+    }
+
+    /// Checks names, keys and every credential (keys must parse), so a bad file fails at start-up.
+    public func validate(source: String = "pushhub.yaml") throws {
+        guard !hubs.isEmpty else { throw ConfigurationError("\(source): hubs: at least one hub is needed") }
+        var names = Set<String>()
+        for (index, hub) in hubs.enumerated() {
+            let at = "\(source): hubs[\(index)]"
+            do { try FieldCheck.hubName(hub.name, "name") } catch { throw ConfigurationError("\(at).\(error)") }
+            guard names.insert(hub.name.lowercased()).inserted else { throw ConfigurationError("\(at).name: hub \(hub.name) is configured twice") }
+            guard !hub.sasRules.isEmpty else { throw ConfigurationError("\(at).sasRules: a hub needs at least one SAS rule") }
+            var ruleNames = Set<String>()
+            for (ruleIndex, rule) in hub.sasRules.enumerated() {
+                let ruleAt = "\(at).sasRules[\(ruleIndex)]"
+                guard !rule.name.isEmpty, ruleNames.insert(rule.name).inserted else { throw ConfigurationError("\(ruleAt).name: empty or repeated") }
+                guard rule.key.utf8.count >= 32 else { throw ConfigurationError("\(ruleAt).key: at least 32 characters") }
+                guard !rule.rights.isEmpty else { throw ConfigurationError("\(ruleAt).rights: at least one of Listen, Send, Manage") }
+            }
+            try hub.credentials.validate(at: "\(at).credentials")
+        }
+        if let appBackend {
+            guard hub(named: appBackend.hub) != nil else {
+                throw ConfigurationError("\(source): appBackend.hub: no hub named \(appBackend.hub)")
+            }
+            if let jwt = appBackend.jwt { try jwt.validate(at: "\(source): appBackend.jwt") }
+        }
+    }
+
+    public func yaml() throws -> String {
+        try YAMLEncoder().encode(self)
+    }
+}
+
+extension HubsConfiguration.Credentials {
+    func validate(at path: String) throws {
+        if let apns {
+            for (field, value) in [("keyId", apns.keyId), ("teamId", apns.teamId), ("bundleId", apns.bundleId)] where value.isEmpty {
+                throw ConfigurationError("\(path).apns.\(field): must not be empty")
+            }
+            do { _ = try P256.Signing.PrivateKey(pemRepresentation: apns.privateKey) } catch {
+                throw ConfigurationError("\(path).apns.privateKey: not a P-256 private key in PEM (the .p8 file's contents)")
+            }
+        }
+        if let fcm {
+            for (field, value) in [("projectId", fcm.projectId), ("clientEmail", fcm.clientEmail)] where value.isEmpty {
+                throw ConfigurationError("\(path).fcm.\(field): must not be empty")
+            }
+            do { _ = try _RSA.Signing.PrivateKey(pemRepresentation: fcm.privateKey) } catch {
+                throw ConfigurationError("\(path).fcm.privateKey: not an RSA private key in PEM (the service account's private_key)")
+            }
+        }
+        if let wns {
+            guard !wns.packageSid.isEmpty, !wns.secret.isEmpty else {
+                throw ConfigurationError("\(path).wns: packageSid and secret must not be empty")
+            }
+        }
+        if let webPush {
+            guard webPush.subject.hasPrefix("mailto:") || webPush.subject.hasPrefix("https:") else {
+                throw ConfigurationError("\(path).webPush.subject: must be a mailto: or https: URL (RFC 8292)")
+            }
+            guard let privateBytes = Base64URL.decode(webPush.privateKey),
+                let key = try? P256.Signing.PrivateKey(rawRepresentation: privateBytes)
+            else { throw ConfigurationError("\(path).webPush.privateKey: not a base64url P-256 private key") }
+            guard Base64URL.decode(webPush.publicKey) == key.publicKey.x963Representation else {
+                throw ConfigurationError("\(path).webPush.publicKey: does not belong to the private key")
+            }
+        }
+    }
+}
+
+extension HubsConfiguration.AppBackend.JWT {
+    func validate(at path: String) throws {
+        guard !issuer.isEmpty, !audience.isEmpty else { throw ConfigurationError("\(path): issuer and audience must not be empty") }
+        switch algorithm {
+        case .HS256:
+            guard let secret, secret.utf8.count >= 32 else { throw ConfigurationError("\(path).secret: HS256 needs a secret of at least 32 bytes") }
+        case .RS256:
+            guard let publicKey, (try? _RSA.Signing.PublicKey(pemRepresentation: publicKey)) != nil else {
+                throw ConfigurationError("\(path).publicKey: RS256 needs an RSA public key in PEM")
+            }
+        case .ES256:
+            guard let publicKey, (try? P256.Signing.PublicKey(pemRepresentation: publicKey)) != nil else {
+                throw ConfigurationError("\(path).publicKey: ES256 needs a P-256 public key in PEM")
+            }
+        }
+    }
+}
+
+/// base64url without padding (RFC 4648 §5), as JWTs and Web Push use it.
+public enum Base64URL {
+    public static func encode<D: DataProtocol>(_ bytes: D) -> String {
+        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    public static func decode(_ text: String) -> Data? {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        return Data(base64Encoded: base64)
+    }
+}

@@ -1,0 +1,66 @@
+import Foundation
+import Hummingbird
+import PushModel
+import PushStore
+
+/// An error of the hub API, answered as Azure Notification Hubs answers them:
+/// `<Error><Code>400</Code><Detail>…</Detail></Error>`.
+public struct HubAPIError: HTTPResponseError {
+    public let status: HTTPResponse.Status
+    public let detail: String
+
+    public init(_ status: HTTPResponse.Status, _ detail: String) {
+        self.status = status
+        self.detail = detail
+    }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        let xml = "<Error><Code>\(status.code)</Code><Detail>\(XML.escape(detail))</Detail></Error>"
+        return Response(
+            status: status, headers: [.contentType: "application/xml; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(string: xml)))
+    }
+
+    /// A field the client got wrong.
+    static func invalid(_ error: WireError) -> HubAPIError {
+        HubAPIError(.badRequest, error.description)
+    }
+
+    /// The store's refusals as HTTP statuses.
+    static func from(_ error: StoreError) -> HubAPIError {
+        switch error {
+        case .notFound(let what): HubAPIError(.notFound, "\(what) not found")
+        case .versionMismatch: HubAPIError(.preconditionFailed, error.description)
+        case .belongsToInstallation: HubAPIError(.conflict, error.description)
+        case .invalid(let wire): invalid(wire)
+        }
+    }
+}
+
+/// Runs `body`, turning store errors into hub API errors.
+func storeCall<T>(_ body: () async throws -> T) async throws -> T {
+    do {
+        return try await body()
+    } catch let error as StoreError {
+        throw HubAPIError.from(error)
+    }
+}
+
+enum XML {
+    /// Text safe inside an element or a double-quoted attribute.
+    static func escape(_ text: String) -> String {
+        var escaped = ""
+        escaped.reserveCapacity(text.utf8.count)
+        for character in text {
+            switch character {
+            case "&": escaped += "&amp;"
+            case "<": escaped += "&lt;"
+            case ">": escaped += "&gt;"
+            case "\"": escaped += "&quot;"
+            case "'": escaped += "&apos;"
+            default: escaped.append(character)
+            }
+        }
+        return escaped
+    }
+}

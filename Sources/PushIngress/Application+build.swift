@@ -23,6 +23,7 @@ public func buildIngressRouter(
     let access = HubAccess(hubs: hubs, now: now)
     router.get("health/live") { _, _ in HTTPResponse.Status.ok }
     InstallationController(store: store, access: access).addRoutes(to: router)
+    RegistrationController(store: store, access: access).addRoutes(to: router)
     return router
 }
 

@@ -1,0 +1,144 @@
+import HTTPTypes
+import Foundation
+import Hummingbird
+import PushModel
+import PushStore
+
+/// Registrations in Atom XML, as the Azure Notification Hubs REST API has them.
+/// Listen: one registration at a time and listing by channel; Manage: listing all and by tag.
+struct RegistrationController: Sendable {
+    let store: any RegistrationStore
+    let access: HubAccess
+    static let bodyLimit = 64 * 1024
+    static let pageLimit = 100
+    static let atomTypes = ["application/atom+xml", "application/xml", "text/xml"]
+
+    func addRoutes(to router: Router<IngressContext>) {
+        // The older Apple SDK writes the collection with a capital R.
+        for collection in ["registrations", "Registrations"] {
+            router.post("{hub}/\(collection)", use: create)
+            router.get("{hub}/\(collection)", use: list)
+            router.put("{hub}/\(collection)/{id}", use: createOrUpdate)
+            router.get("{hub}/\(collection)/{id}", use: read)
+            router.delete("{hub}/\(collection)/{id}", use: delete)
+        }
+        router.post("{hub}/registrationIDs", use: createRegistrationId)
+        router.post("{hub}/registrationids", use: createRegistrationId)
+        router.get("{hub}/tags/{tag}/registrations", use: listByTag)
+    }
+
+    @Sendable func createRegistrationId(_ request: Request, context: IngressContext) async throws -> Response {
+        let hub = try access.authorize(request, hub: try context.parameters.require("hub"), .listen)
+        let id = try await store.issueRegistrationId(hub: hub.name)
+        return Response(status: .created, headers: [.location: "\(Self.base(request, hub.name))/registrations/\(id)?api-version=2015-01"])
+    }
+
+    @Sendable func create(_ request: Request, context: IngressContext) async throws -> Response {
+        let hub = try access.authorize(request, hub: try context.parameters.require("hub"), .listen)
+        let id = try await store.issueRegistrationId(hub: hub.name)
+        return try await write(request, hub: hub, id: id, ifMatch: nil)
+    }
+
+    @Sendable func createOrUpdate(_ request: Request, context: IngressContext) async throws -> Response {
+        let hub = try access.authorize(request, hub: try context.parameters.require("hub"), .listen)
+        return try await write(request, hub: hub, id: try context.parameters.require("id"), ifMatch: try Self.ifMatch(request))
+    }
+
+    private func write(_ request: Request, hub: HubsConfiguration.Hub, id: String, ifMatch: Int64?) async throws -> Response {
+        try request.requireContentType(Self.atomTypes)
+        let body = try await request.collectBody(upTo: Self.bodyLimit)
+        let registration = try RegistrationDescription.parse(Data(buffer: body), hub: hub.name, registrationId: id)
+        let stored = try await storeCall { try await store.upsertRegistration(registration, ifMatch: ifMatch) }
+        return Self.atom(RegistrationDescription.entry(stored, base: Self.base(request, hub.name)), etag: stored.version)
+    }
+
+    @Sendable func read(_ request: Request, context: IngressContext) async throws -> Response {
+        let hub = try access.authorize(request, hub: try context.parameters.require("hub"), .listen)
+        let id = try context.parameters.require("id")
+        guard let registration = try await store.registration(hub: hub.name, id: id) else {
+            throw HubAPIError(.notFound, "registration \(id) not found")
+        }
+        return Self.atom(RegistrationDescription.entry(registration, base: Self.base(request, hub.name)), etag: registration.version)
+    }
+
+    @Sendable func delete(_ request: Request, context: IngressContext) async throws -> Response {
+        let hub = try access.authorize(request, hub: try context.parameters.require("hub"), .listen)
+        let id = try context.parameters.require("id")
+        let ifMatch = try Self.ifMatch(request)
+        guard try await storeCall({ try await store.deleteRegistration(hub: hub.name, id: id, ifMatch: ifMatch) }) else {
+            throw HubAPIError(.notFound, "registration \(id) not found")
+        }
+        return Response(status: .ok)
+    }
+
+    @Sendable func list(_ request: Request, context: IngressContext) async throws -> Response {
+        let hubName = try context.parameters.require("hub")
+        if let filter = request.uri.queryParameters.get("$filter") {
+            let hub = try access.authorize(request, hub: hubName, .listen)
+            return try await page(request, hub: hub, query: .handle(try Self.channel(in: filter)))
+        }
+        let hub = try access.authorize(request, hub: hubName, .manage)
+        return try await page(request, hub: hub, query: .all)
+    }
+
+    @Sendable func listByTag(_ request: Request, context: IngressContext) async throws -> Response {
+        let hub = try access.authorize(request, hub: try context.parameters.require("hub"), .manage)
+        let tag = try context.parameters.require("tag")
+        do { try Tags.validate([tag], field: "tag") } catch { throw HubAPIError.invalid(error) }
+        return try await page(request, hub: hub, query: .tagExpression(.tag(tag)))
+    }
+
+    private func page(_ request: Request, hub: HubsConfiguration.Hub, query: RegistrationQuery) async throws -> Response {
+        var limit = Self.pageLimit
+        if let top = request.uri.queryParameters.get("$top") {
+            guard let value = Int(top), value >= 1 else { throw HubAPIError(.badRequest, "$top: must be a positive number, not \(top)") }
+            limit = min(value, Self.pageLimit)
+        }
+        var cursor: RegistrationCursor?
+        if let token = request.uri.queryParameters.get("ContinuationToken") {
+            guard let parsed = RegistrationCursor(token) else { throw HubAPIError(.badRequest, "ContinuationToken: not one this hub gave out") }
+            cursor = parsed
+        }
+        let page = try await store.registrations(hub: hub.name, matching: query, after: cursor, limit: limit)
+        var response = Self.atom(RegistrationDescription.feed(page.registrations, base: Self.base(request, hub.name)), etag: nil, feed: true)
+        if let next = page.next { response.headers[.continuationToken] = next.description }
+        return response
+    }
+
+    /// `ChannelUri eq '…'`, `DeviceToken eq '…'` or another handle element.
+    static func channel(in filter: String) throws -> String {
+        let parts = filter.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
+        let handleElements = Set(RegistrationDescription.kinds.map(\.handleElement))
+        guard parts.count == 3, handleElements.contains(String(parts[0])), parts[1].lowercased() == "eq",
+            parts[2].count >= 2, parts[2].hasPrefix("'"), parts[2].hasSuffix("'")
+        else {
+            throw HubAPIError(.badRequest, "$filter: PushHub reads \"ChannelUri eq '…'\" or \"DeviceToken eq '…'\" (or another handle element), not \(filter)")
+        }
+        return String(parts[2].dropFirst().dropLast()).replacingOccurrences(of: "''", with: "'")
+    }
+
+    /// The version in `If-Match` (`"3"`, `W/"3"`, `3`); `nil` for none or `*`.
+    static func ifMatch(_ request: Request) throws -> Int64? {
+        guard var value = request.headers[.ifMatch]?.trimmingCharacters(in: .whitespaces), value != "*" else { return nil }
+        if value.hasPrefix("W/") { value.removeFirst(2) }
+        value = value.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+        guard let version = Int64(value) else { throw HubAPIError(.badRequest, "If-Match: \(value) is not an ETag this hub gave out") }
+        return version
+    }
+
+    static func base(_ request: Request, _ hub: String) -> String {
+        let scheme = request.headers[.forwardedProto] ?? "http"
+        return "\(scheme)://\(request.head.authority ?? "localhost")/\(hub)"
+    }
+
+    static func atom(_ body: String, etag: Int64?, feed: Bool = false) -> Response {
+        var headers: HTTPFields = [.contentType: "application/atom+xml;type=\(feed ? "feed" : "entry");charset=utf-8"]
+        if let etag { headers[.eTag] = "W/\"\(etag)\"" }
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: body)))
+    }
+}
+
+extension HTTPField.Name {
+    static let continuationToken = Self("X-MS-ContinuationToken")!
+    static let forwardedProto = Self("X-Forwarded-Proto")!
+}

@@ -3,6 +3,11 @@ import Hummingbird
 import Logging
 import PushStore
 
+/// The hash PushHub stores for an app-backend user's password (bcrypt).
+public func hashPassword(_ password: String) -> String {
+    UserAuthenticator.hash(password: password)
+}
+
 /// How the ingress runs.
 public struct IngressConfiguration: Sendable {
     public var host: String = "127.0.0.1"
@@ -18,21 +23,26 @@ public struct IngressConfiguration: Sendable {
 /// The ingress's routes; tests drive them through `app.test(.router)`.
 public func buildIngressRouter(
     hubs: HubsConfiguration, store: any RegistrationStore, now: @escaping @Sendable () -> Date = { Date() }
-) -> Router<IngressContext> {
+) throws -> Router<IngressContext> {
     let router = Router(context: IngressContext.self)
     let access = HubAccess(hubs: hubs, now: now)
     router.get("health/live") { _, _ in HTTPResponse.Status.ok }
     InstallationController(store: store, access: access).addRoutes(to: router)
     RegistrationController(store: store, access: access).addRoutes(to: router)
+    if let appBackend = hubs.appBackend, let hub = hubs.hub(named: appBackend.hub) {
+        let authenticator = UserAuthenticator(store: store, jwt: try appBackend.jwt.map(JWTVerifier.init), now: now)
+        let api = router.group("api").add(middleware: AppBackendAuthentication(authenticator: authenticator))
+        RegisterController(store: store, hub: hub.name).addRoutes(to: api)
+    }
     return router
 }
 
 /// The ingress as an application: what `pushhub-ingress` runs.
 public func buildIngressApplication(
     configuration: IngressConfiguration, store: any RegistrationStore, logger: Logger
-) -> some ApplicationProtocol {
+) throws -> some ApplicationProtocol {
     Application(
-        router: buildIngressRouter(hubs: configuration.hubs, store: store),
+        router: try buildIngressRouter(hubs: configuration.hubs, store: store),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "PushHub"),
         logger: logger)
 }

@@ -25,10 +25,10 @@ struct IngressFixture {
     let store: any RegistrationStore
     let app: any ApplicationProtocol
 
-    init(now: @escaping @Sendable () -> Date = { Date() }) async throws {
+    init(hubs: HubsConfiguration = IngressFixture.hubs, now: @escaping @Sendable () -> Date = { Date() }) async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
         store = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
-        app = Application(router: buildIngressRouter(hubs: Self.hubs, store: store, now: now))
+        app = Application(router: try buildIngressRouter(hubs: hubs, store: store, now: now))
     }
 
     /// A token for `path` on the test client's host.
@@ -50,4 +50,9 @@ extension HTTPFields {
 
 extension TestResponse {
     var text: String { String(buffer: body) }
+}
+
+/// `Authorization: Basic …` for a user.
+func basic(_ user: String, _ password: String) -> HTTPFields {
+    [.authorization: "Basic " + Data("\(user):\(password)".utf8).base64EncodedString()]
 }

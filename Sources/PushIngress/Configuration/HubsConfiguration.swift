@@ -132,6 +132,15 @@ public struct HubsConfiguration: Codable, Sendable, Equatable {
             public var audience: String
             /// The claim holding the user name; `sub` when absent.
             public var userClaim: String?
+
+            public init(algorithm: Algorithm, secret: String?, publicKey: String?, issuer: String, audience: String, userClaim: String?) {
+                self.algorithm = algorithm
+                self.secret = secret
+                self.publicKey = publicKey
+                self.issuer = issuer
+                self.audience = audience
+                self.userClaim = userClaim
+            }
         }
     }
 }

@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "pushhub", targets: ["PushHubCLI"]),
+        .executable(name: "pushhub-ingress", targets: ["PushIngressMain"]),
         .library(name: "PushKafka", targets: ["PushKafka"]),
         .library(name: "PushModel", targets: ["PushModel"]),
     ],
@@ -78,10 +79,23 @@ let package = Package(
             ]
         ),
         .executableTarget(
+            name: "PushIngressMain",
+            dependencies: [
+                "PushIngress",
+                "PushStore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
             name: "PushHubCLI",
             dependencies: [
                 "PushKafka",
                 "PushLoad",
+                "PushIngress",
+                "PushStore",
                 "PushModel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -98,7 +112,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PushHubCLITests",
-            dependencies: ["PushHubCLI", "PushKafka"]
+            dependencies: ["PushHubCLI", "PushIngressMain", "PushKafka", "PushIngress"]
         ),
         .testTarget(
             name: "PushStoreTests",

@@ -9,6 +9,8 @@ struct PushHubEnvironment: Sendable {
     var topicPrefix: String?
     /// `PUSHHUB_LOG_LEVEL`: trace, debug, info, notice, warning, error or critical.
     var logLevel: Logger.Level
+    /// `PUSHHUB_DATABASE`: the registration store.
+    var database: String?
 
     static let current = PushHubEnvironment(ProcessInfo.processInfo.environment)
 
@@ -16,6 +18,7 @@ struct PushHubEnvironment: Sendable {
         kafkaBootstrapServers = variables["PUSHHUB_KAFKA"].map(Self.servers).flatMap { $0.isEmpty ? nil : $0 }
         topicPrefix = variables["PUSHHUB_TOPIC_PREFIX"]
         logLevel = variables["PUSHHUB_LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0.lowercased()) } ?? .info
+        database = variables["PUSHHUB_DATABASE"].flatMap { $0.isEmpty ? nil : $0 }
     }
 
     static func servers(_ text: String) -> [String] {

@@ -1,5 +1,8 @@
 import Foundation
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The `pushhub` executable built beside the test bundle.
 let pushhubExecutable: URL = {

@@ -93,6 +93,14 @@ public struct HubsConfiguration: Codable, Sendable, Equatable {
             public var privateKey: String
             public var tokenURI: String?
             public var endpoint: String?
+
+            public init(projectId: String, clientEmail: String, privateKey: String, tokenURI: String?, endpoint: String?) {
+                self.projectId = projectId
+                self.clientEmail = clientEmail
+                self.privateKey = privateKey
+                self.tokenURI = tokenURI
+                self.endpoint = endpoint
+            }
         }
 
         /// WNS: the app's package SID and secret.
@@ -176,6 +184,9 @@ extension HubsConfiguration {
         do {
             configuration = try YAMLDecoder().decode(HubsConfiguration.self, from: text)
         } catch let error as DecodingError {
+            if case .dataCorrupted(let context) = error, context.codingPath.isEmpty {
+                throw ConfigurationError("\(source): not valid YAML: \(context.underlyingError.map { "\($0)" } ?? context.debugDescription)")
+            }
             throw ConfigurationError("\(source): \(WireCoding.describe(error))")
         } catch {
             throw ConfigurationError("\(source): not valid YAML: \(error)")

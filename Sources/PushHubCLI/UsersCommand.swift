@@ -1,0 +1,40 @@
+import ArgumentParser
+import Foundation
+import PushIngress
+import PushStore
+
+/// `pushhub users add NAME`: app-backend users, with bcrypt password hashes in the store.
+struct UsersCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "users", abstract: "Manage the app-backend API's users.", subcommands: [Add.self])
+
+    struct Add: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Add a user, or set a user's password. The password is read from standard input (one line).")
+
+        @Argument(help: "The user name; it becomes the tag username:NAME.")
+        var name: String
+
+        @Option(help: "The registration store: postgres://… or an SQLite path (default: $PUSHHUB_DATABASE or ./data/pushhub.sqlite).")
+        var database: String?
+
+        func validate() throws {
+            guard !name.isEmpty, name.count <= 100, name.unicodeScalars.allSatisfy({ scalar in
+                ("a"..."z").contains(scalar) || ("A"..."Z").contains(scalar) || ("0"..."9").contains(scalar) || "_@#.-".unicodeScalars.contains(scalar)
+            }) else {
+                throw ValidationError("a user name is 1 to 100 letters, digits and _ @ # . - (it becomes a tag)")
+            }
+        }
+
+        func run() async throws {
+            guard let password = readLine(strippingNewline: true), password.count >= 8 else {
+                throw CommandFailure(description: "give the password (at least 8 characters) as one line on standard input")
+            }
+            let location = StoreLocation(database ?? PushHubEnvironment.current.database ?? "data/pushhub.sqlite")
+            let store = try await location.open(logger: makeLogger("pushhub.users"))
+            try await store.setUser(name: name, passwordHash: hashPassword(password))
+            await store.close()
+            emit("user \(name) saved in \(location)")
+        }
+    }
+}

@@ -1,0 +1,65 @@
+import ArgumentParser
+import Foundation
+import Hummingbird
+import Logging
+import PushIngress
+import PushStore
+import ServiceLifecycle
+
+/// `pushhub-ingress`: the hub API and the app-backend API over HTTP.
+@main
+struct IngressCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pushhub-ingress",
+        abstract: "PushHub's HTTP ingress: the hub API (Azure Notification Hubs REST) and the tutorials' app-backend API.")
+
+    @Option(help: "Address to listen on.")
+    var host = "127.0.0.1"
+
+    @Option(help: "Port to listen on; 0 picks a free one.")
+    var port = 8080
+
+    @Option(help: "pushhub.yaml (default: $PUSHHUB_CONFIG or ./data/pushhub.yaml); a development hub is written there when it does not exist.")
+    var config: String?
+
+    @Option(help: "The registration store: postgres://… or an SQLite path (default: $PUSHHUB_DATABASE or ./data/pushhub.sqlite).")
+    var database: String?
+
+    func run() async throws {
+        let environment = ProcessInfo.processInfo.environment
+        var logger = Logger(label: "pushhub.ingress")
+        logger.logLevel = environment["PUSHHUB_LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0.lowercased()) } ?? .info
+        let configPath = config ?? environment["PUSHHUB_CONFIG"] ?? "data/pushhub.yaml"
+        let location = StoreLocation(database ?? environment["PUSHHUB_DATABASE"] ?? "data/pushhub.sqlite")
+
+        var created: HubsConfiguration?
+        let hubs = try HubsConfiguration.loadOrCreateDevelopment(at: configPath) { created = $0 }
+        let createdHubs = created
+        if createdHubs != nil { logger.notice("development hub created", metadata: ["pushhub.config": "\(configPath)"]) }
+        let store = try await location.open(logger: logger)
+        logger.info("registration store open", metadata: ["pushhub.store": "\(location)"])
+
+        var configuration = IngressConfiguration(hubs: hubs)
+        configuration.host = host
+        configuration.port = port
+        let app = try buildIngressApplication(configuration: configuration, store: store, logger: logger) { boundPort in
+            let endpoint = "\(host):\(boundPort)"
+            var lines = ["PUSHHUB_URL=http://\(endpoint)"]
+            // Keys are printed only for a development hub this start created.
+            if let createdHubs {
+                for hub in createdHubs.hubs {
+                    lines.append("PUSHHUB_HUB=\(hub.name)")
+                    for rule in hub.sasRules {
+                        lines.append("\(rule.name): \(HubsConfiguration.connectionString(endpoint: endpoint, rule: rule))")
+                    }
+                }
+            }
+            // Straight to the file descriptor: scripts read these lines as they come.
+            FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
+        }
+        let group = ServiceGroup(
+            configuration: .init(services: [.init(service: app)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+        await store.close()
+    }
+}

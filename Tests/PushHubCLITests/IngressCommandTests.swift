@@ -1,0 +1,69 @@
+import Foundation
+import Testing
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import PushIngress
+
+@Suite("pushhub-ingress and pushhub users", .timeLimit(.minutes(2)))
+struct IngressCommandTests {
+    static let ingressExecutable = pushhubExecutable.deletingLastPathComponent().appendingPathComponent("pushhub-ingress")
+
+    @Test("a fresh start writes a dev hub, prints its connection strings, serves both APIs, and stops on SIGTERM")
+    func freshStart() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-ingress-\(UUID().uuidString)")
+        let config = directory.appendingPathComponent("pushhub.yaml").path
+        let database = directory.appendingPathComponent("pushhub.sqlite").path
+
+        let users = try ChildProcess(arguments: ["users", "add", "alice", "--database", database], environment: ["PUSHHUB_LOG_LEVEL": "error"])
+        users.send("correct horse battery")
+        #expect(await users.exitStatus(within: .seconds(30)) == 0)
+
+        let ingress = try ChildProcess(
+            Self.ingressExecutable, arguments: ["--port", "0", "--config", config, "--database", database], environment: ["PUSHHUB_LOG_LEVEL": "error"])
+        let url = try #require(await ingress.line(startingWith: "PUSHHUB_URL=")).dropFirst("PUSHHUB_URL=".count)
+        let full = try #require(await ingress.line(startingWith: "DefaultFullSharedAccessSignature: ")).dropFirst("DefaultFullSharedAccessSignature: ".count)
+        let hub = try #require(await ingress.line(startingWith: "PUSHHUB_HUB=")).dropFirst("PUSHHUB_HUB=".count)
+        let attributes = try FileManager.default.attributesOfItem(atPath: config)
+        #expect((attributes[.posixPermissions] as? Int) == 0o600, "the keys are readable by the owner only")
+
+        // The hub API with a token made from the printed connection string.
+        let connection = try #require(ConnectionString(String(full)))
+        var put = URLRequest(url: URL(string: "\(url)/\(hub)/installations/cli-1?api-version=2015-01")!)
+        put.httpMethod = "PUT"
+        put.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        put.setValue(connection.token(for: "/\(hub)"), forHTTPHeaderField: "Authorization")
+        put.httpBody = Data(#"{"installationId":"cli-1","platform":"apns","pushChannel":"abc"}"#.utf8)
+        let (_, putResponse) = try await URLSession.shared.data(for: put)
+        #expect((putResponse as? HTTPURLResponse)?.statusCode == 200)
+
+        // The app-backend API with the user added above.
+        var register = URLRequest(url: URL(string: "\(url)/api/register")!)
+        register.httpMethod = "POST"
+        register.setValue("Basic " + Data("alice:correct horse battery".utf8).base64EncodedString(), forHTTPHeaderField: "Authorization")
+        let (body, registerResponse) = try await URLSession.shared.data(for: register)
+        #expect((registerResponse as? HTTPURLResponse)?.statusCode == 200)
+        #expect(try JSONDecoder().decode(String.self, from: body).count > 10)
+
+        ingress.signal(SIGTERM)
+        #expect(await ingress.exitStatus(within: .seconds(10)) == 0)
+
+        // A second start reads the file it wrote and prints no keys.
+        let again = try ChildProcess(
+            Self.ingressExecutable, arguments: ["--port", "0", "--config", config, "--database", database], environment: ["PUSHHUB_LOG_LEVEL": "error"])
+        #expect(await again.line(startingWith: "PUSHHUB_URL=") != nil)
+        #expect(!again.output.contains { $0.contains("SharedAccessKey=") })
+        again.signal(SIGTERM)
+        #expect(await again.exitStatus(within: .seconds(10)) == 0)
+    }
+
+    @Test("users add refuses a short password and a name that cannot be a tag")
+    func usersAddRefuses() async throws {
+        let database = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
+        let short = try ChildProcess(arguments: ["users", "add", "bob", "--database", database])
+        short.send("short")
+        #expect(await short.exitStatus(within: .seconds(30)) == 1)
+        let badName = try ChildProcess(arguments: ["users", "add", "bad name", "--database", database])
+        #expect(await badName.exitStatus(within: .seconds(30)) == 64)
+    }
+}

@@ -4,7 +4,7 @@ SWIFT ?= swift
 SCRATCH ?= .build
 SWIFTFLAGS := --scratch-path $(SCRATCH)
 
-.PHONY: all build release dev test bench-kafka clean
+.PHONY: all build release dev test bench-kafka bench-ingress bench-store clean
 
 all: build
 
@@ -29,6 +29,17 @@ test:
 bench-kafka: release
 	scripts/install-deps.sh bench
 	$(SCRATCH)/release/pushhub bench kafka --markdown-file docs/benchmarks.md
+
+# Installation upserts through HTTP on SQLite, driven by wrk.
+bench-ingress:
+	scripts/install-deps.sh bench
+	$(SWIFT) build $(SWIFTFLAGS) -c release --product pushhub
+	$(SWIFT) build $(SWIFTFLAGS) -c release --product pushhub-ingress
+	SCRATCH=$(SCRATCH) scripts/bench-ingress.sh
+
+# Tag-expression paging over a million registrations.
+bench-store: release
+	$(SCRATCH)/release/pushhub bench store --markdown-file docs/benchmarks.md
 
 clean:
 	rm -rf $(SCRATCH)

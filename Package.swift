@@ -75,6 +75,8 @@ let package = Package(
             name: "PushLoad",
             dependencies: [
                 "PushKafka",
+                "PushModel",
+                "PushStore",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -3,7 +3,7 @@
 #
 #   scripts/install-deps.sh build   librdkafka-dev and libsqlite3-dev (with pkg-config) to build
 #   scripts/install-deps.sh test    + PostgreSQL and the Python JSON Schema validator the tests use
-#   scripts/install-deps.sh bench   + kcat, the reference the Kafka benchmark runs beside ours
+#   scripts/install-deps.sh bench   + kcat (beside our Kafka client) and wrk (HTTP load)
 set -euo pipefail
 
 purpose=${1:-build}
@@ -19,7 +19,10 @@ case "$purpose" in
     # The store's conformance suite runs against a throwaway PostgreSQL server too.
     ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_packages+=(postgresql)
     ;;
-  bench) have_deb kcat || apt_packages+=(kcat) ;;
+  bench)
+    have_deb kcat || apt_packages+=(kcat)
+    have_deb wrk || apt_packages+=(wrk)
+    ;;
 esac
 
 if ((${#apt_packages[@]})); then

@@ -1,11 +1,12 @@
 import ArgumentParser
 import Foundation
 import PushLoad
+import PushStore
 
 /// `pushhub bench`: measurements, not tests.
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "bench", abstract: "Benchmarks of PushHub's parts.", subcommands: [Kafka.self])
+        commandName: "bench", abstract: "Benchmarks of PushHub's parts.", subcommands: [Kafka.self, Store.self])
 
     struct Kafka: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -33,6 +34,41 @@ struct BenchCommand: AsyncParsableCommand {
             emit(table)
             if let markdownFile {
                 try BenchmarkReport.replaceSection("kafka-benchmark", in: URL(fileURLWithPath: markdownFile), with: table)
+            }
+        }
+    }
+}
+
+extension BenchCommand {
+    struct Store: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Seed a registration store and page through tag expressions as the dispatcher does.")
+
+        @Option(help: "Registrations to seed.")
+        var registrations = 1_000_000
+
+        @Option(help: "Registrations per page.")
+        var pageSize = 1_000
+
+        @Option(help: "The store: an SQLite path (default: a fresh temporary file) or postgres://….")
+        var database: String?
+
+        @Option(help: "Replace the store section of this Markdown file with the figures.")
+        var markdownFile: String?
+
+        func run() async throws {
+            let path = database ?? FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-bench-\(UUID().uuidString).sqlite").path
+            var options = StorePagingBenchmark.Options(location: StoreLocation(path))
+            options.registrations = registrations
+            options.pageSize = pageSize
+            let (seedSeconds, figures) = try await StorePagingBenchmark(options: options, logger: makeLogger("pushhub.bench")).run { emit($0) }
+            let table = BenchmarkReport.storeTable(figures, seedSeconds: seedSeconds, options: options)
+            emit(table)
+            if let markdownFile {
+                try BenchmarkReport.replaceSection("store-paging-benchmark", in: URL(fileURLWithPath: markdownFile), with: table)
+            }
+            if database == nil {
+                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
             }
         }
     }

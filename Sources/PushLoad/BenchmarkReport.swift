@@ -23,6 +23,19 @@ public enum BenchmarkReport {
         return lines.joined(separator: "\n")
     }
 
+    public static func storeTable(_ figures: [StorePagingBenchmark.Figure], seedSeconds: Double, options: StorePagingBenchmark.Options) -> String {
+        var lines = [
+            "Measured \(RFC3339Day.today()) on this machine (\(ProcessInfo.processInfo.activeProcessorCount) cores): \(options.registrations) registrations in \(options.location), seeded in \(String(format: "%.1f", seedSeconds)) s; pages of \(options.pageSize).",
+            "",
+            "| tag expression | targets | seconds | targets/s |",
+            "|---|---:|---:|---:|",
+        ]
+        for figure in figures {
+            lines.append("| `\(figure.expression)` | \(figure.targets) | \(String(format: "%.2f", figure.seconds)) | \(Int(figure.targetsPerSecond.rounded())) |")
+        }
+        return lines.joined(separator: "\n")
+    }
+
     /// Replaces what stands between `<!-- NAME:start -->` and `<!-- NAME:end -->`.
     public static func replaceSection(_ name: String, in file: URL, with text: String) throws {
         let document = try String(contentsOf: file, encoding: .utf8)

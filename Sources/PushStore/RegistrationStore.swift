@@ -29,6 +29,10 @@ public protocol RegistrationStore: Sendable {
     /// cursor to get the next page.
     func registrations(hub: String, matching query: RegistrationQuery, after cursor: RegistrationCursor?, limit: Int) async throws -> RegistrationPage
 
+    /// Adds many registrations (not installations) in one transaction: for imports and for
+    /// seeding load tests. Ids must be new.
+    func importRegistrations(_ registrations: [Registration]) async throws
+
     // MARK: Users of the app-backend API
     func setUser(name: String, passwordHash: String) async throws
     func passwordHash(user: String) async throws -> String?

@@ -75,10 +75,22 @@ public final class SQLRegistrationStore: RegistrationStore {
             INSERT INTO installations (hub, installation_id, document, updated_at) VALUES (?, ?, ?, ?)
             ON CONFLICT (hub, installation_id) DO UPDATE SET document = excluded.document, updated_at = excluded.updated_at
             """, [.text(hub), .text(installation.installationId), .text(document), now])
-        try await connection.execute(
-            "DELETE FROM registrations WHERE hub = ? AND installation_id = ?", [.text(hub), .text(installation.installationId)])
-        for registration in installation.registrations(hub: hub, now: installation.lastUpdate ?? Date()) {
-            try await insertRegistration(registration, on: connection)
+        // Rows are updated in place, keeping their paging position: an audience being paged
+        // while the installation changes meets each of its registrations once.
+        var existing: [String: (seq: Int64, version: Int64)] = [:]
+        for row in try await connection.query(
+            "SELECT seq, registration_id, version FROM registrations WHERE hub = ? AND installation_id = ?",
+            [.text(hub), .text(installation.installationId)])
+        {
+            if let id = row.text("registration_id"), let seq = row.integer("seq") { existing[id] = (seq, row.integer("version") ?? 0) }
+        }
+        for var registration in installation.registrations(hub: hub, now: installation.lastUpdate ?? Date()) {
+            let current = existing.removeValue(forKey: registration.registrationId)
+            registration.version = (current?.version ?? 0) + 1
+            try await writeRegistration(registration, existingSeq: current?.seq, on: connection)
+        }
+        for (_, stale) in existing {
+            try await connection.execute("DELETE FROM registrations WHERE seq = ?", [.integer(stale.seq)])
         }
     }
 
@@ -113,13 +125,23 @@ public final class SQLRegistrationStore: RegistrationStore {
             stored.version = (currentVersion ?? 0) + 1
             stored.updatedAt = RFC3339.truncated(Date())
             stored.installationId = nil
-            if let seq = existing?.integer("seq") {
-                try await connection.execute("DELETE FROM registrations WHERE seq = ?", [.integer(seq)])
-            }
-            try await Self.insertRegistration(stored, on: connection)
+            try await Self.writeRegistration(stored, existingSeq: existing?.integer("seq"), on: connection)
             try await connection.execute(
                 "DELETE FROM registration_ids WHERE hub = ? AND registration_id = ?", [.text(stored.hub), .text(stored.registrationId)])
             return stored
+        }
+    }
+
+    public func importRegistrations(_ registrations: [Registration]) async throws {
+        for registration in registrations {
+            do { try Tags.validate(registration.tags, field: "tags of \(registration.registrationId)") } catch { throw StoreError.invalid(error) }
+        }
+        try await database.write { connection in
+            for var registration in registrations {
+                registration.tags = Tags.normalized(registration.tags)
+                registration.installationId = nil
+                try await Self.writeRegistration(registration, existingSeq: nil, on: connection)
+            }
         }
     }
 
@@ -238,23 +260,37 @@ public final class SQLRegistrationStore: RegistrationStore {
         }
     }
 
-    private static func insertRegistration(_ registration: Registration, on connection: any SQLConnection) async throws {
+    /// Inserts a registration, or updates the row `existingSeq` in place; its tags are
+    /// written again either way.
+    private static func writeRegistration(_ registration: Registration, existingSeq: Int64?, on connection: any SQLConnection) async throws {
         let template = registration.template
         let headers = try template?.headers.map { try encode($0) }
-        let rows = try await connection.query(
-            """
-            INSERT INTO registrations (hub, registration_id, format, handle, p256dh, auth, tags, template_name, template_body,
-                template_headers, template_expiry, installation_id, user_id, expires_at, version, updated_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq
-            """,
-            [
-                .text(registration.hub), .text(registration.registrationId), .text(registration.format.rawValue),
-                .text(registration.handle), SQLValue(registration.webPush?.p256dh), SQLValue(registration.webPush?.auth),
-                .text(try encode(registration.tags)), SQLValue(template?.name), SQLValue(template?.body), SQLValue(headers),
-                SQLValue(template?.expiry), SQLValue(registration.installationId), SQLValue(registration.userId),
-                SQLValue(registration.expiresAt), .integer(registration.version), SQLValue(registration.updatedAt),
-            ])
-        guard let seq = rows.first?.integer("seq") else { throw SQLError(message: "the registration insert returned no row") }
+        let values: [SQLValue] = [
+            .text(registration.format.rawValue), .text(registration.handle), SQLValue(registration.webPush?.p256dh),
+            SQLValue(registration.webPush?.auth), .text(try encode(registration.tags)), SQLValue(template?.name), SQLValue(template?.body),
+            SQLValue(headers), SQLValue(template?.expiry), SQLValue(registration.installationId), SQLValue(registration.userId),
+            SQLValue(registration.expiresAt), .integer(registration.version), SQLValue(registration.updatedAt),
+        ]
+        let seq: Int64
+        if let existingSeq {
+            try await connection.execute(
+                """
+                UPDATE registrations SET format = ?, handle = ?, p256dh = ?, auth = ?, tags = ?, template_name = ?, template_body = ?,
+                    template_headers = ?, template_expiry = ?, installation_id = ?, user_id = ?, expires_at = ?, version = ?, updated_at = ?
+                WHERE seq = ?
+                """, values + [.integer(existingSeq)])
+            try await connection.execute("DELETE FROM registration_tags WHERE seq = ?", [.integer(existingSeq)])
+            seq = existingSeq
+        } else {
+            let rows = try await connection.query(
+                """
+                INSERT INTO registrations (format, handle, p256dh, auth, tags, template_name, template_body, template_headers,
+                    template_expiry, installation_id, user_id, expires_at, version, updated_at, hub, registration_id)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq
+                """, values + [.text(registration.hub), .text(registration.registrationId)])
+            guard let inserted = rows.first?.integer("seq") else { throw SQLError(message: "the registration insert returned no row") }
+            seq = inserted
+        }
         for tag in registration.tags {
             try await connection.execute(
                 "INSERT INTO registration_tags (hub, tag, seq) VALUES (?, ?, ?)", [.text(registration.hub), .text(tag), .integer(seq)])

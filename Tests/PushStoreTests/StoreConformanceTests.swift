@@ -205,3 +205,37 @@ struct MigrationTests {
         }
     }
 }
+
+@Suite("Paging while registrations change")
+struct PagingStabilityTests {
+    @Test("a registration or installation updated mid-paging is met once", arguments: StoreKind.available)
+    func updatesKeepTheirPlace(_ kind: StoreKind) async throws {
+        let fixture = try await StoreFixture.make(kind)
+        for index in 0..<10 {
+            _ = try await fixture.store.upsertRegistration(
+                Registration(registrationId: "r\(index)", hub: fixture.hub, format: .apple, handle: "h\(index)", tags: ["all"], updatedAt: Date()), ifMatch: nil)
+        }
+        _ = try await fixture.store.upsertInstallation(
+            Installation(installationId: "inst", platform: .apns, pushChannel: "hi", tags: ["all"], templates: ["t": .init(body: "{}")]), hub: fixture.hub)
+        let audience = RegistrationQuery.tagExpression(.tag("all"))
+        let first = try await fixture.store.registrations(hub: fixture.hub, matching: audience, after: nil, limit: 5)
+        // Everything already met changes while the rest is still to come.
+        for registration in first.registrations {
+            _ = try await fixture.store.upsertRegistration(
+                Registration(registrationId: registration.registrationId, hub: fixture.hub, format: .apple, handle: "moved", tags: ["all"], updatedAt: Date()),
+                ifMatch: nil)
+        }
+        _ = try await fixture.store.upsertInstallation(
+            Installation(installationId: "inst", platform: .apns, pushChannel: "hi2", tags: ["all"], templates: ["t": .init(body: "{}")]), hub: fixture.hub)
+        var met = first.registrations.map(\.registrationId)
+        var cursor = first.next
+        while let position = cursor {
+            let page = try await fixture.store.registrations(hub: fixture.hub, matching: audience, after: position, limit: 5)
+            met += page.registrations.map(\.registrationId)
+            cursor = page.next
+        }
+        #expect(met.count == 12, "\(met)")
+        #expect(Set(met).count == 12, "no registration is met twice")
+        #expect(try await fixture.store.registration(hub: fixture.hub, id: Registration.installationRegistrationId("inst", template: "t"))?.version == 2)
+    }
+}

@@ -57,6 +57,54 @@ public indirect enum TagExpression: Sendable, Hashable, CustomStringConvertible 
         }
     }
 
+    /// True for a tag or tags joined by `||` only: a registration matches exactly when it
+    /// carries one of them.
+    public var isDisjunctionOfTags: Bool {
+        switch self {
+        case .tag: true
+        case .or(let l, let r): l.isDisjunctionOfTags && r.isDisjunctionOfTags
+        case .not, .and: false
+        }
+    }
+
+    /// This expression for registrations known to carry `tag`: `nil` when it then always
+    /// matches, `.never`-free otherwise (an expression that could never match keeps its form).
+    public func assuming(_ tag: String) -> TagExpression? {
+        switch simplified(assuming: tag) {
+        case .always(true): nil
+        case .always(false): .not(.tag(tag))  // matches nothing that carries the tag
+        case .expression(let expression): expression
+        }
+    }
+
+    private enum Simplified {
+        case always(Bool)
+        case expression(TagExpression)
+    }
+
+    private func simplified(assuming known: String) -> Simplified {
+        switch self {
+        case .tag(let tag): return tag == known ? .always(true) : .expression(self)
+        case .not(let inner):
+            switch inner.simplified(assuming: known) {
+            case .always(let value): return .always(!value)
+            case .expression(let expression): return .expression(.not(expression))
+            }
+        case .and(let left, let right):
+            switch (left.simplified(assuming: known), right.simplified(assuming: known)) {
+            case (.always(false), _), (_, .always(false)): return .always(false)
+            case (.always(true), let other), (let other, .always(true)): return other
+            case (.expression(let l), .expression(let r)): return .expression(.and(l, r))
+            }
+        case .or(let left, let right):
+            switch (left.simplified(assuming: known), right.simplified(assuming: known)) {
+            case (.always(true), _), (_, .always(true)): return .always(true)
+            case (.always(false), let other), (let other, .always(false)): return other
+            case (.expression(let l), .expression(let r)): return .expression(.or(l, r))
+            }
+        }
+    }
+
     public var tagCount: Int {
         switch self {
         case .tag: 1

@@ -41,7 +41,7 @@ public final class PostgresDatabase: SQLDatabase {
         }
     }
 
-    public func write<T: Sendable>(_ body: @Sendable (any SQLConnection) async throws -> T) async throws -> T {
+    public func write<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) async throws -> T) async throws -> T {
         let logger = self.logger
         do {
             return try await client.withConnection { connection in

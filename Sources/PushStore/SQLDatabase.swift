@@ -64,7 +64,7 @@ public protocol SQLDatabase: Sendable {
     /// Runs `body` on a connection for reading.
     func read<T: Sendable>(_ body: @Sendable (any SQLConnection) async throws -> T) async throws -> T
     /// Runs `body` in one transaction, committed when it returns and rolled back when it throws.
-    func write<T: Sendable>(_ body: @Sendable (any SQLConnection) async throws -> T) async throws -> T
+    func write<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) async throws -> T) async throws -> T
     /// Closes every connection.
     func close() async
 }

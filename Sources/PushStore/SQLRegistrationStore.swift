@@ -207,7 +207,16 @@ public final class SQLRegistrationStore: RegistrationStore {
                 guard let driving = expression.drivingTags else {
                     return try await Self.scan(hub: hub, filter: filter, after: after, limit: limit, on: connection)
                 }
-                return try await Self.pageByTags(hub: hub, driving: driving.sorted(), filter: filter, after: after, limit: limit, on: connection)
+                // Candidates carry a driving tag; what that already decides is not checked again.
+                var remaining: TagExpression? = expression
+                if expression.isDisjunctionOfTags {
+                    remaining = nil
+                } else if driving.count == 1, let only = driving.first {
+                    remaining = expression.assuming(only)
+                }
+                return try await Self.pageByTags(
+                    hub: hub, driving: driving.sorted(), filter: remaining.map(Self.compile) ?? ("", []), after: after, limit: limit,
+                    on: connection)
             }
         }
     }
@@ -235,8 +244,10 @@ public final class SQLRegistrationStore: RegistrationStore {
         ).compactMap { $0.integer("seq") }
         guard let last = candidates.last else { return RegistrationPage(registrations: [], next: nil) }
         let placeholders = Array(repeating: "?", count: candidates.count).joined(separator: ", ")
+        // When the expression is just the driving tags or'ed together, every candidate matches.
+        let condition = filter.sql.isEmpty ? "" : " AND \(filter.sql)"
         let rows = try await connection.query(
-            "SELECT r.* FROM registrations r WHERE r.seq IN (\(placeholders)) AND \(filter.sql) ORDER BY r.seq",
+            "SELECT r.* FROM registrations r WHERE r.seq IN (\(placeholders))\(condition) ORDER BY r.seq",
             candidates.map(SQLValue.integer) + filter.binds)
         return RegistrationPage(
             registrations: try rows.map(registration(from:)),
@@ -267,7 +278,7 @@ public final class SQLRegistrationStore: RegistrationStore {
         let headers = try template?.headers.map { try encode($0) }
         let values: [SQLValue] = [
             .text(registration.format.rawValue), .text(registration.handle), SQLValue(registration.webPush?.p256dh),
-            SQLValue(registration.webPush?.auth), .text(try encode(registration.tags)), SQLValue(template?.name), SQLValue(template?.body),
+            SQLValue(registration.webPush?.auth), .text(registration.tags.joined(separator: ",")), SQLValue(template?.name), SQLValue(template?.body),
             SQLValue(headers), SQLValue(template?.expiry), SQLValue(registration.installationId), SQLValue(registration.userId),
             SQLValue(registration.expiresAt), .integer(registration.version), SQLValue(registration.updatedAt),
         ]
@@ -301,7 +312,8 @@ public final class SQLRegistrationStore: RegistrationStore {
         guard let id = row.text("registration_id"), let hub = row.text("hub"), let formatText = row.text("format"),
             let format = NotificationFormat(rawValue: formatText), let handle = row.text("handle")
         else { throw SQLError(message: "a registration row is incomplete") }
-        let tags = try row.text("tags").map { try JSONDecoder().decode([String].self, from: Data($0.utf8)) } ?? []
+        // Comma-joined: no tag, implicit tag or installation id can hold a comma.
+        let tags = row.text("tags").map { $0.split(separator: ",").map(String.init) } ?? []
         let template = try row.text("template_body").map { body in
             RegistrationTemplate(
                 name: row.text("template_name"), body: body,

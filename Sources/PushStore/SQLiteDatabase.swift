@@ -5,10 +5,31 @@ import Synchronization
 /// SQLite in one file, in WAL mode: one writer connection and a few readers, each used by one
 /// task at a time. Statements run inline: with WAL and `synchronous=NORMAL` a statement or
 /// commit touches memory and the log, not a disk flush.
+///
+/// Writes are group-committed: writes that arrive while a transaction runs are run, one after
+/// the other and each in its own savepoint, in the next transaction, and every caller hears
+/// back only after that transaction committed. A write that throws rolls back to its savepoint
+/// and leaves the others in.
 public final class SQLiteDatabase: SQLDatabase {
     public let dialect = SQLDialect.sqlite
     private let writer: ConnectionLease<SQLiteConnection>
     private let readers: ConnectionLease<SQLiteConnection>
+    private let pending = Mutex(PendingWrites())
+    /// Most writes in one transaction.
+    static let maximumBatch = 256
+
+    private struct PendingWrites {
+        var jobs: [WriteJob] = []
+        var committing = false
+    }
+
+    /// One caller's write: runs its body inside the shared transaction, and is told how the
+    /// transaction ended.
+    private struct WriteJob: Sendable {
+        /// Runs the body in a savepoint; returns what to tell the caller once the transaction
+        /// commits, or nil when the body failed (the caller was told already).
+        let run: @Sendable (SQLiteConnection) async -> (@Sendable (Result<Void, any Error>) -> Void)?
+    }
 
     /// Opens (creating if needed) the database at `path`.
     public init(path: String, readers readerCount: Int = 4) throws {
@@ -28,16 +49,59 @@ public final class SQLiteDatabase: SQLDatabase {
         try await readers.with { try await body($0) }
     }
 
-    public func write<T: Sendable>(_ body: @Sendable (any SQLConnection) async throws -> T) async throws -> T {
-        try await writer.with { connection in
-            try connection.run("BEGIN IMMEDIATE")
-            do {
-                let result = try await body(connection)
-                try connection.run("COMMIT")
-                return result
-            } catch {
-                try? connection.run("ROLLBACK")
-                throw error
+    public func write<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) async throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+                let job = WriteJob { connection in
+                    do {
+                        try connection.run("SAVEPOINT pushhub_write")
+                        let value = try await body(connection)
+                        try connection.run("RELEASE pushhub_write")
+                        return { outcome in continuation.resume(with: outcome.map { value }) }
+                    } catch {
+                        try? connection.run("ROLLBACK TO pushhub_write")
+                        try? connection.run("RELEASE pushhub_write")
+                        continuation.resume(throwing: error)
+                        return nil
+                    }
+                }
+                let startCommitter = pending.withLock { state -> Bool in
+                    state.jobs.append(job)
+                    guard !state.committing else { return false }
+                    state.committing = true
+                    return true
+                }
+                if startCommitter { Task { await self.commitPending() } }
+        }
+    }
+
+    /// Runs the waiting writes in transactions until none are left.
+    private func commitPending() async {
+        while true {
+            let jobs = pending.withLock { state -> [WriteJob] in
+                let batch = Array(state.jobs.prefix(Self.maximumBatch))
+                state.jobs.removeFirst(batch.count)
+                if batch.isEmpty { state.committing = false }
+                return batch
+            }
+            guard !jobs.isEmpty else { return }
+            try? await writer.with { connection in
+                var committed: [@Sendable (Result<Void, any Error>) -> Void] = []
+                do {
+                    try connection.run("BEGIN IMMEDIATE")
+                } catch {
+                    for job in jobs { await job.run(connection).map { $0(.failure(error)) } }
+                    return
+                }
+                for job in jobs {
+                    if let tell = await job.run(connection) { committed.append(tell) }
+                }
+                do {
+                    try connection.run("COMMIT")
+                    for tell in committed { tell(.success(())) }
+                } catch {
+                    try? connection.run("ROLLBACK")
+                    for tell in committed { tell(.failure(error)) }
+                }
             }
         }
     }

@@ -92,3 +92,26 @@ struct InstallationAPITests {
         }
     }
 }
+
+extension InstallationAPITests {
+    @Test("100 concurrent PUTs of one installation through HTTP leave one consistent record")
+    func concurrentPuts() async throws {
+        let fixture = try await IngressFixture()
+        try await fixture.app.test(.router) { client in
+            try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                for writer in 0..<100 {
+                    group.addTask {
+                        let body = #"{"installationId":"shared","platform":"fcmv1","pushChannel":"token-\#(writer)","tags":["writer-\#(writer)"]}"#
+                        return try await client.execute(uri: "/myhub/installations/shared", method: .put, headers: Self.json, body: ByteBuffer(string: body)).status
+                    }
+                }
+                for try await status in group { #expect(status == .ok) }
+            }
+        }
+        let final = try #require(try await fixture.store.installation(hub: "myhub", id: "shared"))
+        let registrations = try await fixture.store.registrations(hub: "myhub", matching: .installation("shared"), after: nil, limit: 10).registrations
+        #expect(registrations.count == 1)
+        #expect(registrations[0].handle == final.pushChannel, "the registration matches the installation that won")
+        #expect(registrations[0].tags.contains(final.tags[0]))
+    }
+}

@@ -59,6 +59,27 @@ struct TagExpressionTests {
     }
 }
 
+extension TagExpressionTests {
+    @Test("assuming a tag is present simplifies an expression without changing what it matches", arguments: [
+        ("a", "a", nil),
+        ("a && !b", "a", "!b"),
+        ("(a || b) && c", "c", "a || b"),
+        ("a || b", "a", nil),
+        ("!a", "a", "!a"),
+        ("a && b && !(c || a)", "a", "!a"),
+    ] as [(String, String, String?)])
+    func assuming(_ text: String, _ tag: String, _ simplified: String?) throws {
+        let expression = try TagExpression.parse(text)
+        let result = expression.assuming(tag)
+        #expect(result?.description == simplified)
+        // Same verdict as the original for every tag set that holds the assumed tag.
+        for extra in [[], ["b"], ["c"], ["b", "c"]] as [[String]] {
+            let tags = Set(extra + [tag])
+            #expect((result?.matches(tags) ?? true) == expression.matches(tags), "\(text) with \(tags)")
+        }
+    }
+}
+
 @Suite("RFC 3339 times")
 struct RFC3339Tests {
     @Test("written and read back, a time stays equal", arguments: [0.0, 1.0005, 1_795_248_561.123, 1_795_248_561.1229999, 1_795_248_561.9996, -1.5])

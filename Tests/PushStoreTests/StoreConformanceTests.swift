@@ -239,3 +239,38 @@ struct PagingStabilityTests {
         #expect(try await fixture.store.registration(hub: fixture.hub, id: Registration.installationRegistrationId("inst", template: "t"))?.version == 2)
     }
 }
+
+@Suite("Concurrent writes")
+struct ConcurrentWriteTests {
+    @Test("writes that fail among concurrent writes change nothing; the others all land", arguments: StoreKind.available)
+    func failuresStayAlone(_ kind: StoreKind) async throws {
+        let fixture = try await StoreFixture.make(kind)
+        let base = Registration(registrationId: "x", hub: fixture.hub, format: .apple, handle: "hx", tags: ["keep"], updatedAt: Date())
+        _ = try await fixture.store.upsertRegistration(base, ifMatch: nil)
+        let outcomes = try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
+            for index in 0..<40 {
+                group.addTask {
+                    if index % 2 == 0 {
+                        var stale = base
+                        stale.tags = ["changed-\(index)"]
+                        do {
+                            _ = try await fixture.store.upsertRegistration(stale, ifMatch: 99)
+                            return (index, true)
+                        } catch StoreError.versionMismatch {
+                            return (index, false)
+                        }
+                    }
+                    _ = try await fixture.store.upsertRegistration(
+                        Registration(registrationId: "n\(index)", hub: fixture.hub, format: .gcm, handle: "h\(index)", tags: ["new"], updatedAt: Date()), ifMatch: nil)
+                    return (index, true)
+                }
+            }
+            return try await group.reduce(into: [Int: Bool]()) { $0[$1.0] = $1.1 }
+        }
+        #expect(outcomes.filter { $0.value }.keys.sorted() == stride(from: 1, to: 40, by: 2).map { $0 })
+        let current = try #require(try await fixture.store.registration(hub: fixture.hub, id: "x"))
+        #expect(current.tags == ["keep"])
+        #expect(current.version == 1)
+        #expect(try await fixture.store.all(hub: fixture.hub, matching: .tagExpression(.tag("new"))).count == 20)
+    }
+}

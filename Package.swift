@@ -70,6 +70,11 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The environment variables PushHub's executables read, in one place.
+        .target(
+            name: "PushEnvironment",
+            dependencies: [.product(name: "Logging", package: "swift-log")]
+        ),
         // Load generation and benchmarks.
         .target(
             name: "PushLoad",
@@ -83,6 +88,7 @@ let package = Package(
         .executableTarget(
             name: "PushIngressMain",
             dependencies: [
+                "PushEnvironment",
                 "PushIngress",
                 "PushStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -94,6 +100,7 @@ let package = Package(
         .executableTarget(
             name: "PushHubCLI",
             dependencies: [
+                "PushEnvironment",
                 "PushKafka",
                 "PushLoad",
                 "PushIngress",

@@ -1,3 +1,4 @@
+import PushEnvironment
 import ArgumentParser
 import PushKafka
 import PushModel

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import PushIngress
+import PushEnvironment
 import PushStore
 
 /// `pushhub users add NAME`: app-backend users, with bcrypt password hashes in the store.
@@ -30,7 +31,7 @@ struct UsersCommand: AsyncParsableCommand {
             guard let password = readLine(strippingNewline: true), password.count >= 8 else {
                 throw CommandFailure(description: "give the password (at least 8 characters) as one line on standard input")
             }
-            let location = StoreLocation(database ?? PushHubEnvironment.current.database ?? "data/pushhub.sqlite")
+            let location = StoreLocation(database ?? PushHubEnvironment.current.database)
             let store = try await location.open(logger: makeLogger("pushhub.users"))
             try await store.setUser(name: name, passwordHash: hashPassword(password))
             await store.close()

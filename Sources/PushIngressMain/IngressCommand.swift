@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Hummingbird
 import Logging
+import PushEnvironment
 import PushIngress
 import PushStore
 import ServiceLifecycle
@@ -26,11 +27,10 @@ struct IngressCommand: AsyncParsableCommand {
     var database: String?
 
     func run() async throws {
-        let environment = ProcessInfo.processInfo.environment
-        var logger = Logger(label: "pushhub.ingress")
-        logger.logLevel = environment["PUSHHUB_LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0.lowercased()) } ?? .info
-        let configPath = config ?? environment["PUSHHUB_CONFIG"] ?? "data/pushhub.yaml"
-        let location = StoreLocation(database ?? environment["PUSHHUB_DATABASE"] ?? "data/pushhub.sqlite")
+        let environment = PushHubEnvironment.current
+        let logger = makeLogger("pushhub.ingress")
+        let configPath = config ?? environment.configPath
+        let location = StoreLocation(database ?? environment.database)
 
         var created: HubsConfiguration?
         let hubs = try HubsConfiguration.loadOrCreateDevelopment(at: configPath) { created = $0 }

@@ -59,6 +59,7 @@ let package = Package(
         .target(
             name: "PushIngress",
             dependencies: [
+                "PushKafka",
                 "PushModel",
                 "PushStore",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -130,8 +131,9 @@ let package = Package(
         .testTarget(
             name: "PushIngressTests",
             dependencies: [
-                "PushIngress", "PushStore", "PushModel",
+                "PushIngress", "PushStore", "PushModel", "PushKafka",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),

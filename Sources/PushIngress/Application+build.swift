@@ -22,13 +22,17 @@ public struct IngressConfiguration: Sendable {
 
 /// The ingress's routes; tests drive them through `app.test(.router)`.
 public func buildIngressRouter(
-    hubs: HubsConfiguration, store: any RegistrationStore, now: @escaping @Sendable () -> Date = { Date() }
+    hubs: HubsConfiguration, store: any RegistrationStore, publisher: (any NotificationPublisher)? = nil,
+    now: @escaping @Sendable () -> Date = { Date() }
 ) throws -> Router<IngressContext> {
     let router = Router(context: IngressContext.self)
     let access = HubAccess(hubs: hubs, now: now)
     router.get("health/live") { _, _ in HTTPResponse.Status.ok }
     InstallationController(store: store, access: access).addRoutes(to: router)
     RegistrationController(store: store, access: access).addRoutes(to: router)
+    if let publisher {
+        MessageController(access: access, publisher: publisher).addRoutes(to: router)
+    }
     if let appBackend = hubs.appBackend, let hub = hubs.hub(named: appBackend.hub) {
         let authenticator = UserAuthenticator(store: store, jwt: try appBackend.jwt.map(JWTVerifier.init), now: now)
         let api = router.group("api").add(middleware: AppBackendAuthentication(authenticator: authenticator))

@@ -1,0 +1,87 @@
+import Foundation
+import PushModel
+
+/// Turns what a send names (format, tags or handles, headers, body) into a SendRequest, with
+/// every check the hub API, `pushhub send` and other producers share: each failure says what
+/// is wrong and nothing is published.
+public struct SendRequestBuilder: Sendable {
+    /// Payload limits of the platforms (bytes).
+    public static func sizeLimit(for format: NotificationFormat, headers: [String: String]) -> Int {
+        switch format {
+        case .apple: headers.first { $0.key.lowercased() == "apns-push-type" }?.value.lowercased() == "voip" ? 5120 : 4096
+        case .gcm, .fcmv1: 4096
+        case .windows: 5000
+        case .browser: 4096
+        case .template: 64 * 1024
+        }
+    }
+
+    /// Headers passed through to the PNS: APNs `apns-*`, WNS `X-WNS-*`, Web Push `TTL`,
+    /// `Urgency`, `Topic`, and `ServiceBusNotification-Apns-Expiry`.
+    public static func passThrough(_ name: String) -> Bool {
+        let lowered = name.lowercased()
+        return lowered.hasPrefix("apns-") || lowered.hasPrefix("x-wns-") || ["ttl", "urgency", "topic", "servicebusnotification-apns-expiry"].contains(lowered)
+    }
+
+    public init() {}
+
+    /// - Parameters:
+    ///   - tags: a tag or tag expression; nil for every registration of the hub.
+    ///   - handle: a device handle for a direct send (no registration).
+    public func build(
+        hub: String, format formatText: String?, tags: String?, handle: DirectHandle?, headers: [String: String], body: Data,
+        contentType: String?, now: Date = Date()
+    ) throws(WireError) -> SendRequest {
+        guard let formatText, let format = NotificationFormat(rawValue: formatText.lowercased()) else {
+            throw .invalidField(
+                field: "ServiceBusNotification-Format",
+                reason: "must be one of \(NotificationFormat.allCases.map(\.rawValue).joined(separator: ", ")), not \(formatText ?? "(missing)")")
+        }
+        try Self.checkContentType(contentType, format: format, headers: headers)
+        let limit = Self.sizeLimit(for: format, headers: headers)
+        guard body.count <= limit else {
+            throw .invalidField(field: "body", reason: "\(body.count) bytes is more than the \(limit) bytes \(format.rawValue) notifications may have")
+        }
+        guard let text = String(data: body, encoding: .utf8) else { throw .invalidField(field: "body", reason: "must be UTF-8 text") }
+        if [.apple, .gcm, .fcmv1, .browser].contains(format) {
+            guard (try? JSONSerialization.jsonObject(with: body)) is [String: Any] else {
+                throw .invalidField(field: "body", reason: "a \(format.rawValue) notification's body must be a JSON object")
+            }
+        }
+        let audience: Audience
+        if let handle {
+            audience = .handles([handle])
+        } else if let tags, !tags.trimmingCharacters(in: .whitespaces).isEmpty {
+            do {
+                _ = try TagExpression.parse(tags)
+            } catch {
+                throw .invalidField(field: "ServiceBusNotification-Tags", reason: "\"\(tags)\" \(error)")
+            }
+            audience = .tags(tags)
+        } else {
+            audience = .broadcast
+        }
+        let request = SendRequest(
+            notificationId: UUID().uuidString.lowercased(), hub: hub, audience: audience, format: format, body: text,
+            headers: headers.filter { Self.passThrough($0.key) }, expiresAt: nil, enqueuedAt: RFC3339.truncated(now))
+        try request.validate()
+        return request
+    }
+
+    static func checkContentType(_ contentType: String?, format: NotificationFormat, headers: [String: String]) throws(WireError) {
+        let given = contentType?.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        let accepted: [String]
+        if format == .windows {
+            let type = headers.first { $0.key.lowercased() == "x-wns-type" }?.value.lowercased()
+            guard let type, ["wns/toast", "wns/tile", "wns/badge", "wns/raw"].contains(type) else {
+                throw .invalidField(field: "X-WNS-Type", reason: "a windows notification needs X-WNS-Type: wns/toast, wns/tile, wns/badge or wns/raw")
+            }
+            accepted = type == "wns/raw" ? ["application/octet-stream"] : ["application/xml", "text/xml"]
+        } else {
+            accepted = ["application/json"]
+        }
+        guard accepted.contains(given) else {
+            throw .invalidField(field: "Content-Type", reason: "must be \(accepted.joined(separator: " or ")) for \(format.rawValue), not \(contentType ?? "(none)")")
+        }
+    }
+}

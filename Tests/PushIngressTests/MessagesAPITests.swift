@@ -1,0 +1,149 @@
+import HTTPTypes
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import PushIngress
+import PushKafka
+import PushModel
+import PushStore
+import Testing
+
+/// The ingress with a publisher on an embedded cluster, and a reader of `pushhub.requests`.
+struct MessagingFixture {
+    let cluster: EmbeddedKafkaCluster
+    let producer: KafkaProducer
+    let app: any ApplicationProtocol
+    let topics = PushTopics(prefix: "t\(UUID().uuidString.prefix(8).lowercased()).")
+    static let logger = Logger(label: "pushhub.tests") { _ in SwiftLogNoOpLogHandler() }
+
+    init(deliveryTimeout: Duration = .seconds(30)) async throws {
+        cluster = try EmbeddedKafkaCluster.start(brokers: 1, logger: Self.logger)
+        for topic in topics.all { try cluster.createTopic(topic, partitions: 2) }
+        var configuration = KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers)
+        configuration.deliveryTimeout = deliveryTimeout
+        producer = try KafkaProducer.make(configuration: configuration, logger: Self.logger)
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
+        let store = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
+        app = Application(router: try buildIngressRouter(
+            hubs: IngressFixture.hubs, store: store, publisher: KafkaNotificationPublisher(producer: producer, topics: topics)))
+    }
+
+    /// The SendRequests on the requests topic, waiting for `count` of them.
+    func requests(_ count: Int) async throws -> [SendRequest] {
+        var configuration = KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: "reader-\(UUID().uuidString)")
+        configuration.sessionTimeout = .seconds(3)
+        let consumer = try KafkaConsumer.make(configuration: configuration, topics: [topics.requests], logger: Self.logger)
+        var found: [SendRequest] = []
+        let deadline = ContinuousClock.now + .seconds(30)
+        for await record in consumer.records {
+            found.append(try WireCoding.decode(SendRequest.self, from: record.value))
+            #expect(record.keyString == found.last?.notificationId, "keyed by notification id")
+            if found.count == count || ContinuousClock.now > deadline { break }
+        }
+        await consumer.close()
+        return found
+    }
+
+    static let send = IngressFixture.fullAccess
+}
+
+@Suite("Messages API", .timeLimit(.minutes(2)))
+struct MessagesAPITests {
+    static func headers(_ pairs: [(String, String)]) -> HTTPFields {
+        var headers = IngressFixture.fullAccess
+        for (name, value) in pairs { headers[HTTPField.Name(name)!] = value }
+        return headers
+    }
+
+    @Test("a native send to a tag expression is queued and answered 201 with its id")
+    func nativeSend() async throws {
+        let fixture = try await MessagingFixture()
+        let (location, trackingId) = try await fixture.app.test(.router) { client in
+            let response = try await client.execute(
+                uri: "/myhub/messages?api-version=2015-04", method: .post,
+                headers: Self.headers([("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", "Sports && !Politics"),
+                                       ("Content-Type", "application/json;charset=utf-8"), ("apns-priority", "5"), ("X-Unrelated", "dropped")]),
+                body: ByteBuffer(string: #"{"aps":{"alert":"Goal!"}}"#))
+            #expect(response.status == .created, "\(response.text)")
+            return (response.headers[.location], response.headers[HTTPField.Name("TrackingId")!])
+        }
+        let request = try #require(try await fixture.requests(1).first)
+        #expect(request.audience == .tags("Sports && !Politics"))
+        #expect(request.format == .apple)
+        #expect(request.body == #"{"aps":{"alert":"Goal!"}}"#)
+        #expect(request.headers == ["apns-priority": "5"])
+        #expect(trackingId == request.notificationId)
+        #expect(location?.contains("/myhub/messages/\(request.notificationId)") == true)
+    }
+
+    @Test("template broadcast and direct sends")
+    func templateAndDirect() async throws {
+        let fixture = try await MessagingFixture()
+        try await fixture.app.test(.router) { client in
+            let template = try await client.execute(
+                uri: "/myhub/messages", method: .post,
+                headers: Self.headers([("ServiceBusNotification-Format", "template"), ("Content-Type", "application/json")]),
+                body: ByteBuffer(string: #"{"messageParam":"Breaking"}"#))
+            #expect(template.status == .created)
+            let direct = try await client.execute(
+                uri: "/myhub/messages?direct", method: .post,
+                headers: Self.headers([("ServiceBusNotification-Format", "windows"), ("X-WNS-Type", "wns/toast"),
+                                       ("ServiceBusNotification-DeviceHandle", "https://wns/channel"), ("Content-Type", "text/xml")]),
+                body: ByteBuffer(string: "<toast/>"))
+            #expect(direct.status == .created, "\(direct.text)")
+        }
+        let requests = try await fixture.requests(2)
+        #expect(Set(requests.map(\.format)) == [.template, .windows])
+        #expect(requests.first { $0.format == .template }?.audience == .broadcast)
+        #expect(requests.first { $0.format == .windows }?.audience == .handles([DirectHandle(platform: .wns, handle: "https://wns/channel")]))
+        #expect(requests.first { $0.format == .windows }?.headers["X-WNS-Type"] == "wns/toast")
+    }
+
+    @Test("bad sends are refused before anything is queued", arguments: [
+        ([("ServiceBusNotification-Format", "mpns"), ("Content-Type", "application/json")], "{}", "ServiceBusNotification-Format"),
+        ([("Content-Type", "application/json")], "{}", "ServiceBusNotification-Format"),
+        ([("ServiceBusNotification-Format", "apple"), ("Content-Type", "text/plain")], "{}", "Content-Type"),
+        ([("ServiceBusNotification-Format", "apple"), ("Content-Type", "application/json")], "not json", "must be a JSON object"),
+        ([("ServiceBusNotification-Format", "apple"), ("Content-Type", "application/json")], "{\"a\":\"" + String(repeating: "x", count: 4100) + "\"}", "4096 bytes"),
+        ([("ServiceBusNotification-Format", "apple"), ("apns-push-type", "voip"), ("Content-Type", "application/json")], "{\"a\":\"" + String(repeating: "x", count: 5200) + "\"}", "5120 bytes"),
+        ([("ServiceBusNotification-Format", "windows"), ("Content-Type", "text/xml")], "<toast/>", "X-WNS-Type"),
+        ([("ServiceBusNotification-Format", "template"), ("Content-Type", "application/json")], #"{"a":{"b":1}}"#, "template property"),
+        ([("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", "a &&"), ("Content-Type", "application/json")], "{}", "at position 4"),
+        ([("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", "a && b && c && d && e && f && g"), ("Content-Type", "application/json")], "{}", "at most 6 tags"),
+    ] as [([(String, String)], String, String)])
+    func refused(_ pairs: [(String, String)], _ body: String, _ reason: String) async throws {
+        let fixture = try await MessagingFixture()
+        try await fixture.app.test(.router) { client in
+            let response = try await client.execute(uri: "/myhub/messages", method: .post, headers: Self.headers(pairs), body: ByteBuffer(string: body))
+            #expect(response.status == .badRequest)
+            #expect(response.text.contains(reason), "\(response.text)")
+        }
+    }
+
+    @Test("a listen key cannot send")
+    func listenCannotSend() async throws {
+        let fixture = try await MessagingFixture()
+        try await fixture.app.test(.router) { client in
+            var headers = IngressFixture.listenAccess
+            headers[HTTPField.Name("ServiceBusNotification-Format")!] = "apple"
+            headers[.contentType] = "application/json"
+            let response = try await client.execute(uri: "/myhub/messages", method: .post, headers: headers, body: ByteBuffer(string: "{}"))
+            #expect(response.status == .forbidden)
+        }
+    }
+
+    @Test("when Kafka cannot take the send: 503 with Retry-After, never 201")
+    func kafkaDown() async throws {
+        let fixture = try await MessagingFixture(deliveryTimeout: .seconds(2))
+        try fixture.cluster.setBrokerDown(1)
+        try await fixture.app.test(.router) { client in
+            let response = try await client.execute(
+                uri: "/myhub/messages", method: .post,
+                headers: Self.headers([("ServiceBusNotification-Format", "gcm"), ("Content-Type", "application/json")]),
+                body: ByteBuffer(string: #"{"data":{"message":"hi"}}"#))
+            #expect(response.status == .serviceUnavailable)
+            #expect(response.headers[.retryAfter] == "5")
+        }
+    }
+}

@@ -71,6 +71,17 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The dispatcher process as a library: SendRequests to DeliveryBatches.
+        .target(
+            name: "PushDispatcher",
+            dependencies: [
+                "PushKafka",
+                "PushModel",
+                "PushStore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         // The environment variables PushHub's executables read, in one place.
         .target(
             name: "PushEnvironment",
@@ -135,6 +146,13 @@ let package = Package(
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .testTarget(
+            name: "PushDispatcherTests",
+            dependencies: [
+                "PushDispatcher", "PushKafka", "PushModel", "PushStore",
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(

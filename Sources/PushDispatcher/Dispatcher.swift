@@ -1,0 +1,196 @@
+import Foundation
+import Logging
+import PushKafka
+import PushModel
+import PushStore
+import ServiceLifecycle
+
+/// Settings of the dispatcher.
+public struct DispatcherSettings: Sendable {
+    public var topics: PushTopics
+    /// Targets per DeliveryBatch; also the store's page size.
+    public var batchSize = DeliveryBatch.maximumTargets
+    /// Batches produced before waiting for their acknowledgements (bounds memory on broadcasts).
+    public var batchesInFlight = 16
+    /// The hubs this deployment serves; requests for others are rejected.
+    public var hubs: [String]
+
+    public init(topics: PushTopics, hubs: [String]) {
+        self.topics = topics
+        self.hubs = hubs
+    }
+}
+
+/// Consumes SendRequests, resolves each audience page by page from the store, and produces
+/// DeliveryBatches to the platforms' topics and a dispatch summary to the results topic. A
+/// request's offset is marked done only after all of that was acknowledged; a record it
+/// cannot use goes to the dead-letter topic with the reason, and a `rejected` result.
+public final class Dispatcher: Service, Sendable {
+    let consumer: KafkaConsumer
+    let producer: KafkaProducer
+    let store: any RegistrationStore
+    let settings: DispatcherSettings
+    let logger: Logger
+
+    public init(consumer: KafkaConsumer, producer: KafkaProducer, store: any RegistrationStore, settings: DispatcherSettings, logger: Logger) {
+        self.consumer = consumer
+        self.producer = producer
+        self.store = store
+        self.settings = settings
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        for await record in consumer.records.cancelOnGracefulShutdown() {
+            await dispatchUntilDone(record)
+            consumer.markDone(record)
+        }
+    }
+
+    /// Dispatches one record; Kafka or store failures are retried with backoff until they pass
+    /// or the task is cancelled (then the record is left for the partition's next owner).
+    func dispatchUntilDone(_ record: KafkaRecord) async {
+        var delay = Duration.milliseconds(100)
+        while !Task.isCancelled {
+            do {
+                try await dispatch(record)
+                return
+            } catch {
+                logger.error(
+                    "dispatch failed, will retry",
+                    metadata: ["pushhub.notification_id": "\(record.keyString ?? "")", "pushhub.error": "\(error)", "pushhub.retry_in": "\(delay)"])
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(10))
+            }
+        }
+    }
+
+    func dispatch(_ record: KafkaRecord) async throws {
+        let request: SendRequest
+        do {
+            request = try WireCoding.decode(SendRequest.self, from: record.value)
+        } catch {
+            return try await reject(record, hub: "", reason: error.description)
+        }
+        guard let hub = settings.hubs.first(where: { $0.caseInsensitiveCompare(request.hub) == .orderedSame }) else {
+            return try await reject(record, hub: "", reason: "hub: no hub named \(request.hub)")
+        }
+        var queries: [RegistrationQuery] = []
+        switch request.audience {
+        case .tags(let text):
+            do {
+                queries = [.tagExpression(try TagExpression.parse(text))]
+            } catch {
+                return try await reject(record, hub: hub, reason: "audience.tags: \(error)")
+            }
+        case .broadcast: queries = [.all]
+        case .installationIds(let ids): queries = ids.map(RegistrationQuery.installation)
+        case .handles: break
+        }
+        var batcher = BatchBuilder(request: request, hub: hub, settings: settings, producer: producer)
+        if case .handles(let handles) = request.audience {
+            for handle in handles {
+                try await batcher.add(DeliveryBatch.Target(registrationId: nil, handle: handle.handle, webPush: handle.webPush), on: handle.platform)
+            }
+        }
+        let now = Date()
+        for query in queries {
+            var cursor: RegistrationCursor?
+            repeat {
+                let page = try await store.registrations(hub: hub, matching: query, after: cursor, limit: settings.batchSize)
+                for registration in page.registrations where Self.reaches(request, registration, now: now) {
+                    try await batcher.add(
+                        DeliveryBatch.Target(
+                            registrationId: registration.registrationId, handle: registration.handle, webPush: registration.webPush,
+                            template: registration.template.map { .init(body: $0.body, headers: $0.headers, expiry: $0.expiry) }),
+                        on: registration.platform)
+                }
+                cursor = page.next
+            } while cursor != nil
+        }
+        let dispatched = try await batcher.finish()
+        let summary = ResultBatch(notificationId: request.notificationId, hub: hub, dispatched: dispatched)
+        try await send([KafkaOutgoingRecord(topic: settings.topics.results, key: request.notificationId, value: WireCoding.encode(summary))])
+        logger.info(
+            "notification dispatched",
+            metadata: ["pushhub.notification_id": "\(request.notificationId)", "pushhub.targets": "\(dispatched.values.reduce(0, +))"])
+    }
+
+    /// Native sends reach the native registrations of their platform; template sends every
+    /// template registration. Expired registrations are skipped.
+    static func reaches(_ request: SendRequest, _ registration: Registration, now: Date) -> Bool {
+        if let expiry = registration.expiresAt, expiry < now { return false }
+        if request.format == .template { return registration.template != nil }
+        return registration.template == nil && registration.platform == request.format.platform
+    }
+
+    /// Dead-letters a record with its reason and reports it `rejected`.
+    func reject(_ record: KafkaRecord, hub: String, reason: String) async throws {
+        let notificationId = record.keyString.flatMap { $0.isEmpty ? nil : $0 } ?? "unknown"
+        logger.warning("send request rejected", metadata: ["pushhub.notification_id": "\(notificationId)", "pushhub.reason": "\(reason)"])
+        let result = ResultBatch(
+            notificationId: notificationId, hub: hub,
+            results: [DeliveryResult(registrationId: nil, handle: nil, outcome: .rejected, pnsReason: reason, attempts: 0, dwellMs: 0)])
+        try await send([
+            KafkaOutgoingRecord(
+                topic: settings.topics.deadLetter, key: record.key, value: record.value,
+                headers: [KafkaHeader(key: DeadLetterHeader.error, value: reason), KafkaHeader(key: DeadLetterHeader.sourceTopic, value: record.topic)]),
+            KafkaOutgoingRecord(topic: settings.topics.results, key: notificationId, value: try WireCoding.encode(result)),
+        ])
+    }
+
+    func send(_ records: [KafkaOutgoingRecord]) async throws {
+        for result in await producer.sendAll(records) { _ = try result.get() }
+    }
+}
+
+/// Collects targets per platform into DeliveryBatches and produces them, a bounded number
+/// unacknowledged at a time.
+struct BatchBuilder {
+    let request: SendRequest
+    let hub: String
+    let settings: DispatcherSettings
+    let producer: KafkaProducer
+    private var pending: [Platform: [DeliveryBatch.Target]] = [:]
+    private var counts: [Platform: Int] = Dictionary(uniqueKeysWithValues: Platform.allCases.map { ($0, 0) })
+    private var unacknowledged: [KafkaOutgoingRecord] = []
+    private var batchIndex = 0
+
+    init(request: SendRequest, hub: String, settings: DispatcherSettings, producer: KafkaProducer) {
+        self.request = request
+        self.hub = hub
+        self.settings = settings
+        self.producer = producer
+    }
+
+    mutating func add(_ target: DeliveryBatch.Target, on platform: Platform) async throws {
+        pending[platform, default: []].append(target)
+        counts[platform, default: 0] += 1
+        if pending[platform]!.count >= settings.batchSize { try await close(platform) }
+    }
+
+    /// Produces what is left and waits for every acknowledgement; returns targets per platform.
+    mutating func finish() async throws -> [Platform: Int] {
+        for platform in Platform.allCases where !(pending[platform]?.isEmpty ?? true) { try await close(platform) }
+        try await flush()
+        return counts
+    }
+
+    private mutating func close(_ platform: Platform) async throws {
+        guard let targets = pending.removeValue(forKey: platform), !targets.isEmpty else { return }
+        let batch = DeliveryBatch(
+            notificationId: request.notificationId, hub: hub, platform: platform, kind: request.format == .template ? .template : .native,
+            format: request.format == .template ? nil : request.format, body: request.body, headers: request.headers,
+            expiresAt: request.expiresAt, enqueuedAt: request.enqueuedAt, attempt: 1, targets: targets)
+        unacknowledged.append(KafkaOutgoingRecord(
+            topic: settings.topics.deliveries(platform), key: "\(request.notificationId):\(batchIndex)", value: try WireCoding.encode(batch)))
+        batchIndex += 1
+        if unacknowledged.count >= settings.batchesInFlight { try await flush() }
+    }
+
+    private mutating func flush() async throws {
+        guard !unacknowledged.isEmpty else { return }
+        for result in await producer.sendAll(unacknowledged) { _ = try result.get() }
+        unacknowledged.removeAll(keepingCapacity: true)
+    }
+}

@@ -1,0 +1,123 @@
+import Foundation
+import PushDispatcher
+import PushKafka
+import PushModel
+import PushStore
+import Testing
+
+@Suite("Dispatcher", .timeLimit(.minutes(2)))
+struct DispatcherTests {
+    /// 40 registrations: platform by index, tags from bits, every fifth a template registration.
+    static func seed(_ store: any RegistrationStore) async throws -> [Registration] {
+        var registrations: [Registration] = []
+        for index in 0..<40 {
+            var tags: [String] = []
+            if index % 2 == 0 { tags.append("Sports") }
+            if index % 3 == 0 { tags.append("Politics") }
+            let format: NotificationFormat = [.apple, .fcmv1, .windows, .browser][index % 4]
+            let registration = Registration(
+                registrationId: "r\(index)", hub: "myhub", format: format, handle: "handle-\(index)",
+                webPush: format == .browser ? WebPushKeys(p256dh: "p\(index)", auth: "a\(index)") : nil, tags: tags,
+                template: index % 5 == 0 ? RegistrationTemplate(name: "t", body: #"{"alert":"$(messageParam)"}"#, headers: ["X-WNS-Type": "wns/toast"], expiry: "0") : nil,
+                updatedAt: Date())
+            registrations.append(try await store.upsertRegistration(registration, ifMatch: nil))
+        }
+        return registrations
+    }
+
+    @Test("a native send to a tag expression reaches exactly the native registrations of its platform that match")
+    func tagExpressionTargeting() async throws {
+        let fixture = try await DispatcherFixture()
+        let registrations = try await Self.seed(fixture.store)
+        let request = DispatcherFixture.request(.tags("Sports && !Politics"))
+        try await fixture.send(request)
+        let summary = try #require(await fixture.summary(request.notificationId))
+        let expected = registrations.filter {
+            $0.format == .apple && $0.template == nil && TagExpression.and(.tag("Sports"), .not(.tag("Politics"))).matches(Set($0.tags))
+        }
+        #expect(summary.dispatched == [.apns: expected.count, .fcm: 0, .wns: 0, .webpush: 0])
+        let batches = await fixture.batches(request.notificationId)
+        #expect(batches.allSatisfy { $0.platform == .apns && $0.kind == .native && $0.format == .apple && $0.body == request.body })
+        #expect(Set(batches.flatMap(\.targets).compactMap(\.registrationId)) == Set(expected.map(\.registrationId)))
+    }
+
+    @Test("a template send reaches every template registration, on every platform, with its template")
+    func templateRouting() async throws {
+        let fixture = try await DispatcherFixture()
+        let registrations = try await Self.seed(fixture.store)
+        let request = DispatcherFixture.request(.broadcast, format: .template, body: #"{"messageParam":"Breaking"}"#)
+        try await fixture.send(request)
+        let summary = try #require(await fixture.summary(request.notificationId))
+        let templates = registrations.filter { $0.template != nil }
+        #expect(summary.dispatched?.values.reduce(0, +) == templates.count)
+        let batches = await fixture.batches(request.notificationId)
+        #expect(batches.allSatisfy { $0.kind == .template && $0.format == nil })
+        let targets = batches.flatMap(\.targets)
+        #expect(Set(targets.compactMap(\.registrationId)) == Set(templates.map(\.registrationId)))
+        #expect(targets.allSatisfy { $0.template?.body == #"{"alert":"$(messageParam)"}"# && $0.template?.expiry == "0" })
+        let webPush = batches.filter { $0.platform == .webpush }.flatMap(\.targets)
+        #expect(webPush.allSatisfy { $0.webPush != nil }, "Web Push targets carry their keys")
+    }
+
+    @Test("a broadcast to 1,200 registrations comes in batches of at most 500, on the platform's topic")
+    func broadcastBatches() async throws {
+        let fixture = try await DispatcherFixture()
+        try await fixture.store.importRegistrations((0..<1_200).map {
+            Registration(registrationId: "b\($0)", hub: "myhub", format: .gcm, handle: "token-\($0)", tags: [], updatedAt: Date())
+        })
+        let request = DispatcherFixture.request(.broadcast, format: .gcm, body: #"{"data":{"m":"hi"}}"#)
+        try await fixture.send(request)
+        let summary = try #require(await fixture.summary(request.notificationId))
+        #expect(summary.dispatched?[.fcm] == 1_200)
+        let batches = await fixture.batches(request.notificationId)
+        #expect(batches.map(\.targets.count).sorted() == [200, 500, 500])
+        #expect(Set(batches.flatMap(\.targets).map(\.handle)).count == 1_200)
+        #expect(await fixture.collected.batchTopics.allSatisfy { $0 == fixture.topics.deliveries(.fcm) })
+    }
+
+    @Test("direct handles and installation ids")
+    func directAndInstallations() async throws {
+        let fixture = try await DispatcherFixture()
+        _ = try await fixture.store.upsertInstallation(
+            Installation(installationId: "phone", platform: .apns, pushChannel: "inst-token", templates: ["t": .init(body: "{}")]), hub: "myhub")
+        let direct = DispatcherFixture.request(.handles([DirectHandle(platform: .apns, handle: "direct-token")]))
+        let installations = DispatcherFixture.request(.installationIds(["phone", "missing"]))
+        try await fixture.send(direct)
+        try await fixture.send(installations)
+        #expect(await fixture.summary(direct.notificationId)?.dispatched?[.apns] == 1)
+        #expect(await fixture.batches(direct.notificationId).first?.targets == [DeliveryBatch.Target(registrationId: nil, handle: "direct-token")])
+        #expect(await fixture.summary(installations.notificationId)?.dispatched?[.apns] == 1, "the native registration only, not the template")
+        #expect(await fixture.batches(installations.notificationId).first?.targets.first?.handle == "inst-token")
+    }
+
+    @Test("no target: a summary of zeros")
+    func noTarget() async throws {
+        let fixture = try await DispatcherFixture()
+        let request = DispatcherFixture.request(.tags("nobody"))
+        try await fixture.send(request)
+        #expect(await fixture.summary(request.notificationId)?.dispatched == [.apns: 0, .fcm: 0, .wns: 0, .webpush: 0])
+        #expect(await fixture.batches(request.notificationId).isEmpty)
+    }
+
+    @Test("records it cannot use go to the dead-letter topic with the reason, and it goes on", arguments: [
+        ("not json", "not a JSON object"),
+        (#"{"schema":"pushhub.send-request.v9"}"#, "unknown schema"),
+        (#"{"schema":"pushhub.send-request.v1","notificationId":"5f0c8f7e-3b7a-4a53-9d1e-2b8c4f6a9e10","hub":"otherhub","audience":{"broadcast":true},"format":"apple","body":"{}","enqueuedAt":"2026-11-21T08:00:00Z"}"#, "no hub named otherhub"),
+        (#"{"schema":"pushhub.send-request.v1","notificationId":"5f0c8f7e-3b7a-4a53-9d1e-2b8c4f6a9e10","hub":"myhub","audience":{"tags":"a && (b"},"format":"apple","body":"{}","enqueuedAt":"2026-11-21T08:00:00Z"}"#, "audience.tags"),
+    ])
+    func deadLetters(_ text: String, _ reason: String) async throws {
+        let fixture = try await DispatcherFixture()
+        let key = UUID().uuidString.lowercased()
+        try await fixture.sendRaw(key: key, text)
+        let good = DispatcherFixture.request(.broadcast)
+        try await fixture.send(good)
+        #expect(await fixture.summary(good.notificationId) != nil, "the dispatcher went on")
+        let rejected = try #require(await fixture.summary(key))
+        #expect(rejected.results?.first?.outcome == .rejected)
+        #expect(rejected.results?.first?.pnsReason?.contains(reason) == true, "\(String(describing: rejected.results))")
+        let dead = try #require(await fixture.deadLetter(key))
+        #expect(dead.value == Data(text.utf8), "the original bytes")
+        #expect(dead.header("pushhub-error").map { String(decoding: $0, as: UTF8.self) }?.contains(reason) == true)
+        #expect(dead.header("pushhub-source-topic") == Data(fixture.topics.requests.utf8))
+    }
+}

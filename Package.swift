@@ -51,6 +51,7 @@ let package = Package(
             dependencies: [
                 "CSQLite",
                 "PushModel",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]

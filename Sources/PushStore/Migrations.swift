@@ -69,7 +69,39 @@ enum Migrations {
                     created_at BIGINT NOT NULL
                 )
                 """,
-            ])
+            ]),
+            (2, [
+                """
+                CREATE TABLE notifications (
+                    notification_id TEXT PRIMARY KEY,
+                    hub TEXT NOT NULL,
+                    state TEXT NOT NULL,
+                    enqueued_at BIGINT NOT NULL,
+                    started_at BIGINT,
+                    ended_at BIGINT,
+                    expected BIGINT,
+                    received BIGINT NOT NULL,
+                    expired BIGINT NOT NULL,
+                    rejected BIGINT NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE notification_counts (
+                    notification_id TEXT NOT NULL,
+                    platform TEXT NOT NULL,
+                    outcome TEXT NOT NULL,
+                    count BIGINT NOT NULL,
+                    PRIMARY KEY (notification_id, platform, outcome)
+                )
+                """,
+                """
+                CREATE TABLE result_receipts (
+                    notification_id TEXT NOT NULL,
+                    receipt TEXT NOT NULL,
+                    PRIMARY KEY (notification_id, receipt)
+                )
+                """,
+            ]),
         ]
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import PushModel
+import PushStore
 
 /// `POST /{hub}/messages` (Send right): a native or template notification to a tag expression,
 /// to everyone, or with `?direct` to one device handle. 201 only after the request is queued
@@ -9,10 +10,12 @@ import PushModel
 struct MessageController: Sendable {
     let access: HubAccess
     let publisher: any NotificationPublisher
+    let outcomes: (any OutcomeStore)?
     static let bodyLimit = 64 * 1024
 
     func addRoutes(to router: Router<IngressContext>) {
         router.post("{hub}/messages", use: send)
+        router.get("{hub}/messages/{id}", use: details)
     }
 
     @Sendable func send(_ request: Request, context: IngressContext) async throws -> Response {
@@ -32,9 +35,12 @@ struct MessageController: Sendable {
         } catch {
             throw HubAPIError.invalid(error)
         }
+        // Noted before it is queued, so a GET right after the 201 finds it.
+        try await outcomes?.recordEnqueued(hub: hub.name, notificationId: sendRequest.notificationId, at: sendRequest.enqueuedAt)
         do {
             try await publisher.publish(sendRequest)
         } catch {
+            try? await outcomes?.forgetEnqueued(hub: hub.name, notificationId: sendRequest.notificationId)
             var response = try HubAPIError(.serviceUnavailable, "the notification could not be queued; try again").response(from: request, context: context)
             response.headers[.retryAfter] = "5"
             return response
@@ -44,6 +50,18 @@ struct MessageController: Sendable {
             .location: "\(base)/messages/\(sendRequest.notificationId)?api-version=2015-04",
             .trackingId: sendRequest.notificationId,
         ])
+    }
+
+    @Sendable func details(_ request: Request, context: IngressContext) async throws -> Response {
+        let hub = try access.authorize(request, hub: try context.parameters.require("hub"), .send)
+        let id = try context.parameters.require("id")
+        guard let outcomes, let outcome = try await outcomes.notification(hub: hub.name, id: id) else {
+            throw HubAPIError(.notFound, "notification \(id) not found")
+        }
+        let location = "\(RegistrationController.base(request, hub.name))/messages/\(id)?api-version=2015-04"
+        return Response(
+            status: .ok, headers: [.contentType: "application/xml; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(string: NotificationDetailsXML.xml(outcome, location: location))))
     }
 
     static func directHandle(_ request: Request) throws -> DirectHandle {

@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .executable(name: "pushhub", targets: ["PushHubCLI"]),
         .executable(name: "pushhub-ingress", targets: ["PushIngressMain"]),
+        .executable(name: "pushhub-dispatcher", targets: ["PushDispatcherMain"]),
         .library(name: "PushKafka", targets: ["PushKafka"]),
         .library(name: "PushModel", targets: ["PushModel"]),
     ],
@@ -87,7 +88,11 @@ let package = Package(
         // The environment variables PushHub's executables read, in one place.
         .target(
             name: "PushEnvironment",
-            dependencies: [.product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "PushModel",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         // Load generation and benchmarks.
         .target(
@@ -104,10 +109,23 @@ let package = Package(
             dependencies: [
                 "PushEnvironment",
                 "PushIngress",
+                "PushKafka",
                 "PushStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "PushDispatcherMain",
+            dependencies: [
+                "PushDispatcher",
+                "PushEnvironment",
+                "PushIngress",
+                "PushKafka",
+                "PushStore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
@@ -135,7 +153,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PushHubCLITests",
-            dependencies: ["PushHubCLI", "PushIngressMain", "PushKafka", "PushIngress"]
+            dependencies: ["PushHubCLI", "PushIngressMain", "PushDispatcherMain", "PushKafka", "PushIngress", "PushModel"]
         ),
         .testTarget(
             name: "PushStoreTests",

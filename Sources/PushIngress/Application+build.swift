@@ -44,11 +44,11 @@ public func buildIngressRouter(
 /// The ingress as an application: what `pushhub-ingress` runs.
 /// `onListening` is called with the bound port once the server listens.
 public func buildIngressApplication(
-    configuration: IngressConfiguration, store: any RegistrationStore, logger: Logger,
+    configuration: IngressConfiguration, store: any RegistrationStore, publisher: (any NotificationPublisher)? = nil, logger: Logger,
     onListening: @escaping @Sendable (Int) -> Void = { _ in }
 ) throws -> some ApplicationProtocol {
     Application(
-        router: try buildIngressRouter(hubs: configuration.hubs, store: store),
+        router: try buildIngressRouter(hubs: configuration.hubs, store: store, publisher: publisher),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "PushHub"),
         onServerRunning: { channel in onListening(channel.localAddress?.port ?? configuration.port) },
         logger: logger)

@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import PushEnvironment
 import PushIngress
+import PushKafka
 import PushStore
 import ServiceLifecycle
 
@@ -26,6 +27,8 @@ struct IngressCommand: AsyncParsableCommand {
     @Option(help: "The registration store: postgres://… or an SQLite path (default: $PUSHHUB_DATABASE or ./data/pushhub.sqlite).")
     var database: String?
 
+    @OptionGroup var kafka: KafkaOptions
+
     func run() async throws {
         let environment = PushHubEnvironment.current
         let logger = makeLogger("pushhub.ingress")
@@ -42,7 +45,24 @@ struct IngressCommand: AsyncParsableCommand {
         var configuration = IngressConfiguration(hubs: hubs)
         configuration.host = host
         configuration.port = port
-        let app = try buildIngressApplication(configuration: configuration, store: store, logger: logger) { boundPort in
+        // With Kafka: sends are published and results become outcomes. Without: registrations only.
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        var publisher: (any NotificationPublisher)?
+        var recorder: OutcomeRecorder?
+        if kafka.isConfigured {
+            let servers = try kafka.servers()
+            let producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: servers), logger: logger)
+            let results = try KafkaConsumer.make(
+                configuration: KafkaConsumerConfiguration(bootstrapServers: servers, groupID: "pushhub-ingress-outcomes"),
+                topics: [kafka.topics.results], logger: logger)
+            publisher = KafkaNotificationPublisher(producer: producer, topics: kafka.topics)
+            recorder = OutcomeRecorder(consumer: results, store: store, logger: logger)
+            services = [.init(service: producer), .init(service: results)]
+        } else {
+            logger.notice("no Kafka configured (--kafka or PUSHHUB_KAFKA): the messages API is off")
+        }
+        let host = self.host
+        let app = try buildIngressApplication(configuration: configuration, store: store, publisher: publisher, logger: logger) { boundPort in
             let endpoint = "\(host):\(boundPort)"
             var lines = ["PUSHHUB_URL=http://\(endpoint)"]
             // Keys are printed only for a development hub this start created.
@@ -57,8 +77,12 @@ struct IngressCommand: AsyncParsableCommand {
             // Straight to the file descriptor: scripts read these lines as they come.
             FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
         }
+        // Shut down in reverse: stop recording outcomes, stop taking requests, close the
+        // results consumer, flush the producer.
+        services.append(.init(service: app))
+        if let recorder { services.append(.init(service: recorder)) }
         let group = ServiceGroup(
-            configuration: .init(services: [.init(service: app)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
         await store.close()
     }

@@ -1,3 +1,4 @@
+import PushModel
 import Foundation
 import Logging
 import PushKafka
@@ -54,5 +55,39 @@ struct KafkaDevCommandTests {
     func missingKafka() async throws {
         let list = try ChildProcess(arguments: ["topics", "list"], environment: ["PUSHHUB_KAFKA": ""])
         #expect(await list.exitStatus(within: .seconds(10)) == 64, "a usage error")
+    }
+}
+
+@Suite("pushhub send", .timeLimit(.minutes(2)))
+struct SendCommandTests {
+    let logger = Logger(label: "pushhub.tests") { _ in SwiftLogNoOpLogHandler() }
+
+    @Test("produces a checked SendRequest into pushhub.requests and prints its id; bad sends produce nothing")
+    func send() async throws {
+        let cluster = try EmbeddedKafkaCluster.start(brokers: 1, logger: logger)
+        try cluster.createTopic("pushhub.requests", partitions: 1)
+        let servers = cluster.bootstrapServers.joined(separator: ",")
+        let refused = try ChildProcess(arguments: ["send", "--kafka", servers, "--hub", "myhub", "--format", "apple", "--tags", "a &&", "--body", "{}"])
+        #expect(await refused.exitStatus(within: .seconds(30)) == 64, "an invalid tag expression is a usage error")
+
+        let sent = try ChildProcess(
+            arguments: ["send", "--kafka", servers, "--hub", "myhub", "--format", "template", "--tags", "Sports || News", "--header", "apns-priority:5", "--body", #"{"messageParam":"hello"}"#],
+            environment: ["PUSHHUB_LOG_LEVEL": "critical"])
+        #expect(await sent.exitStatus(within: .seconds(30)) == 0)
+        let id = try #require(sent.output.last)
+
+        var configuration = KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: "reader")
+        configuration.sessionTimeout = .seconds(3)
+        let consumer = try KafkaConsumer.make(configuration: configuration, topics: ["pushhub.requests"], logger: logger)
+        var found: SendRequest?
+        for await record in consumer.records {
+            found = try WireCoding.decode(SendRequest.self, from: record.value)
+            break
+        }
+        await consumer.close()
+        #expect(found?.notificationId == id)
+        #expect(found?.audience == .tags("Sports || News"))
+        #expect(found?.format == .template)
+        #expect(found?.headers == ["apns-priority": "5"])
     }
 }

@@ -1,16 +1,19 @@
-import PushEnvironment
 import ArgumentParser
 import PushModel
-
 /// Where Kafka is and what its topics are called.
-struct KafkaOptions: ParsableArguments {
+public struct KafkaOptions: ParsableArguments {
     @Option(name: .customLong("kafka"), help: "Bootstrap servers, comma-separated (default: $PUSHHUB_KAFKA).")
-    var bootstrapServers: String?
+    public var bootstrapServers: String?
 
     @Option(help: "Prefix of every topic name (default: $PUSHHUB_TOPIC_PREFIX or pushhub.).")
-    var topicPrefix: String?
+    public var topicPrefix: String?
 
-    func servers() throws -> [String] {
+    public init() {}
+
+    /// Whether Kafka is named at all (by option or environment).
+    public var isConfigured: Bool { bootstrapServers != nil || PushHubEnvironment.current.kafkaBootstrapServers != nil }
+
+    public func servers() throws -> [String] {
         if let bootstrapServers {
             let servers = PushHubEnvironment.servers(bootstrapServers)
             guard !servers.isEmpty else { throw ValidationError("--kafka names no server") }
@@ -22,7 +25,7 @@ struct KafkaOptions: ParsableArguments {
         return servers
     }
 
-    var topics: PushTopics {
+    public var topics: PushTopics {
         PushTopics(prefix: topicPrefix ?? PushHubEnvironment.current.topicPrefix ?? PushTopics.defaultPrefix)
     }
 }

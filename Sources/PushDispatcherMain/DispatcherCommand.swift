@@ -1,0 +1,48 @@
+import ArgumentParser
+import Foundation
+import PushDispatcher
+import PushEnvironment
+import PushIngress
+import PushKafka
+import PushStore
+import ServiceLifecycle
+
+/// `pushhub-dispatcher`: SendRequests from `pushhub.requests` to DeliveryBatches per platform.
+@main
+struct DispatcherCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pushhub-dispatcher",
+        abstract: "Resolve each SendRequest's audience from the store into DeliveryBatches on the platforms' topics.")
+
+    @OptionGroup var kafka: KafkaOptions
+
+    @Option(help: "pushhub.yaml, for the hubs this deployment serves (default: $PUSHHUB_CONFIG or ./data/pushhub.yaml).")
+    var config: String?
+
+    @Option(help: "The registration store: postgres://… or an SQLite path (default: $PUSHHUB_DATABASE or ./data/pushhub.sqlite).")
+    var database: String?
+
+    @Option(help: "Consumer group; dispatchers in one group share the requests' partitions.")
+    var group = "pushhub-dispatcher"
+
+    func run() async throws {
+        let environment = PushHubEnvironment.current
+        let logger = makeLogger("pushhub.dispatcher")
+        let hubs = try HubsConfiguration.load(from: config ?? environment.configPath)
+        let store = try await StoreLocation(database ?? environment.database).open(logger: logger)
+        let servers = try kafka.servers()
+        let producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: servers), logger: logger)
+        let consumer = try KafkaConsumer.make(
+            configuration: KafkaConsumerConfiguration(bootstrapServers: servers, groupID: group), topics: [kafka.topics.requests], logger: logger)
+        let dispatcher = Dispatcher(
+            consumer: consumer, producer: producer, store: store,
+            settings: DispatcherSettings(topics: kafka.topics, hubs: hubs.hubs.map(\.name)), logger: logger)
+        // Shut down in reverse: stop dispatching, commit and leave the group, flush.
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [.init(service: producer), .init(service: consumer), .init(service: dispatcher)],
+                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+        await store.close()
+    }
+}

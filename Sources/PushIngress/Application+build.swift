@@ -37,6 +37,9 @@ public func buildIngressRouter(
         let authenticator = UserAuthenticator(store: store, jwt: try appBackend.jwt.map(JWTVerifier.init), now: now)
         let api = router.group("api").add(middleware: AppBackendAuthentication(authenticator: authenticator))
         RegisterController(store: store, hub: hub.name).addRoutes(to: api)
+        NotificationsController(
+            hub: hub.name, publisher: publisher, outcomes: store as? any OutcomeStore, richPayloads: store as? any RichPayloadStore
+        ).addRoutes(to: api)
     }
     return router
 }

@@ -3,11 +3,12 @@ import Foundation
 /// The schema, as numbered steps run once each at start-up, in order.
 enum Migrations {
     static func steps(_ dialect: SQLDialect) -> [(version: Int, statements: [String])] {
-        let serial =
+        let serialType =
             switch dialect {
-            case .sqlite: "seq INTEGER PRIMARY KEY AUTOINCREMENT"
-            case .postgres: "seq BIGSERIAL PRIMARY KEY"
+            case .sqlite: "INTEGER PRIMARY KEY AUTOINCREMENT"
+            case .postgres: "BIGSERIAL PRIMARY KEY"
             }
+        let serial = "seq \(serialType)"
         return [
             (1, [
                 """
@@ -101,6 +102,21 @@ enum Migrations {
                     PRIMARY KEY (notification_id, receipt)
                 )
                 """,
+            ]),
+            (3, [
+                """
+                CREATE TABLE rich_payloads (
+                    id \(serialType),
+                    hub TEXT NOT NULL,
+                    sender TEXT NOT NULL,
+                    recipient TEXT NOT NULL,
+                    content_type TEXT NOT NULL,
+                    rich_type TEXT NOT NULL,
+                    message TEXT NOT NULL,
+                    payload TEXT NOT NULL,
+                    created_at BIGINT NOT NULL
+                )
+                """
             ]),
         ]
     }

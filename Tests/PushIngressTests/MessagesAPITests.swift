@@ -14,6 +14,7 @@ struct MessagingFixture {
     let cluster: EmbeddedKafkaCluster
     let producer: KafkaProducer
     let app: any ApplicationProtocol
+    let store: SQLRegistrationStore
     let topics = PushTopics(prefix: "t\(UUID().uuidString.prefix(8).lowercased()).")
     static let logger = Logger(label: "pushhub.tests") { _ in SwiftLogNoOpLogHandler() }
 
@@ -24,7 +25,7 @@ struct MessagingFixture {
         configuration.deliveryTimeout = deliveryTimeout
         producer = try KafkaProducer.make(configuration: configuration, logger: Self.logger)
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
-        let store = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
+        store = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
         app = Application(router: try buildIngressRouter(
             hubs: IngressFixture.hubs, store: store, publisher: KafkaNotificationPublisher(producer: producer, topics: topics)))
     }

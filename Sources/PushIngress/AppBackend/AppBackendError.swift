@@ -5,6 +5,8 @@ import Hummingbird
 struct AppBackendError: HTTPResponseError {
     let status: HTTPResponse.Status
     let message: String
+    /// Seconds to wait before trying again, for 503s.
+    var retryAfter: Int?
 
     init(_ status: HTTPResponse.Status, _ message: String) {
         self.status = status
@@ -15,6 +17,7 @@ struct AppBackendError: HTTPResponseError {
         let body = try JSONSerialization.data(withJSONObject: ["error": message], options: [.sortedKeys])
         var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
         if status == .unauthorized { headers[.wwwAuthenticate] = "Basic realm=\"PushHub\", charset=\"UTF-8\"" }
+        if let retryAfter { headers[.retryAfter] = String(retryAfter) }
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
     }
 }

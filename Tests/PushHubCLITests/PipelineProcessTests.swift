@@ -72,9 +72,12 @@ struct PipelineProcessTests {
         #expect(details.contains("<State>Completed</State>"), "\(details)")
         #expect(details.contains("<Name>Success</Name><Count>1</Count>"))
 
-        for process in [dispatcher, ingress, kafkaDev] { process.signal(SIGTERM) }
-        #expect(await dispatcher.exitStatus(within: .seconds(15)) == 0)
-        #expect(await ingress.exitStatus(within: .seconds(15)) == 0)
+        // PushHub's processes stop first (they commit and flush to Kafka), Kafka last.
+        dispatcher.signal(SIGTERM)
+        ingress.signal(SIGTERM)
+        #expect(await dispatcher.exitStatus(within: .seconds(20)) == 0)
+        #expect(await ingress.exitStatus(within: .seconds(20)) == 0)
+        kafkaDev.signal(SIGTERM)
         #expect(await kafkaDev.exitStatus(within: .seconds(15)) == 0)
     }
 }

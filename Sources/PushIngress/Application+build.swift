@@ -31,7 +31,9 @@ public func buildIngressRouter(
     InstallationController(store: store, access: access).addRoutes(to: router)
     RegistrationController(store: store, access: access).addRoutes(to: router)
     if let publisher {
-        MessageController(access: access, publisher: publisher, outcomes: store as? any OutcomeStore).addRoutes(to: router)
+        MessageController(
+            access: access, publisher: publisher, outcomes: store as? any OutcomeStore, schedules: store as? any ScheduleStore
+        ).addRoutes(to: router)
     }
     if let appBackend = hubs.appBackend, let hub = hubs.hub(named: appBackend.hub) {
         let authenticator = UserAuthenticator(store: store, jwt: try appBackend.jwt.map(JWTVerifier.init), now: now)

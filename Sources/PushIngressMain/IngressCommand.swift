@@ -49,6 +49,7 @@ struct IngressCommand: AsyncParsableCommand {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
         var publisher: (any NotificationPublisher)?
         var recorder: OutcomeRecorder?
+        var releaser: ScheduledReleaser?
         if kafka.isConfigured {
             let servers = try kafka.servers()
             let producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: servers), logger: logger)
@@ -58,6 +59,7 @@ struct IngressCommand: AsyncParsableCommand {
             publisher = KafkaNotificationPublisher(producer: producer, topics: kafka.topics)
             recorder = OutcomeRecorder(consumer: results, store: store, logger: logger)
             services = [.init(service: producer), .init(service: results)]
+            releaser = ScheduledReleaser(store: store, publisher: publisher!, logger: logger)
         } else {
             logger.notice("no Kafka configured (--kafka or PUSHHUB_KAFKA): the messages API is off")
         }
@@ -81,6 +83,7 @@ struct IngressCommand: AsyncParsableCommand {
         // results consumer, flush the producer.
         services.append(.init(service: app))
         if let recorder { services.append(.init(service: recorder)) }
+        if let releaser { services.append(.init(service: releaser)) }
         let group = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()

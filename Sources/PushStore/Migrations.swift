@@ -118,6 +118,20 @@ enum Migrations {
                 )
                 """
             ]),
+            (4, [
+                """
+                CREATE TABLE scheduled_notifications (
+                    notification_id TEXT PRIMARY KEY,
+                    hub TEXT NOT NULL,
+                    due_at BIGINT NOT NULL,
+                    request TEXT NOT NULL,
+                    state TEXT NOT NULL,
+                    claimed_by TEXT,
+                    claimed_at BIGINT
+                )
+                """,
+                "CREATE INDEX scheduled_by_due ON scheduled_notifications (state, due_at)",
+            ]),
         ]
     }
 

@@ -1,0 +1,60 @@
+import Foundation
+import Logging
+import PushModel
+import PushStore
+import ServiceLifecycle
+
+/// Releases scheduled sends when they are due: each ingress replica runs one; the store's
+/// claims make one replica publish each send, and take over sends a dead replica had claimed.
+public final class ScheduledReleaser: Service, Sendable {
+    let store: any ScheduleStore
+    let publisher: any NotificationPublisher
+    let claimant: String
+    let interval: Duration
+    let staleAfter: TimeInterval
+    let logger: Logger
+
+    public init(
+        store: any ScheduleStore, publisher: any NotificationPublisher, claimant: String = UUID().uuidString,
+        interval: Duration = .seconds(1), staleAfter: TimeInterval = 60, logger: Logger
+    ) {
+        self.store = store
+        self.publisher = publisher
+        self.claimant = claimant
+        self.interval = interval
+        self.staleAfter = staleAfter
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        while !Task.isShuttingDownGracefully, !Task.isCancelled {
+            _ = await releaseDue(now: Date())
+            try? await cancelOnGracefulShutdown { try await Task.sleep(for: self.interval) }
+        }
+    }
+
+    /// Publishes every due send it can claim; returns how many it published.
+    public func releaseDue(now: Date) async -> Int {
+        let claimed: [SendRequest]
+        do {
+            claimed = try await store.claimDueScheduled(now: now, claimant: claimant, limit: 100, staleAfter: staleAfter)
+        } catch {
+            logger.error("scheduled sends could not be claimed", metadata: ["pushhub.error": "\(error)"])
+            return 0
+        }
+        var published = 0
+        for request in claimed {
+            do {
+                try await publisher.publish(request)
+                try await store.markReleased(notificationId: request.notificationId)
+                published += 1
+            } catch {
+                // Left claimed: this or another replica takes it over once the claim is stale.
+                logger.error(
+                    "scheduled send not released, will retry",
+                    metadata: ["pushhub.notification_id": "\(request.notificationId)", "pushhub.error": "\(error)"])
+            }
+        }
+        return published
+    }
+}

@@ -18,6 +18,7 @@ struct MessageController: Sendable {
 
     func addRoutes(to router: Router<IngressContext>) {
         router.post("{hub}/messages", use: send)
+        router.post("{hub}/messages/$batch", use: sendBatch)
         router.get("{hub}/messages/{id}", use: details)
         router.post("{hub}/schedulednotifications", use: schedule)
         router.delete("{hub}/schedulednotifications/{id}", use: cancel)
@@ -26,6 +27,11 @@ struct MessageController: Sendable {
     @Sendable func send(_ request: Request, context: IngressContext) async throws -> Response {
         let hub = try access.authorize(request, hub: try context.parameters.require("hub"), .send)
         let sendRequest = try await build(request, hub: hub, direct: request.uri.queryParameters.has("direct"))
+        return try await publish(sendRequest, hub: hub, request, context)
+    }
+
+    /// Queues a checked send: 201 once Kafka acknowledged it, 503 with Retry-After when not.
+    private func publish(_ sendRequest: SendRequest, hub: HubsConfiguration.Hub, _ request: Request, _ context: IngressContext) async throws -> Response {
         // Noted before it is queued, so a GET right after the 201 finds it.
         try await outcomes?.recordEnqueued(hub: hub.name, notificationId: sendRequest.notificationId, at: sendRequest.enqueuedAt)
         do {
@@ -37,6 +43,48 @@ struct MessageController: Sendable {
             return response
         }
         return Self.created(request, hub: hub.name, collection: "messages", id: sendRequest.notificationId)
+    }
+
+    /// `POST /{hub}/messages/$batch?direct`: one notification to up to 1,000 device handles, as
+    /// `multipart/mixed` with a `notification` part and a `devices` part (a JSON list of handles).
+    @Sendable func sendBatch(_ request: Request, context: IngressContext) async throws -> Response {
+        let hub = try access.authorize(request, hub: try context.parameters.require("hub"), .send)
+        guard request.uri.queryParameters.has("direct") else {
+            throw HubAPIError(.badRequest, "$batch sends are direct sends: add ?direct")
+        }
+        guard let boundary = MultipartBody.boundary(in: request.headers[.contentType]) else {
+            throw HubAPIError(.unsupportedMediaType, "Content-Type must be multipart/mixed with a boundary")
+        }
+        let parts = try MultipartBody.parts(Data(buffer: try await request.collectBody(upTo: Self.bodyLimit * 2)), boundary: boundary)
+        guard let notification = parts.first(where: { $0.name == "notification" }) else {
+            throw HubAPIError(.badRequest, "the multipart body needs a part named notification")
+        }
+        guard let devices = parts.first(where: { $0.name == "devices" }) else {
+            throw HubAPIError(.badRequest, "the multipart body needs a part named devices")
+        }
+        // The list is JSON; Azure's documentation shows it with single quotes, which is taken too.
+        let handles = (try? JSONDecoder().decode([String].self, from: devices.body))
+            ?? (try? JSONDecoder().decode([String].self, from: Data(String(decoding: devices.body, as: UTF8.self).replacingOccurrences(of: "'", with: "\"").utf8)))
+        guard let handles, !handles.isEmpty else {
+            throw HubAPIError(.badRequest, "devices: must be a JSON list of device handles")
+        }
+        let formatText = request.headers[.notificationFormat]
+        guard let platform = NotificationFormat(rawValue: (formatText ?? "").lowercased())?.platform, platform != .webpush else {
+            throw HubAPIError(.badRequest, "ServiceBusNotification-Format: a batch direct send takes apple, gcm, fcmv1 or windows")
+        }
+        var headers: [String: String] = [:]
+        for field in request.headers { headers[field.name.rawName] = field.value }
+        var sendRequest: SendRequest
+        do {
+            sendRequest = try SendRequestBuilder().build(
+                hub: hub.name, format: formatText, tags: nil, handle: DirectHandle(platform: platform, handle: handles[0]), headers: headers,
+                body: notification.body, contentType: notification.contentType)
+            sendRequest.audience = .handles(handles.map { DirectHandle(platform: platform, handle: $0) })
+            try sendRequest.validate()
+        } catch {
+            throw HubAPIError.invalid(error)
+        }
+        return try await publish(sendRequest, hub: hub, request, context)
     }
 
     /// `POST /{hub}/schedulednotifications`: kept until `ServiceBusNotification-ScheduleTime`.

@@ -4,7 +4,7 @@ SWIFT ?= swift
 SCRATCH ?= .build
 SWIFTFLAGS := --scratch-path $(SCRATCH)
 
-.PHONY: all build release dev test bench-kafka bench-ingress bench-store clean
+.PHONY: all build release dev test bench-kafka bench-ingress bench-store bench-dispatch clean
 
 all: build
 
@@ -40,6 +40,10 @@ bench-ingress:
 # Tag-expression paging over a million registrations.
 bench-store: release
 	$(SCRATCH)/release/pushhub bench store --markdown-file docs/benchmarks.md
+
+# A broadcast to a million registrations through the dispatcher: time and memory.
+bench-dispatch: release
+	$(SCRATCH)/release/pushhub bench dispatch --markdown-file docs/benchmarks.md
 
 clean:
 	rm -rf $(SCRATCH)

@@ -98,6 +98,7 @@ let package = Package(
         .target(
             name: "PushLoad",
             dependencies: [
+                "PushDispatcher",
                 "PushKafka",
                 "PushModel",
                 "PushStore",

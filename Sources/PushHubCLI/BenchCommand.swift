@@ -7,7 +7,7 @@ import PushStore
 /// `pushhub bench`: measurements, not tests.
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "bench", abstract: "Benchmarks of PushHub's parts.", subcommands: [Kafka.self, Store.self])
+        commandName: "bench", abstract: "Benchmarks of PushHub's parts.", subcommands: [Kafka.self, Store.self, Dispatch.self])
 
     struct Kafka: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -70,6 +70,30 @@ extension BenchCommand {
             }
             if database == nil {
                 for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+            }
+        }
+    }
+}
+
+extension BenchCommand {
+    struct Dispatch: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Broadcast to N registrations through the dispatcher on the embedded cluster; time and memory.")
+
+        @Option(help: "Registrations in the audience.")
+        var registrations = 1_000_000
+
+        @Option(help: "Replace the dispatch section of this Markdown file with the figures.")
+        var markdownFile: String?
+
+        func run() async throws {
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-bench-\(UUID().uuidString).sqlite").path
+            defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+            let figures = try await DispatchBenchmark(registrations: registrations, path: path, logger: makeLogger("pushhub.bench")).run { emit($0) }
+            let table = BenchmarkReport.dispatchTable(figures)
+            emit(table)
+            if let markdownFile {
+                try BenchmarkReport.replaceSection("dispatch-benchmark", in: URL(fileURLWithPath: markdownFile), with: table)
             }
         }
     }

@@ -36,6 +36,21 @@ public enum BenchmarkReport {
         return lines.joined(separator: "\n")
     }
 
+    public static func dispatchTable(_ figures: DispatchBenchmark.Figures) -> String {
+        let curve = stride(from: 0, to: figures.rssSamples.count, by: max(1, figures.rssSamples.count / 8)).map {
+            "\(String(format: "%.1f", Double(figures.rssSamples[$0].tenthsOfSecond) / 10)) s: \(Int(figures.rssSamples[$0].mb)) MB"
+        }.joined(separator: ", ")
+        return """
+            Measured \(RFC3339Day.today()) on this machine (\(ProcessInfo.processInfo.activeProcessorCount) cores): a broadcast to \(figures.registrations) registrations (SQLite, seeded in \(String(format: "%.1f", figures.seedSeconds)) s) through the dispatcher on the embedded cluster, \(figures.batches) DeliveryBatches.
+
+            | targets | dispatch seconds | targets/s | RSS before | RSS peak while dispatching |
+            |---:|---:|---:|---:|---:|
+            | \(figures.registrations) | \(String(format: "%.1f", figures.dispatchSeconds)) | \(Int(Double(figures.registrations) / figures.dispatchSeconds)) | \(Int(figures.rssBeforeMB)) MB | \(Int(figures.rssPeakMB)) MB |
+
+            RSS over the run: \(curve).
+            """
+    }
+
     /// Replaces what stands between `<!-- NAME:start -->` and `<!-- NAME:end -->`.
     public static func replaceSection(_ name: String, in file: URL, with text: String) throws {
         let document = try String(contentsOf: file, encoding: .utf8)

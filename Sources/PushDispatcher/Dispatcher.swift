@@ -41,28 +41,7 @@ public final class Dispatcher: Service, Sendable {
     }
 
     public func run() async throws {
-        for await record in consumer.records.cancelOnGracefulShutdown() {
-            await dispatchUntilDone(record)
-            consumer.markDone(record)
-        }
-    }
-
-    /// Dispatches one record; Kafka or store failures are retried with backoff until they pass
-    /// or the task is cancelled (then the record is left for the partition's next owner).
-    func dispatchUntilDone(_ record: KafkaRecord) async {
-        var delay = Duration.milliseconds(100)
-        while !Task.isCancelled {
-            do {
-                try await dispatch(record)
-                return
-            } catch {
-                logger.error(
-                    "dispatch failed, will retry",
-                    metadata: ["pushhub.notification_id": "\(record.keyString ?? "")", "pushhub.error": "\(error)", "pushhub.retry_in": "\(delay)"])
-                try? await Task.sleep(for: delay)
-                delay = min(delay * 2, .seconds(10))
-            }
-        }
+        await consumer.processEach(logger: logger) { record in try await dispatch(record) }
     }
 
     func dispatch(_ record: KafkaRecord) async throws {

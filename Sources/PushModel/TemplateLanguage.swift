@@ -261,7 +261,9 @@ public struct TemplateRenderer: Sendable {
         return decoded
     }
 
-    static func escapeXML(_ text: String) -> String {
+    /// Text safe inside an XML element or a quoted attribute; characters XML 1.0 does not
+    /// allow are dropped.
+    public static func escapeXML(_ text: String) -> String {
         var output = ""
         output.reserveCapacity(text.utf8.count)
         for scalar in text.unicodeScalars {

@@ -48,19 +48,5 @@ func storeCall<T>(_ body: () async throws -> T) async throws -> T {
 
 enum XML {
     /// Text safe inside an element or a double-quoted attribute.
-    static func escape(_ text: String) -> String {
-        var escaped = ""
-        escaped.reserveCapacity(text.utf8.count)
-        for character in text {
-            switch character {
-            case "&": escaped += "&amp;"
-            case "<": escaped += "&lt;"
-            case ">": escaped += "&gt;"
-            case "\"": escaped += "&quot;"
-            case "'": escaped += "&apos;"
-            default: escaped.append(character)
-            }
-        }
-        return escaped
-    }
+    static func escape(_ text: String) -> String { TemplateRenderer.escapeXML(text) }
 }

@@ -21,20 +21,7 @@ public final class OutcomeRecorder: Service, Sendable {
     }
 
     public func run() async throws {
-        for await record in consumer.records.cancelOnGracefulShutdown() {
-            var delay = Duration.milliseconds(100)
-            while !Task.isCancelled {
-                do {
-                    try await apply(record)
-                    consumer.markDone(record)
-                    break
-                } catch {
-                    logger.error("outcome not recorded, will retry", metadata: ["pushhub.error": "\(error)", "pushhub.retry_in": "\(delay)"])
-                    try? await Task.sleep(for: delay)
-                    delay = min(delay * 2, .seconds(10))
-                }
-            }
-        }
+        await consumer.processEach(logger: logger) { record in try await apply(record) }
     }
 
     func apply(_ record: KafkaRecord) async throws {

@@ -94,6 +94,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The PNS clients: APNs, FCM, WNS, Web Push (encryption and VAPID).
+        .target(
+            name: "PushProviders",
+            dependencies: [
+                "PushModel",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
         // Load generation and benchmarks.
         .target(
             name: "PushLoad",
@@ -175,6 +183,10 @@ let package = Package(
                 "PushDispatcher", "PushKafka", "PushModel", "PushStore",
                 .product(name: "Logging", package: "swift-log"),
             ]
+        ),
+        .testTarget(
+            name: "PushProvidersTests",
+            dependencies: ["PushProviders", "PushModel", .product(name: "Crypto", package: "swift-crypto")]
         ),
         .testTarget(
             name: "PushModelTests",

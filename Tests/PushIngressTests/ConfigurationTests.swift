@@ -1,3 +1,4 @@
+import PushModel
 import Crypto
 import Foundation
 import PushIngress

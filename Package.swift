@@ -100,6 +100,7 @@ let package = Package(
             dependencies: [
                 "PushModel",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]
         ),
         // Load generation and benchmarks.
@@ -186,7 +187,10 @@ let package = Package(
         ),
         .testTarget(
             name: "PushProvidersTests",
-            dependencies: ["PushProviders", "PushModel", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: [
+                "PushProviders", "PushModel", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ]
         ),
         .testTarget(
             name: "PushModelTests",

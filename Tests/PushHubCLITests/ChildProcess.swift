@@ -36,7 +36,7 @@ final class ChildProcess: Sendable {
             let chunk = handle.availableData
             if !chunk.isEmpty { buffer.append(chunk) }
         }
-        try process.run()
+        try ProcessLaunch.run(process)
     }
 
     var output: [String] { buffer.lines }

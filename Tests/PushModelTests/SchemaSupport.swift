@@ -61,7 +61,7 @@ func checkAgainstSchema(_ type: MessageType, _ documents: [URL], expectInvalid: 
     let pipe = Pipe()
     process.standardOutput = pipe
     process.standardError = pipe
-    try process.run()
+    try ProcessLaunch.run(process)
     let output = pipe.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     return (process.terminationStatus, String(decoding: output, as: UTF8.self))

@@ -78,6 +78,9 @@ final class ConsumerProgress: Sendable {
         let changed = partitions(of: list)
         switch code {
         case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+            // librdkafka takes the assignment first, so a partition shown as assigned can be
+            // paused at once. No record is handed out meanwhile: this runs on the fetch thread.
+            rd_kafka_assign(rk, list)
             state.withLock { state in
                 state.generation += 1
                 state.partitions = Dictionary(uniqueKeysWithValues: changed.map { ($0, OffsetProgress()) })
@@ -85,7 +88,6 @@ final class ConsumerProgress: Sendable {
                 state.bufferHead = 0
             }
             logger.info("Kafka partitions assigned", metadata: ["kafka.partitions": "\(changed.map(\.description).sorted())"])
-            rd_kafka_assign(rk, list)
         default:
             state.withLock { state in
                 state.generation += 1

@@ -159,17 +159,26 @@ public final class KafkaConsumer: Service, Sendable {
 
     /// Stops fetching from `partitions` (backpressure) until `resume`. A rebalance clears it.
     public func pause(_ partitions: [KafkaTopicPartition]) throws(KafkaError) {
-        let code = withPartitionList(partitions.map { ($0.topic, $0.partition, nil) }) { list in
-            rd_kafka_pause_partitions(client.handle, list)
-        }
-        guard code == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(.operation, code, "could not pause \(partitions)") }
+        try changeFlow(partitions, "pause", rd_kafka_pause_partitions)
     }
 
     public func resume(_ partitions: [KafkaTopicPartition]) throws(KafkaError) {
-        let code = withPartitionList(partitions.map { ($0.topic, $0.partition, nil) }) { list in
-            rd_kafka_resume_partitions(client.handle, list)
+        try changeFlow(partitions, "resume", rd_kafka_resume_partitions)
+    }
+
+    /// Pauses or resumes; librdkafka reports a partition it does not have in that partition's
+    /// own error, which is turned into a thrown error rather than a silent no-op.
+    private func changeFlow(
+        _ partitions: [KafkaTopicPartition], _ verb: String,
+        _ call: (OpaquePointer, UnsafeMutablePointer<rd_kafka_topic_partition_list_t>) -> rd_kafka_resp_err_t
+    ) throws(KafkaError) {
+        let handle = client.handle
+        let failure = withPartitionList(partitions.map { ($0.topic, $0.partition, nil) }) { list -> rd_kafka_resp_err_t in
+            let code = call(handle, list)
+            guard code == RD_KAFKA_RESP_ERR_NO_ERROR, let elements = list.pointee.elems else { return code }
+            return (0..<Int(list.pointee.cnt)).map { elements[$0].err }.first { $0 != RD_KAFKA_RESP_ERR_NO_ERROR } ?? RD_KAFKA_RESP_ERR_NO_ERROR
         }
-        guard code == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(.operation, code, "could not resume \(partitions)") }
+        guard failure == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(.operation, failure, "could not \(verb) \(partitions)") }
     }
 
     /// The partitions assigned to this member now.

@@ -153,6 +153,8 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // Helpers shared by the test targets.
+        .target(name: "PushTestSupport"),
         .testTarget(
             name: "PushKafkaTests",
             dependencies: [
@@ -163,7 +165,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PushHubCLITests",
-            dependencies: ["PushHubCLI", "PushIngressMain", "PushDispatcherMain", "PushKafka", "PushIngress", "PushModel"]
+            dependencies: ["PushHubCLI", "PushIngressMain", "PushDispatcherMain", "PushKafka", "PushIngress", "PushModel", "PushTestSupport"]
         ),
         .testTarget(
             name: "PushStoreTests",
@@ -194,7 +196,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PushModelTests",
-            dependencies: ["PushModel"]
+            dependencies: ["PushModel", "PushTestSupport"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -44,12 +44,11 @@ struct SendCommand: AsyncParsableCommand {
             guard let platform = formatValue?.platform else { throw ValidationError("a direct send (--handle) needs a native --format") }
             direct = DirectHandle(platform: platform, handle: handle)
         }
-        // The content type the hub API would require of this format.
-        let contentType = formatValue == .windows
-            ? (headerFields.first { $0.key.lowercased() == "x-wns-type" }?.value.lowercased() == "wns/raw" ? "application/octet-stream" : "application/xml")
-            : "application/json"
         let request: SendRequest
-        do {
+        do throws(WireError) {
+            // The body is typed as the hub API would require of this format.
+            var contentType: String?
+            if let formatValue { contentType = try SendRequestBuilder.acceptedContentTypes(for: formatValue, headers: headerFields).first }
             request = try SendRequestBuilder().build(
                 hub: hub, format: format, tags: tags, handle: direct, headers: headerFields, body: data, contentType: contentType)
         } catch {

@@ -68,18 +68,19 @@ public struct SendRequestBuilder: Sendable {
         return request
     }
 
+    /// The content types a body of `format` may have, the first being the usual one.
+    public static func acceptedContentTypes(for format: NotificationFormat, headers: [String: String]) throws(WireError) -> [String] {
+        guard format == .windows else { return ["application/json"] }
+        let type = headers.first { $0.key.lowercased() == "x-wns-type" }?.value.lowercased()
+        guard let type, ["wns/toast", "wns/tile", "wns/badge", "wns/raw"].contains(type) else {
+            throw .invalidField(field: "X-WNS-Type", reason: "a windows notification needs X-WNS-Type: wns/toast, wns/tile, wns/badge or wns/raw")
+        }
+        return type == "wns/raw" ? ["application/octet-stream"] : ["application/xml", "text/xml"]
+    }
+
     static func checkContentType(_ contentType: String?, format: NotificationFormat, headers: [String: String]) throws(WireError) {
         let given = contentType?.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
-        let accepted: [String]
-        if format == .windows {
-            let type = headers.first { $0.key.lowercased() == "x-wns-type" }?.value.lowercased()
-            guard let type, ["wns/toast", "wns/tile", "wns/badge", "wns/raw"].contains(type) else {
-                throw .invalidField(field: "X-WNS-Type", reason: "a windows notification needs X-WNS-Type: wns/toast, wns/tile, wns/badge or wns/raw")
-            }
-            accepted = type == "wns/raw" ? ["application/octet-stream"] : ["application/xml", "text/xml"]
-        } else {
-            accepted = ["application/json"]
-        }
+        let accepted = try acceptedContentTypes(for: format, headers: headers)
         guard accepted.contains(given) else {
             throw .invalidField(field: "Content-Type", reason: "must be \(accepted.joined(separator: " or ")) for \(format.rawValue), not \(contentType ?? "(none)")")
         }

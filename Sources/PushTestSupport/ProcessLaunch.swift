@@ -3,14 +3,16 @@ import Foundation
 import Glibc
 #endif
 
+/// Test support only (no production target depends on it).
+///
 /// Starts child processes one at a time across the whole test run. swift-corelibs-foundation's
 /// `Process.run()` has crashed (a bad memcpy) when several test tasks launched at once; a
 /// `flock` on one file serializes launches across every test module in this process, since
 /// each open of the file gets a lock of its own.
-enum ProcessLaunch {
+public enum ProcessLaunch {
     static let lockPath = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-tests-process-launch.lock").path
 
-    static func run(_ process: Process) throws {
+    public static func run(_ process: Process) throws {
         let descriptor = open(lockPath, O_CREAT | O_RDWR, 0o600)
         guard descriptor >= 0 else { return try process.run() }
         defer { close(descriptor) }

@@ -27,21 +27,20 @@ public func buildIngressRouter(
 ) throws -> Router<IngressContext> {
     let router = Router(context: IngressContext.self)
     let access = HubAccess(hubs: hubs, now: now)
+    let queue = publisher.map { NotificationQueue(publisher: $0, outcomes: store as? any OutcomeStore) }
     router.get("health/live") { _, _ in HTTPResponse.Status.ok }
     InstallationController(store: store, access: access).addRoutes(to: router)
     RegistrationController(store: store, access: access).addRoutes(to: router)
-    if let publisher {
+    if let queue {
         MessageController(
-            access: access, publisher: publisher, outcomes: store as? any OutcomeStore, schedules: store as? any ScheduleStore
+            access: access, queue: queue, outcomes: store as? any OutcomeStore, schedules: store as? any ScheduleStore
         ).addRoutes(to: router)
     }
     if let appBackend = hubs.appBackend, let hub = hubs.hub(named: appBackend.hub) {
         let authenticator = UserAuthenticator(store: store, jwt: try appBackend.jwt.map(JWTVerifier.init), now: now)
         let api = router.group("api").add(middleware: AppBackendAuthentication(authenticator: authenticator))
         RegisterController(store: store, hub: hub.name).addRoutes(to: api)
-        NotificationsController(
-            hub: hub.name, publisher: publisher, outcomes: store as? any OutcomeStore, richPayloads: store as? any RichPayloadStore
-        ).addRoutes(to: api)
+        NotificationsController(hub: hub.name, queue: queue, richPayloads: store as? any RichPayloadStore).addRoutes(to: api)
     }
     return router
 }

@@ -9,8 +9,8 @@ import PushStore
 /// `GET /api/notifications/{id}` gives the payload to its recipient.
 struct NotificationsController: Sendable {
     let hub: String
-    let publisher: (any NotificationPublisher)?
-    let outcomes: (any OutcomeStore)?
+    /// Nil when the ingress runs without Kafka: sends answer 503.
+    let queue: NotificationQueue?
     let richPayloads: (any RichPayloadStore)?
     static let messageLimit = 4 * 1024
     static let richLimit = 1024 * 1024
@@ -94,7 +94,7 @@ struct NotificationsController: Sendable {
 
     /// Queues a native send to `username:{recipient}`; returns its notification id.
     private func publish(format: NotificationFormat, body: String, contentType: String, headers: [String: String], to recipient: String) async throws -> String {
-        guard let publisher else { throw AppBackendError(.serviceUnavailable, "sending needs Kafka; this ingress runs without it") }
+        guard let queue else { throw AppBackendError(.serviceUnavailable, "sending needs Kafka; this ingress runs without it") }
         let request: SendRequest
         do {
             request = try SendRequestBuilder().build(
@@ -103,11 +103,9 @@ struct NotificationsController: Sendable {
         } catch {
             throw AppBackendError(.badRequest, error.description)
         }
-        try await outcomes?.recordEnqueued(hub: hub, notificationId: request.notificationId, at: request.enqueuedAt)
         do {
-            try await publisher.publish(request)
-        } catch {
-            try? await outcomes?.forgetEnqueued(hub: hub, notificationId: request.notificationId)
+            try await queue.enqueue(request)
+        } catch is NotificationQueue.NotQueued {
             var failure = AppBackendError(.serviceUnavailable, "the notification could not be queued; try again")
             failure.retryAfter = 5
             throw failure

@@ -9,7 +9,7 @@ import PushStore
 /// in Kafka; 503 with `Retry-After` when it cannot be.
 struct MessageController: Sendable {
     let access: HubAccess
-    let publisher: any NotificationPublisher
+    let queue: NotificationQueue
     let outcomes: (any OutcomeStore)?
     let schedules: (any ScheduleStore)?
     static let bodyLimit = 64 * 1024
@@ -32,12 +32,9 @@ struct MessageController: Sendable {
 
     /// Queues a checked send: 201 once Kafka acknowledged it, 503 with Retry-After when not.
     private func publish(_ sendRequest: SendRequest, hub: HubsConfiguration.Hub, _ request: Request, _ context: IngressContext) async throws -> Response {
-        // Noted before it is queued, so a GET right after the 201 finds it.
-        try await outcomes?.recordEnqueued(hub: hub.name, notificationId: sendRequest.notificationId, at: sendRequest.enqueuedAt)
         do {
-            try await publisher.publish(sendRequest)
-        } catch {
-            try? await outcomes?.forgetEnqueued(hub: hub.name, notificationId: sendRequest.notificationId)
+            try await queue.enqueue(sendRequest)
+        } catch is NotificationQueue.NotQueued {
             var response = try HubAPIError(.serviceUnavailable, "the notification could not be queued; try again").response(from: request, context: context)
             response.headers[.retryAfter] = "5"
             return response

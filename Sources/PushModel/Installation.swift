@@ -143,6 +143,8 @@ public struct Installation: Codable, Sendable, Equatable {
                 throw .invalidField(field: "templates", reason: "a template name must be 1 to 200 characters")
             }
             try FieldCheck.notEmpty(template.body, "templates.\(name).body")
+            try TemplateRenderer.validate(
+                body: template.body, headers: template.headers, expiry: template.expiry, format: platform.format, field: "templates.\(name)")
             try Tags.validate(template.tags ?? [], field: "templates.\(name).tags")
             try FieldCheck.headers(template.headers ?? [:], "templates.\(name).headers")
         }

@@ -47,9 +47,29 @@ public struct TemplateRenderer: Sendable {
         try fill(text).map(\.text).joined()
     }
 
-    /// Checks that a template's expressions can be read, without properties.
+    /// Checks that a template's expressions can be read and, for JSON, that it fills to JSON.
     public static func validate(_ body: String, as document: TemplateDocument) throws(TemplateError) {
-        _ = try TemplateRenderer(properties: [:]).render(body, as: document)
+        let filled = try TemplateRenderer(properties: [:]).render(body, as: document)
+        if document == .json, (try? JSONSerialization.jsonObject(with: Data(filled.utf8))) == nil {
+            throw TemplateError("the template is not JSON")
+        }
+    }
+
+    /// Checks a template registration's parts: the body, and the expiry and headers, which may
+    /// hold expressions too. `field` names the template in errors.
+    public static func validate(body: String, headers: [String: String]?, expiry: String?, format: NotificationFormat, field: String) throws(WireError) {
+        let renderer = TemplateRenderer(properties: [:])
+        do {
+            try validate(body, as: format == .windows ? .xml : .json)
+        } catch {
+            throw .invalidField(field: "\(field).body", reason: error.message)
+        }
+        do {
+            for value in (headers ?? [:]).values { _ = try renderer.render(value: value) }
+            if let expiry { _ = try renderer.render(value: expiry) }
+        } catch {
+            throw .invalidField(field: field, reason: error.message)
+        }
     }
 
     // MARK: Documents

@@ -57,6 +57,9 @@ struct InstallationAPITests {
         (#"{"installationId":"phone-1","platform":"browser","pushChannel":{"endpoint":"https://push.example/1"}}"#, "pushChannel.p256dh"),
         (#"{"installationId":"phone-1","platform":"apns","pushChannel":"x","tags":"Sports"}"#, "tags"),
         ("not json", "not a JSON object"),
+        (#"{"installationId":"phone-1","platform":"apns","pushChannel":"x","templates":{"t":{"body":"{\"a\":\"$(name\"}"}}}"#, "templates.t.body"),
+        (#"{"installationId":"phone-1","platform":"apns","pushChannel":"x","templates":{"t":{"body":"not json"}}}"#, "templates.t.body"),
+        (#"{"installationId":"phone-1","platform":"apns","pushChannel":"x","templates":{"t":{"body":"{}","expiry":"$(x"}}}"#, "templates.t"),
     ])
     func refused(_ body: String, _ field: String) async throws {
         let fixture = try await IngressFixture()

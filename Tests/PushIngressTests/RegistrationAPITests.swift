@@ -158,6 +158,8 @@ struct RegistrationAPITests {
         (entry(description("AppleRegistrationDescription", "<Tags>bad tag</Tags><DeviceToken>x</DeviceToken>")), "Tags"),
         (entry(description("AppleTemplateRegistrationDescription", "<DeviceToken>x</DeviceToken>")), "BodyTemplate: missing"),
         (entry(description("BrowserRegistrationDescription", "<Endpoint>https://p/1</Endpoint>")), "needs P256DH and Auth"),
+        (entry(description("AppleTemplateRegistrationDescription", #"<DeviceToken>x</DeviceToken><BodyTemplate>{"a":"$(p, x)"}</BodyTemplate>"#)), "BodyTemplate.body"),
+        (entry(description("WindowsTemplateRegistrationDescription", "<ChannelUri>https://w</ChannelUri><BodyTemplate>&lt;toast&gt;$(p&lt;/toast&gt;</BodyTemplate>")), "is not closed"),
         (entry(description("AppleRegistrationDescription", "<DeviceToken>x</DeviceToken><ExpirationTime>soon</ExpirationTime>")), "ExpirationTime"),
         ("<entry/>", "no …RegistrationDescription"),
     ])

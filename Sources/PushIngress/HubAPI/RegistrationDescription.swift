@@ -66,6 +66,11 @@ enum RegistrationDescription {
             template = RegistrationTemplate(
                 name: description.child("TemplateName")?.text, body: body, headers: headers,
                 expiry: description.child("Expiry")?.text)
+            do {
+                try TemplateRenderer.validate(body: body, headers: headers, expiry: template?.expiry, format: kind.format, field: "\(description.name).BodyTemplate")
+            } catch {
+                throw HubAPIError.invalid(error)
+            }
         }
         var expiresAt: Date?
         if let expiration = description.child("ExpirationTime")?.text, !expiration.isEmpty {

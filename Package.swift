@@ -8,6 +8,10 @@ let package = Package(
         .executable(name: "pushhub", targets: ["PushHubCLI"]),
         .executable(name: "pushhub-ingress", targets: ["PushIngressMain"]),
         .executable(name: "pushhub-dispatcher", targets: ["PushDispatcherMain"]),
+        .executable(name: "pushhub-apns-worker", targets: ["PushAPNsWorkerMain"]),
+        .executable(name: "pushhub-fcm-worker", targets: ["PushFCMWorkerMain"]),
+        .executable(name: "pushhub-wns-worker", targets: ["PushWNSWorkerMain"]),
+        .executable(name: "pushhub-webpush-worker", targets: ["PushWebPushWorkerMain"]),
         .library(name: "PushKafka", targets: ["PushKafka"]),
         .library(name: "PushModel", targets: ["PushModel"]),
     ],
@@ -21,6 +25,11 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
     ],
     targets: [
         // librdkafka from Debian's librdkafka-dev, found through pkg-config.
@@ -94,15 +103,57 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // The PNS clients: APNs, FCM, WNS, Web Push (encryption and VAPID).
+        // The PNS clients: APNs, FCM, WNS, Web Push (encryption and VAPID), over HTTP/2 and HTTP/1.1.
         .target(
             name: "PushProviders",
             dependencies: [
                 "PushModel",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The worker engine shared by the four worker executables.
+        .target(
+            name: "PushWorker",
+            dependencies: [
+                "PushDispatcher",
+                "PushEnvironment",
+                "PushIngress",
+                "PushKafka",
+                "PushModel",
+                "PushProviders",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        // `pushhub sim`: APNs, FCM, WNS and Web Push simulators.
+        .target(
+            name: "PushSimulator",
+            dependencies: [
+                "PushIngress",
+                "PushModel",
+                "PushProviders",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(name: "PushAPNsWorkerMain", dependencies: ["PushWorker", "PushModel"]),
+        .executableTarget(name: "PushFCMWorkerMain", dependencies: ["PushWorker", "PushModel"]),
+        .executableTarget(name: "PushWNSWorkerMain", dependencies: ["PushWorker", "PushModel"]),
+        .executableTarget(name: "PushWebPushWorkerMain", dependencies: ["PushWorker", "PushModel"]),
         // Load generation and benchmarks.
         .target(
             name: "PushLoad",
@@ -148,6 +199,7 @@ let package = Package(
                 "PushIngress",
                 "PushStore",
                 "PushModel",
+                "PushSimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -192,6 +244,19 @@ let package = Package(
             dependencies: [
                 "PushProviders", "PushModel", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ]
+        ),
+        .testTarget(
+            name: "PushWorkerTests",
+            dependencies: [
+                "PushWorker", "PushSimulator", "PushProviders", "PushDispatcher", "PushIngress", "PushKafka", "PushModel", "PushStore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .testTarget(

@@ -105,21 +105,33 @@ public final class Dispatcher: Service, Sendable {
 
     /// Dead-letters a record with its reason and reports it `rejected`.
     func reject(_ record: KafkaRecord, hub: String, reason: String) async throws {
-        let notificationId = record.keyString.flatMap { $0.isEmpty ? nil : $0 } ?? "unknown"
-        logger.warning("send request rejected", metadata: ["pushhub.notification_id": "\(notificationId)", "pushhub.reason": "\(reason)"])
-        let result = ResultBatch(
-            notificationId: notificationId, hub: hub,
-            results: [DeliveryResult(registrationId: nil, handle: nil, outcome: .rejected, pnsReason: reason, attempts: 0, dwellMs: 0)])
-        try await send([
-            KafkaOutgoingRecord(
-                topic: settings.topics.deadLetter, key: record.key, value: record.value,
-                headers: [KafkaHeader(key: DeadLetterHeader.error, value: reason), KafkaHeader(key: DeadLetterHeader.sourceTopic, value: record.topic)]),
-            KafkaOutgoingRecord(topic: settings.topics.results, key: notificationId, value: try WireCoding.encode(result)),
-        ])
+        try await RecordRejection.reject(record, hub: hub, reason: reason, topics: settings.topics, producer: producer, logger: logger)
     }
 
     func send(_ records: [KafkaOutgoingRecord]) async throws {
-        for result in await producer.sendAll(records) { _ = try result.get() }
+        try await producer.sendAllAcknowledged(records)
+    }
+}
+
+/// What a consumer does with a record it cannot use: the original bytes to the dead-letter
+/// topic with the reason, and a `rejected` result so the notification's outcome says why.
+public enum RecordRejection {
+    public static func reject(
+        _ record: KafkaRecord, hub: String, reason: String, topics: PushTopics, producer: KafkaProducer, logger: Logger
+    ) async throws {
+        let notificationId = record.keyString.flatMap { $0.isEmpty ? nil : $0.split(separator: ":").first.map(String.init) } ?? "unknown"
+        logger.warning("record rejected", metadata: [
+            "pushhub.notification_id": "\(notificationId)", "kafka.topic": "\(record.topic)", "pushhub.reason": "\(reason)",
+        ])
+        let result = ResultBatch(
+            notificationId: notificationId, hub: hub,
+            results: [DeliveryResult(registrationId: nil, handle: nil, outcome: .rejected, pnsReason: reason, attempts: 0, dwellMs: 0)])
+        try await producer.sendAllAcknowledged([
+            KafkaOutgoingRecord(
+                topic: topics.deadLetter, key: record.key, value: record.value,
+                headers: [KafkaHeader(key: DeadLetterHeader.error, value: reason), KafkaHeader(key: DeadLetterHeader.sourceTopic, value: record.topic)]),
+            KafkaOutgoingRecord(topic: topics.results, key: notificationId, value: try WireCoding.encode(result)),
+        ])
     }
 }
 
@@ -169,7 +181,7 @@ struct BatchBuilder {
 
     private mutating func flush() async throws {
         guard !unacknowledged.isEmpty else { return }
-        for result in await producer.sendAll(unacknowledged) { _ = try result.get() }
+        try await producer.sendAllAcknowledged(unacknowledged)
         unacknowledged.removeAll(keepingCapacity: true)
     }
 }

@@ -14,6 +14,8 @@ public struct PushHubEnvironment: Sendable {
     public var database: String
     /// `PUSHHUB_CONFIG`: the path of `pushhub.yaml`.
     public var configPath: String
+    /// `PUSHHUB_PNS_CA`: a PEM CA file the workers trust besides the system's (`pushhub sim`'s).
+    public var pnsTrustRoots: String?
 
     public static let defaultDatabase = "data/pushhub.sqlite"
     public static let defaultConfigPath = "data/pushhub.yaml"
@@ -27,6 +29,7 @@ public struct PushHubEnvironment: Sendable {
         logLevel = value("PUSHHUB_LOG_LEVEL").flatMap { Logger.Level(rawValue: $0.lowercased()) } ?? .info
         database = value("PUSHHUB_DATABASE") ?? Self.defaultDatabase
         configPath = value("PUSHHUB_CONFIG") ?? Self.defaultConfigPath
+        pnsTrustRoots = value("PUSHHUB_PNS_CA")
     }
 
     public static func servers(_ text: String) -> [String] {

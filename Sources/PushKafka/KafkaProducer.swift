@@ -59,6 +59,12 @@ public final class KafkaProducer: Service, Sendable {
         return await group.wait()
     }
 
+    /// Produces many records at once and returns when every one was acknowledged.
+    /// - Throws: the first record's `KafkaError` that was not acknowledged.
+    public func sendAllAcknowledged(_ records: [KafkaOutgoingRecord]) async throws(KafkaError) {
+        for result in await sendAll(records) { _ = try result.get() }
+    }
+
     /// Hands one record to librdkafka, waiting while its local queue is full.
     private func enqueue(_ record: KafkaOutgoingRecord, group: DeliveryGroup, index: Int) async -> KafkaError? {
         let deadline = ContinuousClock.now + configuration.deliveryTimeout

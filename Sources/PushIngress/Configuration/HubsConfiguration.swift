@@ -83,6 +83,15 @@ public struct HubsConfiguration: Codable, Sendable, Equatable {
             public var privateKey: String
             /// Where APNs is; the production or sandbox URL when absent.
             public var endpoint: String?
+
+            public init(keyId: String, teamId: String, bundleId: String, environment: Environment, privateKey: String, endpoint: String? = nil) {
+                self.keyId = keyId
+                self.teamId = teamId
+                self.bundleId = bundleId
+                self.environment = environment
+                self.privateKey = privateKey
+                self.endpoint = endpoint
+            }
         }
 
         /// FCM HTTP v1: a Google service account.
@@ -93,13 +102,16 @@ public struct HubsConfiguration: Codable, Sendable, Equatable {
             public var privateKey: String
             public var tokenURI: String?
             public var endpoint: String?
+            /// Sends a minute to the project, at most (default 600,000, FCM's quota).
+            public var ratePerMinute: Int?
 
-            public init(projectId: String, clientEmail: String, privateKey: String, tokenURI: String?, endpoint: String?) {
+            public init(projectId: String, clientEmail: String, privateKey: String, tokenURI: String?, endpoint: String?, ratePerMinute: Int? = nil) {
                 self.projectId = projectId
                 self.clientEmail = clientEmail
                 self.privateKey = privateKey
                 self.tokenURI = tokenURI
                 self.endpoint = endpoint
+                self.ratePerMinute = ratePerMinute
             }
         }
 
@@ -108,6 +120,12 @@ public struct HubsConfiguration: Codable, Sendable, Equatable {
             public var packageSid: String
             public var secret: String
             public var tokenURI: String?
+
+            public init(packageSid: String, secret: String, tokenURI: String? = nil) {
+                self.packageSid = packageSid
+                self.secret = secret
+                self.tokenURI = tokenURI
+            }
         }
 
         /// Web Push: the VAPID key pair (base64url, as browsers take the public key) and subject.
@@ -115,6 +133,12 @@ public struct HubsConfiguration: Codable, Sendable, Equatable {
             public var subject: String
             public var publicKey: String
             public var privateKey: String
+
+            public init(subject: String, publicKey: String, privateKey: String) {
+                self.subject = subject
+                self.publicKey = publicKey
+                self.privateKey = privateKey
+            }
         }
     }
 
@@ -243,6 +267,7 @@ extension HubsConfiguration.Credentials {
             do { _ = try _RSA.Signing.PrivateKey(pemRepresentation: fcm.privateKey) } catch {
                 throw ConfigurationError("\(path).fcm.privateKey: not an RSA private key in PEM (the service account's private_key)")
             }
+            if let rate = fcm.ratePerMinute, rate < 1 { throw ConfigurationError("\(path).fcm.ratePerMinute: must be 1 or more") }
         }
         if let wns {
             guard !wns.packageSid.isEmpty, !wns.secret.isEmpty else {

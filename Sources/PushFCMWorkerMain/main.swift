@@ -1,0 +1,7 @@
+import PushModel
+import PushWorker
+
+/// `pushhub-fcm-worker`.
+enum FCM: WorkerPlatform { static let platform = Platform.fcm }
+
+await WorkerCommand<FCM>.main()

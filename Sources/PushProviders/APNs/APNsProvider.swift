@@ -1,0 +1,121 @@
+import Foundation
+import PushModel
+
+/// A hub's APNs credentials: a .p8 signing key and the app it sends for.
+public struct APNsCredentials: Sendable {
+    public var keyId: String
+    public var teamId: String
+    public var bundleId: String
+    public var privateKeyPEM: String
+    /// `https://api.push.apple.com`, the sandbox, or a simulator.
+    public var endpoint: String
+
+    public static let production = "https://api.push.apple.com"
+    public static let sandbox = "https://api.sandbox.push.apple.com"
+
+    public init(keyId: String, teamId: String, bundleId: String, privateKeyPEM: String, endpoint: String) {
+        self.keyId = keyId
+        self.teamId = teamId
+        self.bundleId = bundleId
+        self.privateKeyPEM = privateKeyPEM
+        self.endpoint = endpoint
+    }
+}
+
+/// APNs over HTTP/2: `POST /3/device/{token}` with a provider token shared by every hub and
+/// connection that uses the same key.
+public final class APNsProvider: PushProvider {
+    public let platform = Platform.apns
+    public static let maximumPayload = 4096
+    public static let maximumCollapseId = 64
+
+    private let hubs: [String: (credentials: APNsCredentials, tokens: APNsTokenManager)]
+    private let http: PNSHTTPClient
+
+    /// `hubs` by name. `now` is the provider tokens' clock.
+    public init(hubs: [String: APNsCredentials], http: PNSHTTPClient, now: @escaping @Sendable () -> Date = { Date() }) throws {
+        var managers: [String: APNsTokenManager] = [:]
+        var entries: [String: (APNsCredentials, APNsTokenManager)] = [:]
+        for (hub, credentials) in hubs {
+            let key = "\(credentials.teamId)/\(credentials.keyId)"
+            let manager = try managers[key]
+                ?? APNsTokenManager(keyId: credentials.keyId, teamId: credentials.teamId, privateKeyPEM: credentials.privateKeyPEM, now: now)
+            managers[key] = manager
+            entries[hub.lowercased()] = (credentials, manager)
+        }
+        self.hubs = entries.mapValues { (credentials: $0.0, tokens: $0.1) }
+        self.http = http
+    }
+
+    public func deliver(_ delivery: PNSDelivery) async -> PNSAnswer {
+        guard let (credentials, tokens) = hubs[delivery.hub.lowercased()] else {
+            return .notSent(.misconfigured("NoCredentials"), "hub \(delivery.hub) has no APNs credentials")
+        }
+        let token = delivery.handle
+        guard !token.isEmpty, token.count <= 200, token.allSatisfy(\.isHexDigit) else {
+            return .notSent(.invalidHandle, "BadDeviceToken")
+        }
+        let payload = Data(delivery.body.utf8)
+        guard payload.count <= Self.maximumPayload else { return .notSent(.payloadRejected, "PayloadTooLarge") }
+        var headers: [(String, String)]
+        switch Self.headers(for: delivery, payload: payload, bundleId: credentials.bundleId) {
+        case .success(let built): headers = built
+        case .failure(let reason): return .notSent(.payloadRejected, reason.description)
+        }
+        let url = "\(credentials.endpoint)/3/device/\(token)"
+        // One renewal and resend when APNs says the provider token expired.
+        for attempt in 0..<2 {
+            let jwt: String
+            do { jwt = try await tokens.token() } catch { return .notSent(.misconfigured("InvalidProviderKey"), "the APNs key could not sign") }
+            let sent = headers + [("authorization", "bearer \(jwt)")]
+            let response: PNSHTTPClient.Response
+            do { response = try await http.send(.POST, url, headers: sent, body: payload) } catch {
+                return PNSAnswer(.retry(retryAfter: nil), reason: "transport: \(error)")
+            }
+            let reason = response.status == 200 ? nil : response.json?["reason"] as? String
+            let classification = APNsResponse.classify(
+                status: response.status, reason: reason, retryAfter: RetryAfter.parse(response.headers.first(name: "retry-after")))
+            if classification == .renewToken, attempt == 0 {
+                await tokens.expired(jwt)
+                continue
+            }
+            return PNSAnswer(classification, status: response.status, reason: reason)
+        }
+        return PNSAnswer(.renewToken, status: 403, reason: "ExpiredProviderToken")
+    }
+
+    struct HeaderProblem: Error, CustomStringConvertible { var description: String }
+
+    /// The request headers, from the send's headers and the payload.
+    static func headers(for delivery: PNSDelivery, payload: Data, bundleId: String) -> Result<[(String, String)], HeaderProblem> {
+        var headers: [(String, String)] = []
+        let pushType = delivery.header("apns-push-type") ?? (isBackground(payload) ? "background" : "alert")
+        headers.append(("apns-push-type", pushType))
+        headers.append(("apns-topic", delivery.header("apns-topic") ?? bundleId))
+        let priority = delivery.header("apns-priority") ?? (pushType == "background" ? "5" : "10")
+        guard ["1", "5", "10"].contains(priority) else { return .failure(HeaderProblem(description: "BadPriority")) }
+        headers.append(("apns-priority", priority))
+        if let expiration = delivery.header("apns-expiration") {
+            guard Int(expiration) != nil else { return .failure(HeaderProblem(description: "BadExpirationDate")) }
+            headers.append(("apns-expiration", expiration))
+        } else if let expiresAt = delivery.expiresAt {
+            headers.append(("apns-expiration", String(Int(expiresAt.timeIntervalSince1970))))
+        }
+        if let collapseId = delivery.header("apns-collapse-id") {
+            guard collapseId.utf8.count <= maximumCollapseId else { return .failure(HeaderProblem(description: "BadCollapseId")) }
+            headers.append(("apns-collapse-id", collapseId))
+        }
+        let apnsId = delivery.header("apns-id") ?? UUID().uuidString.lowercased()
+        guard UUID(uuidString: apnsId) != nil else { return .failure(HeaderProblem(description: "BadMessageId")) }
+        headers.append(("apns-id", apnsId))
+        return .success(headers)
+    }
+
+    /// A payload whose `aps` holds only `content-available: 1` is a background push.
+    static func isBackground(_ payload: Data) -> Bool {
+        guard let object = try? JSONSerialization.jsonObject(with: payload) as? [String: Any], let aps = object["aps"] as? [String: Any] else {
+            return false
+        }
+        return aps.count == 1 && (aps["content-available"] as? NSNumber)?.intValue == 1
+    }
+}

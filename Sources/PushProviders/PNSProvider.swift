@@ -1,0 +1,97 @@
+import Foundation
+import PushModel
+
+/// One push to one device, ready for its provider: templates are already filled.
+public struct PNSDelivery: Sendable {
+    public var hub: String
+    public var notificationId: String
+    /// The device token, registration token, channel URI or subscription endpoint.
+    public var handle: String
+    /// A Web Push subscription's keys.
+    public var webPush: WebPushKeys?
+    /// The native format of `body`: `apple`, `gcm`, `fcmv1`, `windows` or `browser`.
+    public var format: NotificationFormat
+    public var body: String
+    /// The send's headers (`apns-priority`, `X-WNS-Type`, `TTL`, …).
+    public var headers: [String: String]
+    /// After this the PNS need not deliver it.
+    public var expiresAt: Date?
+
+    public init(
+        hub: String, notificationId: String, handle: String, webPush: WebPushKeys? = nil, format: NotificationFormat, body: String,
+        headers: [String: String] = [:], expiresAt: Date? = nil
+    ) {
+        self.hub = hub
+        self.notificationId = notificationId
+        self.handle = handle
+        self.webPush = webPush
+        self.format = format
+        self.body = body
+        self.headers = headers
+        self.expiresAt = expiresAt
+    }
+
+    /// The header named `name`, whatever its case.
+    public func header(_ name: String) -> String? {
+        headers.first { $0.key.caseInsensitiveCompare(name) == .orderedSame }?.value
+    }
+}
+
+/// What a PNS said about one delivery (or why it was not sent), classified.
+public struct PNSAnswer: Sendable, Equatable {
+    public var classification: PNSClassification
+    /// The PNS's HTTP status, when it answered.
+    public var status: Int?
+    /// The PNS's reason, or PushHub's when it did not send.
+    public var reason: String?
+
+    public init(_ classification: PNSClassification, status: Int? = nil, reason: String? = nil) {
+        self.classification = classification
+        self.status = status
+        self.reason = reason
+    }
+
+    /// PushHub refused to send it: the target's data cannot be delivered.
+    static func notSent(_ classification: PNSClassification, _ reason: String) -> PNSAnswer {
+        PNSAnswer(classification, reason: reason)
+    }
+}
+
+/// One platform's client: delivers one push and classifies the answer. Providers hold the
+/// credentials of every hub; a hub without credentials for the platform gets `misconfigured`.
+public protocol PushProvider: Sendable {
+    var platform: Platform { get }
+    func deliver(_ delivery: PNSDelivery) async -> PNSAnswer
+}
+
+/// The `Retry-After` header: seconds, or an HTTP date.
+public enum RetryAfter {
+    public static func parse(_ value: String?, now: Date = Date()) -> Duration? {
+        guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+        if let seconds = Int(value) { return seconds >= 0 ? .seconds(seconds) : nil }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        guard let date = formatter.date(from: value) else { return nil }
+        return .milliseconds(max(0, Int(date.timeIntervalSince(now) * 1000)))
+    }
+}
+
+/// Where PushHub may send a handle that is a URL (WNS channels, Web Push endpoints): https,
+/// or plain http to a loopback host for development and tests.
+public enum PushEndpointPolicy {
+    public static func url(_ handle: String) -> URL? {
+        guard let url = URL(string: handle), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else { return nil }
+        switch scheme {
+        case "https": return url
+        case "http": return isLoopback(host) ? url : nil
+        default: return nil
+        }
+    }
+
+    public static func isLoopback(_ host: String) -> Bool {
+        let host = host.lowercased()
+        return host == "localhost" || host == "::1" || host == "[::1]" || host.hasPrefix("127.")
+    }
+}

@@ -1,0 +1,66 @@
+import Foundation
+import PushModel
+
+/// RFC 8030 Web Push: the payload encrypted for the subscription (RFC 8291), VAPID (RFC 8292).
+public final class WebPushProvider: PushProvider {
+    public let platform = Platform.webpush
+    /// How long a push service keeps a message when the send has no expiry (4 weeks).
+    public static let defaultTTL = 2_419_200
+
+    private let hubs: [String: VAPID]
+    private let http: PNSHTTPClient
+
+    public init(hubs: [String: VAPID], http: PNSHTTPClient) {
+        self.hubs = Dictionary(uniqueKeysWithValues: hubs.map { ($0.key.lowercased(), $0.value) })
+        self.http = http
+    }
+
+    public func deliver(_ delivery: PNSDelivery) async -> PNSAnswer {
+        guard let vapid = hubs[delivery.hub.lowercased()] else {
+            return .notSent(.misconfigured("NoCredentials"), "hub \(delivery.hub) has no Web Push VAPID keys")
+        }
+        guard let endpoint = PushEndpointPolicy.url(delivery.handle) else { return .notSent(.invalidHandle, "the endpoint is not https") }
+        guard let keys = delivery.webPush, let p256dh = Base64URL.decode(keys.p256dh), let auth = Base64URL.decode(keys.auth) else {
+            return .notSent(.invalidHandle, "the subscription's keys are not base64url")
+        }
+        let body: Data
+        do { body = try WebPushEncryption.encrypt(Data(delivery.body.utf8), p256dh: p256dh, auth: auth) } catch {
+            return .notSent(error.message.contains("record") ? .payloadRejected : .invalidHandle, error.message)
+        }
+        let ttl = delivery.header("TTL")
+            ?? delivery.expiresAt.map { String(max(0, Int($0.timeIntervalSinceNow))) } ?? String(Self.defaultTTL)
+        guard Int(ttl) != nil else { return .notSent(.payloadRejected, "TTL: not a number of seconds") }
+        var headers = [("content-encoding", "aes128gcm"), ("content-type", "application/octet-stream"), ("ttl", ttl)]
+        if let urgency = delivery.header("Urgency") {
+            guard ["very-low", "low", "normal", "high"].contains(urgency) else { return .notSent(.payloadRejected, "Urgency: \(urgency) is not an RFC 8030 urgency") }
+            headers.append(("urgency", urgency))
+        }
+        if let topic = delivery.header("Topic") {
+            guard topic.count <= 32, Base64URL.decode(topic) != nil else { return .notSent(.payloadRejected, "Topic: at most 32 base64url characters") }
+            headers.append(("topic", topic))
+        }
+        do { headers.append(("authorization", try vapid.authorization(for: endpoint))) } catch {
+            return .notSent(.misconfigured("VAPID"), "VAPID: \(error)")
+        }
+        let response: PNSHTTPClient.Response
+        do { response = try await http.send(.POST, endpoint.absoluteString, headers: headers, body: body) } catch {
+            return PNSAnswer(.retry(retryAfter: nil), reason: "transport: \(error)")
+        }
+        let classification = Self.classify(status: response.status, retryAfter: RetryAfter.parse(response.headers.first(name: "retry-after")))
+        let reason = (200..<300).contains(response.status) ? nil : String(decoding: response.body.prefix(200), as: UTF8.self)
+        return PNSAnswer(classification, status: response.status, reason: reason)
+    }
+
+    /// RFC 8030 answers.
+    public static func classify(status: Int, retryAfter: Duration? = nil) -> PNSClassification {
+        switch status {
+        case 200, 201, 202: .delivered
+        case 404, 410: .invalidHandle
+        case 400, 413: .payloadRejected
+        case 401, 403: .misconfigured("VAPID refused (\(status))")
+        case 429: .throttled(retryAfter: retryAfter)
+        case 500...599: .retry(retryAfter: retryAfter)
+        default: .unknown(String(status))
+        }
+    }
+}

@@ -1,0 +1,36 @@
+import Crypto
+import Foundation
+import PushIngress
+import PushModel
+import _CryptoExtras
+
+extension HubsConfiguration.Credentials {
+    /// Fresh credentials for all four platforms whose endpoints are a simulator's: an APNs
+    /// key, an FCM service account (RSA 2048), a WNS package and VAPID keys.
+    public static func simulated(apns: String, http: String, hub: String = "hub") throws -> HubsConfiguration.Credentials {
+        let vapid = P256.Signing.PrivateKey()
+        let rsa = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        return HubsConfiguration.Credentials(
+            apns: .init(
+                keyId: "SIM" + String(UUID().uuidString.prefix(7)), teamId: "SIMTEAM" + String(UUID().uuidString.prefix(3)),
+                bundleId: "com.example.\(hub)", environment: .sandbox, privateKey: P256.Signing.PrivateKey().pemRepresentation, endpoint: apns),
+            fcm: .init(
+                projectId: "\(hub)-project", clientEmail: "pushhub@\(hub)-project.iam.gserviceaccount.com", privateKey: rsa.pemRepresentation,
+                tokenURI: "\(http)/oauth2/token", endpoint: http),
+            wns: .init(packageSid: "ms-app://s-1-15-2-\(UUID().uuidString)", secret: Base64URL.encode(Data(SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) })),
+                tokenURI: "\(http)/wns/token"),
+            webPush: .init(
+                subject: "mailto:push@example.com", publicKey: Base64URL.encode(vapid.publicKey.x963Representation),
+                privateKey: Base64URL.encode(vapid.rawRepresentation)))
+    }
+}
+
+/// Handles at the simulator for each platform.
+public enum SimulatedHandle {
+    /// A 64-hex-digit APNs device token derived from `seed`.
+    public static func apns(_ seed: String) -> String {
+        SHA256.hash(data: Data(seed.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+
+    public static func wnsChannel(base: String, id: String) -> String { "\(base)/wns/channel/\(id)" }
+}

@@ -1,0 +1,166 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdHTTP2
+import Logging
+import NIOCore
+import NIOSSL
+import PushIngress
+import PushModel
+import PushProviders
+import ServiceLifecycle
+import Synchronization
+import _CryptoExtras
+
+/// What the simulator does wrong on purpose.
+public struct SimulatorFaults: Codable, Sendable, Equatable {
+    /// Handles matching one of these (`*` matches any run of characters) are dead: 410
+    /// `Unregistered`, 404 `UNREGISTERED`, 410 Gone.
+    public var deadHandles: [String] = []
+    /// Share of requests answered 429 (WNS: 406), with `Retry-After: retryAfterSeconds`.
+    public var throttleRate: Double = 0
+    /// Share of requests answered 503.
+    public var errorRate: Double = 0
+    /// Added before every answer.
+    public var latencyMs: Int = 0
+    public var retryAfterSeconds: Int = 1
+    /// APNs provider tokens issued before this UNIX time are answered `ExpiredProviderToken`.
+    public var expireProviderTokensBefore: Int?
+
+    public init() {}
+
+    func isDead(_ handle: String) -> Bool { deadHandles.contains { Self.matches(handle, $0) } }
+
+    /// A glob with `*` only.
+    static func matches(_ text: String, _ pattern: String) -> Bool {
+        let parts = pattern.split(separator: "*", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count > 1 else { return text == pattern }
+        guard text.hasPrefix(parts[0]), text.hasSuffix(parts[parts.count - 1]) else { return false }
+        var rest = text.dropFirst(parts[0].count).dropLast(parts[parts.count - 1].count)
+        for middle in parts.dropFirst().dropLast() where !middle.isEmpty {
+            guard let range = rest.range(of: middle) else { return false }
+            rest = rest[range.upperBound...]
+        }
+        return text.count >= parts[0].count + parts[parts.count - 1].count
+    }
+}
+
+/// Where and how the simulator runs.
+public struct SimulatorSettings: Sendable {
+    public var host = "127.0.0.1"
+    /// APNs: HTTP/2 over TLS. 0 picks a free port.
+    public var apnsPort = 0
+    /// FCM, the OAuth token endpoints, WNS, Web Push and `/sim/…`: plain HTTP/1.1 (h2c not needed).
+    public var httpPort = 0
+    /// The credentials requests are checked against.
+    public var hubs: HubsConfiguration
+    public var faults = SimulatorFaults()
+    public var certificates: SimulatorCertificates
+    /// Deliveries kept per handle, and handles kept, for `GET /sim/deliveries`.
+    public var deliveriesPerHandle = 20
+    public var recordedHandles = 100_000
+
+    public init(hubs: HubsConfiguration, certificates: SimulatorCertificates) {
+        self.hubs = hubs
+        self.certificates = certificates
+    }
+}
+
+/// `pushhub sim`: APNs (HTTP/2, TLS, provider-token JWTs), FCM HTTP v1 and Google's token
+/// endpoint, WNS and its token endpoint, and Web Push (VAPID checked, payload decrypted),
+/// answering with the services' status codes and error bodies, with fault injection, and
+/// `GET /sim/stats` and `GET /sim/deliveries?handle=` for tests.
+public final class PNSSimulator: Service, Sendable {
+    let settings: SimulatorSettings
+    let state: SimulatorState
+    let logger: Logger
+    private let ports = Ports()
+
+    public init(settings: SimulatorSettings, logger: Logger) throws {
+        self.settings = settings
+        self.logger = logger
+        state = try SimulatorState(hubs: settings.hubs, faults: settings.faults, deliveriesPerHandle: settings.deliveriesPerHandle, recordedHandles: settings.recordedHandles)
+    }
+
+    /// The APNs base URL (`https://127.0.0.1:PORT`) and the plain one, once both listen.
+    public func ready() async throws -> (apns: String, http: String) {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
+            let (apns, http) = ports.value.withLock { $0 }
+            if let apns, let http { return ("https://\(settings.host):\(apns)", "http://\(settings.host):\(http)") }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        throw SimulatorError(description: "the simulator did not start listening")
+    }
+
+    public func run() async throws {
+        var tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(settings.certificates.serverCertificatePEM.utf8), format: .pem))],
+            privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(settings.certificates.serverKeyPEM.utf8), format: .pem)))
+        tls.applicationProtocols = ["h2", "http/1.1"]
+        var quiet = logger
+        quiet.logLevel = max(logger.logLevel, .warning)
+        let apns = Application(
+            router: makeRouter(), server: try .http2Upgrade(tlsConfiguration: tls),
+            configuration: .init(address: .hostname(settings.host, port: settings.apnsPort), serverName: nil),
+            onServerRunning: { [ports] channel in ports.value.withLock { $0.apns = channel.localAddress?.port } }, logger: quiet)
+        let http = Application(
+            router: makeRouter(), configuration: .init(address: .hostname(settings.host, port: settings.httpPort), serverName: nil),
+            onServerRunning: { [ports] channel in ports.value.withLock { $0.http = channel.localAddress?.port } }, logger: quiet)
+        try await withThrowingDiscardingTaskGroup { group in
+            group.addTask { try await apns.runService() }
+            group.addTask { try await http.runService() }
+        }
+    }
+
+    /// Changes the faults while running (tests, and `POST /sim/faults`).
+    public func setFaults(_ faults: SimulatorFaults) { state.setFaults(faults) }
+
+    /// Forgets the FCM and WNS access tokens issued, as when they expire early.
+    public func revokeAccessTokens() { state.revokeAccessTokens() }
+
+    func makeRouter() -> Router<BasicRequestContext> {
+        let router = Router()
+        let state = self.state
+        router.post("/3/device/:token") { request, context in
+            try await state.apns(request, token: context.parameters.require("token"))
+        }
+        router.post("/v1/projects/:project/messages:send") { request, context in
+            try await state.fcm(request, project: context.parameters.require("project"))
+        }
+        router.post("/oauth2/token") { request, _ in try await state.googleToken(request) }
+        router.post("/wns/token") { request, _ in try await state.wnsToken(request) }
+        router.post("/wns/channel/:id") { request, context in try await state.wns(request, channel: context.parameters.require("id")) }
+        router.post("/webpush/:id") { request, context in try await state.webPush(request, subscription: context.parameters.require("id")) }
+        router.get("/sim/stats") { _, _ in SimulatorState.json(200, state.statsJSON()) }
+        router.get("/sim/deliveries") { request, _ in
+            guard let handle = request.uri.queryParameters.get("handle") else {
+                return SimulatorState.json(400, #"{"error":"handle: missing"}"#)
+            }
+            return SimulatorState.json(200, state.deliveriesJSON(handle: handle))
+        }
+        router.post("/sim/revoke-tokens") { _, _ in
+            state.revokeAccessTokens()
+            return SimulatorState.json(200, "{}")
+        }
+        router.post("/sim/faults") { request, _ in
+            let body = try await request.body.collect(upTo: 64 * 1024)
+            guard let faults = try? JSONDecoder().decode(SimulatorFaults.self, from: Data(body.readableBytesView)) else {
+                return SimulatorState.json(400, #"{"error":"body: not a SimulatorFaults JSON object"}"#)
+            }
+            state.setFaults(faults)
+            return SimulatorState.json(200, "{}")
+        }
+        return router
+    }
+}
+
+public struct SimulatorError: Error, CustomStringConvertible {
+    public var description: String
+}
+
+/// The ports the listeners bound, once they did.
+final class Ports: Sendable {
+    let value = Mutex<(apns: Int?, http: Int?)>((nil, nil))
+}

@@ -1,0 +1,7 @@
+import PushModel
+import PushWorker
+
+/// `pushhub-wns-worker`.
+enum WNS: WorkerPlatform { static let platform = Platform.wns }
+
+await WorkerCommand<WNS>.main()

@@ -1,0 +1,7 @@
+import PushModel
+import PushWorker
+
+/// `pushhub-webpush-worker`.
+enum WebPush: WorkerPlatform { static let platform = Platform.webpush }
+
+await WorkerCommand<WebPush>.main()

@@ -1,0 +1,312 @@
+import Foundation
+import Logging
+import PushDispatcher
+import PushKafka
+import PushModel
+import PushProviders
+import ServiceLifecycle
+import Synchronization
+
+/// Settings of a worker.
+public struct WorkerSettings: Sendable {
+    public var platform: Platform
+    public var topics: PushTopics
+    /// Targets in flight at most; intake pauses its partitions while the window is full.
+    public var window = 2_000
+    /// Retries of one target inside one pass, before the rest of its batch is handed back.
+    public var retriesInPlace = 3
+    /// How long a target may wait for retries inside one pass.
+    public var retryBudget: Duration = .seconds(10)
+    /// Passes of a batch (the dispatcher's and each hand-back) before a target ends with its last answer.
+    public var maximumAttempts = 8
+    /// The first backoff; it doubles per retry, with jitter, up to `maximumBackoff`.
+    public var baseBackoff: Duration = .milliseconds(200)
+    public var maximumBackoff: Duration = .seconds(60)
+    /// How long after enqueue a notification without `expiresAt` expires (Azure NH: 30 minutes).
+    public var defaultExpiry: TimeInterval = 30 * 60
+
+    public init(platform: Platform, topics: PushTopics) {
+        self.platform = platform
+        self.topics = topics
+    }
+}
+
+/// One platform's worker: consumes DeliveryBatches, fills each target's payload, delivers
+/// through the provider with retries, and publishes a ResultBatch (and a hand-back batch of
+/// what must wait) before it marks the batch's record done.
+public final class DeliveryWorker: Service, Sendable {
+    let consumer: KafkaConsumer
+    let producer: KafkaProducer
+    let provider: any PushProvider
+    let settings: WorkerSettings
+    let logger: Logger
+    let window: DeliveryWindow
+    /// Set at graceful shutdown: targets waiting for a retry are handed back at once.
+    let draining = Draining()
+
+    public init(consumer: KafkaConsumer, producer: KafkaProducer, provider: any PushProvider, settings: WorkerSettings, logger: Logger) {
+        self.consumer = consumer
+        self.producer = producer
+        self.provider = provider
+        self.settings = settings
+        self.logger = logger
+        window = DeliveryWindow(limit: settings.window)
+    }
+
+    public func run() async throws {
+        await withGracefulShutdownHandler {
+            await withTaskGroup(of: Void.self) { group in
+                for await record in consumer.records.cancelOnGracefulShutdown() {
+                    let decoded = Result { () throws(WireError) in try WireCoding.decode(DeliveryBatch.self, from: record.value) }
+                    let size = (try? decoded.get())?.targets.count ?? 1
+                    if await window.isFull {
+                        let paused = consumer.assignment
+                        try? consumer.pause(paused)
+                        await window.waitForRoom()
+                        try? consumer.resume(paused)
+                    }
+                    await window.take(size)
+                    group.addTask {
+                        await self.process(record, decoded)
+                        await self.window.give(size)
+                    }
+                }
+                await group.waitForAll()
+            }
+        } onGracefulShutdown: {
+            self.draining.start()
+        }
+        logger.info("worker stopped", metadata: ["pushhub.platform": "\(settings.platform.rawValue)"])
+    }
+
+    /// Works one record until its results (and hand-back) are acknowledged, then marks it done.
+    /// Publishing is retried until it succeeds; at shutdown an unpublished record is left for
+    /// the next owner of the partition.
+    func process(_ record: KafkaRecord, _ decoded: Result<DeliveryBatch, WireError>) async {
+        var outgoing: [KafkaOutgoingRecord]?
+        var delay = Duration.milliseconds(100)
+        while true {
+            do {
+                if outgoing == nil {
+                    guard let work = try await work(record, decoded) else { return }
+                    outgoing = work
+                }
+                if let outgoing, !outgoing.isEmpty { try await producer.sendAllAcknowledged(outgoing) }
+                consumer.markDone(record)
+                return
+            } catch {
+                logger.error("batch not finished, will retry", metadata: [
+                    "kafka.topic": "\(record.topic)", "kafka.offset": "\(record.offset)", "pushhub.error": "\(error)",
+                ])
+                if draining.isStarted { return }
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(10))
+            }
+        }
+    }
+
+    /// The records a batch ends with: its results and the hand-back of what must wait. `nil`
+    /// when shutdown came before the batch's not-before time (the record stays unfinished).
+    func work(_ record: KafkaRecord, _ decoded: Result<DeliveryBatch, WireError>) async throws -> [KafkaOutgoingRecord]? {
+        let batch: DeliveryBatch
+        switch decoded {
+        case .success(let decoded): batch = decoded
+        case .failure(let error):
+            try await RecordRejection.reject(record, hub: "", reason: error.description, topics: settings.topics, producer: producer, logger: logger)
+            return []
+        }
+        guard batch.platform == settings.platform else {
+            let reason = "platform: \(batch.platform.rawValue) batch on the \(settings.platform.rawValue) worker's topic"
+            try await RecordRejection.reject(record, hub: batch.hub, reason: reason, topics: settings.topics, producer: producer, logger: logger)
+            return []
+        }
+        if let notBefore = batch.notBefore, notBefore > Date() {
+            guard await draining.sleep(for: .milliseconds(Int(notBefore.timeIntervalSinceNow * 1000))) else { return nil }
+        }
+        let enqueuedAt = batch.enqueuedAt ?? record.timestampMilliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) } ?? Date()
+        let expiresAt = batch.expiresAt ?? enqueuedAt.addingTimeInterval(settings.defaultExpiry)
+        let properties = batch.kind == .template ? (try? TemplateProperties.parse(batch.body)) ?? [:] : [:]
+        let renderer = TemplateRenderer(properties: properties)
+
+        let ends = await withTaskGroup(of: TargetEnd.self, returning: [TargetEnd].self) { group in
+            for target in batch.targets {
+                group.addTask { await self.deliver(target, of: batch, renderer: renderer, expiresAt: expiresAt) }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        let dwellMs = max(0, Int(Date().timeIntervalSince(enqueuedAt) * 1000))
+        var results: [DeliveryResult] = []
+        var handBack: [DeliveryBatch.Target] = []
+        var wait = Duration.zero
+        for end in ends {
+            switch end {
+            case .final(let target, let answer, let calls):
+                let outcome = answer.classification.finalOutcome
+                results.append(DeliveryResult(
+                    registrationId: target.registrationId, handle: target.handle, outcome: outcome, pnsStatus: answer.status,
+                    pnsReason: answer.reason ?? Self.reason(answer.classification), attempts: batch.attempt - 1 + calls, dwellMs: dwellMs))
+            case .expired(let target, let calls):
+                results.append(DeliveryResult(
+                    registrationId: target.registrationId, handle: target.handle, outcome: .expired, pnsReason: "expiresAt passed",
+                    attempts: batch.attempt - 1 + calls, dwellMs: dwellMs))
+            case .handBack(let target, let after):
+                handBack.append(target)
+                wait = max(wait, after)
+            }
+        }
+        var outgoing: [KafkaOutgoingRecord] = []
+        if !results.isEmpty {
+            let value = try WireCoding.encode(ResultBatch(notificationId: batch.notificationId, hub: batch.hub, platform: batch.platform, results: results))
+            outgoing.append(KafkaOutgoingRecord(topic: settings.topics.results, key: batch.notificationId, value: value))
+        }
+        if !handBack.isEmpty {
+            var next = batch
+            next.attempt += 1
+            next.notBefore = Date().addingTimeInterval(Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18)
+            next.targets = handBack
+            next.enqueuedAt = enqueuedAt
+            next.expiresAt = expiresAt
+            outgoing.append(KafkaOutgoingRecord(
+                topic: settings.topics.deliveries(settings.platform), key: record.key, value: try WireCoding.encode(next)))
+            logger.info("targets handed back", metadata: [
+                "pushhub.notification_id": "\(batch.notificationId)", "pushhub.targets": "\(handBack.count)", "pushhub.attempt": "\(next.attempt)",
+            ])
+        }
+        return outgoing
+    }
+
+    enum TargetEnd: Sendable {
+        case final(DeliveryBatch.Target, PNSAnswer, calls: Int)
+        case expired(DeliveryBatch.Target, calls: Int)
+        case handBack(DeliveryBatch.Target, after: Duration)
+    }
+
+    /// One target: its payload, then the provider, retried in place while the budget lasts.
+    func deliver(_ target: DeliveryBatch.Target, of batch: DeliveryBatch, renderer: TemplateRenderer, expiresAt: Date) async -> TargetEnd {
+        let delivery: PNSDelivery
+        switch Self.prepare(target, of: batch, renderer: renderer, expiresAt: expiresAt) {
+        case .success(let prepared): delivery = prepared
+        case .failure(let problem): return .final(target, PNSAnswer(.payloadRejected, reason: problem.description), calls: 0)
+        }
+        let started = ContinuousClock.now
+        var calls = 0
+        while true {
+            if Date() >= expiresAt { return .expired(target, calls: calls) }
+            let answer = await provider.deliver(delivery)
+            calls += 1
+            let retryAfter: Duration?
+            switch answer.classification {
+            case .throttled(let after), .retry(let after): retryAfter = after
+            case .renewToken: retryAfter = .zero
+            default: return .final(target, answer, calls: calls)
+            }
+            let backoff = retryAfter ?? jittered(settings.baseBackoff * (1 << min(batch.attempt - 1 + calls - 1, 16)))
+            let pause = min(backoff, settings.maximumBackoff)
+            if calls > settings.retriesInPlace || ContinuousClock.now - started + pause > settings.retryBudget || draining.isStarted {
+                if batch.attempt >= settings.maximumAttempts { return .final(target, answer, calls: calls) }
+                return .handBack(target, after: pause)
+            }
+            guard await draining.sleep(for: pause) else { return .handBack(target, after: .zero) }
+        }
+    }
+
+    /// Between half and all of `duration`, so retries of many targets spread out.
+    func jittered(_ duration: Duration) -> Duration {
+        duration / 2 + duration / 2 * Double.random(in: 0...1)
+    }
+
+    struct PayloadProblem: Error, CustomStringConvertible { var description: String }
+
+    /// The delivery for one target: the native body, or its template filled.
+    static func prepare(_ target: DeliveryBatch.Target, of batch: DeliveryBatch, renderer: TemplateRenderer, expiresAt: Date) -> Result<PNSDelivery, PayloadProblem> {
+        var delivery = PNSDelivery(
+            hub: batch.hub, notificationId: batch.notificationId, handle: target.handle, webPush: target.webPush,
+            format: batch.format ?? nativeFormat(of: batch.platform), body: batch.body, headers: batch.headers, expiresAt: expiresAt)
+        guard batch.kind == .template, let template = target.template else { return .success(delivery) }
+        do {
+            delivery.body = try renderer.render(template.body, as: batch.platform == .wns ? .xml : .json)
+            for (name, value) in template.headers ?? [:] { delivery.headers[name] = try renderer.render(value: value) }
+            if let expiry = template.expiry {
+                let text = try renderer.render(value: expiry)
+                if batch.platform == .apns, !text.isEmpty {
+                    guard let date = Int(text).map({ Date(timeIntervalSince1970: Double($0)) }) ?? RFC3339.parse(text) else {
+                        return .failure(PayloadProblem(description: "template expiry: \(text) is not a date"))
+                    }
+                    delivery.headers["apns-expiration"] = String(Int(date.timeIntervalSince1970))
+                }
+            }
+        } catch {
+            return .failure(PayloadProblem(description: "template: \(error)"))
+        }
+        if batch.platform == .fcm, let object = try? JSONSerialization.jsonObject(with: Data(delivery.body.utf8)) as? [String: Any],
+            object["message"] == nil
+        {
+            delivery.format = .gcm
+        }
+        return .success(delivery)
+    }
+
+    /// The format a filled template is in, per platform (FCM templates in the tutorials' `gcm` form are detected).
+    static func nativeFormat(of platform: Platform) -> NotificationFormat {
+        switch platform {
+        case .apns: .apple
+        case .fcm: .fcmv1
+        case .wns: .windows
+        case .webpush: .browser
+        }
+    }
+
+    static func reason(_ classification: PNSClassification) -> String? {
+        switch classification {
+        case .misconfigured(let reason), .unknown(let reason): reason
+        case .throttled: "throttled"
+        case .retry: "retries exhausted"
+        default: nil
+        }
+    }
+}
+
+/// Graceful shutdown seen by sleeping retries.
+final class Draining: Sendable {
+    private let started = Atomic<Bool>(false)
+
+    var isStarted: Bool { started.load(ordering: .relaxed) }
+
+    func start() { started.store(true, ordering: .relaxed) }
+
+    /// Sleeps `duration` in short steps; `false` when shutdown began meanwhile.
+    func sleep(for duration: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + duration
+        while ContinuousClock.now < deadline {
+            if isStarted { return false }
+            try? await Task.sleep(for: min(.milliseconds(50), deadline - ContinuousClock.now))
+        }
+        return !isStarted
+    }
+}
+
+/// How many targets are in flight.
+actor DeliveryWindow {
+    let limit: Int
+    private var inFlight = 0
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    init(limit: Int) { self.limit = limit }
+
+    var isFull: Bool { inFlight >= limit }
+
+    func waitForRoom() async {
+        while inFlight >= limit { await withCheckedContinuation { waiters.append($0) } }
+    }
+
+    func take(_ count: Int) { inFlight += count }
+
+    func give(_ count: Int) {
+        inFlight -= count
+        if inFlight < limit {
+            let ready = waiters
+            waiters = []
+            for waiter in ready { waiter.resume() }
+        }
+    }
+}

@@ -1,0 +1,46 @@
+import Foundation
+import PushIngress
+import PushModel
+import PushProviders
+
+/// The provider of one platform, with the credentials of every hub that has some.
+public enum ProviderFactory {
+    public static func make(
+        _ platform: Platform, hubs: HubsConfiguration, http: PNSHTTPClient, now: @escaping @Sendable () -> Date = { Date() }
+    ) throws -> any PushProvider {
+        switch platform {
+        case .apns:
+            var credentials: [String: APNsCredentials] = [:]
+            for hub in hubs.hubs {
+                guard let apns = hub.credentials.apns else { continue }
+                let endpoint = apns.endpoint ?? (apns.environment == .production ? APNsCredentials.production : APNsCredentials.sandbox)
+                credentials[hub.name] = APNsCredentials(
+                    keyId: apns.keyId, teamId: apns.teamId, bundleId: apns.bundleId, privateKeyPEM: apns.privateKey, endpoint: endpoint)
+            }
+            return try APNsProvider(hubs: credentials, http: http, now: now)
+        case .fcm:
+            var credentials: [String: FCMCredentials] = [:]
+            for hub in hubs.hubs {
+                guard let fcm = hub.credentials.fcm else { continue }
+                credentials[hub.name] = FCMCredentials(
+                    projectId: fcm.projectId, clientEmail: fcm.clientEmail, privateKeyPEM: fcm.privateKey, tokenURI: fcm.tokenURI,
+                    endpoint: fcm.endpoint ?? FCMCredentials.production, ratePerMinute: fcm.ratePerMinute ?? FCMCredentials.defaultRatePerMinute)
+            }
+            return try FCMProvider(hubs: credentials, http: http, now: now)
+        case .wns:
+            var credentials: [String: WNSCredentials] = [:]
+            for hub in hubs.hubs {
+                guard let wns = hub.credentials.wns else { continue }
+                credentials[hub.name] = WNSCredentials(packageSid: wns.packageSid, secret: wns.secret, tokenURI: wns.tokenURI)
+            }
+            return WNSProvider(hubs: credentials, http: http, now: now)
+        case .webpush:
+            var keys: [String: VAPID] = [:]
+            for hub in hubs.hubs {
+                guard let webPush = hub.credentials.webPush, let privateKey = Base64URL.decode(webPush.privateKey) else { continue }
+                keys[hub.name] = try VAPID(subject: webPush.subject, privateKey: privateKey)
+            }
+            return WebPushProvider(hubs: keys, http: http)
+        }
+    }
+}

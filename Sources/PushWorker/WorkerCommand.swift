@@ -1,0 +1,75 @@
+import ArgumentParser
+import Foundation
+import PushEnvironment
+import PushIngress
+import PushKafka
+import PushModel
+import PushProviders
+import ServiceLifecycle
+
+/// The command line of `pushhub-apns-worker`, `-fcm-worker`, `-wns-worker` and `-webpush-worker`.
+public struct WorkerOptions: ParsableArguments {
+    @OptionGroup public var kafka: KafkaOptions
+
+    @Option(help: "pushhub.yaml, with the hubs' PNS credentials (default: $PUSHHUB_CONFIG or ./data/pushhub.yaml).")
+    public var config: String?
+
+    @Option(help: "Consumer group; workers of one platform in one group share its partitions (default: pushhub-<pns>-worker).")
+    public var group: String?
+
+    @Option(help: "A PEM CA file to trust besides the system's, e.g. pushhub sim's (default: $PUSHHUB_PNS_CA).")
+    public var trustCA: String?
+
+    @Option(help: "Targets in flight at most; intake pauses while they are.")
+    public var window = 2_000
+
+    @Option(help: "HTTP connections per PNS host (HTTP/1.1; HTTP/2 multiplexes streams on fewer).")
+    public var connections = 16
+
+    public init() {}
+
+    /// Runs the worker for `platform` until SIGTERM or SIGINT.
+    public func run(_ platform: Platform) async throws {
+        let environment = PushHubEnvironment.current
+        let logger = makeLogger("pushhub.\(platform.rawValue)-worker")
+        let hubs = try HubsConfiguration.load(from: config ?? environment.configPath)
+        let servers = try kafka.servers()
+        let http = PNSHTTPClient(trustRootsFile: trustCA ?? environment.pnsTrustRoots, connectionsPerHost: connections)
+        let provider = try ProviderFactory.make(platform, hubs: hubs, http: http)
+        let producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: servers), logger: logger)
+        var consumerConfiguration = KafkaConsumerConfiguration(bootstrapServers: servers, groupID: group ?? "pushhub-\(platform.rawValue)-worker")
+        consumerConfiguration.clientID = "pushhub-\(platform.rawValue)-worker"
+        let consumer = try KafkaConsumer.make(configuration: consumerConfiguration, topics: [kafka.topics.deliveries(platform)], logger: logger)
+        var settings = WorkerSettings(platform: platform, topics: kafka.topics)
+        settings.window = window
+        let worker = DeliveryWorker(consumer: consumer, producer: producer, provider: provider, settings: settings, logger: logger)
+        logger.info("worker starting", metadata: ["pushhub.platform": "\(platform.rawValue)", "pushhub.hubs": "\(hubs.hubs.count)"])
+        // Shut down in reverse: finish or hand back in-flight targets, commit and leave the group, flush.
+        let serviceGroup = ServiceGroup(
+            configuration: .init(
+                services: [.init(service: producer), .init(service: consumer), .init(service: worker)],
+                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await serviceGroup.run()
+        await http.shutdown()
+    }
+}
+
+/// Names the platform of a worker executable.
+public protocol WorkerPlatform: Sendable {
+    static var platform: Platform { get }
+}
+
+/// `pushhub-<pns>-worker`: delivers `pushhub.deliveries.<pns>` and publishes the results.
+public struct WorkerCommand<Target: WorkerPlatform>: AsyncParsableCommand {
+    public static var configuration: CommandConfiguration {
+        let name = Target.platform.rawValue
+        return CommandConfiguration(
+            commandName: "pushhub-\(name)-worker", abstract: "Deliver the batches of pushhub.deliveries.\(name) and publish their results.")
+    }
+
+    @OptionGroup var options: WorkerOptions
+
+    public init() {}
+
+    public func run() async throws { try await options.run(Target.platform) }
+}

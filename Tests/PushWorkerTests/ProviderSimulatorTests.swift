@@ -1,0 +1,223 @@
+import Foundation
+import PushModel
+import PushProviders
+import PushSimulator
+import PushWorker
+import Testing
+
+/// Each provider against the simulator over the real wire protocols: every answer mapped.
+@Suite("Providers against pushhub sim", .timeLimit(.minutes(2)))
+struct ProviderSimulatorTests {
+    struct Case: Sendable, CustomTestStringConvertible {
+        var name: String
+        var platform: Platform
+        var handle: String
+        var format: NotificationFormat
+        var body: String
+        var headers: [String: String] = [:]
+        var faults = SimulatorFaults()
+        var expected: PNSClassification
+        var status: Int?
+        var reason: String?
+        var testDescription: String { name }
+    }
+
+    static let token = SimulatedHandle.apns("device-1")
+    static let deadToken = "dead" + String(SimulatedHandle.apns("x").dropFirst(4))
+    static func faults(dead: [String] = ["dead*"], throttle: Double = 0, error: Double = 0) -> SimulatorFaults {
+        var faults = SimulatorFaults()
+        faults.deadHandles = dead
+        faults.throttleRate = throttle
+        faults.errorRate = error
+        faults.retryAfterSeconds = 2
+        return faults
+    }
+
+    static let cases: [Case] = [
+        // APNs
+        Case(name: "APNs delivered", platform: .apns, handle: token, format: .apple, body: #"{"aps":{"alert":"hi"}}"#, expected: .delivered, status: 200),
+        Case(name: "APNs Unregistered", platform: .apns, handle: deadToken, format: .apple, body: #"{"aps":{"alert":"hi"}}"#, faults: faults(),
+             expected: .invalidHandle, status: 410, reason: "Unregistered"),
+        Case(name: "APNs token that is not hex is not sent", platform: .apns, handle: "not-a-token", format: .apple, body: "{}", expected: .invalidHandle, reason: "BadDeviceToken"),
+        Case(name: "APNs payload over 4 KB is not sent", platform: .apns, handle: token, format: .apple,
+             body: #"{"aps":{"alert":"\#(String(repeating: "x", count: 4100))"}}"#, expected: .payloadRejected, reason: "PayloadTooLarge"),
+        Case(name: "APNs collapse id over 64 bytes", platform: .apns, handle: token, format: .apple, body: "{}",
+             headers: ["apns-collapse-id": String(repeating: "c", count: 65)], expected: .payloadRejected, reason: "BadCollapseId"),
+        Case(name: "APNs 429", platform: .apns, handle: token, format: .apple, body: "{}", faults: faults(throttle: 1),
+             expected: .throttled(retryAfter: .seconds(2)), status: 429, reason: "TooManyRequests"),
+        Case(name: "APNs 503", platform: .apns, handle: token, format: .apple, body: "{}", faults: faults(error: 1),
+             expected: .retry(retryAfter: .seconds(2)), status: 503, reason: "ServiceUnavailable"),
+        Case(name: "APNs topic not the key's app", platform: .apns, handle: token, format: .apple, body: "{}", headers: ["apns-topic": "com.other.app"],
+             expected: .misconfigured("TopicDisallowed"), status: 400, reason: "TopicDisallowed"),
+        Case(name: "APNs unknown hub", platform: .apns, handle: token, format: .apple, body: "{}", expected: .misconfigured("NoCredentials")),
+        // FCM
+        Case(name: "FCM v1 delivered", platform: .fcm, handle: "fcm-token-1", format: .fcmv1, body: #"{"message":{"notification":{"title":"t","body":"b"}}}"#,
+             expected: .delivered, status: 200),
+        Case(name: "FCM gcm delivered", platform: .fcm, handle: "fcm-token-2", format: .gcm, body: #"{"data":{"message":"hi","count":3}}"#,
+             expected: .delivered, status: 200),
+        Case(name: "FCM UNREGISTERED", platform: .fcm, handle: "dead-fcm", format: .fcmv1, body: #"{"message":{"data":{"a":"b"}}}"#, faults: faults(),
+             expected: .invalidHandle, status: 404, reason: "UNREGISTERED"),
+        Case(name: "FCM QUOTA_EXCEEDED", platform: .fcm, handle: "fcm-token-1", format: .fcmv1, body: #"{"message":{}}"#, faults: faults(throttle: 1),
+             expected: .throttled(retryAfter: .seconds(2)), status: 429, reason: "QUOTA_EXCEEDED"),
+        Case(name: "FCM UNAVAILABLE", platform: .fcm, handle: "fcm-token-1", format: .fcmv1, body: #"{"message":{}}"#, faults: faults(error: 1),
+             expected: .retry(retryAfter: .seconds(2)), status: 503, reason: "UNAVAILABLE"),
+        Case(name: "FCM INVALID_ARGUMENT", platform: .fcm, handle: "fcm-token-1", format: .fcmv1, body: #"{"message":{"data":{"n":1}}}"#,
+             expected: .payloadRejected, status: 400, reason: "INVALID_ARGUMENT"),
+        Case(name: "FCM body that is not JSON is not sent", platform: .fcm, handle: "fcm-token-1", format: .fcmv1, body: "hello", expected: .payloadRejected),
+        // WNS
+        Case(name: "WNS toast delivered", platform: .wns, handle: "CHANNEL:wns-1", format: .windows, body: "<toast><visual><binding template=\"ToastText01\"><text id=\"1\">hi</text></binding></visual></toast>",
+             headers: ["X-WNS-Type": "wns/toast"], expected: .delivered, status: 200),
+        Case(name: "WNS raw delivered", platform: .wns, handle: "CHANNEL:wns-2", format: .windows, body: "raw bytes", headers: ["X-WNS-Type": "wns/raw"],
+             expected: .delivered, status: 200),
+        Case(name: "WNS 410", platform: .wns, handle: "CHANNEL:dead-wns", format: .windows, body: "<toast/>", faults: faults(), expected: .invalidHandle, status: 410),
+        Case(name: "WNS 406 throttled", platform: .wns, handle: "CHANNEL:wns-1", format: .windows, body: "<toast/>", faults: faults(throttle: 1),
+             expected: .throttled(retryAfter: .seconds(2)), status: 406),
+        Case(name: "WNS bad XML", platform: .wns, handle: "CHANNEL:wns-1", format: .windows, body: "<toast>", expected: .payloadRejected, status: 400),
+        Case(name: "WNS channel on plain http elsewhere is not sent", platform: .wns, handle: "http://notify.example.com/c", format: .windows, body: "<toast/>",
+             expected: .invalidHandle),
+        // Web Push
+        Case(name: "Web Push delivered", platform: .webpush, handle: "SUB:sub-1", format: .browser, body: #"{"title":"hi"}"#,
+             headers: ["Urgency": "high", "Topic": "news"], expected: .delivered, status: 201),
+        Case(name: "Web Push 410", platform: .webpush, handle: "SUB:dead-sub", format: .browser, body: "{}", faults: faults(), expected: .invalidHandle, status: 410),
+        Case(name: "Web Push 429", platform: .webpush, handle: "SUB:sub-1", format: .browser, body: "{}", faults: faults(throttle: 1),
+             expected: .throttled(retryAfter: .seconds(2)), status: 429),
+        Case(name: "Web Push bad Urgency is not sent", platform: .webpush, handle: "SUB:sub-1", format: .browser, body: "{}", headers: ["Urgency": "urgent"],
+             expected: .payloadRejected),
+        Case(name: "Web Push https endpoint elsewhere must be https", platform: .webpush, handle: "http://push.example.com/x", format: .browser, body: "{}",
+             expected: .invalidHandle),
+    ]
+
+    @Test("every answer is classified", arguments: cases)
+    func answer(_ test: Case) async throws {
+        let sim = try await SimulatorFixture.start(faults: test.faults)
+        defer { Task { await sim.stop() } }
+        var handle = test.handle
+        var keys: WebPushKeys?
+        if handle.hasPrefix("CHANNEL:") { handle = SimulatedHandle.wnsChannel(base: sim.http, id: String(handle.dropFirst(8))) }
+        if handle.hasPrefix("SUB:") {
+            let id = String(handle.dropFirst(4))
+            handle = sim.webPushEndpoint(id)
+            keys = SimulatedSubscription(id: id).keys
+        }
+        if test.platform == .webpush, keys == nil { keys = SimulatedSubscription(id: "x").keys }
+        let hub = test.name.contains("unknown hub") ? "nohub" : "myhub"
+        let answer = await try sim.provider(test.platform).deliver(PNSDelivery(
+            hub: hub, notificationId: UUID().uuidString, handle: handle, webPush: keys, format: test.format, body: test.body, headers: test.headers))
+        #expect(answer.classification == test.expected, "\(answer)")
+        #expect(answer.status == test.status, "\(answer)")
+        if let reason = test.reason { #expect(answer.reason == reason, "\(answer)") }
+        if test.expected == .delivered {
+            let recorded = try await sim.deliveries(handle)
+            #expect(recorded.count == 1)
+            let payload = try #require(recorded.first?["payload"] as? String)
+            switch test.platform {
+            case .webpush: #expect(payload == test.body, "the simulator decrypted what was sent")
+            case .fcm:
+                let message = try #require((try JSONSerialization.jsonObject(with: Data(payload.utf8)) as? [String: Any])?["message"] as? [String: Any])
+                #expect(message["token"] as? String == handle)
+                if test.format == .gcm { #expect((message["data"] as? [String: String])?["count"] == "3", "gcm data values become strings") }
+            default: #expect(payload == test.body)
+            }
+        }
+        if test.status == nil, test.expected != .delivered {
+            #expect(try await sim.stats(test.platform)["requests"] as? Int == 0, "refused before sending")
+        }
+    }
+
+    @Test("APNs headers: topic, push type, priority, expiration, apns-id")
+    func apnsHeaders() async throws {
+        let sim = try await SimulatorFixture.start()
+        defer { Task { await sim.stop() } }
+        let provider = try sim.provider(.apns)
+        let expires = Date().addingTimeInterval(600)
+        let background = await provider.deliver(PNSDelivery(
+            hub: "myhub", notificationId: "n", handle: Self.token, format: .apple, body: #"{"aps":{"content-available":1}}"#, expiresAt: expires))
+        #expect(background.classification == .delivered)
+        let alert = await provider.deliver(PNSDelivery(
+            hub: "myhub", notificationId: "n", handle: Self.token, format: .apple, body: #"{"aps":{"alert":"x"}}"#,
+            headers: ["apns-collapse-id": "scores", "apns-priority": "5"]))
+        #expect(alert.classification == .delivered)
+        let recorded = try await sim.deliveries(Self.token).compactMap { $0["headers"] as? [String: String] }
+        #expect(recorded.count == 2)
+        #expect(recorded[0]["apns-push-type"] == "background")
+        #expect(recorded[0]["apns-priority"] == "5")
+        #expect(recorded[0]["apns-expiration"] == String(Int(expires.timeIntervalSince1970)))
+        #expect(recorded[0]["apns-topic"] == sim.hubs.hubs[0].credentials.apns?.bundleId)
+        #expect(recorded[1]["apns-push-type"] == "alert")
+        #expect(recorded[1]["apns-collapse-id"] == "scores")
+        #expect(recorded[1]["apns-priority"] == "5")
+        #expect(UUID(uuidString: recorded[1]["apns-id"] ?? "") != nil)
+    }
+
+    @Test("APNs ExpiredProviderToken renews the token at once and resends")
+    func apnsTokenRenewal() async throws {
+        let sim = try await SimulatorFixture.start()
+        defer { Task { await sim.stop() } }
+        let provider = try sim.provider(.apns)
+        let delivery = PNSDelivery(hub: "myhub", notificationId: "n", handle: Self.token, format: .apple, body: #"{"aps":{}}"#)
+        #expect(await provider.deliver(delivery).classification == .delivered)
+        try await Task.sleep(for: .milliseconds(1100))
+        var faults = SimulatorFaults()
+        faults.expireProviderTokensBefore = Int(Date().timeIntervalSince1970)
+        sim.simulator.setFaults(faults)
+        #expect(await provider.deliver(delivery).classification == .delivered)
+        let statuses = try #require(try await sim.stats(.apns)["statuses"] as? [String: Int])
+        #expect(statuses == ["200": 2, "403": 1], "one refusal, one renewal, one resend")
+    }
+
+    @Test("APNs provider token from a key the service does not know is refused, not retried")
+    func apnsUnknownKey() async throws {
+        let sim = try await SimulatorFixture.start()
+        defer { Task { await sim.stop() } }
+        var hubs = sim.hubs
+        hubs.hubs[0].credentials = try .simulated(apns: sim.apns, http: sim.http, hub: "myhub")
+        hubs.hubs[0].credentials.apns?.bundleId = sim.hubs.hubs[0].credentials.apns!.bundleId
+        let answer = await try ProviderFactory.make(.apns, hubs: hubs, http: sim.client).deliver(
+            PNSDelivery(hub: "myhub", notificationId: "n", handle: Self.token, format: .apple, body: "{}"))
+        #expect(answer == PNSAnswer(.misconfigured("InvalidProviderToken"), status: 403, reason: "InvalidProviderToken"))
+        #expect(!answer.classification.isRetried)
+    }
+
+    @Test("FCM and WNS fetch one OAuth token for many sends, and a new one after it is refused")
+    func oauthTokens() async throws {
+        let sim = try await SimulatorFixture.start()
+        defer { Task { await sim.stop() } }
+        let fcm = try sim.provider(.fcm)
+        let wns = try sim.provider(.wns)
+        let channel = SimulatedHandle.wnsChannel(base: sim.http, id: "c1")
+        await withTaskGroup(of: Void.self) { group in
+            for index in 0..<20 {
+                group.addTask {
+                    let sent = await fcm.deliver(PNSDelivery(hub: "myhub", notificationId: "n", handle: "t\(index)", format: .fcmv1, body: #"{"message":{}}"#))
+                    #expect(sent.classification == .delivered)
+                    let toast = await wns.deliver(PNSDelivery(hub: "myhub", notificationId: "n", handle: channel, format: .windows, body: "<toast/>"))
+                    #expect(toast.classification == .delivered)
+                }
+            }
+        }
+        let tokens = try #require((try await sim.get("stats") as? [String: Any])?["tokenRequests"] as? [String: Int])
+        #expect(tokens == ["fcm": 1, "wns": 1])
+
+        sim.simulator.revokeAccessTokens()
+        #expect(await fcm.deliver(PNSDelivery(hub: "myhub", notificationId: "n", handle: "t", format: .fcmv1, body: #"{"message":{}}"#)).classification == .delivered)
+        #expect(await wns.deliver(PNSDelivery(hub: "myhub", notificationId: "n", handle: channel, format: .windows, body: "<toast/>")).classification == .delivered)
+        let renewed = try #require((try await sim.get("stats") as? [String: Any])?["tokenRequests"] as? [String: Int])
+        #expect(renewed == ["fcm": 2, "wns": 2], "a 401 fetched one new token each")
+        #expect(try await sim.stats(.fcm)["statuses"] as? [String: Int] == ["200": 21, "401": 1])
+    }
+
+    @Test("FCM's per-project rate limit spaces sends")
+    func fcmRateLimit() async throws {
+        let sim = try await SimulatorFixture.start()
+        defer { Task { await sim.stop() } }
+        var hubs = sim.hubs
+        hubs.hubs[0].credentials.fcm?.ratePerMinute = 600  // 10 a second, bursts of 10
+        let fcm = try ProviderFactory.make(.fcm, hubs: hubs, http: sim.client)
+        let started = ContinuousClock.now
+        for index in 0..<15 {
+            #expect(await fcm.deliver(PNSDelivery(hub: "myhub", notificationId: "n", handle: "t\(index)", format: .fcmv1, body: #"{"message":{}}"#)).classification == .delivered)
+        }
+        // 10 at once, then 5 more at 10 a second: at least 0.4 s.
+        #expect(ContinuousClock.now - started >= .milliseconds(400))
+    }
+}

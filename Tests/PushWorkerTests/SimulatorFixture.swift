@@ -1,0 +1,90 @@
+import Foundation
+import Logging
+import PushIngress
+import PushModel
+import PushProviders
+import PushSimulator
+import PushWorker
+import ServiceLifecycle
+
+let testLogger = Logger(label: "pushhub.tests") { _ in SwiftLogNoOpLogHandler() }
+
+/// `pushhub sim` in process, with one hub `myhub` whose credentials for all four platforms
+/// point at it, and an HTTP client that trusts its CA.
+final class SimulatorFixture: Sendable {
+    let simulator: PNSSimulator
+    let group: ServiceGroup
+    let task: Task<Void, any Error>
+    let apns: String
+    let http: String
+    let caFile: String
+    /// The hub configuration the workers use (endpoints are the simulator's).
+    let hubs: HubsConfiguration
+    let client: PNSHTTPClient
+
+    static func start(faults: SimulatorFaults = SimulatorFaults(), extraHubs: [HubsConfiguration.Hub] = []) async throws -> SimulatorFixture {
+        // Keys first (the simulator checks against them), endpoints once it listens.
+        let placeholder = try HubsConfiguration.Credentials.simulated(apns: "https://placeholder", http: "http://placeholder", hub: "myhub")
+        let hubs = HubsConfiguration(hubs: [.init(name: "myhub", sasRules: [], credentials: placeholder)] + extraHubs)
+        let certificates = try SimulatorCertificates.generate()
+        var settings = SimulatorSettings(hubs: hubs, certificates: certificates)
+        settings.faults = faults
+        let simulator = try PNSSimulator(settings: settings, logger: testLogger)
+        let group = ServiceGroup(configuration: .init(services: [.init(service: simulator)], logger: testLogger))
+        let task = Task { try await group.run() }
+        let (apns, http) = try await simulator.ready()
+        let caFile = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-sim-ca-\(UUID().uuidString).pem").path
+        try certificates.caPEM.write(toFile: caFile, atomically: true, encoding: .utf8)
+        return SimulatorFixture(simulator: simulator, group: group, task: task, apns: apns, http: http, caFile: caFile, hubs: Self.pointed(hubs, apns: apns, http: http))
+    }
+
+    init(simulator: PNSSimulator, group: ServiceGroup, task: Task<Void, any Error>, apns: String, http: String, caFile: String, hubs: HubsConfiguration) {
+        self.simulator = simulator
+        self.group = group
+        self.task = task
+        self.apns = apns
+        self.http = http
+        self.caFile = caFile
+        self.hubs = hubs
+        client = PNSHTTPClient(trustRootsFile: caFile)
+    }
+
+    static func pointed(_ hubs: HubsConfiguration, apns: String, http: String) -> HubsConfiguration {
+        var hubs = hubs
+        for index in hubs.hubs.indices {
+            hubs.hubs[index].credentials.apns?.endpoint = apns
+            hubs.hubs[index].credentials.fcm?.endpoint = http
+            hubs.hubs[index].credentials.fcm?.tokenURI = "\(http)/oauth2/token"
+            hubs.hubs[index].credentials.wns?.tokenURI = "\(http)/wns/token"
+        }
+        return hubs
+    }
+
+    func provider(_ platform: Platform, now: @escaping @Sendable () -> Date = { Date() }) throws -> any PushProvider {
+        try ProviderFactory.make(platform, hubs: hubs, http: client, now: now)
+    }
+
+    func webPushEndpoint(_ id: String) -> String { SimulatedSubscription(id: id).endpoint(base: http) }
+
+    /// `GET /sim/<path>` as JSON.
+    func get(_ path: String) async throws -> Any {
+        let response = try await client.send(.GET, "\(http)/sim/\(path)", headers: [], body: nil)
+        return try JSONSerialization.jsonObject(with: response.body)
+    }
+
+    func deliveries(_ handle: String) async throws -> [[String: Any]] {
+        let encoded = handle.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? handle
+        return try await get("deliveries?handle=\(encoded)") as? [[String: Any]] ?? []
+    }
+
+    func stats(_ platform: Platform) async throws -> [String: Any] {
+        (try await get("stats") as? [String: Any])?[platform.rawValue] as? [String: Any] ?? [:]
+    }
+
+    func stop() async {
+        await client.shutdown()
+        await group.triggerGracefulShutdown()
+        _ = try? await task.value
+        try? FileManager.default.removeItem(atPath: caFile)
+    }
+}

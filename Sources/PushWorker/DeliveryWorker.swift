@@ -98,7 +98,7 @@ public final class DeliveryWorker: Service, Sendable {
                 logger.error("batch not finished, will retry", metadata: [
                     "kafka.topic": "\(record.topic)", "kafka.offset": "\(record.offset)", "pushhub.error": "\(error)",
                 ])
-                if draining.isStarted { return }
+                if draining.isStarted || Task.isCancelled { return }
                 try? await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(10))
             }
@@ -138,6 +138,7 @@ public final class DeliveryWorker: Service, Sendable {
         var results: [DeliveryResult] = []
         var handBack: [DeliveryBatch.Target] = []
         var wait = Duration.zero
+        var lastAnswer: PNSAnswer?
         for end in ends {
             switch end {
             case .final(let target, let answer, let calls):
@@ -149,9 +150,10 @@ public final class DeliveryWorker: Service, Sendable {
                 results.append(DeliveryResult(
                     registrationId: target.registrationId, handle: target.handle, outcome: .expired, pnsReason: "expiresAt passed",
                     attempts: batch.attempt - 1 + calls, dwellMs: dwellMs))
-            case .handBack(let target, let after):
+            case .handBack(let target, let after, let answer):
                 handBack.append(target)
                 wait = max(wait, after)
+                lastAnswer = answer ?? lastAnswer
             }
         }
         var outgoing: [KafkaOutgoingRecord] = []
@@ -170,6 +172,7 @@ public final class DeliveryWorker: Service, Sendable {
                 topic: settings.topics.deliveries(settings.platform), key: record.key, value: try WireCoding.encode(next)))
             logger.info("targets handed back", metadata: [
                 "pushhub.notification_id": "\(batch.notificationId)", "pushhub.targets": "\(handBack.count)", "pushhub.attempt": "\(next.attempt)",
+                "pushhub.pns_status": "\(lastAnswer?.status.map(String.init) ?? "-")", "pushhub.pns_reason": "\(lastAnswer?.reason ?? "-")",
             ])
         }
         return outgoing
@@ -178,7 +181,7 @@ public final class DeliveryWorker: Service, Sendable {
     enum TargetEnd: Sendable {
         case final(DeliveryBatch.Target, PNSAnswer, calls: Int)
         case expired(DeliveryBatch.Target, calls: Int)
-        case handBack(DeliveryBatch.Target, after: Duration)
+        case handBack(DeliveryBatch.Target, after: Duration, answer: PNSAnswer?)
     }
 
     /// One target: its payload, then the provider, retried in place while the budget lasts.
@@ -204,9 +207,9 @@ public final class DeliveryWorker: Service, Sendable {
             let pause = min(backoff, settings.maximumBackoff)
             if calls > settings.retriesInPlace || ContinuousClock.now - started + pause > settings.retryBudget || draining.isStarted {
                 if batch.attempt >= settings.maximumAttempts { return .final(target, answer, calls: calls) }
-                return .handBack(target, after: pause)
+                return .handBack(target, after: pause, answer: answer)
             }
-            guard await draining.sleep(for: pause) else { return .handBack(target, after: .zero) }
+            guard await draining.sleep(for: pause) else { return .handBack(target, after: .zero, answer: answer) }
         }
     }
 
@@ -278,7 +281,7 @@ final class Draining: Sendable {
     func sleep(for duration: Duration) async -> Bool {
         let deadline = ContinuousClock.now + duration
         while ContinuousClock.now < deadline {
-            if isStarted { return false }
+            if isStarted || Task.isCancelled { return false }
             try? await Task.sleep(for: min(.milliseconds(50), deadline - ContinuousClock.now))
         }
         return !isStarted

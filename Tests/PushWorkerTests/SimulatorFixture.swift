@@ -7,7 +7,15 @@ import PushSimulator
 import PushWorker
 import ServiceLifecycle
 
-let testLogger = Logger(label: "pushhub.tests") { _ in SwiftLogNoOpLogHandler() }
+/// Quiet unless `PUSHHUB_TEST_LOG` names a level.
+let testLogger: Logger = {
+    guard let level = ProcessInfo.processInfo.environment["PUSHHUB_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) else {
+        return Logger(label: "pushhub.tests") { _ in SwiftLogNoOpLogHandler() }
+    }
+    var logger = Logger(label: "pushhub.tests") { StreamLogHandler.standardError(label: $0) }
+    logger.logLevel = level
+    return logger
+}()
 
 /// `pushhub sim` in process, with one hub `myhub` whose credentials for all four platforms
 /// point at it, and an HTTP client that trusts its CA.

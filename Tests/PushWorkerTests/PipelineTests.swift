@@ -1,0 +1,208 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import PushIngress
+import PushKafka
+import PushModel
+import PushProviders
+import PushSimulator
+import PushStore
+import PushWorker
+import Testing
+
+/// HTTP send → dispatcher → workers → simulator → results → `GET /{hub}/messages/{id}`.
+@Suite("Pipeline through the workers and the simulators", .timeLimit(.minutes(3)))
+struct PipelineTests {
+    static func installation(_ id: String, platform: String, channel: String, tags: [String] = ["news"], templates: String? = nil) -> String {
+        #"{"installationId":"\#(id)","platform":"\#(platform)","pushChannel":\#(channel),"tags":[\#(tags.map { "\"\($0)\"" }.joined(separator: ","))]"#
+            + (templates.map { #","templates":\#($0)"# } ?? "") + "}"
+    }
+
+    static func put(_ client: some TestClientProtocol, _ id: String, _ json: String) async throws {
+        var headers = PipelineFixture.access
+        headers[.contentType] = "application/json"
+        let response = try await client.execute(
+            uri: "/myhub/installations/\(id)", method: .put, headers: headers,
+            body: ByteBuffer(string: json))
+        #expect(response.status == .ok, "\(String(buffer: response.body))")
+    }
+
+    @Test("a native send to each platform ends Completed with one success each, and the device got it")
+    func nativeSends() async throws {
+        var faults = SimulatorFaults()
+        faults.deadHandles = ["dead*"]
+        let pipeline = try await PipelineFixture(faults: faults)
+        defer { Task { await pipeline.stop() } }
+        let sim = pipeline.sim
+        let token = SimulatedHandle.apns("phone")
+        let channel = SimulatedHandle.wnsChannel(base: sim.http, id: "pc")
+        let subscription = SimulatedSubscription(id: "browser")
+        try await Application(router: try pipeline.router()).test(.router) { client in
+            try await Self.put(client, "i-apns", Self.installation("i-apns", platform: "apns", channel: "\"\(token)\""))
+            try await Self.put(client, "i-dead", Self.installation("i-dead", platform: "apns", channel: "\"dead\(token.dropFirst(4))\""))
+            try await Self.put(client, "i-fcm", Self.installation("i-fcm", platform: "fcmv1", channel: "\"fcm-registration\""))
+            try await Self.put(client, "i-wns", Self.installation("i-wns", platform: "wns", channel: "\"\(channel)\""))
+            try await Self.put(client, "i-web", Self.installation(
+                "i-web", platform: "browser",
+                channel: #"{"endpoint":"\#(subscription.endpoint(base: sim.http))","p256dh":"\#(subscription.keys.p256dh)","auth":"\#(subscription.keys.auth)"}"#))
+
+            let sends: [(format: String, body: String, headers: [String: String], element: String, counts: String)] = [
+                ("apple", #"{"aps":{"alert":"apns news"}}"#, [:], "ApnsOutcomeCounts",
+                 "<Outcome><Name>Success</Name><Count>1</Count></Outcome><Outcome><Name>BadChannel</Name><Count>1</Count></Outcome>"),
+                ("fcmv1", #"{"message":{"notification":{"title":"fcm news"}}}"#, [:], "FcmV1OutcomeCounts", "<Outcome><Name>Success</Name><Count>1</Count></Outcome>"),
+                ("windows", #"<toast><visual><binding template="ToastText01"><text id="1">wns news</text></binding></visual></toast>"#,
+                 ["X-WNS-Type": "wns/toast"], "WnsOutcomeCounts", "<Outcome><Name>Success</Name><Count>1</Count></Outcome>"),
+                ("browser", #"{"title":"web news"}"#, [:], "BrowserOutcomeCounts", "<Outcome><Name>Success</Name><Count>1</Count></Outcome>"),
+            ]
+            for send in sends {
+                let id = try await PipelineFixture.send(client, format: send.format, tags: "news", body: send.body, headers: send.headers)
+                let details = try await PipelineFixture.completed(client, id)
+                #expect(details.contains("<State>Completed</State>"), "\(send.format): \(details)")
+                #expect(details.contains("<\(send.element)>\(send.counts)</\(send.element)>"), "\(send.format): \(details)")
+            }
+        }
+        #expect(try await sim.deliveries(token).first?["payload"] as? String == #"{"aps":{"alert":"apns news"}}"#)
+        let fcm = try #require(try await sim.deliveries("fcm-registration").first?["payload"] as? String)
+        #expect(fcm.contains("fcm news") && fcm.contains(#""token":"fcm-registration""#))
+        #expect((try await sim.deliveries(channel).first?["payload"] as? String)?.contains("wns news") == true)
+        #expect(try await sim.deliveries(subscription.endpoint(base: sim.http)).first?["payload"] as? String == #"{"title":"web news"}"#, "decrypted by the simulator")
+        // The dead installation's channel is marked expired, as Azure does, and no longer reached.
+        #expect(try await pipeline.store.installation(hub: "myhub", id: "i-dead")?.pushChannelExpired == true)
+    }
+
+    @Test("one template send fills each platform's template, escaped for JSON and XML")
+    func templateSend() async throws {
+        let pipeline = try await PipelineFixture()
+        defer { Task { await pipeline.stop() } }
+        let sim = pipeline.sim
+        let token = SimulatedHandle.apns("template-phone")
+        let channel = SimulatedHandle.wnsChannel(base: sim.http, id: "template-pc")
+        let subscription = SimulatedSubscription(id: "template-browser")
+        let json = #"{"t":{"body":"{\"aps\":{\"alert\":\"$(message)\"}}","tags":["breaking"]}}"#
+        try await Application(router: try pipeline.router()).test(.router) { client in
+            try await Self.put(client, "t-apns", Self.installation("t-apns", platform: "apns", channel: "\"\(token)\"", templates: json))
+            try await Self.put(client, "t-fcm", Self.installation(
+                "t-fcm", platform: "fcmv1", channel: "\"fcm-template\"",
+                templates: #"{"t":{"body":"{\"message\":{\"data\":{\"text\":\"$(message)\"}}}"}}"#))
+            try await Self.put(client, "t-wns", Self.installation(
+                "t-wns", platform: "wns", channel: "\"\(channel)\"",
+                templates: #"{"t":{"body":"<toast><visual><binding template=\"ToastText01\"><text id=\"1\">$(message)</text></binding></visual></toast>","headers":{"X-WNS-Type":"wns/toast"}}}"#))
+            try await Self.put(client, "t-web", Self.installation(
+                "t-web", platform: "browser",
+                channel: #"{"endpoint":"\#(subscription.endpoint(base: sim.http))","p256dh":"\#(subscription.keys.p256dh)","auth":"\#(subscription.keys.auth)"}"#,
+                templates: #"{"t":{"body":"{\"title\":\"$(message)\"}"}}"#))
+
+            let id = try await PipelineFixture.send(client, format: "template", tags: "news", body: #"{"message":"Fish & \"chips\" <today>"}"#)
+            let details = try await PipelineFixture.completed(client, id)
+            #expect(details.contains("<State>Completed</State>"), "\(details)")
+            for element in ["ApnsOutcomeCounts", "FcmV1OutcomeCounts", "WnsOutcomeCounts", "BrowserOutcomeCounts"] {
+                #expect(details.contains("<\(element)><Outcome><Name>Success</Name><Count>1</Count></Outcome></\(element)>"), "\(element): \(details)")
+            }
+        }
+        let apns = try #require(try await sim.deliveries(token).first?["payload"] as? String)
+        let alert = ((try JSONSerialization.jsonObject(with: Data(apns.utf8)) as? [String: Any])?["aps"] as? [String: Any])?["alert"] as? String
+        #expect(alert == #"Fish & "chips" <today>"#)
+        let fcm = try #require(try await sim.deliveries("fcm-template").first?["payload"] as? String)
+        let message = (try JSONSerialization.jsonObject(with: Data(fcm.utf8)) as? [String: Any])?["message"] as? [String: Any]
+        #expect((message?["data"] as? [String: String])?["text"] == #"Fish & "chips" <today>"#)
+        let wns = try #require(try await sim.deliveries(channel).first?["payload"] as? String)
+        #expect(wns.contains("Fish &amp; &quot;chips&quot; &lt;today&gt;") || wns.contains("Fish &amp; \"chips\" &lt;today&gt;"), "\(wns)")
+        let web = try #require(try await sim.deliveries(subscription.endpoint(base: sim.http)).first?["payload"] as? String)
+        #expect((try JSONSerialization.jsonObject(with: Data(web.utf8)) as? [String: String])?["title"] == #"Fish & "chips" <today>"#)
+    }
+
+    @Test("the tutorial client's dead handle is pruned by the APNs answer, and it registers again")
+    func deadHandleReregisters() async throws {
+        var faults = SimulatorFaults()
+        faults.deadHandles = ["dead*"]
+        let pipeline = try await PipelineFixture(faults: faults, workers: [.apns])
+        defer { Task { await pipeline.stop() } }
+        try await pipeline.store.setUser(name: "alice", passwordHash: hashPassword("alice-secret"))
+        let alice: HTTPFields = [.authorization: "Basic " + Data("alice:alice-secret".utf8).base64EncodedString()]
+        let dead = "dead" + SimulatedHandle.apns("alice").dropFirst(4)
+        try await Application(router: try pipeline.router()).test(.router) { client in
+            let created = try await client.execute(uri: "/api/register", method: .post, headers: alice)
+            let registrationId = try JSONDecoder().decode(String.self, from: Data(buffer: created.body))
+            let device = #"{"Platform":"apns","Handle":"\#(dead)","Tags":[]}"#
+            #expect(try await client.execute(uri: "/api/register/\(registrationId)", method: .put, headers: alice, body: ByteBuffer(string: device)).status == .ok)
+            let id = try await PipelineFixture.send(client, format: "apple", tags: "username:alice", body: #"{"aps":{"alert":"hi"}}"#)
+            let details = try await PipelineFixture.completed(client, id)
+            #expect(details.contains("<ApnsOutcomeCounts><Outcome><Name>BadChannel</Name><Count>1</Count></Outcome></ApnsOutcomeCounts>"), "\(details)")
+            let stale = try await client.execute(uri: "/api/register/\(registrationId)", method: .put, headers: alice, body: ByteBuffer(string: device))
+            #expect(stale.status == .gone)
+            let live = SimulatedHandle.apns("alice-new")
+            let fresh = try JSONDecoder().decode(String.self, from: Data(buffer: try await client.execute(uri: "/api/register?handle=\(live)", method: .post, headers: alice).body))
+            #expect(try await client.execute(
+                uri: "/api/register/\(fresh)", method: .put, headers: alice, body: ByteBuffer(string: #"{"Platform":"apns","Handle":"\#(live)","Tags":[]}"#)).status == .ok)
+            let again = try await PipelineFixture.send(client, format: "apple", tags: "username:alice", body: #"{"aps":{"alert":"hi again"}}"#)
+            #expect(try await PipelineFixture.completed(client, again).contains("<ApnsOutcomeCounts><Outcome><Name>Success</Name><Count>1</Count></Outcome></ApnsOutcomeCounts>"))
+        }
+    }
+
+    /// A SendRequest produced straight into Kafka, to `count` direct FCM handles.
+    static func produceDirect(_ pipeline: PipelineFixture, platform: Platform, handles: [String]) async throws -> String {
+        let id = UUID().uuidString.lowercased()
+        let format: NotificationFormat = platform == .apns ? .apple : .fcmv1
+        let request = SendRequest(
+            notificationId: id, hub: "myhub", audience: .handles(handles.map { DirectHandle(platform: platform, handle: $0) }), format: format,
+            body: platform == .apns ? #"{"aps":{"alert":"storm"}}"# : #"{"message":{"data":{"k":"v"}}}"#, enqueuedAt: Date())
+        try await pipeline.producer.send(KafkaOutgoingRecord(topic: pipeline.topics.requests, key: id, value: try WireCoding.encode(request)))
+        return id
+    }
+
+    @Test("a 429 storm ends delivered: retries in place, hand-backs with a not-before time")
+    func throttleStorm() async throws {
+        var faults = SimulatorFaults()
+        faults.throttleRate = 0.6
+        faults.retryAfterSeconds = 0
+        let pipeline = try await PipelineFixture(faults: faults, workerSettings: { $0.retriesInPlace = 1 }, workers: [.fcm])
+        defer { Task { await pipeline.stop() } }
+        let handles = (0..<300).map { "storm-\($0)" }
+        let id = try await Self.produceDirect(pipeline, platform: .fcm, handles: handles)
+        let results = try await pipeline.results(for: id, count: handles.count)
+        let delivered = Set(results.filter { $0.outcome == .delivered }.compactMap(\.handle))
+        #expect(delivered.count == handles.count, "not delivered: \(Set(handles).subtracting(delivered).count); outcomes \(Dictionary(grouping: results, by: \.outcome).mapValues(\.count))")
+        #expect(results.contains { $0.attempts > 2 }, "some targets needed a hand-back")
+        let statuses = try #require(try await pipeline.sim.stats(.fcm)["statuses"] as? [String: Int])
+        #expect((statuses["429"] ?? 0) > 100)
+    }
+
+    @Test("a worker killed mid-batch and restarted leaves every target with a result")
+    func workerRestart() async throws {
+        var faults = SimulatorFaults()
+        faults.latencyMs = 150
+        let pipeline = try await PipelineFixture(faults: faults, workers: [])
+        defer { Task { await pipeline.stop() } }
+        let handles = (0..<1_000).map { SimulatedHandle.apns("restart-\($0)") }
+        let id = try await Self.produceDirect(pipeline, platform: .apns, handles: handles)
+
+        // The first worker has its own producer and HTTP client, as a process would: killing it
+        // loses whatever it had not published.
+        let firstClient = PNSHTTPClient(trustRootsFile: pipeline.sim.caFile)
+        let firstProducer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: pipeline.cluster.bootstrapServers), logger: testLogger)
+        let firstConsumer = try PipelineFixture.consumer(pipeline.cluster, "apns-worker", [pipeline.topics.deliveries(.apns)])
+        let first = try PipelineFixture.worker(
+            .apns, cluster: pipeline.cluster, topics: pipeline.topics, producer: firstProducer, hubs: pipeline.hubs, client: firstClient,
+            consumer: firstConsumer, adjust: { $0.window = 500 })
+        let firstTask = Task { try? await first.run() }
+        // Mid-batch: some requests reached the simulator, not all.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while (try await pipeline.sim.stats(.apns)["requests"] as? Int ?? 0) < 50, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect((try await pipeline.sim.stats(.apns)["requests"] as? Int ?? 0) < handles.count)
+        await firstProducer.shutdown()
+        firstTask.cancel()
+        _ = await firstTask.value
+        await firstConsumer.close()
+        await firstClient.shutdown()
+
+        let second = try PipelineFixture.worker(.apns, cluster: pipeline.cluster, topics: pipeline.topics, producer: pipeline.producer, hubs: pipeline.hubs, client: pipeline.sim.client)
+        let secondTask = Task { try? await second.run() }
+        defer { secondTask.cancel() }
+        let results = try await pipeline.results(for: id, count: handles.count)
+        let delivered = Set(results.filter { $0.outcome == .delivered }.compactMap(\.handle))
+        #expect(delivered.count == handles.count && delivered.isSubset(of: Set(handles)), "lost: \(Set(handles).subtracting(delivered).count)")
+    }
+}

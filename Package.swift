@@ -217,7 +217,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PushHubCLITests",
-            dependencies: ["PushHubCLI", "PushIngressMain", "PushDispatcherMain", "PushKafka", "PushIngress", "PushModel", "PushTestSupport"]
+            dependencies: ["PushHubCLI", "PushIngressMain", "PushDispatcherMain", "PushAPNsWorkerMain", "PushKafka", "PushIngress", "PushModel", "PushTestSupport"]
         ),
         .testTarget(
             name: "PushStoreTests",

@@ -3,7 +3,7 @@
 #
 #   scripts/install-deps.sh build   librdkafka-dev and libsqlite3-dev (with pkg-config) to build
 #   scripts/install-deps.sh test    + PostgreSQL and the Python JSON Schema validator the tests use
-#   scripts/install-deps.sh bench   + kcat (beside our Kafka client) and wrk (HTTP load)
+#   scripts/install-deps.sh bench   + kcat (beside our Kafka client), wrk (HTTP load) and h2load (HTTP/2 load)
 set -euo pipefail
 
 purpose=${1:-build}
@@ -22,6 +22,7 @@ case "$purpose" in
   bench)
     have_deb kcat || apt_packages+=(kcat)
     have_deb wrk || apt_packages+=(wrk)
+    have_deb nghttp2-client || apt_packages+=(nghttp2-client)
     ;;
 esac
 

@@ -4,4 +4,4 @@ import PushWorker
 /// `pushhub-apns-worker`.
 enum APNs: WorkerPlatform { static let platform = Platform.apns }
 
-await WorkerCommand<APNs>.main()
+await WorkerCommand<APNs>.start()

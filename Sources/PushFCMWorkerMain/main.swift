@@ -4,4 +4,4 @@ import PushWorker
 /// `pushhub-fcm-worker`.
 enum FCM: WorkerPlatform { static let platform = Platform.fcm }
 
-await WorkerCommand<FCM>.main()
+await WorkerCommand<FCM>.start()

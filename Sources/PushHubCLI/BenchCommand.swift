@@ -7,7 +7,7 @@ import PushStore
 /// `pushhub bench`: measurements, not tests.
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "bench", abstract: "Benchmarks of PushHub's parts.", subcommands: [Kafka.self, Store.self, Dispatch.self])
+        commandName: "bench", abstract: "Benchmarks of PushHub's parts.", subcommands: [Kafka.self, Store.self, Dispatch.self, Worker.self, APNsToken.self])
 
     struct Kafka: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

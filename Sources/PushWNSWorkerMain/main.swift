@@ -4,4 +4,4 @@ import PushWorker
 /// `pushhub-wns-worker`.
 enum WNS: WorkerPlatform { static let platform = Platform.wns }
 
-await WorkerCommand<WNS>.main()
+await WorkerCommand<WNS>.start()

@@ -4,4 +4,4 @@ import PushWorker
 /// `pushhub-webpush-worker`.
 enum WebPush: WorkerPlatform { static let platform = Platform.webpush }
 
-await WorkerCommand<WebPush>.main()
+await WorkerCommand<WebPush>.start()

@@ -23,8 +23,14 @@ public struct WorkerOptions: ParsableArguments {
     @Option(help: "Targets in flight at most; intake pauses while they are.")
     public var window = 2_000
 
-    @Option(help: "HTTP connections per PNS host (HTTP/1.1; HTTP/2 multiplexes streams on fewer).")
-    public var connections = 16
+    @Option(help: "HTTP/2 connections per PNS host (APNs, FCM), each carrying many streams.")
+    public var connections = 4
+
+    @Option(help: "HTTP/1.1 connections per PNS host at most (WNS, Web Push).")
+    public var http1Connections = 16
+
+    @Option(help: "PNS requests in flight at most.")
+    public var maxRequests = 400
 
     public init() {}
 
@@ -34,7 +40,9 @@ public struct WorkerOptions: ParsableArguments {
         let logger = makeLogger("pushhub.\(platform.rawValue)-worker")
         let hubs = try HubsConfiguration.load(from: config ?? environment.configPath)
         let servers = try kafka.servers()
-        let http = PNSHTTPClient(trustRootsFile: trustCA ?? environment.pnsTrustRoots, connectionsPerHost: connections)
+        let http = PNSHTTPClient(
+            trustRootsFile: trustCA ?? environment.pnsTrustRoots, connections: connections, connectionsPerHost: http1Connections,
+            maximumInFlight: maxRequests)
         let provider = try ProviderFactory.make(platform, hubs: hubs, http: http)
         let producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: servers), logger: logger)
         var consumerConfiguration = KafkaConsumerConfiguration(bootstrapServers: servers, groupID: group ?? "pushhub-\(platform.rawValue)-worker")
@@ -72,4 +80,15 @@ public struct WorkerCommand<Target: WorkerPlatform>: AsyncParsableCommand {
     public init() {}
 
     public func run() async throws { try await options.run(Target.platform) }
+
+    /// Parses the command line and runs. (ArgumentParser's own `main` does not see that a
+    /// generic root command is asynchronous.)
+    public static func start() async {
+        do {
+            let command = try parse()
+            try await command.run()
+        } catch {
+            exit(withError: error)
+        }
+    }
 }

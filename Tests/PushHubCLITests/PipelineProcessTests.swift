@@ -8,12 +8,12 @@ import Testing
 import FoundationNetworking
 #endif
 
-@Suite("kafka-dev + pushhub-ingress + pushhub-dispatcher as processes", .timeLimit(.minutes(2)))
+@Suite("kafka-dev + pushhub-ingress + pushhub-dispatcher + pushhub sim + pushhub-apns-worker as processes", .timeLimit(.minutes(2)))
 struct PipelineProcessTests {
     let logger = Logger(label: "pushhub.tests") { _ in SwiftLogNoOpLogHandler() }
     static let directory = pushhubExecutable.deletingLastPathComponent()
 
-    @Test("an installation, a send over HTTP, a worker's results, and Completed over HTTP; all stop on SIGTERM")
+    @Test("an installation, a send over HTTP, the APNs worker delivering to pushhub sim, and Completed over HTTP; all stop on SIGTERM")
     func pipeline() async throws {
         let kafkaDev = try ChildProcess(arguments: ["kafka-dev", "--brokers", "1", "--partitions", "2"], environment: ["PUSHHUB_LOG_LEVEL": "error"])
         let servers = String(try #require(await kafkaDev.line(startingWith: "PUSHHUB_KAFKA=")).dropFirst("PUSHHUB_KAFKA=".count))
@@ -26,23 +26,14 @@ struct PipelineProcessTests {
         let fullLine = try #require(await ingress.line(startingWith: "DefaultFullSharedAccessSignature: "))
         let full = try #require(ConnectionString(String(fullLine.dropFirst("DefaultFullSharedAccessSignature: ".count))))
         let dispatcher = try ChildProcess(Self.directory.appendingPathComponent("pushhub-dispatcher"), arguments: common, environment: environment)
-
-        // The test is the APNs worker: every target delivered.
-        var configuration = KafkaConsumerConfiguration(bootstrapServers: servers.split(separator: ",").map(String.init), groupID: "apns-worker")
-        configuration.sessionTimeout = .seconds(3)
-        let deliveries = try KafkaConsumer.make(configuration: configuration, topics: ["pushhub.deliveries.apns"], logger: logger)
-        let producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: configuration.bootstrapServers), logger: logger)
-        let worker = Task {
-            for await record in deliveries.records {
-                guard let batch = try? WireCoding.decode(DeliveryBatch.self, from: record.value) else { continue }
-                let results = ResultBatch(notificationId: batch.notificationId, hub: batch.hub, platform: .apns, results: batch.targets.map {
-                    DeliveryResult(registrationId: $0.registrationId, handle: $0.handle, outcome: .delivered, pnsStatus: 200, attempts: 1, dwellMs: 2)
-                })
-                _ = await producer.sendAll([KafkaOutgoingRecord(topic: "pushhub.results", key: batch.notificationId, value: try! WireCoding.encode(results))])
-                deliveries.markDone(record)
-            }
-        }
-        defer { worker.cancel() }
+        // The simulators, attached to the hub (credentials and endpoints written into pushhub.yaml), then the APNs worker.
+        let sim = try ChildProcess(
+            arguments: ["sim", "--config", common[1], "--attach", hub, "--data-dir", data.appendingPathComponent("sim").path], environment: environment)
+        let ca = String(try #require(await sim.line(startingWith: "PUSHHUB_PNS_CA=")).dropFirst("PUSHHUB_PNS_CA=".count))
+        let simURL = String(try #require(await sim.line(startingWith: "PUSHHUB_SIM_URL=")).dropFirst("PUSHHUB_SIM_URL=".count))
+        let worker = try ChildProcess(
+            Self.directory.appendingPathComponent("pushhub-apns-worker"), arguments: ["--config", common[1], "--kafka", servers, "--trust-ca", ca],
+            environment: environment)
 
         func call(_ method: String, _ path: String, _ body: String? = nil, _ headers: [String: String] = [:]) async throws -> (Int, String, HTTPURLResponse?) {
             var request = URLRequest(url: URL(string: url + path)!)
@@ -55,7 +46,7 @@ struct PipelineProcessTests {
             return (http?.statusCode ?? 0, String(decoding: data, as: UTF8.self), http)
         }
         let (putStatus, _, _) = try await call(
-            "PUT", "/\(hub)/installations/phone-1", #"{"installationId":"phone-1","platform":"apns","pushChannel":"a1b2c3"}"#, ["Content-Type": "application/json"])
+            "PUT", "/\(hub)/installations/phone-1", #"{"installationId":"phone-1","platform":"apns","pushChannel":"a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4"}"#, ["Content-Type": "application/json"])
         #expect(putStatus == 200)
         let (sendStatus, _, sendResponse) = try await call(
             "POST", "/\(hub)/messages", #"{"aps":{"alert":"hello"}}"#,
@@ -71,12 +62,15 @@ struct PipelineProcessTests {
         }
         #expect(details.contains("<State>Completed</State>"), "\(details)")
         #expect(details.contains("<Name>Success</Name><Count>1</Count>"))
+        let (simData, _) = try await URLSession.shared.data(from: URL(string: "\(simURL)/sim/deliveries?handle=a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4")!)
+        #expect(String(decoding: simData, as: UTF8.self).contains(#"{\"aps\":{\"alert\":\"hello\"}}"#), "the simulator got the push")
 
         // PushHub's processes stop first (they commit and flush to Kafka), Kafka last.
-        dispatcher.signal(SIGTERM)
-        ingress.signal(SIGTERM)
+        for process in [worker, dispatcher, ingress, sim] { process.signal(SIGTERM) }
+        #expect(await worker.exitStatus(within: .seconds(20)) == 0)
         #expect(await dispatcher.exitStatus(within: .seconds(20)) == 0)
         #expect(await ingress.exitStatus(within: .seconds(20)) == 0)
+        #expect(await sim.exitStatus(within: .seconds(20)) == 0)
         kafkaDev.signal(SIGTERM)
         #expect(await kafkaDev.exitStatus(within: .seconds(15)) == 0)
     }

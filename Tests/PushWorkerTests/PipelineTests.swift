@@ -9,6 +9,7 @@ import PushProviders
 import PushSimulator
 import PushStore
 import PushWorker
+import ServiceLifecycle
 import Testing
 
 /// HTTP send → dispatcher → workers → simulator → results → `GET /{hub}/messages/{id}`.
@@ -204,5 +205,42 @@ struct PipelineTests {
         let results = try await pipeline.results(for: id, count: handles.count)
         let delivered = Set(results.filter { $0.outcome == .delivered }.compactMap(\.handle))
         #expect(delivered.count == handles.count && delivered.isSubset(of: Set(handles)), "lost: \(Set(handles).subtracting(delivered).count)")
+    }
+
+    @Test("graceful shutdown mid-batch hands back what waits for a retry, publishes, and stops; a new worker finishes")
+    func gracefulStop() async throws {
+        var faults = SimulatorFaults()
+        faults.throttleRate = 0.5
+        faults.retryAfterSeconds = 3
+        let pipeline = try await PipelineFixture(faults: faults, workers: [])
+        defer { Task { await pipeline.stop() } }
+        let handles = (0..<400).map { SimulatedHandle.apns("graceful-\($0)") }
+        let id = try await Self.produceDirect(pipeline, platform: .apns, handles: handles)
+
+        let firstConsumer = try PipelineFixture.consumer(pipeline.cluster, "apns-worker", [pipeline.topics.deliveries(.apns)])
+        let first = try PipelineFixture.worker(
+            .apns, cluster: pipeline.cluster, topics: pipeline.topics, producer: pipeline.producer, hubs: pipeline.hubs, client: pipeline.sim.client,
+            consumer: firstConsumer)
+        let group = ServiceGroup(configuration: .init(services: [.init(service: first)], logger: testLogger))
+        let running = Task { try await group.run() }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while (try await pipeline.sim.stats(.apns)["statuses"] as? [String: Int])?["429"] ?? 0 < 50, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        // Targets now sleep out a 3 s Retry-After; shutdown must not wait for them.
+        let stopping = ContinuousClock.now
+        await group.triggerGracefulShutdown()
+        try await running.value
+        #expect(ContinuousClock.now - stopping < .seconds(3), "waiting retries were handed back, not slept out")
+        await firstConsumer.close()
+
+        pipeline.sim.simulator.setFaults(SimulatorFaults())
+        let second = try PipelineFixture.worker(.apns, cluster: pipeline.cluster, topics: pipeline.topics, producer: pipeline.producer, hubs: pipeline.hubs, client: pipeline.sim.client)
+        let secondTask = Task { _ = try? await second.run() }
+        defer { secondTask.cancel() }
+        let results = try await pipeline.results(for: id, count: handles.count)
+        let delivered = Set(results.filter { $0.outcome == .delivered }.compactMap(\.handle))
+        #expect(delivered.count == handles.count, "lost: \(Set(handles).subtracting(delivered).count)")
+        #expect(results.contains { $0.attempts >= 2 }, "handed-back targets were delivered on a later pass")
     }
 }

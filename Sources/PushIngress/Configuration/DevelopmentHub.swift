@@ -20,14 +20,24 @@ extension HubsConfiguration {
     public static func loadOrCreateDevelopment(at path: String, created: (HubsConfiguration) -> Void) throws -> HubsConfiguration {
         if FileManager.default.fileExists(atPath: path) { return try load(from: path) }
         let configuration = development()
-        let directory = (path as NSString).deletingLastPathComponent
-        if !directory.isEmpty { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
-        // The keys are secrets: only the owner may read the file.
-        guard FileManager.default.createFile(atPath: path, contents: Data(try configuration.yaml().utf8), attributes: [.posixPermissions: 0o600]) else {
-            throw ConfigurationError("\(path): could not be written")
-        }
+        try configuration.write(to: path)
         created(configuration)
         return configuration
+    }
+
+    /// Writes the configuration to `path` (its directory made if needed), readable by the owner
+    /// only: it holds keys. An existing file is replaced whole, never left half-written.
+    public func write(to path: String) throws {
+        let directory = (path as NSString).deletingLastPathComponent
+        if !directory.isEmpty { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
+        let temporary = path + ".tmp-\(UUID().uuidString.prefix(8))"
+        guard FileManager.default.createFile(atPath: temporary, contents: Data(try yaml().utf8), attributes: [.posixPermissions: 0o600]) else {
+            throw ConfigurationError("\(path): could not be written")
+        }
+        guard rename(temporary, path) == 0 else {
+            try? FileManager.default.removeItem(atPath: temporary)
+            throw ConfigurationError("\(path): could not be replaced")
+        }
     }
 
     /// 32 random bytes, base64, as Azure's keys look.

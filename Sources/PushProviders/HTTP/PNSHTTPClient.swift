@@ -3,6 +3,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOSSL
+import Synchronization
 
 /// The HTTP client every provider sends through: HTTP/2 over TLS where the server offers it
 /// (APNs, FCM), pooled HTTP/1.1 connections otherwise; a bounded time per request.
@@ -18,20 +19,32 @@ public final class PNSHTTPClient: Sendable {
         public var description: String
     }
 
-    private let client: HTTPClient
+    /// Several clients, so HTTP/2 hosts get a few connections (one per client), each with its streams.
+    private let clients: [HTTPClient]
+    private let next = Atomic<Int>(0)
+    /// Requests in flight at most; the rest wait here rather than in the pool, where waiting
+    /// counts against the connect time-out.
+    private let slots: RequestSlots
     private let requestTimeout: TimeAmount
 
-    /// `trustRootsFile` adds a PEM CA (e.g. `pushhub sim`'s) to the system's roots.
-    public init(trustRootsFile: String? = nil, connectionsPerHost: Int = 16, requestTimeout: Duration = .seconds(15)) {
+    /// `trustRootsFile` adds a PEM CA (e.g. `pushhub sim`'s) to the system's roots. HTTP/2
+    /// hosts get `connections` connections; HTTP/1.1 hosts up to `connectionsPerHost`.
+    public init(
+        trustRootsFile: String? = nil, connections: Int = 4, connectionsPerHost: Int = 16, maximumInFlight: Int = 400,
+        requestTimeout: Duration = .seconds(15)
+    ) {
         var tls = TLSConfiguration.makeClientConfiguration()
         if let trustRootsFile { tls.additionalTrustRoots = [.file(trustRootsFile)] }
         var configuration = HTTPClient.Configuration(
             tlsConfiguration: tls, redirectConfiguration: .disallow,
             timeout: .init(connect: .seconds(5), read: .seconds(Int64(requestTimeout.components.seconds))))
-        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: connectionsPerHost)
+        let connections = max(1, connections)
+        configuration.connectionPool = .init(
+            idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: max(1, connectionsPerHost / connections))
         configuration.httpVersion = .automatic
         configuration.decompression = .disabled
-        client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        clients = (0..<connections).map { _ in HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration) }
+        slots = RequestSlots(maximumInFlight)
         self.requestTimeout = .nanoseconds(Int64(requestTimeout.components.seconds) * 1_000_000_000 + requestTimeout.components.attoseconds / 1_000_000_000)
     }
 
@@ -41,9 +54,17 @@ public final class PNSHTTPClient: Sendable {
         request.method = method
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
-        let response = try await client.execute(request, timeout: requestTimeout)
-        let bytes = try await response.body.collect(upTo: 64 * 1024)
-        return Response(status: Int(response.status.code), headers: response.headers, body: Data(bytes.readableBytesView))
+        await slots.acquire()
+        let client = clients[next.add(1, ordering: .relaxed).oldValue % clients.count]
+        do {
+            let response = try await client.execute(request, timeout: requestTimeout)
+            let bytes = try await response.body.collect(upTo: 64 * 1024)
+            await slots.release()
+            return Response(status: Int(response.status.code), headers: response.headers, body: Data(bytes.readableBytesView))
+        } catch {
+            await slots.release()
+            throw error
+        }
     }
 
     /// Posts `application/x-www-form-urlencoded` fields and decodes the JSON answer (OAuth token endpoints).
@@ -55,7 +76,38 @@ public final class PNSHTTPClient: Sendable {
     }
 
     public func shutdown() async {
-        try? await client.shutdown()
+        for client in clients { try? await client.shutdown() }
+    }
+}
+
+/// A counting semaphore for requests; waiters are served in order.
+actor RequestSlots {
+    private var available: Int
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+    private var head = 0
+
+    init(_ count: Int) { available = max(1, count) }
+
+    func acquire() async {
+        if available > 0 {
+            available -= 1
+            return
+        }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+
+    func release() {
+        if head < waiters.count {
+            let waiter = waiters[head]
+            head += 1
+            if head > 1024, head * 2 > waiters.count {
+                waiters.removeFirst(head)
+                head = 0
+            }
+            waiter.resume()
+        } else {
+            available += 1
+        }
     }
 }
 

@@ -1,0 +1,134 @@
+import ArgumentParser
+import Foundation
+import PushEnvironment
+import PushIngress
+import PushKafka
+import PushModel
+import PushProviders
+import PushSimulator
+
+extension BenchCommand {
+    /// Feeds a running worker and times it: DeliveryBatches straight into its topic, results counted.
+    struct Worker: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Produce DeliveryBatches of simulator handles for a running worker and count its results.",
+            discussion: "Start pushhub sim --attach HUB and the platform's worker first. Prints deliveries/s from the first batch produced to the last result.")
+
+        @OptionGroup var kafka: KafkaOptions
+
+        @Option(help: "The hub whose credentials the worker uses.")
+        var hub = "pushhub-dev"
+
+        @Option(help: "apns, fcm, wns or webpush.")
+        var platform: String = "apns"
+
+        @Option(help: "Targets to deliver.")
+        var targets = 200_000
+
+        @Option(help: "Base URL of the simulator's plain listener (for WNS and Web Push handles).")
+        var simURL = "http://127.0.0.1"
+
+        func run() async throws {
+            guard let platform = Platform(rawValue: platform) else { throw ValidationError("--platform must be apns, fcm, wns or webpush") }
+            guard targets > 0 else { throw ValidationError("--targets must be positive") }
+            let logger = makeLogger("pushhub.bench")
+            let servers = try kafka.servers()
+            let topics = kafka.topics
+            let notificationId = UUID().uuidString.lowercased()
+            var configuration = KafkaConsumerConfiguration(bootstrapServers: servers, groupID: "pushhub-bench-\(notificationId)")
+            configuration.offsetReset = .latest
+            let results = try KafkaConsumer.make(configuration: configuration, topics: [topics.results], logger: logger)
+            // The results consumer must be in place before the first result can arrive.
+            let wanted = targets
+            let counter = Task {
+                var counted = 0
+                for await record in results.records {
+                    guard let batch = try? WireCoding.decode(ResultBatch.self, from: record.value), batch.notificationId == notificationId else { continue }
+                    counted += batch.results?.filter { $0.outcome == .delivered }.count ?? 0
+                    if counted >= wanted { break }
+                }
+                return counted
+            }
+            try await Task.sleep(for: .seconds(3))
+            let producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: servers), logger: logger)
+            let started = ContinuousClock.now
+            var index = 0
+            var records: [KafkaOutgoingRecord] = []
+            while index < targets {
+                let count = min(DeliveryBatch.maximumTargets, targets - index)
+                let batchTargets = (index..<index + count).map { Self.target(platform, $0, simURL: simURL) }
+                let batch = DeliveryBatch(
+                    notificationId: notificationId, hub: hub, platform: platform, kind: .native, format: Self.format(platform),
+                    body: Self.body(platform), headers: platform == .wns ? ["X-WNS-Type": "wns/toast"] : [:], enqueuedAt: Date(), targets: batchTargets)
+                records.append(KafkaOutgoingRecord(
+                    topic: topics.deliveries(platform), key: "\(notificationId):\(index / DeliveryBatch.maximumTargets)", value: try WireCoding.encode(batch)))
+                index += count
+                if records.count == 50 {
+                    try await producer.sendAllAcknowledged(records)
+                    records.removeAll()
+                }
+            }
+            try await producer.sendAllAcknowledged(records)
+            let produced = ContinuousClock.now - started
+            let delivered = await counter.value
+            let elapsed = ContinuousClock.now - started
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            emit("produced \(targets) targets in \(produced); \(delivered) delivered in \(elapsed)")
+            emit("DELIVERIES_PER_SECOND=\(Int(Double(delivered) / seconds))")
+            await results.close()
+            await producer.shutdown()
+        }
+
+        static func target(_ platform: Platform, _ index: Int, simURL: String) -> DeliveryBatch.Target {
+            switch platform {
+            case .apns: DeliveryBatch.Target(registrationId: nil, handle: SimulatedHandle.apns("bench-\(index)"))
+            case .fcm: DeliveryBatch.Target(registrationId: nil, handle: "bench-\(index)")
+            case .wns: DeliveryBatch.Target(registrationId: nil, handle: SimulatedHandle.wnsChannel(base: simURL, id: "bench-\(index)"))
+            case .webpush:
+                DeliveryBatch.Target(
+                    registrationId: nil, handle: SimulatedSubscription(id: "bench-\(index)").endpoint(base: simURL),
+                    webPush: SimulatedSubscription(id: "bench-\(index)").keys)
+            }
+        }
+
+        static func format(_ platform: Platform) -> NotificationFormat {
+            switch platform {
+            case .apns: .apple
+            case .fcm: .fcmv1
+            case .wns: .windows
+            case .webpush: .browser
+            }
+        }
+
+        static func body(_ platform: Platform) -> String {
+            switch platform {
+            case .apns: #"{"aps":{"alert":{"title":"Benchmark","body":"A notification of ordinary size for the benchmark"},"badge":1}}"#
+            case .fcm: #"{"message":{"notification":{"title":"Benchmark","body":"A notification of ordinary size"}}}"#
+            case .wns: #"<toast><visual><binding template="ToastText01"><text id="1">Benchmark</text></binding></visual></toast>"#
+            case .webpush: #"{"title":"Benchmark","body":"A notification of ordinary size"}"#
+            }
+        }
+    }
+
+    /// A provider token for h2load's requests to the simulator.
+    struct APNsToken: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "apns-token", abstract: "Print a hub's APNs provider token and bundle id (for h2load against pushhub sim).")
+
+        @Option(help: "pushhub.yaml (default: $PUSHHUB_CONFIG or ./data/pushhub.yaml).")
+        var config: String?
+
+        @Option(help: "The hub.")
+        var hub = "pushhub-dev"
+
+        func run() async throws {
+            let hubs = try HubsConfiguration.load(from: config ?? PushHubEnvironment.current.configPath)
+            guard let apns = hubs.hubs.first(where: { $0.name.caseInsensitiveCompare(hub) == .orderedSame })?.credentials.apns else {
+                throw CommandFailure(description: "hub \(hub) has no APNs credentials")
+            }
+            let token = try await APNsTokenManager(keyId: apns.keyId, teamId: apns.teamId, privateKeyPEM: apns.privateKey).token()
+            emit("APNS_TOKEN=\(token)")
+            emit("APNS_TOPIC=\(apns.bundleId)")
+        }
+    }
+}

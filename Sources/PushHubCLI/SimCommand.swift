@@ -1,0 +1,117 @@
+import ArgumentParser
+import Foundation
+import PushEnvironment
+import PushIngress
+import PushSimulator
+import ServiceLifecycle
+
+/// `pushhub sim`: the PNS simulators on loopback.
+struct SimCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sim",
+        abstract: "Simulate APNs (HTTP/2, TLS), FCM v1, WNS and Web Push, with fault injection, until SIGTERM.",
+        discussion: """
+            Requests are checked against the credentials in pushhub.yaml. With --attach HUB, the hub \
+            gets simulated credentials for all four platforms (when it has none) and its endpoints are \
+            pointed at this simulator, in the file, so workers started afterwards deliver here. Prints \
+            PUSHHUB_SIM_APNS_URL=, PUSHHUB_SIM_URL= and PUSHHUB_PNS_CA= (the CA the workers must trust) \
+            once it listens. GET /sim/stats and /sim/deliveries?handle= report; POST /sim/faults changes \
+            the faults.
+            """)
+
+    @Option(help: "pushhub.yaml (default: $PUSHHUB_CONFIG or ./data/pushhub.yaml; a development hub is written when it is missing).")
+    var config: String?
+
+    @Option(help: "A hub to give simulated credentials and point at this simulator (repeatable).")
+    var attach: [String] = []
+
+    @Option(help: "Address to listen on (loopback only).")
+    var host = "127.0.0.1"
+
+    @Option(help: "APNs port (HTTP/2 over TLS); 0 picks a free one.")
+    var apnsPort = 0
+
+    @Option(help: "Port of FCM, WNS, Web Push, the token endpoints and /sim/… (HTTP/1.1); 0 picks a free one.")
+    var port = 0
+
+    @Option(help: "Where the generated CA is written (ca.pem).")
+    var dataDir = "data/sim"
+
+    @Option(help: "Handles that are dead, comma-separated patterns where * matches anything.")
+    var deadHandles = ""
+
+    @Option(help: "Share of requests answered 429 (WNS 406), 0 to 1.")
+    var throttleRate = 0.0
+
+    @Option(help: "Share of requests answered 503, 0 to 1.")
+    var errorRate = 0.0
+
+    @Option(help: "Milliseconds added before each answer.")
+    var latencyMs = 0
+
+    @Option(help: "Retry-After seconds on 429 and 503.")
+    var retryAfter = 1
+
+    func validate() throws {
+        guard (0...1).contains(throttleRate) else { throw ValidationError("--throttle-rate must be between 0 and 1") }
+        guard (0...1).contains(errorRate) else { throw ValidationError("--error-rate must be between 0 and 1") }
+        guard latencyMs >= 0, retryAfter >= 0 else { throw ValidationError("--latency-ms and --retry-after must not be negative") }
+        guard ["127.0.0.1", "localhost", "::1"].contains(host) || host.hasPrefix("127.") else {
+            throw ValidationError("--host must be a loopback address: the simulators are for development and tests")
+        }
+    }
+
+    func run() async throws {
+        let logger = makeLogger("pushhub.sim")
+        let path = config ?? PushHubEnvironment.current.configPath
+        var hubs = try HubsConfiguration.loadOrCreateDevelopment(at: path) { _ in emit("Wrote a development hub to \(path).") }
+        for name in attach where !hubs.hubs.contains(where: { $0.name.caseInsensitiveCompare(name) == .orderedSame }) {
+            throw ValidationError("--attach \(name): no hub of that name in \(path)")
+        }
+        // Credentials first: the simulator checks requests against them.
+        for index in hubs.hubs.indices where attach.contains(where: { $0.caseInsensitiveCompare(hubs.hubs[index].name) == .orderedSame }) {
+            let fresh = try HubsConfiguration.Credentials.simulated(apns: "https://\(host)", http: "http://\(host)", hub: hubs.hubs[index].name.lowercased())
+            var credentials = hubs.hubs[index].credentials
+            credentials.apns = credentials.apns ?? fresh.apns
+            credentials.fcm = credentials.fcm ?? fresh.fcm
+            credentials.wns = credentials.wns ?? fresh.wns
+            credentials.webPush = credentials.webPush ?? fresh.webPush
+            hubs.hubs[index].credentials = credentials
+        }
+        let certificates = try SimulatorCertificates.generate()
+        try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
+        let caPath = URL(fileURLWithPath: dataDir).appendingPathComponent("ca.pem").path
+        try certificates.caPEM.write(toFile: caPath, atomically: true, encoding: .utf8)
+
+        var settings = SimulatorSettings(hubs: hubs, certificates: certificates)
+        settings.host = host
+        settings.apnsPort = apnsPort
+        settings.httpPort = port
+        settings.faults.deadHandles = deadHandles.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        settings.faults.throttleRate = throttleRate
+        settings.faults.errorRate = errorRate
+        settings.faults.latencyMs = latencyMs
+        settings.faults.retryAfterSeconds = retryAfter
+        let simulator = try PNSSimulator(settings: settings, logger: logger)
+        let group = ServiceGroup(
+            configuration: .init(services: [.init(service: simulator)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        async let running: Void = group.run()
+        let (apnsURL, httpURL) = try await simulator.ready()
+        if !attach.isEmpty {
+            for index in hubs.hubs.indices where attach.contains(where: { $0.caseInsensitiveCompare(hubs.hubs[index].name) == .orderedSame }) {
+                hubs.hubs[index].credentials.apns?.endpoint = apnsURL
+                hubs.hubs[index].credentials.fcm?.endpoint = httpURL
+                hubs.hubs[index].credentials.fcm?.tokenURI = "\(httpURL)/oauth2/token"
+                hubs.hubs[index].credentials.wns?.tokenURI = "\(httpURL)/wns/token"
+            }
+            try hubs.write(to: path)
+            emit("Pointed \(attach.joined(separator: ", ")) at the simulator in \(path).")
+        }
+        emit("PushHub PNS simulator: APNs at \(apnsURL) (HTTP/2, TLS); FCM, WNS and Web Push at \(httpURL). Stop with Ctrl-C or SIGTERM.")
+        emit("PUSHHUB_SIM_APNS_URL=\(apnsURL)")
+        emit("PUSHHUB_SIM_URL=\(httpURL)")
+        emit("PUSHHUB_PNS_CA=\(caPath)")
+        try await running
+        emit("PushHub PNS simulator stopped.")
+    }
+}

@@ -4,7 +4,7 @@ SWIFT ?= swift
 SCRATCH ?= .build
 SWIFTFLAGS := --scratch-path $(SCRATCH)
 
-.PHONY: all build release dev test bench-kafka bench-ingress bench-store bench-dispatch clean
+.PHONY: all build release dev test bench-kafka bench-ingress bench-store bench-dispatch bench-apns clean
 
 all: build
 
@@ -44,6 +44,13 @@ bench-store: release
 # A broadcast to a million registrations through the dispatcher: time and memory.
 bench-dispatch: release
 	$(SCRATCH)/release/pushhub bench dispatch --markdown-file docs/benchmarks.md
+
+# The APNs worker against pushhub sim, beside h2load at the same endpoint.
+bench-apns:
+	scripts/install-deps.sh bench
+	$(SWIFT) build $(SWIFTFLAGS) -c release --product pushhub
+	$(SWIFT) build $(SWIFTFLAGS) -c release --product pushhub-apns-worker
+	SCRATCH=$(SCRATCH) scripts/bench-apns.sh
 
 clean:
 	rm -rf $(SCRATCH)

@@ -58,7 +58,7 @@ extension BenchCommand {
                 let count = min(DeliveryBatch.maximumTargets, targets - index)
                 let batchTargets = (index..<index + count).map { Self.target(platform, $0, simURL: simURL) }
                 let batch = DeliveryBatch(
-                    notificationId: notificationId, hub: hub, platform: platform, kind: .native, format: Self.format(platform),
+                    notificationId: notificationId, hub: hub, platform: platform, kind: .native, format: platform.templateFormat,
                     body: Self.body(platform), headers: platform == .wns ? ["X-WNS-Type": "wns/toast"] : [:], enqueuedAt: Date(), targets: batchTargets)
                 records.append(KafkaOutgoingRecord(
                     topic: topics.deliveries(platform), key: "\(notificationId):\(index / DeliveryBatch.maximumTargets)", value: try WireCoding.encode(batch)))
@@ -88,15 +88,6 @@ extension BenchCommand {
                 DeliveryBatch.Target(
                     registrationId: nil, handle: SimulatedSubscription(id: "bench-\(index)").endpoint(base: simURL),
                     webPush: SimulatedSubscription(id: "bench-\(index)").keys)
-            }
-        }
-
-        static func format(_ platform: Platform) -> NotificationFormat {
-            switch platform {
-            case .apns: .apple
-            case .fcm: .fcmv1
-            case .wns: .windows
-            case .webpush: .browser
             }
         }
 

@@ -98,13 +98,7 @@ struct SimCommand: AsyncParsableCommand {
         async let running: Void = group.run()
         let (apnsURL, httpURL) = try await simulator.ready()
         if !attach.isEmpty {
-            for index in hubs.hubs.indices where attach.contains(where: { $0.caseInsensitiveCompare(hubs.hubs[index].name) == .orderedSame }) {
-                hubs.hubs[index].credentials.apns?.endpoint = apnsURL
-                hubs.hubs[index].credentials.fcm?.endpoint = httpURL
-                hubs.hubs[index].credentials.fcm?.tokenURI = "\(httpURL)/oauth2/token"
-                hubs.hubs[index].credentials.wns?.tokenURI = "\(httpURL)/wns/token"
-            }
-            try hubs.write(to: path)
+            try hubs.pointed(at: apnsURL, http: httpURL, hubs: attach).write(to: path)
             emit("Pointed \(attach.joined(separator: ", ")) at the simulator in \(path).")
         }
         emit("PushHub PNS simulator: APNs at \(apnsURL) (HTTP/2, TLS); FCM, WNS and Web Push at \(httpURL). Stop with Ctrl-C or SIGTERM.")

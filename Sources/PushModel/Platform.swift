@@ -28,3 +28,16 @@ public enum NotificationFormat: String, Codable, Sendable, CaseIterable {
         }
     }
 }
+
+extension Platform {
+    /// The native format a filled template is in on this platform (FCM: v1; a filled `gcm`
+    /// template is recognised by its shape).
+    public var templateFormat: NotificationFormat {
+        switch self {
+        case .apns: .apple
+        case .fcm: .fcmv1
+        case .wns: .windows
+        case .webpush: .browser
+        }
+    }
+}

@@ -25,6 +25,21 @@ extension HubsConfiguration.Credentials {
     }
 }
 
+extension HubsConfiguration {
+    /// The hubs named in `hubs` (all when `nil`) with their PNS endpoints pointed at a simulator.
+    public func pointed(at apns: String, http: String, hubs names: [String]? = nil) -> HubsConfiguration {
+        var copy = self
+        for index in copy.hubs.indices
+        where names.map({ $0.contains { $0.caseInsensitiveCompare(copy.hubs[index].name) == .orderedSame } }) ?? true {
+            copy.hubs[index].credentials.apns?.endpoint = apns
+            copy.hubs[index].credentials.fcm?.endpoint = http
+            copy.hubs[index].credentials.fcm?.tokenURI = "\(http)/oauth2/token"
+            copy.hubs[index].credentials.wns?.tokenURI = "\(http)/wns/token"
+        }
+        return copy
+    }
+}
+
 /// Handles at the simulator for each platform.
 public enum SimulatedHandle {
     /// A 64-hex-digit APNs device token derived from `seed`.

@@ -224,7 +224,7 @@ public final class DeliveryWorker: Service, Sendable {
     static func prepare(_ target: DeliveryBatch.Target, of batch: DeliveryBatch, renderer: TemplateRenderer, expiresAt: Date) -> Result<PNSDelivery, PayloadProblem> {
         var delivery = PNSDelivery(
             hub: batch.hub, notificationId: batch.notificationId, handle: target.handle, webPush: target.webPush,
-            format: batch.format ?? nativeFormat(of: batch.platform), body: batch.body, headers: batch.headers, expiresAt: expiresAt)
+            format: batch.format ?? batch.platform.templateFormat, body: batch.body, headers: batch.headers, expiresAt: expiresAt)
         guard batch.kind == .template, let template = target.template else { return .success(delivery) }
         do {
             delivery.body = try renderer.render(template.body, as: batch.platform == .wns ? .xml : .json)
@@ -247,16 +247,6 @@ public final class DeliveryWorker: Service, Sendable {
             delivery.format = .gcm
         }
         return .success(delivery)
-    }
-
-    /// The format a filled template is in, per platform (FCM templates in the tutorials' `gcm` form are detected).
-    static func nativeFormat(of platform: Platform) -> NotificationFormat {
-        switch platform {
-        case .apns: .apple
-        case .fcm: .fcmv1
-        case .wns: .windows
-        case .webpush: .browser
-        }
     }
 
     static func reason(_ classification: PNSClassification) -> String? {

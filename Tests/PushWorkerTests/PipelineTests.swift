@@ -243,4 +243,33 @@ struct PipelineTests {
         #expect(delivered.count == handles.count, "lost: \(Set(handles).subtracting(delivered).count)")
         #expect(results.contains { $0.attempts >= 2 }, "handed-back targets were delivered on a later pass")
     }
+
+    @Test("past expiresAt a target ends expired without a request; a payload that is too large is not retried; an unreadable batch is rejected")
+    func finalOutcomes() async throws {
+        let pipeline = try await PipelineFixture(workers: [.apns])
+        defer { Task { await pipeline.stop() } }
+        let topic = pipeline.topics.deliveries(.apns)
+        let now = Date()
+        let expired = DeliveryBatch(
+            notificationId: UUID().uuidString.lowercased(), hub: "myhub", platform: .apns, kind: .native, format: .apple, body: #"{"aps":{}}"#,
+            expiresAt: now.addingTimeInterval(-1), enqueuedAt: now.addingTimeInterval(-60),
+            targets: [.init(registrationId: "r1", handle: SimulatedHandle.apns("late"))])
+        let large = DeliveryBatch(
+            notificationId: UUID().uuidString.lowercased(), hub: "myhub", platform: .apns, kind: .native, format: .apple,
+            body: #"{"aps":{"alert":"\#(String(repeating: "x", count: 5000))"}}"#, enqueuedAt: now,
+            targets: [.init(registrationId: "r2", handle: SimulatedHandle.apns("large"))])
+        let unreadable = UUID().uuidString.lowercased()
+        try await pipeline.producer.sendAllAcknowledged([
+            KafkaOutgoingRecord(topic: topic, key: "\(expired.notificationId):0", value: try WireCoding.encode(expired)),
+            KafkaOutgoingRecord(topic: topic, key: "\(large.notificationId):0", value: try WireCoding.encode(large)),
+            KafkaOutgoingRecord(topic: topic, key: "\(unreadable):0", value: Data(#"{"schema":"pushhub.delivery-batch.v1","hub":7}"#.utf8)),
+        ])
+        let late = try #require(try await pipeline.results(for: expired.notificationId, count: 1).first)
+        #expect(late.outcome == .expired && late.registrationId == "r1" && late.attempts == 0)
+        let big = try #require(try await pipeline.results(for: large.notificationId, count: 1).first)
+        #expect(big.outcome == .payloadRejected && big.pnsReason == "PayloadTooLarge" && big.attempts == 1)
+        #expect(try await pipeline.sim.stats(.apns)["requests"] as? Int == 0, "neither was sent")
+        let rejected = try await pipeline.results(for: unreadable, count: 0)
+        #expect(rejected.first?.outcome == .rejected, "\(rejected)")
+    }
 }

@@ -43,7 +43,7 @@ final class SimulatorFixture: Sendable {
         let (apns, http) = try await simulator.ready()
         let caFile = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-sim-ca-\(UUID().uuidString).pem").path
         try certificates.caPEM.write(toFile: caFile, atomically: true, encoding: .utf8)
-        return SimulatorFixture(simulator: simulator, group: group, task: task, apns: apns, http: http, caFile: caFile, hubs: Self.pointed(hubs, apns: apns, http: http))
+        return SimulatorFixture(simulator: simulator, group: group, task: task, apns: apns, http: http, caFile: caFile, hubs: hubs.pointed(at: apns, http: http))
     }
 
     init(simulator: PNSSimulator, group: ServiceGroup, task: Task<Void, any Error>, apns: String, http: String, caFile: String, hubs: HubsConfiguration) {
@@ -55,17 +55,6 @@ final class SimulatorFixture: Sendable {
         self.caFile = caFile
         self.hubs = hubs
         client = PNSHTTPClient(trustRootsFile: caFile)
-    }
-
-    static func pointed(_ hubs: HubsConfiguration, apns: String, http: String) -> HubsConfiguration {
-        var hubs = hubs
-        for index in hubs.hubs.indices {
-            hubs.hubs[index].credentials.apns?.endpoint = apns
-            hubs.hubs[index].credentials.fcm?.endpoint = http
-            hubs.hubs[index].credentials.fcm?.tokenURI = "\(http)/oauth2/token"
-            hubs.hubs[index].credentials.wns?.tokenURI = "\(http)/wns/token"
-        }
-        return hubs
     }
 
     func provider(_ platform: Platform, now: @escaping @Sendable () -> Date = { Date() }) throws -> any PushProvider {

@@ -1,4 +1,5 @@
 import Foundation
+import PushIngress
 import PushModel
 import PushProviders
 import PushSimulator
@@ -72,6 +73,8 @@ struct ProviderSimulatorTests {
         Case(name: "WNS 410", platform: .wns, handle: "CHANNEL:dead-wns", format: .windows, body: "<toast/>", faults: faults(), expected: .invalidHandle, status: 410),
         Case(name: "WNS 406 throttled", platform: .wns, handle: "CHANNEL:wns-1", format: .windows, body: "<toast/>", faults: faults(throttle: 1),
              expected: .throttled(retryAfter: .seconds(2)), status: 406),
+        Case(name: "WNS payload over 5000 bytes is not sent", platform: .wns, handle: "CHANNEL:wns-1", format: .windows,
+             body: "<toast>\(String(repeating: "x", count: 5000))</toast>", expected: .payloadRejected),
         Case(name: "WNS bad XML", platform: .wns, handle: "CHANNEL:wns-1", format: .windows, body: "<toast>", expected: .payloadRejected, status: 400),
         Case(name: "WNS channel on plain http elsewhere is not sent", platform: .wns, handle: "http://notify.example.com/c", format: .windows, body: "<toast/>",
              expected: .invalidHandle),
@@ -176,6 +179,25 @@ struct ProviderSimulatorTests {
             PNSDelivery(hub: "myhub", notificationId: "n", handle: Self.token, format: .apple, body: "{}"))
         #expect(answer == PNSAnswer(.misconfigured("InvalidProviderToken"), status: 403, reason: "InvalidProviderToken"))
         #expect(!answer.classification.isRetried)
+    }
+
+    @Test("several hubs with their own Apple teams and keys in one provider; each push signed with its hub's key")
+    func severalHubs() async throws {
+        let other = try HubsConfiguration.Credentials.simulated(apns: "https://placeholder", http: "http://placeholder", hub: "otherhub")
+        let sim = try await SimulatorFixture.start(extraHubs: [.init(name: "otherhub", sasRules: [], credentials: other)])
+        defer { Task { await sim.stop() } }
+        #expect(sim.hubs.hubs[0].credentials.apns?.teamId != sim.hubs.hubs[1].credentials.apns?.teamId)
+        let provider = try sim.provider(.apns)
+        for hub in ["myhub", "otherhub"] {
+            let answer = await provider.deliver(PNSDelivery(hub: hub, notificationId: "n", handle: SimulatedHandle.apns(hub), format: .apple, body: "{}"))
+            #expect(answer.classification == .delivered, "\(hub): \(answer)")
+            let topic = try await sim.deliveries(SimulatedHandle.apns(hub)).first?["headers"] as? [String: String]
+            #expect(topic?["apns-topic"] == "com.example.\(hub)")
+        }
+        // A hub's topic with another hub's key is refused: the key decides.
+        let crossed = await provider.deliver(PNSDelivery(
+            hub: "myhub", notificationId: "n", handle: SimulatedHandle.apns("x"), format: .apple, body: "{}", headers: ["apns-topic": "com.example.otherhub"]))
+        #expect(crossed.reason == "TopicDisallowed")
     }
 
     @Test("FCM and WNS fetch one OAuth token for many sends, and a new one after it is refused")

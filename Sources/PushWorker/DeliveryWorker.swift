@@ -121,7 +121,11 @@ public final class DeliveryWorker: Service, Sendable {
             return []
         }
         if let notBefore = batch.notBefore, notBefore > Date() {
-            guard await draining.sleep(for: .milliseconds(Int(notBefore.timeIntervalSinceNow * 1000))) else { return nil }
+            // A waiting batch gives its targets' room to others; how many may wait is bounded.
+            await window.sleep(batch.targets.count)
+            let rested = await draining.sleep(for: .milliseconds(Int(notBefore.timeIntervalSinceNow * 1000)))
+            await window.wake(batch.targets.count)
+            guard rested else { return nil }
         }
         let enqueuedAt = batch.enqueuedAt ?? record.timestampMilliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) } ?? Date()
         let expiresAt = batch.expiresAt ?? enqueuedAt.addingTimeInterval(settings.defaultExpiry)
@@ -278,28 +282,50 @@ final class Draining: Sendable {
     }
 }
 
-/// How many targets are in flight.
+/// How many targets are in flight, and how many handed-back batches wait for their
+/// not-before time (they hold no room meanwhile, but only `sleepingLimit` may wait).
 actor DeliveryWindow {
     let limit: Int
+    let sleepingLimit: Int
     private var inFlight = 0
+    private var sleeping = 0
     private var waiters: [CheckedContinuation<Void, Never>] = []
 
-    init(limit: Int) { self.limit = limit }
+    init(limit: Int, sleepingLimit: Int = 64) {
+        self.limit = limit
+        self.sleepingLimit = sleepingLimit
+    }
 
-    var isFull: Bool { inFlight >= limit }
+    var isFull: Bool { inFlight >= limit || sleeping >= sleepingLimit }
 
     func waitForRoom() async {
-        while inFlight >= limit { await withCheckedContinuation { waiters.append($0) } }
+        while isFull { await withCheckedContinuation { waiters.append($0) } }
     }
 
     func take(_ count: Int) { inFlight += count }
 
     func give(_ count: Int) {
         inFlight -= count
-        if inFlight < limit {
-            let ready = waiters
-            waiters = []
-            for waiter in ready { waiter.resume() }
-        }
+        wakeWaiters()
+    }
+
+    /// A batch starts waiting for its not-before time.
+    func sleep(_ count: Int) {
+        sleeping += 1
+        give(count)
+    }
+
+    /// It stops waiting and takes its room again (the window may run over by what wakes at once).
+    func wake(_ count: Int) {
+        sleeping -= 1
+        take(count)
+        wakeWaiters()
+    }
+
+    private func wakeWaiters() {
+        guard !isFull else { return }
+        let ready = waiters
+        waiters = []
+        for waiter in ready { waiter.resume() }
     }
 }

@@ -157,7 +157,8 @@ struct PipelineTests {
         var faults = SimulatorFaults()
         faults.throttleRate = 0.6
         faults.retryAfterSeconds = 0
-        let pipeline = try await PipelineFixture(faults: faults, workerSettings: { $0.retriesInPlace = 1 }, workers: [.fcm])
+        // Two calls per pass and 30 passes: a target still throttled at the end has odds of 0.6^60.
+        let pipeline = try await PipelineFixture(faults: faults, workerSettings: { $0.retriesInPlace = 1; $0.maximumAttempts = 30 }, workers: [.fcm])
         defer { Task { await pipeline.stop() } }
         let handles = (0..<300).map { "storm-\($0)" }
         let id = try await Self.produceDirect(pipeline, platform: .fcm, handles: handles)

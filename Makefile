@@ -16,9 +16,9 @@ release:
 	scripts/install-deps.sh build
 	$(SWIFT) build $(SWIFTFLAGS) -c release --product pushhub
 
-# Until the whole stack exists, `make dev` runs the embedded Kafka cluster with PushHub's topics.
+# `make dev`: the whole stack in one process on the embedded defaults (pushhub dev).
 dev: build
-	$(SCRATCH)/debug/pushhub kafka-dev
+	$(SCRATCH)/debug/pushhub dev
 
 test:
 	scripts/install-deps.sh test

@@ -45,26 +45,9 @@ struct IngressCommand: AsyncParsableCommand {
         var configuration = IngressConfiguration(hubs: hubs)
         configuration.host = host
         configuration.port = port
-        // With Kafka: sends are published and results become outcomes. Without: registrations only.
-        var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
-        var publisher: (any NotificationPublisher)?
-        var recorder: OutcomeRecorder?
-        var releaser: ScheduledReleaser?
-        if kafka.isConfigured {
-            let servers = try kafka.servers()
-            let producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: servers), logger: logger)
-            let results = try KafkaConsumer.make(
-                configuration: KafkaConsumerConfiguration(bootstrapServers: servers, groupID: "pushhub-ingress-outcomes"),
-                topics: [kafka.topics.results], logger: logger)
-            publisher = KafkaNotificationPublisher(producer: producer, topics: kafka.topics)
-            recorder = OutcomeRecorder(consumer: results, store: store, logger: logger)
-            services = [.init(service: producer), .init(service: results)]
-            releaser = ScheduledReleaser(store: store, publisher: publisher!, logger: logger)
-        } else {
-            logger.notice("no Kafka configured (--kafka or PUSHHUB_KAFKA): the messages API is off")
-        }
         let host = self.host
-        let app = try buildIngressApplication(configuration: configuration, store: store, publisher: publisher, logger: logger) { boundPort in
+        let kafkaSettings = kafka.isConfigured ? (servers: try kafka.servers(), topics: kafka.topics) : nil
+        let services = try makeIngressServices(configuration: configuration, store: store, kafka: kafkaSettings, logger: logger) { boundPort in
             let endpoint = "\(host):\(boundPort)"
             var lines = ["PUSHHUB_URL=http://\(endpoint)"]
             // Keys are printed only for a development hub this start created.
@@ -79,11 +62,6 @@ struct IngressCommand: AsyncParsableCommand {
             // Straight to the file descriptor: scripts read these lines as they come.
             FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
         }
-        // Shut down in reverse: stop recording outcomes, stop taking requests, close the
-        // results consumer, flush the producer.
-        services.append(.init(service: app))
-        if let recorder { services.append(.init(service: recorder)) }
-        if let releaser { services.append(.init(service: releaser)) }
         let group = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()

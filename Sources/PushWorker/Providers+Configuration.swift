@@ -2,6 +2,8 @@ import Foundation
 import PushIngress
 import PushModel
 import PushProviders
+import PushKafka
+import Logging
 
 /// The provider of one platform, with the credentials of every hub that has some.
 public enum ProviderFactory {
@@ -42,5 +44,21 @@ public enum ProviderFactory {
             }
             return WebPushProvider(hubs: keys, http: http)
         }
+    }
+}
+
+extension DeliveryWorker {
+    /// A worker for `settings.platform` with its own consumer (group `pushhub-<pns>-worker`
+    /// unless named) and the hubs' credentials; the consumer must run as a service beside it.
+    public static func make(
+        settings: WorkerSettings, hubs: HubsConfiguration, servers: [String], group: String? = nil, producer: KafkaProducer,
+        http: PNSHTTPClient, logger: Logger
+    ) throws -> (KafkaConsumer, DeliveryWorker) {
+        let platform = settings.platform
+        var configuration = KafkaConsumerConfiguration(bootstrapServers: servers, groupID: group ?? "pushhub-\(platform.rawValue)-worker")
+        configuration.clientID = "pushhub-\(platform.rawValue)-worker"
+        let consumer = try KafkaConsumer.make(configuration: configuration, topics: [settings.topics.deliveries(platform)], logger: logger)
+        let provider = try ProviderFactory.make(platform, hubs: hubs, http: http)
+        return (consumer, DeliveryWorker(consumer: consumer, producer: producer, provider: provider, settings: settings, logger: logger))
     }
 }

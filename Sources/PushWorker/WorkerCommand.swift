@@ -43,14 +43,11 @@ public struct WorkerOptions: ParsableArguments {
         let http = PNSHTTPClient(
             trustRootsFile: trustCA ?? environment.pnsTrustRoots, connections: connections, connectionsPerHost: http1Connections,
             maximumInFlight: maxRequests)
-        let provider = try ProviderFactory.make(platform, hubs: hubs, http: http)
         let producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: servers), logger: logger)
-        var consumerConfiguration = KafkaConsumerConfiguration(bootstrapServers: servers, groupID: group ?? "pushhub-\(platform.rawValue)-worker")
-        consumerConfiguration.clientID = "pushhub-\(platform.rawValue)-worker"
-        let consumer = try KafkaConsumer.make(configuration: consumerConfiguration, topics: [kafka.topics.deliveries(platform)], logger: logger)
         var settings = WorkerSettings(platform: platform, topics: kafka.topics)
         settings.window = window
-        let worker = DeliveryWorker(consumer: consumer, producer: producer, provider: provider, settings: settings, logger: logger)
+        let (consumer, worker) = try DeliveryWorker.make(
+            settings: settings, hubs: hubs, servers: servers, group: group, producer: producer, http: http, logger: logger)
         logger.info("worker starting", metadata: ["pushhub.platform": "\(platform.rawValue)", "pushhub.hubs": "\(hubs.hubs.count)"])
         // Shut down in reverse: finish or hand back in-flight targets, commit and leave the group, flush.
         let serviceGroup = ServiceGroup(

@@ -1,0 +1,166 @@
+import ArgumentParser
+import Crypto
+import Foundation
+import Logging
+import PushDispatcher
+import PushEnvironment
+import PushIngress
+import PushKafka
+import PushModel
+import PushProviders
+import PushSimulator
+import PushStore
+import PushWorker
+import ServiceLifecycle
+
+/// `pushhub dev`: the whole stack in one process on the embedded defaults.
+struct DevCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "dev",
+        abstract: "Run all of PushHub in one process: embedded Kafka, SQLite, ingress, dispatcher, the four workers and the PNS simulators.",
+        discussion: """
+            Prints, once each and as soon as the stack is ready: PUSHHUB_URL=, PUSHHUB_HUB=, \
+            PUSHHUB_CONNECTION_STRING=, PUSHHUB_LISTEN_CONNECTION_STRING=, PUSHHUB_DEMO_USER=NAME:PASSWORD \
+            and PUSHHUB_KAFKA=. State lives in --data-dir (pushhub.yaml, pushhub.sqlite, the simulator's CA, \
+            the demo user's password). Kafka is in memory unless --kafka names a cluster. Ctrl-C or \
+            SIGTERM stops everything gracefully.
+            """)
+
+    @Option(help: "HTTP port of the ingress; 0 picks a free one.")
+    var port = 8080
+
+    @Option(help: "Where PushHub keeps its files.")
+    var dataDir = "data"
+
+    @Option(help: "Partitions of each topic on the embedded cluster.")
+    var partitions = 4
+
+    @OptionGroup var kafka: KafkaOptions
+
+    static let demoUser = "demo"
+
+    func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535") }
+        guard (1...64).contains(partitions) else { throw ValidationError("--partitions must be 1 to 64") }
+    }
+
+    func run() async throws {
+        let logger = makeLogger("pushhub.dev")
+        let data = URL(fileURLWithPath: dataDir)
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+
+        // Kafka: the embedded cluster, or the one named.
+        var cluster: EmbeddedKafkaCluster?
+        let servers: [String]
+        let topics = kafka.topics
+        if kafka.isConfigured {
+            servers = try kafka.servers()
+        } else {
+            let embedded = try EmbeddedKafkaCluster.start(brokers: 1, logger: logger)
+            for topic in topics.all { try embedded.createTopic(topic, partitions: partitions) }
+            cluster = embedded
+            servers = embedded.bootstrapServers
+        }
+
+        // The development hub, with simulated credentials pointed at the simulators.
+        let configPath = data.appendingPathComponent("pushhub.yaml").path
+        var hubs = try HubsConfiguration.loadOrCreateDevelopment(at: configPath) { _ in logger.notice("development hub created", metadata: ["pushhub.config": "\(configPath)"]) }
+        let hubName = hubs.appBackend?.hub ?? hubs.hubs[0].name
+        guard let hubIndex = hubs.hubs.firstIndex(where: { $0.name == hubName }) else { throw CommandFailure(description: "\(configPath): no hub \(hubName)") }
+        let simulated = try HubsConfiguration.Credentials.simulated(apns: "https://127.0.0.1", http: "http://127.0.0.1", hub: hubName.lowercased())
+        var credentials = hubs.hubs[hubIndex].credentials
+        credentials.apns = credentials.apns ?? simulated.apns
+        credentials.fcm = credentials.fcm ?? simulated.fcm
+        credentials.wns = credentials.wns ?? simulated.wns
+        credentials.webPush = credentials.webPush ?? simulated.webPush
+        hubs.hubs[hubIndex].credentials = credentials
+
+        let certificates = try SimulatorCertificates.generate()
+        let caPath = data.appendingPathComponent("sim-ca.pem").path
+        try certificates.caPEM.write(toFile: caPath, atomically: true, encoding: .utf8)
+        let simulator = try PNSSimulator(settings: SimulatorSettings(hubs: hubs, certificates: certificates), logger: logger)
+        let simulatorGroup = ServiceGroup(configuration: .init(services: [.init(service: simulator)], logger: logger))
+        let simulatorTask = Task { try await simulatorGroup.run() }
+        let (apnsURL, simURL) = try await simulator.ready()
+        hubs = hubs.pointed(at: apnsURL, http: simURL, hubs: [hubName])
+        try hubs.write(to: configPath)
+
+        // The store and the demo user.
+        let store = try await StoreLocation(data.appendingPathComponent("pushhub.sqlite").path).open(logger: logger)
+        let password = try Self.demoPassword(at: data.appendingPathComponent("demo-user.secret").path)
+        try await store.setUser(name: Self.demoUser, passwordHash: hashPassword(password))
+
+        // One producer for everything; consumers and workers per part.
+        let producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: servers), logger: logger)
+        let requests = try KafkaConsumer.make(
+            configuration: KafkaConsumerConfiguration(bootstrapServers: servers, groupID: "pushhub-dispatcher"), topics: [topics.requests], logger: logger)
+        let dispatcher = Dispatcher(
+            consumer: requests, producer: producer, store: store, settings: DispatcherSettings(topics: topics, hubs: hubs.hubs.map(\.name)), logger: logger)
+        let http = PNSHTTPClient(trustRootsFile: caPath)
+        var workers: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        for platform in Platform.allCases {
+            let (consumer, worker) = try DeliveryWorker.make(
+                settings: WorkerSettings(platform: platform, topics: topics), hubs: hubs, servers: servers, producer: producer, http: http, logger: logger)
+            workers += [.init(service: consumer), .init(service: worker)]
+        }
+
+        var ingress = IngressConfiguration(hubs: hubs)
+        ingress.port = port
+        let hub = hubs.hubs[hubIndex]
+        let banner = Banner(hub: hub, demo: "\(Self.demoUser):\(password)", kafka: servers, simulator: (apnsURL, simURL))
+        let ingressServices = try makeIngressServices(
+            configuration: ingress, store: store, kafka: (servers, topics), logger: logger, onListening: { banner.print(port: $0) })
+
+        // Started in this order, stopped in reverse: workers hand back and finish first, then the
+        // dispatcher, the ingress (outcomes last), the consumers commit, the producer flushes.
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [.init(service: producer), .init(service: requests)] + ingressServices + [.init(service: dispatcher)] + workers,
+                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+        await http.shutdown()
+        await simulatorGroup.triggerGracefulShutdown()
+        _ = try? await simulatorTask.value
+        await store.close()
+        cluster?.shutdown()
+        emit("PushHub stopped.")
+    }
+
+    /// The demo user's password: read from `path`, or made and written there (owner-only).
+    static func demoPassword(at path: String) throws -> String {
+        if let saved = try? String(contentsOfFile: path, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines), saved.count >= 12 {
+            return saved
+        }
+        let password = Base64URL.encode(Data(SymmetricKey(size: .bits128).withUnsafeBytes { Array($0) }))
+        guard FileManager.default.createFile(atPath: path, contents: Data(password.utf8), attributes: [.posixPermissions: 0o600]) else {
+            throw CommandFailure(description: "\(path): could not be written")
+        }
+        return password
+    }
+
+    /// What `pushhub dev` prints once the ingress listens: friendly text, then the lines scripts read.
+    struct Banner: Sendable {
+        let hub: HubsConfiguration.Hub
+        let demo: String
+        let kafka: [String]
+        let simulator: (apns: String, http: String)
+
+        func print(port: Int) {
+            let endpoint = "127.0.0.1:\(port)"
+            let full = hub.sasRules.first { $0.rights.contains(.manage) } ?? hub.sasRules[0]
+            let listen = hub.sasRules.first { $0.rights == [.listen] } ?? full
+            emit("""
+                PushHub is running: ingress at http://\(endpoint), hub \(hub.name), embedded defaults.
+                PNS simulators: APNs at \(simulator.apns), FCM/WNS/Web Push at \(simulator.http) (see /sim/stats and /sim/deliveries?handle=).
+                Stop with Ctrl-C.
+                PUSHHUB_URL=http://\(endpoint)
+                PUSHHUB_HUB=\(hub.name)
+                PUSHHUB_CONNECTION_STRING=\(HubsConfiguration.connectionString(endpoint: endpoint, rule: full))
+                PUSHHUB_LISTEN_CONNECTION_STRING=\(HubsConfiguration.connectionString(endpoint: endpoint, rule: listen))
+                PUSHHUB_DEMO_USER=\(demo)
+                PUSHHUB_KAFKA=\(kafka.joined(separator: ","))
+                PUSHHUB_SIM_URL=\(simulator.http)
+                """)
+        }
+    }
+}

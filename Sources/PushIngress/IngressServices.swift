@@ -1,0 +1,31 @@
+import Foundation
+import Logging
+import PushKafka
+import PushModel
+import PushStore
+import ServiceLifecycle
+
+/// The ingress's services in start order: with Kafka, its producer and results consumer, the
+/// HTTP application, the outcome recorder and the scheduled-send releaser; without, the HTTP
+/// application only (registrations, no messages API). A ServiceGroup shuts them down in
+/// reverse: stop recording and releasing, stop taking requests, close the consumer, flush.
+public func makeIngressServices(
+    configuration: IngressConfiguration, store: SQLRegistrationStore, kafka: (servers: [String], topics: PushTopics)?, logger: Logger,
+    onListening: @escaping @Sendable (Int) -> Void
+) throws -> [ServiceGroupConfiguration.ServiceConfiguration] {
+    guard let kafka else {
+        logger.notice("no Kafka configured (--kafka or PUSHHUB_KAFKA): the messages API is off")
+        return [.init(service: try buildIngressApplication(configuration: configuration, store: store, logger: logger, onListening: onListening))]
+    }
+    let producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: kafka.servers), logger: logger)
+    let results = try KafkaConsumer.make(
+        configuration: KafkaConsumerConfiguration(bootstrapServers: kafka.servers, groupID: "pushhub-ingress-outcomes"),
+        topics: [kafka.topics.results], logger: logger)
+    let publisher = KafkaNotificationPublisher(producer: producer, topics: kafka.topics)
+    let app = try buildIngressApplication(configuration: configuration, store: store, publisher: publisher, logger: logger, onListening: onListening)
+    return [
+        .init(service: producer), .init(service: results), .init(service: app),
+        .init(service: OutcomeRecorder(consumer: results, store: store, logger: logger)),
+        .init(service: ScheduledReleaser(store: store, publisher: publisher, logger: logger)),
+    ]
+}

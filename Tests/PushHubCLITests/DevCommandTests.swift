@@ -1,0 +1,118 @@
+import Foundation
+import PushIngress
+import Testing
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// `pushhub dev` as a child process, driven through HTTP only.
+@Suite("pushhub dev", .timeLimit(.minutes(3)))
+struct DevCommandTests {
+    static let bannerKeys = [
+        "PUSHHUB_URL=", "PUSHHUB_HUB=", "PUSHHUB_CONNECTION_STRING=", "PUSHHUB_LISTEN_CONNECTION_STRING=", "PUSHHUB_DEMO_USER=", "PUSHHUB_KAFKA=",
+    ]
+
+    struct Stack {
+        let process: ChildProcess
+        let url: String
+        let hub: String
+        let full: ConnectionString
+        let demo: String
+
+        static func start(data: URL, extra: [String] = []) async throws -> Stack {
+            let process = try ChildProcess(arguments: ["dev", "--port", "0", "--data-dir", data.path] + extra, environment: ["PUSHHUB_LOG_LEVEL": "error"])
+            func value(_ key: String) async throws -> String {
+                String(try #require(await process.line(startingWith: key, timeout: .seconds(60))).dropFirst(key.count))
+            }
+            return Stack(
+                process: process, url: try await value("PUSHHUB_URL="), hub: try await value("PUSHHUB_HUB="),
+                full: try #require(ConnectionString(try await value("PUSHHUB_CONNECTION_STRING="))), demo: try await value("PUSHHUB_DEMO_USER="))
+        }
+
+        func call(_ method: String, _ path: String, _ body: String? = nil, headers: [String: String] = [:], demoUser: Bool = false) async throws -> (Int, String, HTTPURLResponse?) {
+            var request = URLRequest(url: URL(string: url + path)!)
+            request.httpMethod = method
+            if demoUser {
+                request.setValue("Basic " + Data(demo.utf8).base64EncodedString(), forHTTPHeaderField: "Authorization")
+            } else {
+                request.setValue(full.token(for: "/\(hub)"), forHTTPHeaderField: "Authorization")
+            }
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+            request.httpBody = body.map { Data($0.utf8) }
+            let (data, response) = try await URLSession.shared.data(for: request)
+            return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self), response as? HTTPURLResponse)
+        }
+
+        /// A breaking-news template send to the `breaking` tag; returns the notification id.
+        func sendBreakingNews() async throws -> String {
+            let (status, body, response) = try await call(
+                "POST", "/\(hub)/messages", #"{"message":"Breaking news"}"#,
+                headers: ["ServiceBusNotification-Format": "template", "ServiceBusNotification-Tags": "breaking"])
+            #expect(status == 201, "\(body)")
+            return try #require(response?.value(forHTTPHeaderField: "TrackingId"))
+        }
+
+        func waitCompleted(_ id: String, timeout: Duration = .seconds(60)) async throws -> String {
+            var details = ""
+            let deadline = ContinuousClock.now + timeout
+            while ContinuousClock.now < deadline, !details.contains("<State>Completed</State>") {
+                details = try await call("GET", "/\(hub)/messages/\(id)").1
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            return details
+        }
+    }
+
+    static func register(_ stack: Stack) async throws {
+        // The tutorial's client: a registration id for the demo user, then its device with a template.
+        let (_, id, _) = try await stack.call("POST", "/api/register?handle=\(String(repeating: "ef", count: 32))", demoUser: true)
+        let registrationId = try JSONDecoder().decode(String.self, from: Data(id.utf8))
+        let device = #"{"Platform":"apns","Handle":"\#(String(repeating: "ef", count: 32))","Tags":["breaking"]}"#
+        #expect(try await stack.call("PUT", "/api/register/\(registrationId)", device, demoUser: true).0 == 200)
+        let installation = #"{"installationId":"tablet","platform":"fcmv1","pushChannel":"fcm-tablet","tags":["breaking"],"templates":{"news":{"body":"{\"message\":{\"notification\":{\"title\":\"$(message)\"}}}"}}}"#
+        #expect(try await stack.call("PUT", "/\(stack.hub)/installations/tablet", installation).0 == 200)
+        let phone = #"{"installationId":"phone","platform":"apns","pushChannel":"\#(String(repeating: "ab", count: 32))","tags":["breaking"],"templates":{"news":{"body":"{\"aps\":{\"alert\":\"$(message)\"}}"}}}"#
+        #expect(try await stack.call("PUT", "/\(stack.hub)/installations/phone", phone).0 == 200)
+    }
+
+    @Test("the banner, a tutorial registration, a template send reaching Completed, a send to the demo user, and a clean stop")
+    func wholeStack() async throws {
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-dev-\(UUID().uuidString)")
+        let stack = try await Stack.start(data: data)
+        try await Self.register(stack)
+        let id = try await stack.sendBreakingNews()
+        let details = try await stack.waitCompleted(id)
+        #expect(details.contains("<State>Completed</State>"), "\(details)")
+        #expect(details.contains("<ApnsOutcomeCounts><Outcome><Name>Success</Name><Count>1</Count>"), "\(details)")
+        #expect(details.contains("<FcmV1OutcomeCounts><Outcome><Name>Success</Name><Count>1</Count>"), "\(details)")
+        let (status, body, _) = try await stack.call("POST", "/api/notifications?pns=apns&to_tag=demo", #""hello demo""#, demoUser: true)
+        #expect(status == 200, "\(body)")
+
+        stack.process.signal(SIGTERM)
+        #expect(await stack.process.exitStatus(within: .seconds(30)) == 0)
+        for key in Self.bannerKeys {
+            #expect(stack.process.output.filter { $0.hasPrefix(key) }.count == 1, "\(key) once")
+        }
+    }
+
+    @Test("a send accepted before SIGTERM is delivered after a restart (Kafka in pushhub kafka-dev)")
+    func nothingLostAcrossRestart() async throws {
+        let kafkaDev = try ChildProcess(arguments: ["kafka-dev", "--brokers", "1", "--partitions", "2"], environment: ["PUSHHUB_LOG_LEVEL": "error"])
+        let servers = String(try #require(await kafkaDev.line(startingWith: "PUSHHUB_KAFKA=")).dropFirst("PUSHHUB_KAFKA=".count))
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-dev-\(UUID().uuidString)")
+        let first = try await Stack.start(data: data, extra: ["--kafka", servers])
+        try await Self.register(first)
+        let id = try await first.sendBreakingNews()
+        first.process.signal(SIGTERM)
+        #expect(await first.process.exitStatus(within: .seconds(30)) == 0)
+
+        let second = try await Stack.start(data: data, extra: ["--kafka", servers])
+        let details = try await second.waitCompleted(id)
+        #expect(details.contains("<State>Completed</State>"), "\(details)")
+        second.process.signal(SIGTERM)
+        #expect(await second.process.exitStatus(within: .seconds(30)) == 0)
+        kafkaDev.signal(SIGTERM)
+        #expect(await kafkaDev.exitStatus(within: .seconds(15)) == 0)
+    }
+}

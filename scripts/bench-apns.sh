@@ -27,7 +27,7 @@ wait_for PUSHHUB_PNS_CA "$dir/sim"
 apns_url=$(sed -n 's/^PUSHHUB_SIM_APNS_URL=//p' "$dir/sim")
 export PUSHHUB_PNS_CA=$(sed -n 's/^PUSHHUB_PNS_CA=//p' "$dir/sim")
 
-"$bin/pushhub-apns-worker" --config "$dir/pushhub.yaml" >"$dir/worker" 2>"$dir/worker.err" &
+"$bin/pushhub-apns-worker" --config "$dir/pushhub.yaml" ${WORKER_ARGS:-} >"$dir/worker" 2>"$dir/worker.err" &
 pids+=($!)
 worker_pid=$!
 sleep 2
@@ -48,7 +48,7 @@ import datetime, os, re, sys
 report, rate, rss_kb, sim_rss_kb, targets = open(sys.argv[1]).read(), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 ceiling = float(re.search(r"finished in [\d.]+\w+, ([\d.]+) req/s", report).group(1))
 ok = re.search(r"status codes: (\d+) 2xx", report).group(1)
-table = f"""Measured {datetime.date.today()} on this machine ({os.cpu_count()} cores shared by Kafka, the simulator, the worker and the load): {targets:,} APNs targets in DeliveryBatches of 500 through one release `pushhub-apns-worker` (4 HTTP/2 connections, 400 streams in flight) to `pushhub sim` over TLS; then h2load (4 connections × 100 streams) at the same simulator endpoint with the same payload, the ceiling.
+table = f"""Measured {datetime.date.today()} on this machine ({os.cpu_count()} cores shared by Kafka, the simulator, the worker and the load): {targets:,} APNs targets in DeliveryBatches of 500 through one release `pushhub-apns-worker` (4 HTTP/2 connections of its own client, at most 400 requests in flight) to `pushhub sim` over TLS; then h2load (4 connections × 100 streams) at the same simulator endpoint with the same payload, the ceiling.
 
 | | requests/s | peak RSS |
 |---|---:|---:|

@@ -2,7 +2,6 @@ import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
-import HummingbirdHTTP2
 import Logging
 import NIOCore
 import NIOSSL
@@ -98,20 +97,21 @@ public final class PNSSimulator: Service, Sendable {
         var tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(settings.certificates.serverCertificatePEM.utf8), format: .pem))],
             privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(settings.certificates.serverKeyPEM.utf8), format: .pem)))
-        tls.applicationProtocols = ["h2", "http/1.1"]
         var quiet = logger
         quiet.logLevel = max(logger.logLevel, .warning)
-        let apns = Application(
-            router: makeRouter(), server: try .http2Upgrade(tlsConfiguration: tls),
-            configuration: .init(address: .hostname(settings.host, port: settings.apnsPort), serverName: nil),
-            onServerRunning: { [ports] channel in ports.value.withLock { $0.apns = channel.localAddress?.port } }, logger: quiet)
+        let apns = try await APNsHTTP2Server.bind(host: settings.host, port: settings.apnsPort, tls: tls, state: state)
+        ports.value.withLock { $0.apns = apns.localAddress?.port }
         let http = Application(
             router: makeRouter(), configuration: .init(address: .hostname(settings.host, port: settings.httpPort), serverName: nil),
             onServerRunning: { [ports] channel in ports.value.withLock { $0.http = channel.localAddress?.port } }, logger: quiet)
-        try await withThrowingDiscardingTaskGroup { group in
-            group.addTask { try await apns.runService() }
-            group.addTask { try await http.runService() }
+        // The APNs listener closes when the HTTP application stops (graceful shutdown).
+        do {
+            try await http.runService()
+        } catch {
+            try? await apns.close()
+            throw error
         }
+        try? await apns.close()
     }
 
     /// Changes the faults while running (tests, and `POST /sim/faults`).
@@ -123,9 +123,6 @@ public final class PNSSimulator: Service, Sendable {
     func makeRouter() -> Router<BasicRequestContext> {
         let router = Router()
         let state = self.state
-        router.post("/3/device/:token") { request, context in
-            try await state.apns(request, token: context.parameters.require("token"))
-        }
         router.post("/v1/projects/:project/messages:send") { request, context in
             try await state.fcm(request, project: context.parameters.require("project"))
         }

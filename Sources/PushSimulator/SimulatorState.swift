@@ -93,48 +93,52 @@ final class SimulatorState: Sendable {
 
     // MARK: APNs
 
-    func apns(_ request: Request, token: String) async throws -> Response {
-        let faults = await prelude()
-        let payload = try await request.body.collect(upTo: 1 << 20)
-        let answer: Response = {
-            guard let authorization = request.headers[.authorization], authorization.lowercased().hasPrefix("bearer ") else {
-                return apnsError(403, "MissingProviderToken")
+    /// An APNs answer, whatever carried the request: status, headers, JSON body.
+    struct APNsAnswer: Sendable {
+        var status: Int
+        var headers: [(String, String)] = []
+        var body: String?
+    }
+
+    /// APNs: `POST /3/device/{token}`; `header` reads a request header by lower-case name.
+    func apns(token: String, header: (String) -> String?, payload: Data, faults: SimulatorFaults) -> APNsAnswer {
+        let answer: APNsAnswer = {
+            guard let authorization = header("authorization"), authorization.lowercased().hasPrefix("bearer ") else {
+                return apnsError(403, "MissingProviderToken", faults)
             }
             let jwt = String(authorization.dropFirst(7))
-            guard let verified = verifyProviderToken(jwt) else { return apnsError(403, "InvalidProviderToken") }
+            guard let verified = verifyProviderToken(jwt) else { return apnsError(403, "InvalidProviderToken", faults) }
             let now = Int(Date().timeIntervalSince1970)
             if now - verified.issuedAt > 3600 || verified.issuedAt < (faults.expireProviderTokensBefore ?? .min) {
-                return apnsError(403, "ExpiredProviderToken")
+                return apnsError(403, "ExpiredProviderToken", faults)
             }
-            guard let topic = request.headers[HTTPField.Name("apns-topic")!] else { return apnsError(400, "MissingTopic") }
-            guard verified.bundleIds.contains(where: { topic == $0 || topic.hasPrefix($0 + ".") }) else { return apnsError(400, "TopicDisallowed") }
-            if let type = request.headers[HTTPField.Name("apns-push-type")!],
+            guard let topic = header("apns-topic") else { return apnsError(400, "MissingTopic", faults) }
+            guard verified.bundleIds.contains(where: { topic == $0 || topic.hasPrefix($0 + ".") }) else { return apnsError(400, "TopicDisallowed", faults) }
+            if let type = header("apns-push-type"),
                 !["alert", "background", "location", "voip", "complication", "fileprovider", "mdm", "liveactivity", "pushtotalk"].contains(type)
             {
-                return apnsError(400, "InvalidPushType")
+                return apnsError(400, "InvalidPushType", faults)
             }
-            if let priority = request.headers[HTTPField.Name("apns-priority")!], !["1", "5", "10"].contains(priority) { return apnsError(400, "BadPriority") }
-            if let collapse = request.headers[HTTPField.Name("apns-collapse-id")!], collapse.utf8.count > 64 { return apnsError(400, "BadCollapseId") }
-            guard token.count == 64 || token.count == 160 || token.count >= 8, token.allSatisfy(\.isHexDigit) else {
-                return apnsError(400, "BadDeviceToken")
+            if let priority = header("apns-priority"), !["1", "5", "10"].contains(priority) { return apnsError(400, "BadPriority", faults) }
+            if let collapse = header("apns-collapse-id"), collapse.utf8.count > 64 { return apnsError(400, "BadCollapseId", faults) }
+            guard token.count >= 8, token.count <= 200, token.allSatisfy(\.isHexDigit) else { return apnsError(400, "BadDeviceToken", faults) }
+            guard !payload.isEmpty else { return apnsError(400, "PayloadEmpty", faults) }
+            guard payload.count <= 4096 else { return apnsError(413, "PayloadTooLarge", faults) }
+            guard (try? JSONSerialization.jsonObject(with: payload)) is [String: Any] else { return apnsError(400, "BadPayload", faults) }
+            if faults.isDead(token) { return apnsError(410, "Unregistered", faults, timestamp: true) }
+            if faults.throttleRate > 0, Double.random(in: 0..<1) < faults.throttleRate { return apnsError(429, "TooManyRequests", faults) }
+            if faults.errorRate > 0, Double.random(in: 0..<1) < faults.errorRate { return apnsError(503, "ServiceUnavailable", faults) }
+            if recording {
+                var kept: [String: String] = [:]
+                for name in ["apns-topic", "apns-push-type", "apns-priority", "apns-expiration", "apns-collapse-id", "apns-id"] {
+                    if let value = header(name) { kept[name] = value }
+                }
+                record(Delivery(platform: .apns, handle: token, payload: String(decoding: payload, as: UTF8.self), headers: kept, receivedAt: Date()))
             }
-            guard payload.readableBytes > 0 else { return apnsError(400, "PayloadEmpty") }
-            guard payload.readableBytes <= 4096 else { return apnsError(413, "PayloadTooLarge") }
-            guard (try? JSONSerialization.jsonObject(with: Data(payload.readableBytesView))) is [String: Any] else {
-                return apnsError(400, "BadPayload")
-            }
-            if faults.isDead(token) { return apnsError(410, "Unregistered", timestamp: true) }
-            if let injected = injected(faults, throttle: { self.apnsError(429, "TooManyRequests") }, error: { self.apnsError(503, "ServiceUnavailable") }) {
-                return injected
-            }
-            record(.apns, handle: token, payload: String(buffer: payload), headers: request.headers, names: [
-                "apns-topic", "apns-push-type", "apns-priority", "apns-expiration", "apns-collapse-id", "apns-id",
-            ])
-            var headers = HTTPFields()
-            headers[HTTPField.Name("apns-id")!] = request.headers[HTTPField.Name("apns-id")!] ?? UUID().uuidString
-            return Response(status: .ok, headers: headers)
+            return APNsAnswer(status: 200, headers: [("apns-id", header("apns-id") ?? UUID().uuidString)])
         }()
-        return count(.apns, answer)
+        count(.apns, answer.status)
+        return answer
     }
 
     func verifyProviderToken(_ jwt: String) -> (issuedAt: Int, bundleIds: Set<String>)? {
@@ -155,12 +159,12 @@ final class SimulatorState: Sendable {
         return verified
     }
 
-    func apnsError(_ status: Int, _ reason: String, timestamp: Bool = false) -> Response {
+    func apnsError(_ status: Int, _ reason: String, _ faults: SimulatorFaults, timestamp: Bool = false) -> APNsAnswer {
         var body = #"{"reason":"\#(reason)""#
         if timestamp { body += #","timestamp":\#(Int(Date().timeIntervalSince1970 * 1000))"# }
-        var response = Self.json(status, body + "}")
-        if status == 429 || status == 503 { response.headers[HTTPField.Name("Retry-After")!] = String(faults.retryAfterSeconds) }
-        return response
+        var headers = [("content-type", "application/json")]
+        if status == 429 || status == 503 { headers.append(("retry-after", String(faults.retryAfterSeconds))) }
+        return APNsAnswer(status: status, headers: headers, body: body + "}")
     }
 
     // MARK: FCM and Google's token endpoint
@@ -341,21 +345,32 @@ final class SimulatorState: Sendable {
     }
 
     func count(_ platform: Platform, _ response: Response) -> Response {
-        mutable.withLock {
-            $0.counts[platform, default: Counts()].requests += 1
-            $0.counts[platform, default: Counts()].statuses[response.status.code, default: 0] += 1
-        }
+        count(platform, response.status.code)
         return response
     }
 
+    func count(_ platform: Platform, _ status: Int) {
+        mutable.withLock {
+            $0.counts[platform, default: Counts()].requests += 1
+            $0.counts[platform, default: Counts()].statuses[status, default: 0] += 1
+        }
+    }
+
+    /// Whether deliveries are kept for `GET /sim/deliveries`.
+    var recording: Bool { recordedHandles > 0 }
+
     func record(_ platform: Platform, handle: String, payload: String, headers: HTTPFields, names: [String]) {
+        guard recording else { return }
         var kept: [String: String] = [:]
         for name in names { if let value = headers[HTTPField.Name(name)!] { kept[name] = value } }
-        let delivery = Delivery(platform: platform, handle: handle, payload: payload, headers: kept, receivedAt: Date())
+        record(Delivery(platform: platform, handle: handle, payload: payload, headers: kept, receivedAt: Date()))
+    }
+
+    func record(_ delivery: Delivery) {
         mutable.withLock {
-            guard $0.deliveries[handle] != nil || $0.deliveries.count < recordedHandles else { return }
-            $0.deliveries[handle, default: []].append(delivery)
-            if $0.deliveries[handle]!.count > deliveriesPerHandle { $0.deliveries[handle]!.removeFirst() }
+            guard $0.deliveries[delivery.handle] != nil || $0.deliveries.count < recordedHandles else { return }
+            $0.deliveries[delivery.handle, default: []].append(delivery)
+            if $0.deliveries[delivery.handle]!.count > deliveriesPerHandle { $0.deliveries[delivery.handle]!.removeFirst() }
         }
     }
 

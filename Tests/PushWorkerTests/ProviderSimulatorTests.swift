@@ -138,7 +138,7 @@ struct ProviderSimulatorTests {
         #expect(background.classification == .delivered)
         let alert = await provider.deliver(PNSDelivery(
             hub: "myhub", notificationId: "n", handle: Self.token, format: .apple, body: #"{"aps":{"alert":"x"}}"#,
-            headers: ["apns-collapse-id": "scores", "apns-priority": "5"]))
+            headers: ["apns-collapse-id": "scores", "apns-priority": "5", "apns-id": "6f0c8d3e-51a9-4a84-9c36-2f1b7cf0e0a1"]))
         #expect(alert.classification == .delivered)
         let recorded = try await sim.deliveries(Self.token).compactMap { $0["headers"] as? [String: String] }
         #expect(recorded.count == 2)
@@ -149,7 +149,8 @@ struct ProviderSimulatorTests {
         #expect(recorded[1]["apns-push-type"] == "alert")
         #expect(recorded[1]["apns-collapse-id"] == "scores")
         #expect(recorded[1]["apns-priority"] == "5")
-        #expect(UUID(uuidString: recorded[1]["apns-id"] ?? "") != nil)
+        #expect(recorded[0]["apns-id"] == nil, "APNs makes one when the send has none")
+        #expect(recorded[1]["apns-id"] == "6f0c8d3e-51a9-4a84-9c36-2f1b7cf0e0a1")
     }
 
     @Test("APNs ExpiredProviderToken renews the token at once and resends")
@@ -198,6 +199,36 @@ struct ProviderSimulatorTests {
         let crossed = await provider.deliver(PNSDelivery(
             hub: "myhub", notificationId: "n", handle: SimulatedHandle.apns("x"), format: .apple, body: "{}", headers: ["apns-topic": "com.example.otherhub"]))
         #expect(crossed.reason == "TopicDisallowed")
+    }
+
+    @Test("APNs over TLS fails without the simulator's CA: the certificate is checked")
+    func untrustedCertificate() async throws {
+        let sim = try await SimulatorFixture.start()
+        defer { Task { await sim.stop() } }
+        let untrusting = PNSHTTPClient()
+        defer { Task { await untrusting.shutdown() } }
+        let answer = await try ProviderFactory.make(.apns, hubs: sim.hubs, http: untrusting).deliver(
+            PNSDelivery(hub: "myhub", notificationId: "n", handle: Self.token, format: .apple, body: "{}"))
+        guard case .retry = answer.classification else { Issue.record("expected a transport failure: \(answer)"); return }
+        #expect(answer.reason?.contains("transport") == true, "\(answer)")
+        #expect(try await sim.stats(.apns)["requests"] as? Int == 0)
+    }
+
+    @Test("an APNs answer that does not come in time fails that stream only; the connection goes on")
+    func apnsTimeout() async throws {
+        var slow = SimulatorFaults()
+        slow.latencyMs = 1_000
+        let sim = try await SimulatorFixture.start(faults: slow)
+        defer { Task { await sim.stop() } }
+        let impatient = PNSHTTPClient(trustRootsFile: sim.caFile, requestTimeout: .milliseconds(300))
+        defer { Task { await impatient.shutdown() } }
+        let provider = try ProviderFactory.make(.apns, hubs: sim.hubs, http: impatient)
+        let delivery = PNSDelivery(hub: "myhub", notificationId: "n", handle: Self.token, format: .apple, body: "{}")
+        let late = await provider.deliver(delivery)
+        guard case .retry = late.classification else { Issue.record("expected a retry: \(late)"); return }
+        #expect(late.reason?.contains("no answer within") == true, "\(late)")
+        sim.simulator.setFaults(SimulatorFaults())
+        #expect(await provider.deliver(delivery).classification == .delivered)
     }
 
     @Test("FCM and WNS fetch one OAuth token for many sends, and a new one after it is refused")

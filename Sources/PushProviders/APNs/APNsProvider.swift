@@ -62,14 +62,14 @@ public final class APNsProvider: PushProvider {
         case .success(let built): headers = built
         case .failure(let reason): return .notSent(.payloadRejected, reason.description)
         }
-        let url = "\(credentials.endpoint)/3/device/\(token)"
+        let path = "/3/device/\(token)"
         // One renewal and resend when APNs says the provider token expired.
         for attempt in 0..<2 {
             let jwt: String
             do { jwt = try await tokens.token() } catch { return .notSent(.misconfigured("InvalidProviderKey"), "the APNs key could not sign") }
             let sent = headers + [("authorization", "bearer \(jwt)")]
             let response: PNSHTTPClient.Response
-            do { response = try await http.send(.POST, url, headers: sent, body: payload) } catch {
+            do { response = try await http.sendHTTP2(origin: credentials.endpoint, path: path, headers: sent, body: payload) } catch {
                 return PNSAnswer(.retry(retryAfter: nil), reason: "transport: \(error)")
             }
             let reason = response.status == 200 ? nil : response.json?["reason"] as? String
@@ -105,14 +105,18 @@ public final class APNsProvider: PushProvider {
             guard collapseId.utf8.count <= maximumCollapseId else { return .failure(HeaderProblem(description: "BadCollapseId")) }
             headers.append(("apns-collapse-id", collapseId))
         }
-        let apnsId = delivery.header("apns-id") ?? UUID().uuidString.lowercased()
-        guard UUID(uuidString: apnsId) != nil else { return .failure(HeaderProblem(description: "BadMessageId")) }
-        headers.append(("apns-id", apnsId))
+        // Without one, APNs makes the apns-id itself and returns it.
+        if let apnsId = delivery.header("apns-id") {
+            guard UUID(uuidString: apnsId) != nil else { return .failure(HeaderProblem(description: "BadMessageId")) }
+            headers.append(("apns-id", apnsId))
+        }
         return .success(headers)
     }
 
     /// A payload whose `aps` holds only `content-available: 1` is a background push.
     static func isBackground(_ payload: Data) -> Bool {
+        // Most payloads do not mention it at all: no need to parse them.
+        guard payload.range(of: Data("content-available".utf8)) != nil else { return false }
         guard let object = try? JSONSerialization.jsonObject(with: payload) as? [String: Any], let aps = object["aps"] as? [String: Any] else {
             return false
         }

@@ -26,6 +26,10 @@ public final class PNSHTTPClient: Sendable {
     /// counts against the connect time-out.
     private let slots: RequestSlots
     private let requestTimeout: TimeAmount
+    private let tls: TLSConfiguration
+    private let connectionCount: Int
+    /// Our own HTTP/2 clients by origin, for APNs (see `sendHTTP2`).
+    private let http2Clients = Mutex<[String: HTTP2Client]>([:])
 
     /// `trustRootsFile` adds a PEM CA (e.g. `pushhub sim`'s) to the system's roots. HTTP/2
     /// hosts get `connections` connections; HTTP/1.1 hosts up to `connectionsPerHost`.
@@ -44,6 +48,8 @@ public final class PNSHTTPClient: Sendable {
         configuration.httpVersion = .automatic
         configuration.decompression = .disabled
         clients = (0..<connections).map { _ in HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration) }
+        self.tls = tls
+        connectionCount = connections
         slots = RequestSlots(maximumInFlight)
         self.requestTimeout = .nanoseconds(Int64(requestTimeout.components.seconds) * 1_000_000_000 + requestTimeout.components.attoseconds / 1_000_000_000)
     }
@@ -59,10 +65,33 @@ public final class PNSHTTPClient: Sendable {
         do {
             let response = try await client.execute(request, timeout: requestTimeout)
             let bytes = try await response.body.collect(upTo: 64 * 1024)
-            await slots.release()
+            slots.release()
             return Response(status: Int(response.status.code), headers: response.headers, body: Data(bytes.readableBytesView))
         } catch {
-            await slots.release()
+            slots.release()
+            throw error
+        }
+    }
+
+    /// POSTs `path` at `origin` (`https://host[:port]`) over HTTP/2 with PushHub's own client,
+    /// which flushes the frames of many requests together: APNs's path. A plain-http origin
+    /// goes through `send`.
+    public func sendHTTP2(origin: String, path: String, headers: [(String, String)], body: Data) async throws -> Response {
+        let client = try http2Clients.withLock { clients -> HTTP2Client? in
+            if let existing = clients[origin] { return existing }
+            guard let parsed = URL(string: origin), parsed.scheme == "https", let host = parsed.host else { return nil }
+            let made = try HTTP2Client(host: host, port: parsed.port ?? 443, tls: tls, connections: connectionCount, timeout: requestTimeout)
+            clients[origin] = made
+            return made
+        }
+        guard let client else { return try await send(.POST, origin + path, headers: headers, body: body) }
+        await slots.acquire()
+        do {
+            let response = try await client.send(path: path, headers: headers, body: body)
+            slots.release()
+            return response
+        } catch {
+            slots.release()
             throw error
         }
     }
@@ -77,37 +106,58 @@ public final class PNSHTTPClient: Sendable {
 
     public func shutdown() async {
         for client in clients { try? await client.shutdown() }
+        for client in http2Clients.withLock({ Array($0.values) }) { await client.shutdown() }
     }
 }
 
-/// A counting semaphore for requests; waiters are served in order.
-actor RequestSlots {
-    private var available: Int
-    private var waiters: [CheckedContinuation<Void, Never>] = []
-    private var head = 0
+/// A counting semaphore for requests; waiters are served in order. Taking a free slot does
+/// not suspend.
+final class RequestSlots: Sendable {
+    private struct State {
+        var available: Int
+        var waiters: [CheckedContinuation<Void, Never>] = []
+        var head = 0
+    }
 
-    init(_ count: Int) { available = max(1, count) }
+    private let state: Mutex<State>
+
+    init(_ count: Int) { state = Mutex(State(available: max(1, count))) }
 
     func acquire() async {
-        if available > 0 {
-            available -= 1
-            return
+        let taken = state.withLock { state -> Bool in
+            guard state.available > 0 else { return false }
+            state.available -= 1
+            return true
         }
-        await withCheckedContinuation { waiters.append($0) }
+        if taken { return }
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state -> Bool in
+                if state.available > 0 {
+                    state.available -= 1
+                    return true
+                }
+                state.waiters.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
     }
 
     func release() {
-        if head < waiters.count {
-            let waiter = waiters[head]
-            head += 1
-            if head > 1024, head * 2 > waiters.count {
-                waiters.removeFirst(head)
-                head = 0
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard state.head < state.waiters.count else {
+                state.available += 1
+                return nil
             }
-            waiter.resume()
-        } else {
-            available += 1
+            let waiter = state.waiters[state.head]
+            state.head += 1
+            if state.head > 1024, state.head * 2 > state.waiters.count {
+                state.waiters.removeFirst(state.head)
+                state.head = 0
+            }
+            return waiter
         }
+        waiter?.resume()
     }
 }
 

@@ -67,13 +67,7 @@ struct DevCommand: AsyncParsableCommand {
         var hubs = try HubsConfiguration.loadOrCreateDevelopment(at: configPath) { _ in logger.notice("development hub created", metadata: ["pushhub.config": "\(configPath)"]) }
         let hubName = hubs.appBackend?.hub ?? hubs.hubs[0].name
         guard let hubIndex = hubs.hubs.firstIndex(where: { $0.name == hubName }) else { throw CommandFailure(description: "\(configPath): no hub \(hubName)") }
-        let simulated = try HubsConfiguration.Credentials.simulated(apns: "https://127.0.0.1", http: "http://127.0.0.1", hub: hubName.lowercased())
-        var credentials = hubs.hubs[hubIndex].credentials
-        credentials.apns = credentials.apns ?? simulated.apns
-        credentials.fcm = credentials.fcm ?? simulated.fcm
-        credentials.wns = credentials.wns ?? simulated.wns
-        credentials.webPush = credentials.webPush ?? simulated.webPush
-        hubs.hubs[hubIndex].credentials = credentials
+        try hubs.attachSimulatedCredentials(to: [hubName])
 
         let certificates = try SimulatorCertificates.generate()
         let caPath = data.appendingPathComponent("sim-ca.pem").path

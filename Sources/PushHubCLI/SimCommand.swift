@@ -69,15 +69,7 @@ struct SimCommand: AsyncParsableCommand {
             throw ValidationError("--attach \(name): no hub of that name in \(path)")
         }
         // Credentials first: the simulator checks requests against them.
-        for index in hubs.hubs.indices where attach.contains(where: { $0.caseInsensitiveCompare(hubs.hubs[index].name) == .orderedSame }) {
-            let fresh = try HubsConfiguration.Credentials.simulated(apns: "https://\(host)", http: "http://\(host)", hub: hubs.hubs[index].name.lowercased())
-            var credentials = hubs.hubs[index].credentials
-            credentials.apns = credentials.apns ?? fresh.apns
-            credentials.fcm = credentials.fcm ?? fresh.fcm
-            credentials.wns = credentials.wns ?? fresh.wns
-            credentials.webPush = credentials.webPush ?? fresh.webPush
-            hubs.hubs[index].credentials = credentials
-        }
+        try hubs.attachSimulatedCredentials(to: attach)
         let certificates = try SimulatorCertificates.generate()
         try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
         let caPath = URL(fileURLWithPath: dataDir).appendingPathComponent("ca.pem").path

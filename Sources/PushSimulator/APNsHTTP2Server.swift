@@ -4,6 +4,7 @@ import NIOHPACK
 import NIOHTTP2
 import NIOPosix
 import NIOSSL
+import PushProviders
 
 /// The simulator's APNs endpoint: HTTP/2 over TLS (ALPN `h2`), served frame by frame on each
 /// connection, with no channel per stream. Answers written while reading a batch of frames
@@ -48,14 +49,14 @@ final class APNsFrameHandler: ChannelInboundHandler {
 
     private let state: SimulatorState
     private var streams: [HTTP2StreamID: Stream] = [:]
-    private var unacknowledgedBytes = 0
+    private var window = HTTP2ConnectionWindow()
     private var needsFlush = false
 
     init(state: SimulatorState) { self.state = state }
 
     func channelActive(context: ChannelHandlerContext) {
         // Open the connection window wide; it is topped up as data arrives.
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: (1 << 24) - 65_535))), promise: nil)
+        context.write(wrapOutboundOut(HTTP2ConnectionWindow.opening), promise: nil)
         context.flush()
         context.fireChannelActive()
     }
@@ -67,13 +68,9 @@ final class APNsFrameHandler: ChannelInboundHandler {
             streams[frame.streamID] = Stream(headers: headers.headers, body: nil)
             if headers.endStream { finish(frame.streamID, context: context) }
         case .data(let data):
-            guard case .byteBuffer(var bytes) = data.data else { return }
-            unacknowledgedBytes += bytes.readableBytes
-            if streams[frame.streamID]?.body == nil {
-                streams[frame.streamID]?.body = bytes
-            } else {
-                streams[frame.streamID]?.body?.writeBuffer(&bytes)
-            }
+            guard case .byteBuffer(var bytes) = data.data, var stream = streams[frame.streamID] else { return }
+            window.receive(&bytes, into: &stream.body)
+            streams[frame.streamID] = stream
             if data.endStream { finish(frame.streamID, context: context) }
         case .rstStream:
             streams[frame.streamID] = nil
@@ -83,9 +80,8 @@ final class APNsFrameHandler: ChannelInboundHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        if unacknowledgedBytes > 1 << 20 {
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: unacknowledgedBytes))), promise: nil)
-            unacknowledgedBytes = 0
+        if let update = window.update() {
+            context.write(wrapOutboundOut(update), promise: nil)
             needsFlush = true
         }
         if needsFlush {

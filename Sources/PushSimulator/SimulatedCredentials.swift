@@ -26,6 +26,20 @@ extension HubsConfiguration.Credentials {
 }
 
 extension HubsConfiguration {
+    /// Gives the hubs named in `names` simulated credentials for every platform they have none
+    /// for (their endpoints are pointed at a simulator afterwards, with `pointed`).
+    public mutating func attachSimulatedCredentials(to names: [String]) throws {
+        for index in hubs.indices where names.contains(where: { $0.caseInsensitiveCompare(hubs[index].name) == .orderedSame }) {
+            let fresh = try Credentials.simulated(apns: "https://127.0.0.1", http: "http://127.0.0.1", hub: hubs[index].name.lowercased())
+            var credentials = hubs[index].credentials
+            credentials.apns = credentials.apns ?? fresh.apns
+            credentials.fcm = credentials.fcm ?? fresh.fcm
+            credentials.wns = credentials.wns ?? fresh.wns
+            credentials.webPush = credentials.webPush ?? fresh.webPush
+            hubs[index].credentials = credentials
+        }
+    }
+
     /// The hubs named in `hubs` (all when `nil`) with their PNS endpoints pointed at a simulator.
     public func pointed(at apns: String, http: String, hubs names: [String]? = nil) -> HubsConfiguration {
         var copy = self

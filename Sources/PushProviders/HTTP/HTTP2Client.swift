@@ -134,12 +134,12 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler {
     private var pending: [HTTP2StreamID: Pending] = [:]
     private var closed = false
     private var flushScheduled = false
-    private var unacknowledgedBytes = 0
+    private var window = HTTP2ConnectionWindow()
 
     init(authority: String) { self.authority = authority }
 
     func channelActive(context: ChannelHandlerContext) {
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: (1 << 24) - 65_535))), promise: nil)
+        context.write(wrapOutboundOut(HTTP2ConnectionWindow.opening), promise: nil)
         context.flush()
         context.fireChannelActive()
     }
@@ -191,13 +191,9 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler {
             pending[frame.streamID] = stream
             if headers.endStream { complete(frame.streamID) }
         case .data(let payload):
-            guard case .byteBuffer(var bytes) = payload.data else { return }
-            unacknowledgedBytes += bytes.readableBytes
-            if pending[frame.streamID]?.body == nil {
-                pending[frame.streamID]?.body = bytes
-            } else {
-                pending[frame.streamID]?.body?.writeBuffer(&bytes)
-            }
+            guard case .byteBuffer(var bytes) = payload.data, var stream = pending[frame.streamID] else { return }
+            window.receive(&bytes, into: &stream.body)
+            pending[frame.streamID] = stream
             if payload.endStream { complete(frame.streamID) }
         case .rstStream(let code):
             fail(frame.streamID, HTTP2Client.Failure(description: "stream reset: \(code)"))
@@ -210,9 +206,8 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        if unacknowledgedBytes > 1 << 20 {
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: unacknowledgedBytes))), promise: nil)
-            unacknowledgedBytes = 0
+        if let update = window.update() {
+            context.write(wrapOutboundOut(update), promise: nil)
             context.flush()
         }
         context.fireChannelReadComplete()

@@ -1,0 +1,33 @@
+import NIOCore
+import NIOHTTP2
+
+/// The receive window of an HTTP/2 connection read frame by frame (NIOHTTP2 manages windows
+/// only for stream channels): opened wide at the start, topped up as DATA is consumed.
+public struct HTTP2ConnectionWindow {
+    public static let size = 1 << 24
+    private var consumed = 0
+
+    public init() {}
+
+    /// The WINDOW_UPDATE that opens the connection's window (65,535 bytes by default) at the start.
+    public static var opening: HTTP2Frame {
+        HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: size - 65_535))
+    }
+
+    /// Adds a DATA frame's bytes to a stream's body and counts them against the window.
+    public mutating func receive(_ bytes: inout ByteBuffer, into body: inout ByteBuffer?) {
+        consumed += bytes.readableBytes
+        if body == nil {
+            body = bytes
+        } else {
+            body!.writeBuffer(&bytes)
+        }
+    }
+
+    /// The WINDOW_UPDATE to send after a read, once a sixteenth of the window was consumed.
+    public mutating func update() -> HTTP2Frame? {
+        guard consumed > Self.size / 16 else { return nil }
+        defer { consumed = 0 }
+        return HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: consumed))
+    }
+}

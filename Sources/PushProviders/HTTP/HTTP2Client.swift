@@ -39,7 +39,10 @@ final class HTTP2Client: Sendable {
         let channel = try await connection.channel { try await self.connect() }
         let promise = channel.eventLoop.makePromise(of: PNSHTTPClient.Response.self)
         let request = StreamRequest(path: path, headers: headers, body: ByteBuffer(bytes: body), timeout: timeout, promise: promise)
-        channel.write(request, promise: nil)
+        // A write that never reaches the handler (the connection closed meanwhile) fails the request.
+        let written = channel.eventLoop.makePromise(of: Void.self)
+        written.futureResult.whenFailure { promise.fail($0) }
+        channel.write(request, promise: written)
         return try await promise.futureResult.get()
     }
 
@@ -157,10 +160,6 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler {
         for (name, value) in request.headers { headers.add(name: name.lowercased(), value: value) }
         headers.add(name: "content-length", value: String(request.body.readableBytes))
         let hasBody = request.body.readableBytes > 0
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: !hasBody)))), promise: nil)
-        if hasBody {
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(request.body), endStream: true)))), promise: nil)
-        }
         let loop = context.eventLoop.assumeIsolated()
         let timer = loop.scheduleTask(in: request.timeout) { [self] in
             guard let expired = pending.removeValue(forKey: id) else { return }
@@ -169,6 +168,13 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler {
             context.flush()
         }
         pending[id] = Pending(promise: request.promise, timer: timer)
+        // A stream the HTTP/2 handler refuses (e.g. after GOAWAY) fails at once, not at its time-out.
+        let headersWritten = context.eventLoop.makePromise(of: Void.self)
+        headersWritten.futureResult.assumeIsolated().whenFailure { [self] error in fail(id, error) }
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: !hasBody)))), promise: headersWritten)
+        if hasBody {
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(request.body), endStream: true)))), promise: nil)
+        }
         if !flushScheduled {
             flushScheduled = true
             loop.execute { [self] in

@@ -5,12 +5,28 @@ import NIOHTTP2
 import NIOPosix
 import NIOSSL
 import PushProviders
+import Synchronization
 
 /// The simulator's APNs endpoint: HTTP/2 over TLS (ALPN `h2`), served frame by frame on each
 /// connection, with no channel per stream. Answers written while reading a batch of frames
 /// leave in one flush.
 enum APNsHTTP2Server {
-    static func bind(host: String, port: Int, tls: TLSConfiguration, state: SimulatorState) async throws -> any Channel {
+    /// The accepted connections, so that stopping the server closes them too.
+    final class Connections: Sendable {
+        private let open = Mutex<[ObjectIdentifier: any Channel]>([:])
+
+        func add(_ channel: any Channel) {
+            let id = ObjectIdentifier(channel)
+            open.withLock { $0[id] = channel }
+            channel.closeFuture.whenComplete { [self] _ in _ = open.withLock { $0.removeValue(forKey: id) } }
+        }
+
+        func closeAll() async {
+            for channel in open.withLock({ Array($0.values) }) { try? await channel.close() }
+        }
+    }
+
+    static func bind(host: String, port: Int, tls: TLSConfiguration, state: SimulatorState, connections: Connections) async throws -> any Channel {
         var tls = tls
         tls.applicationProtocols = ["h2"]
         let context = try NIOSSLContext(configuration: tls)
@@ -19,7 +35,8 @@ enum APNsHTTP2Server {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
+                connections.add(channel)
+                return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
                     try channel.pipeline.syncOperations.addHandler(NIOHTTP2Handler(
                         mode: .server,

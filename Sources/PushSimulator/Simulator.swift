@@ -99,7 +99,8 @@ public final class PNSSimulator: Service, Sendable {
             privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(settings.certificates.serverKeyPEM.utf8), format: .pem)))
         var quiet = logger
         quiet.logLevel = max(logger.logLevel, .warning)
-        let apns = try await APNsHTTP2Server.bind(host: settings.host, port: settings.apnsPort, tls: tls, state: state)
+        let connections = APNsHTTP2Server.Connections()
+        let apns = try await APNsHTTP2Server.bind(host: settings.host, port: settings.apnsPort, tls: tls, state: state, connections: connections)
         ports.value.withLock { $0.apns = apns.localAddress?.port }
         let http = Application(
             router: makeRouter(), configuration: .init(address: .hostname(settings.host, port: settings.httpPort), serverName: nil),
@@ -109,9 +110,11 @@ public final class PNSSimulator: Service, Sendable {
             try await http.runService()
         } catch {
             try? await apns.close()
+            await connections.closeAll()
             throw error
         }
         try? await apns.close()
+        await connections.closeAll()
     }
 
     /// Changes the faults while running (tests, and `POST /sim/faults`).

@@ -231,6 +231,24 @@ struct ProviderSimulatorTests {
         #expect(await provider.deliver(delivery).classification == .delivered)
     }
 
+    @Test("when APNs closes the connection, the next push connects again")
+    func apnsReconnects() async throws {
+        let first = try await SimulatorFixture.start()
+        let client = PNSHTTPClient(trustRootsFile: first.caFile, connections: 1)
+        defer { Task { await client.shutdown() } }
+        let provider = try ProviderFactory.make(.apns, hubs: first.hubs, http: client)
+        let delivery = PNSDelivery(hub: "myhub", notificationId: "n", handle: Self.token, format: .apple, body: "{}")
+        #expect(await provider.deliver(delivery).classification == .delivered)
+        await first.stop()
+        guard case .retry = await provider.deliver(delivery).classification else { Issue.record("a closed connection is a passing failure"); return }
+
+        let second = try await SimulatorFixture.start(replacing: first)
+        defer { Task { await second.stop() } }
+        #expect(second.apns == first.apns)
+        #expect(await provider.deliver(delivery).classification == .delivered, "connected again")
+        #expect(try await second.stats(.apns)["requests"] as? Int == 1)
+    }
+
     @Test("FCM and WNS fetch one OAuth token for many sends, and a new one after it is refused")
     func oauthTokens() async throws {
         let sim = try await SimulatorFixture.start()

@@ -30,23 +30,35 @@ final class SimulatorFixture: Sendable {
     let hubs: HubsConfiguration
     let client: PNSHTTPClient
 
-    static func start(faults: SimulatorFaults = SimulatorFaults(), extraHubs: [HubsConfiguration.Hub] = []) async throws -> SimulatorFixture {
-        // Keys first (the simulator checks against them), endpoints once it listens.
+    static func start(
+        faults: SimulatorFaults = SimulatorFaults(), extraHubs: [HubsConfiguration.Hub] = [], replacing previous: SimulatorFixture? = nil
+    ) async throws -> SimulatorFixture {
+        // Keys first (the simulator checks against them), endpoints once it listens. A
+        // replacement keeps its predecessor's keys, certificates and APNs port.
         let placeholder = try HubsConfiguration.Credentials.simulated(apns: "https://placeholder", http: "http://placeholder", hub: "myhub")
-        let hubs = HubsConfiguration(hubs: [.init(name: "myhub", sasRules: [], credentials: placeholder)] + extraHubs)
-        let certificates = try SimulatorCertificates.generate()
+        let hubs = previous?.hubs ?? HubsConfiguration(hubs: [.init(name: "myhub", sasRules: [], credentials: placeholder)] + extraHubs)
+        let certificates = try previous?.certificates ?? SimulatorCertificates.generate()
         var settings = SimulatorSettings(hubs: hubs, certificates: certificates)
         settings.faults = faults
+        if let previous, let port = URL(string: previous.apns)?.port { settings.apnsPort = port }
         let simulator = try PNSSimulator(settings: settings, logger: testLogger)
         let group = ServiceGroup(configuration: .init(services: [.init(service: simulator)], logger: testLogger))
         let task = Task { try await group.run() }
         let (apns, http) = try await simulator.ready()
         let caFile = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-sim-ca-\(UUID().uuidString).pem").path
         try certificates.caPEM.write(toFile: caFile, atomically: true, encoding: .utf8)
-        return SimulatorFixture(simulator: simulator, group: group, task: task, apns: apns, http: http, caFile: caFile, hubs: hubs.pointed(at: apns, http: http))
+        return SimulatorFixture(
+            simulator: simulator, group: group, task: task, apns: apns, http: http, caFile: caFile, hubs: hubs.pointed(at: apns, http: http),
+            certificates: certificates)
     }
 
-    init(simulator: PNSSimulator, group: ServiceGroup, task: Task<Void, any Error>, apns: String, http: String, caFile: String, hubs: HubsConfiguration) {
+    let certificates: SimulatorCertificates
+
+    init(
+        simulator: PNSSimulator, group: ServiceGroup, task: Task<Void, any Error>, apns: String, http: String, caFile: String, hubs: HubsConfiguration,
+        certificates: SimulatorCertificates
+    ) {
+        self.certificates = certificates
         self.simulator = simulator
         self.group = group
         self.task = task

@@ -44,6 +44,7 @@ let package = Package(
             name: "PushKafka",
             dependencies: [
                 "CRdKafka",
+                "PushMetrics",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -53,6 +54,18 @@ let package = Package(
             name: "CSQLite",
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
+        ),
+        // Prometheus metrics: counters, gauges, histograms, the text format.
+        .target(name: "PushMetrics"),
+        // /health/live, /health/ready and /metrics for every process.
+        .target(
+            name: "PushOps",
+            dependencies: [
+                "PushMetrics",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         // Hub domain and wire types; no I/O.
         .target(name: "PushModel"),
@@ -72,6 +85,8 @@ let package = Package(
             name: "PushIngress",
             dependencies: [
                 "PushKafka",
+                "PushMetrics",
+                "PushOps",
                 "PushModel",
                 "PushStore",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -89,6 +104,7 @@ let package = Package(
             name: "PushDispatcher",
             dependencies: [
                 "PushKafka",
+                "PushMetrics",
                 "PushModel",
                 "PushStore",
                 .product(name: "Logging", package: "swift-log"),
@@ -126,6 +142,8 @@ let package = Package(
             name: "PushWorker",
             dependencies: [
                 "PushDispatcher",
+                "PushMetrics",
+                "PushOps",
                 "PushEnvironment",
                 "PushIngress",
                 "PushKafka",
@@ -141,6 +159,7 @@ let package = Package(
             name: "PushSimulator",
             dependencies: [
                 "PushIngress",
+                "PushOps",
                 "PushModel",
                 "PushProviders",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -189,6 +208,7 @@ let package = Package(
             name: "PushDispatcherMain",
             dependencies: [
                 "PushDispatcher",
+                "PushOps",
                 "PushEnvironment",
                 "PushIngress",
                 "PushKafka",
@@ -269,6 +289,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
+        ),
+        .testTarget(
+            name: "PushOpsTests",
+            dependencies: ["PushOps", "PushMetrics", .product(name: "HummingbirdTesting", package: "hummingbird")]
         ),
         .testTarget(
             name: "PushModelTests",

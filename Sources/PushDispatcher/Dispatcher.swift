@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PushKafka
+import PushMetrics
 import PushModel
 import PushStore
 import ServiceLifecycle
@@ -88,6 +89,11 @@ public final class Dispatcher: Service, Sendable {
             } while cursor != nil
         }
         let dispatched = try await batcher.finish()
+        for (platform, count) in dispatched where count > 0 {
+            MetricsRegistry.shared.counter(
+                "pushhub_targets_dispatched_total", help: "Targets dispatched to a platform's deliveries topic.", labels: ["platform": platform.rawValue]
+            ).increment(by: count)
+        }
         let summary = ResultBatch(notificationId: request.notificationId, hub: hub, dispatched: dispatched)
         try await send([KafkaOutgoingRecord(topic: settings.topics.results, key: request.notificationId, value: WireCoding.encode(summary))])
         logger.info(
@@ -120,6 +126,9 @@ public enum RecordRejection {
         _ record: KafkaRecord, hub: String, reason: String, topics: PushTopics, producer: KafkaProducer, logger: Logger
     ) async throws {
         let notificationId = record.keyString.flatMap { $0.isEmpty ? nil : $0.split(separator: ":").first.map(String.init) } ?? "unknown"
+        MetricsRegistry.shared.counter(
+            "pushhub_dead_letters_total", help: "Records sent to the dead-letter topic, by the topic they came from.", labels: ["topic": record.topic]
+        ).increment()
         logger.warning("record rejected", metadata: [
             "pushhub.notification_id": "\(notificationId)", "kafka.topic": "\(record.topic)", "pushhub.reason": "\(reason)",
         ])

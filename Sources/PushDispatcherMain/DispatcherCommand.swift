@@ -4,6 +4,7 @@ import PushDispatcher
 import PushEnvironment
 import PushIngress
 import PushKafka
+import PushOps
 import PushStore
 import ServiceLifecycle
 
@@ -15,6 +16,8 @@ struct DispatcherCommand: AsyncParsableCommand {
         abstract: "Resolve each SendRequest's audience from the store into DeliveryBatches on the platforms' topics.")
 
     @OptionGroup var kafka: KafkaOptions
+
+    @OptionGroup var operations: OperationsOptions
 
     @Option(help: "pushhub.yaml, for the hubs this deployment serves (default: $PUSHHUB_CONFIG or ./data/pushhub.yaml).")
     var config: String?
@@ -40,7 +43,13 @@ struct DispatcherCommand: AsyncParsableCommand {
         // Shut down in reverse: stop dispatching, commit and leave the group, flush.
         let group = ServiceGroup(
             configuration: .init(
-                services: [.init(service: producer), .init(service: consumer), .init(service: dispatcher)],
+                services: [
+                    .init(service: producer), .init(service: consumer),
+                    .init(service: operations.application(
+                        checks: [ReadinessCheck("kafka") { await producer.isReachable() }, ReadinessCheck("store") { await store.isReachable() }],
+                        logger: logger)),
+                    .init(service: dispatcher),
+                ],
                 gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
         await store.close()

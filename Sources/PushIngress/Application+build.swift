@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import PushOps
 import Logging
 import PushStore
 
@@ -23,12 +24,13 @@ public struct IngressConfiguration: Sendable {
 /// The ingress's routes; tests drive them through `app.test(.router)`.
 public func buildIngressRouter(
     hubs: HubsConfiguration, store: any RegistrationStore, publisher: (any NotificationPublisher)? = nil,
-    now: @escaping @Sendable () -> Date = { Date() }
+    readiness: [ReadinessCheck] = [], now: @escaping @Sendable () -> Date = { Date() }
 ) throws -> Router<IngressContext> {
     let router = Router(context: IngressContext.self)
+    router.add(middleware: HTTPMetricsMiddleware())
     let access = HubAccess(hubs: hubs, now: now)
     let queue = publisher.map { NotificationQueue(publisher: $0, outcomes: store as? any OutcomeStore) }
-    router.get("health/live") { _, _ in HTTPResponse.Status.ok }
+    addOperationsRoutes(to: router, checks: readiness)
     InstallationController(store: store, access: access).addRoutes(to: router)
     RegistrationController(store: store, access: access).addRoutes(to: router)
     if let queue {
@@ -48,11 +50,11 @@ public func buildIngressRouter(
 /// The ingress as an application: what `pushhub-ingress` runs.
 /// `onListening` is called with the bound port once the server listens.
 public func buildIngressApplication(
-    configuration: IngressConfiguration, store: any RegistrationStore, publisher: (any NotificationPublisher)? = nil, logger: Logger,
-    onListening: @escaping @Sendable (Int) -> Void = { _ in }
+    configuration: IngressConfiguration, store: any RegistrationStore, publisher: (any NotificationPublisher)? = nil,
+    readiness: [ReadinessCheck] = [], logger: Logger, onListening: @escaping @Sendable (Int) -> Void = { _ in }
 ) throws -> some ApplicationProtocol {
     Application(
-        router: try buildIngressRouter(hubs: configuration.hubs, store: store, publisher: publisher),
+        router: try buildIngressRouter(hubs: configuration.hubs, store: store, publisher: publisher, readiness: readiness),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "PushHub"),
         onServerRunning: { channel in onListening(channel.localAddress?.port ?? configuration.port) },
         logger: logger)

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PushKafka
 import PushModel
+import PushOps
 import PushStore
 import ServiceLifecycle
 
@@ -13,16 +14,20 @@ public func makeIngressServices(
     configuration: IngressConfiguration, store: SQLRegistrationStore, kafka: (servers: [String], topics: PushTopics)?, logger: Logger,
     onListening: @escaping @Sendable (Int) -> Void
 ) throws -> [ServiceGroupConfiguration.ServiceConfiguration] {
+    let storeCheck = ReadinessCheck("store") { await store.isReachable() }
     guard let kafka else {
         logger.notice("no Kafka configured (--kafka or PUSHHUB_KAFKA): the messages API is off")
-        return [.init(service: try buildIngressApplication(configuration: configuration, store: store, logger: logger, onListening: onListening))]
+        return [.init(service: try buildIngressApplication(
+            configuration: configuration, store: store, readiness: [storeCheck], logger: logger, onListening: onListening))]
     }
     let producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: kafka.servers), logger: logger)
     let results = try KafkaConsumer.make(
         configuration: KafkaConsumerConfiguration(bootstrapServers: kafka.servers, groupID: "pushhub-ingress-outcomes"),
         topics: [kafka.topics.results], logger: logger)
     let publisher = KafkaNotificationPublisher(producer: producer, topics: kafka.topics)
-    let app = try buildIngressApplication(configuration: configuration, store: store, publisher: publisher, logger: logger, onListening: onListening)
+    let app = try buildIngressApplication(
+        configuration: configuration, store: store, publisher: publisher,
+        readiness: [storeCheck, ReadinessCheck("kafka") { await producer.isReachable() }], logger: logger, onListening: onListening)
     return [
         .init(service: producer), .init(service: results), .init(service: app),
         .init(service: OutcomeRecorder(consumer: results, store: store, logger: logger)),

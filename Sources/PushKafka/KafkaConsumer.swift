@@ -15,6 +15,7 @@ public final class KafkaConsumer: Service, Sendable {
     private let client: RDKafkaClient
     /// librdkafka's consumer queue.
     private let queue: RDKafkaQueue
+    private let lagState = Mutex<(last: ContinuousClock.Instant, next: [KafkaTopicPartition: Int64])>((.now, [:]))
     private let progress: ConsumerProgress
     /// Every blocking call on the handle (fetch, close) runs here, one at a time.
     private let fetchQueue = DispatchQueue(label: "pushhub.kafka.consumer.fetch")
@@ -85,6 +86,23 @@ public final class KafkaConsumer: Service, Sendable {
         }
     }
 
+    /// Counts what was read and, at most once a second, sets the lag of the partitions read.
+    private func observe(_ records: [KafkaRecord]) {
+        KafkaMetrics.consumed(records, group: configuration.groupID)
+        let due = lagState.withLock { state -> [KafkaTopicPartition: Int64]? in
+            for record in records { state.next[record.topicPartition] = record.offset + 1 }
+            guard ContinuousClock.now - state.last >= .seconds(1) else { return nil }
+            state.last = .now
+            return state.next
+        }
+        if let due { KafkaMetrics.lag(handle: client.handle, group: configuration.groupID, positions: due) }
+    }
+
+    /// Whether a broker answers within `timeout`.
+    public func isReachable(timeout: Duration = .seconds(2)) async -> Bool {
+        await client.isReachable(timeout: timeout)
+    }
+
     /// One poll of librdkafka's queue (≤ 100 ms); serves rebalances as a side effect.
     private func fetchBatch() -> (generation: UInt64, records: [KafkaRecord]) {
         guard !progress.isClosed else { return (0, []) }
@@ -110,6 +128,7 @@ public final class KafkaConsumer: Service, Sendable {
             }
             records.append(Self.record(from: message, generation: generation))
         }
+        observe(records)
         return (generation, records)
     }
 

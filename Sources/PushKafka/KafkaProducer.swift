@@ -56,7 +56,14 @@ public final class KafkaProducer: Service, Sendable {
                 group.complete(index, with: .failure(error))
             }
         }
-        return await group.wait()
+        let results = await group.wait()
+        KafkaMetrics.produced(records, results)
+        return results
+    }
+
+    /// Whether a broker answers within `timeout`.
+    public func isReachable(timeout: Duration = .seconds(2)) async -> Bool {
+        await client.isReachable(timeout: timeout)
     }
 
     /// Produces many records at once and returns when every one was acknowledged.

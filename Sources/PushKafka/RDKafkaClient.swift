@@ -179,3 +179,16 @@ final class RDKafkaQueue: @unchecked Sendable {
         rd_kafka_queue_destroy(pointer)
     }
 }
+
+extension RDKafkaClient {
+    /// Whether a broker answers a metadata request within `timeout` (readiness checks).
+    func isReachable(timeout: Duration) async -> Bool {
+        let milliseconds = Int32(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        return await BlockingCalls.run { [self] in
+            var metadata: UnsafePointer<rd_kafka_metadata>? = nil
+            let code = rd_kafka_metadata(handle, 0, nil, &metadata, milliseconds)
+            if let metadata { rd_kafka_metadata_destroy(metadata) }
+            return code == RD_KAFKA_RESP_ERR_NO_ERROR
+        }
+    }
+}

@@ -7,6 +7,7 @@ import NIOCore
 import NIOSSL
 import PushIngress
 import PushModel
+import PushOps
 import PushProviders
 import ServiceLifecycle
 import Synchronization
@@ -140,6 +141,7 @@ public final class PNSSimulator: Service, Sendable {
             }
             return SimulatorState.json(200, state.deliveriesJSON(handle: handle))
         }
+        addOperationsRoutes(to: router, checks: [])
         router.post("/sim/revoke-tokens") { _, _ in
             state.revokeAccessTokens()
             return SimulatorState.json(200, "{}")

@@ -33,6 +33,11 @@ public final class SQLRegistrationStore: RegistrationStore {
         return stored
     }
 
+    /// Whether the database answers a trivial query (readiness checks).
+    public func isReachable() async -> Bool {
+        (try? await database.read { connection in try await connection.query("SELECT 1", []).count }) == 1
+    }
+
     public func installation(hub: String, id: String) async throws -> Installation? {
         try await database.read { connection in try await Self.readInstallation(hub: hub, id: id, on: connection) }
     }

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PushDispatcher
 import PushKafka
+import PushMetrics
 import PushModel
 import PushProviders
 import ServiceLifecycle
@@ -41,6 +42,7 @@ public final class DeliveryWorker: Service, Sendable {
     let settings: WorkerSettings
     let logger: Logger
     let window: DeliveryWindow
+    let metrics: WorkerMetrics
     /// Set at graceful shutdown: targets waiting for a retry are handed back at once.
     let draining = Draining()
 
@@ -51,6 +53,7 @@ public final class DeliveryWorker: Service, Sendable {
         self.settings = settings
         self.logger = logger
         window = DeliveryWindow(limit: settings.window)
+        metrics = WorkerMetrics(platform: settings.platform)
     }
 
     public func run() async throws {
@@ -160,6 +163,8 @@ public final class DeliveryWorker: Service, Sendable {
                 lastAnswer = answer ?? lastAnswer
             }
         }
+        for result in results { metrics.outcomes[result.outcome]?.increment() }
+        metrics.handedBack.increment(by: handBack.count)
         var outgoing: [KafkaOutgoingRecord] = []
         if !results.isEmpty {
             let value = try WireCoding.encode(ResultBatch(notificationId: batch.notificationId, hub: batch.hub, platform: batch.platform, results: results))
@@ -199,7 +204,9 @@ public final class DeliveryWorker: Service, Sendable {
         var calls = 0
         while true {
             if Date() >= expiresAt { return .expired(target, calls: calls) }
+            let sent = ContinuousClock.now
             let answer = await provider.deliver(delivery)
+            if answer.status != nil { metrics.latency.observe(ContinuousClock.now - sent) }
             calls += 1
             let retryAfter: Duration?
             switch answer.classification {
@@ -213,6 +220,7 @@ public final class DeliveryWorker: Service, Sendable {
                 if batch.attempt >= settings.maximumAttempts { return .final(target, answer, calls: calls) }
                 return .handBack(target, after: pause, answer: answer)
             }
+            metrics.retries.increment()
             guard await draining.sleep(for: pause) else { return .handBack(target, after: .zero, answer: answer) }
         }
     }
@@ -260,6 +268,26 @@ public final class DeliveryWorker: Service, Sendable {
         case .retry: "retries exhausted"
         default: nil
         }
+    }
+}
+
+/// The worker's series: deliveries by outcome, PNS latency, retries and hand-backs.
+struct WorkerMetrics: Sendable {
+    let outcomes: [Outcome: Counter]
+    let latency: Histogram
+    let retries: Counter
+    let handedBack: Counter
+
+    init(platform: Platform, metrics: MetricsRegistry = .shared) {
+        let labels = ["platform": platform.rawValue]
+        outcomes = Dictionary(uniqueKeysWithValues: Outcome.allCases.map { outcome in
+            (outcome, metrics.counter(
+                "pushhub_deliveries_total", help: "Targets that ended, by platform and outcome.",
+                labels: labels.merging(["outcome": outcome.rawValue]) { $1 }))
+        })
+        latency = metrics.histogram("pushhub_pns_request_duration_seconds", help: "Time a PNS took to answer, by platform.", labels: labels)
+        retries = metrics.counter("pushhub_pns_retries_total", help: "Retried PNS requests, by platform.", labels: labels)
+        handedBack = metrics.counter("pushhub_targets_handed_back_total", help: "Targets handed back to wait for a later pass, by platform.", labels: labels)
     }
 }
 

@@ -4,12 +4,15 @@ import PushEnvironment
 import PushIngress
 import PushKafka
 import PushModel
+import PushOps
 import PushProviders
 import ServiceLifecycle
 
 /// The command line of `pushhub-apns-worker`, `-fcm-worker`, `-wns-worker` and `-webpush-worker`.
 public struct WorkerOptions: ParsableArguments {
     @OptionGroup public var kafka: KafkaOptions
+
+    @OptionGroup public var operations: OperationsOptions
 
     @Option(help: "pushhub.yaml, with the hubs' PNS credentials (default: $PUSHHUB_CONFIG or ./data/pushhub.yaml).")
     public var config: String?
@@ -52,7 +55,11 @@ public struct WorkerOptions: ParsableArguments {
         // Shut down in reverse: finish or hand back in-flight targets, commit and leave the group, flush.
         let serviceGroup = ServiceGroup(
             configuration: .init(
-                services: [.init(service: producer), .init(service: consumer), .init(service: worker)],
+                services: [
+                    .init(service: producer), .init(service: consumer),
+                    .init(service: operations.application(checks: [ReadinessCheck("kafka") { await consumer.isReachable() }], logger: logger)),
+                    .init(service: worker),
+                ],
                 gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await serviceGroup.run()
         await http.shutdown()

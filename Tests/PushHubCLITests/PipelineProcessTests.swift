@@ -26,6 +26,7 @@ struct PipelineProcessTests {
         let fullLine = try #require(await ingress.line(startingWith: "DefaultFullSharedAccessSignature: "))
         let full = try #require(ConnectionString(String(fullLine.dropFirst("DefaultFullSharedAccessSignature: ".count))))
         let dispatcher = try ChildProcess(Self.directory.appendingPathComponent("pushhub-dispatcher"), arguments: common, environment: environment)
+        let dispatcherOps = String(try #require(await dispatcher.line(startingWith: "PUSHHUB_OPS_URL=")).dropFirst("PUSHHUB_OPS_URL=".count))
         // The simulators, attached to the hub (credentials and endpoints written into pushhub.yaml), then the APNs worker.
         let sim = try ChildProcess(
             arguments: ["sim", "--config", common[1], "--attach", hub, "--data-dir", data.appendingPathComponent("sim").path], environment: environment)
@@ -34,6 +35,7 @@ struct PipelineProcessTests {
         let worker = try ChildProcess(
             Self.directory.appendingPathComponent("pushhub-apns-worker"), arguments: ["--config", common[1], "--kafka", servers, "--trust-ca", ca],
             environment: environment)
+        let workerOps = String(try #require(await worker.line(startingWith: "PUSHHUB_OPS_URL=")).dropFirst("PUSHHUB_OPS_URL=".count))
 
         func call(_ method: String, _ path: String, _ body: String? = nil, _ headers: [String: String] = [:]) async throws -> (Int, String, HTTPURLResponse?) {
             var request = URLRequest(url: URL(string: url + path)!)
@@ -64,6 +66,22 @@ struct PipelineProcessTests {
         #expect(details.contains("<Name>Success</Name><Count>1</Count>"))
         let (simData, _) = try await URLSession.shared.data(from: URL(string: "\(simURL)/sim/deliveries?handle=a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4")!)
         #expect(String(decoding: simData, as: UTF8.self).contains(#"{\"aps\":{\"alert\":\"hello\"}}"#), "the simulator got the push")
+
+        // Every process reports: ready (Kafka and the store answer) and its metrics.
+        func get(_ address: String) async throws -> (Int, String) {
+            let (data, response) = try await URLSession.shared.data(from: URL(string: address)!)
+            return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+        }
+        for base in [url, dispatcherOps, workerOps] {
+            let (status, body) = try await get("\(base)/health/ready")
+            #expect(status == 200, "\(base): \(body)")
+        }
+        #expect(try await get("\(workerOps)/metrics").1.contains(#"pushhub_deliveries_total{outcome="delivered",platform="apns"} 1"#))
+        #expect(try await get("\(workerOps)/metrics").1.contains("pushhub_pns_request_duration_seconds_count{platform=\"apns\"} 1"))
+        #expect(try await get("\(dispatcherOps)/metrics").1.contains(#"pushhub_targets_dispatched_total{platform="apns"} 1"#))
+        let ingressMetrics = try await get("\(url)/metrics").1
+        #expect(ingressMetrics.contains(#"pushhub_http_requests_total{method="POST",route="/{hub}/messages",status="201"} 1"#), "\(ingressMetrics)")
+        #expect(ingressMetrics.contains("pushhub_kafka_records_produced_total{topic=\"pushhub.requests\"} 1"))
 
         // PushHub's processes stop first (they commit and flush to Kafka), Kafka last.
         for process in [worker, dispatcher, ingress, sim] { process.signal(SIGTERM) }

@@ -1,0 +1,140 @@
+import Foundation
+import Synchronization
+
+/// PushHub's metrics, in the Prometheus text format (0.0.4): counters, gauges and histograms,
+/// each a family of series told apart by labels. One registry per process (`shared`); series
+/// are made once and kept by their users, so the hot path is one atomic add.
+public final class MetricsRegistry: Sendable {
+    public static let shared = MetricsRegistry()
+
+    enum Kind: String, Sendable { case counter, gauge, histogram }
+
+    struct Family: Sendable {
+        var kind: Kind
+        var help: String
+        var series: [String: Series] = [:]
+    }
+
+    enum Series: Sendable {
+        case counter(Counter)
+        case gauge(Gauge)
+        case histogram(Histogram)
+    }
+
+    private let families = Mutex<[String: Family]>([:])
+
+    public init() {}
+
+    public func counter(_ name: String, help: String, labels: [String: String] = [:]) -> Counter {
+        series(name, .counter, help, labels) { .counter(Counter()) }.counter!
+    }
+
+    public func gauge(_ name: String, help: String, labels: [String: String] = [:]) -> Gauge {
+        series(name, .gauge, help, labels) { .gauge(Gauge()) }.gauge!
+    }
+
+    /// `buckets` are upper bounds in seconds (or the unit the name says).
+    public func histogram(_ name: String, help: String, labels: [String: String] = [:], buckets: [Double] = Histogram.latencyBuckets) -> Histogram {
+        series(name, .histogram, help, labels) { .histogram(Histogram(buckets: buckets)) }.histogram!
+    }
+
+    private func series(_ name: String, _ kind: Kind, _ help: String, _ labels: [String: String], make: () -> Series) -> Series {
+        let key = Self.labelText(labels)
+        return families.withLock { families in
+            var family = families[name] ?? Family(kind: kind, help: help)
+            precondition(family.kind == kind, "metric \(name) registered as \(family.kind) and \(kind)")
+            if let existing = family.series[key] { return existing }
+            let made = make()
+            family.series[key] = made
+            families[name] = family
+            return made
+        }
+    }
+
+    /// The exposition text of every series.
+    public func render() -> String {
+        let snapshot = families.withLock { $0 }
+        var text = ""
+        for (name, family) in snapshot.sorted(by: { $0.key < $1.key }) {
+            text += "# HELP \(name) \(family.help)\n# TYPE \(name) \(family.kind.rawValue)\n"
+            for (labels, series) in family.series.sorted(by: { $0.key < $1.key }) {
+                switch series {
+                case .counter(let counter): text += "\(name)\(labels) \(counter.value)\n"
+                case .gauge(let gauge): text += "\(name)\(labels) \(gauge.value)\n"
+                case .histogram(let histogram): text += histogram.render(name: name, labels: labels)
+                }
+            }
+        }
+        return text
+    }
+
+    /// `{a="1",b="2"}`, sorted, escaped; empty without labels.
+    static func labelText(_ labels: [String: String]) -> String {
+        guard !labels.isEmpty else { return "" }
+        let pairs = labels.sorted { $0.key < $1.key }.map { "\($0.key)=\"\(escape($0.value))\"" }
+        return "{" + pairs.joined(separator: ",") + "}"
+    }
+
+    static func escape(_ value: String) -> String {
+        value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"").replacingOccurrences(of: "\n", with: "\\n")
+    }
+}
+
+extension MetricsRegistry.Series {
+    var counter: Counter? { if case .counter(let c) = self { c } else { nil } }
+    var gauge: Gauge? { if case .gauge(let g) = self { g } else { nil } }
+    var histogram: Histogram? { if case .histogram(let h) = self { h } else { nil } }
+}
+
+public final class Counter: Sendable {
+    private let count = Atomic<Int>(0)
+    public func increment(by amount: Int = 1) { count.add(amount, ordering: .relaxed) }
+    public var value: Int { count.load(ordering: .relaxed) }
+}
+
+public final class Gauge: Sendable {
+    private let current = Atomic<Int>(0)
+    public func set(_ value: Int) { current.store(value, ordering: .relaxed) }
+    public func add(_ amount: Int) { current.add(amount, ordering: .relaxed) }
+    public var value: Int { current.load(ordering: .relaxed) }
+}
+
+public final class Histogram: Sendable {
+    /// 1 ms to 10 s.
+    public static let latencyBuckets: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+
+    let buckets: [Double]
+    private let state: Mutex<(counts: [Int], sum: Double, count: Int)>
+
+    init(buckets: [Double]) {
+        self.buckets = buckets.sorted()
+        state = Mutex((Array(repeating: 0, count: buckets.count), 0, 0))
+    }
+
+    public func observe(_ value: Double) {
+        let index = buckets.firstIndex { value <= $0 }
+        state.withLock {
+            if let index { $0.counts[index] += 1 }
+            $0.sum += value
+            $0.count += 1
+        }
+    }
+
+    public func observe(_ duration: Duration) {
+        observe(Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
+    }
+
+    func render(name: String, labels: String) -> String {
+        let (counts, sum, count) = state.withLock { $0 }
+        let inner = labels.isEmpty ? "" : String(labels.dropFirst().dropLast()) + ","
+        var text = ""
+        var cumulative = 0
+        for (bound, bucketCount) in zip(buckets, counts) {
+            cumulative += bucketCount
+            text += "\(name)_bucket{\(inner)le=\"\(bound)\"} \(cumulative)\n"
+        }
+        text += "\(name)_bucket{\(inner)le=\"+Inf\"} \(count)\n"
+        text += "\(name)_sum\(labels) \(sum)\n\(name)_count\(labels) \(count)\n"
+        return text
+    }
+}

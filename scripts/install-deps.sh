@@ -2,7 +2,7 @@
 # Installs what PushHub needs and the machine lacks; installs nothing that is already there.
 #
 #   scripts/install-deps.sh build   librdkafka-dev and libsqlite3-dev (with pkg-config) to build
-#   scripts/install-deps.sh test    + PostgreSQL and the Python JSON Schema validator the tests use
+#   scripts/install-deps.sh test    + PostgreSQL, docker-compose (to check docker-compose.yml) and the Python JSON Schema validator the tests use
 #   scripts/install-deps.sh bench   + kcat (beside our Kafka client), wrk (HTTP load) and h2load (HTTP/2 load)
 set -euo pipefail
 
@@ -18,6 +18,8 @@ case "$purpose" in
   test)
     # The store's conformance suite runs against a throwaway PostgreSQL server too.
     ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_packages+=(postgresql)
+    # docker-compose.yml is checked by Compose (the plugin when present, else Debian's docker-compose).
+    docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null 2>&1 || apt_packages+=(docker-compose)
     ;;
   bench)
     have_deb kcat || apt_packages+=(kcat)

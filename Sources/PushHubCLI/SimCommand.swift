@@ -25,8 +25,14 @@ struct SimCommand: AsyncParsableCommand {
     @Option(help: "A hub to give simulated credentials and point at this simulator (repeatable).")
     var attach: [String] = []
 
-    @Option(help: "Address to listen on (loopback only).")
+    @Option(help: "Address to listen on; loopback unless --listen-anywhere.")
     var host = "127.0.0.1"
+
+    @Flag(help: "Allow a non-loopback --host, for an isolated network such as docker-compose's. Never on a reachable network.")
+    var listenAnywhere = false
+
+    @Option(help: "Extra DNS names for the APNs certificate (repeatable), e.g. the compose service name.")
+    var tlsName: [String] = []
 
     @Option(help: "APNs port (HTTP/2 over TLS); 0 picks a free one.")
     var apnsPort = 0
@@ -56,8 +62,8 @@ struct SimCommand: AsyncParsableCommand {
         guard (0...1).contains(throttleRate) else { throw ValidationError("--throttle-rate must be between 0 and 1") }
         guard (0...1).contains(errorRate) else { throw ValidationError("--error-rate must be between 0 and 1") }
         guard latencyMs >= 0, retryAfter >= 0 else { throw ValidationError("--latency-ms and --retry-after must not be negative") }
-        guard ["127.0.0.1", "localhost", "::1"].contains(host) || host.hasPrefix("127.") else {
-            throw ValidationError("--host must be a loopback address: the simulators are for development and tests")
+        guard listenAnywhere || ["127.0.0.1", "localhost", "::1"].contains(host) || host.hasPrefix("127.") else {
+            throw ValidationError("--host must be a loopback address unless --listen-anywhere: the simulators are for development and tests")
         }
     }
 
@@ -70,7 +76,7 @@ struct SimCommand: AsyncParsableCommand {
         }
         // Credentials first: the simulator checks requests against them.
         try hubs.attachSimulatedCredentials(to: attach)
-        let certificates = try SimulatorCertificates.generate()
+        let certificates = try SimulatorCertificates.generate(names: tlsName)
         try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
         let caPath = URL(fileURLWithPath: dataDir).appendingPathComponent("ca.pem").path
         try certificates.caPEM.write(toFile: caPath, atomically: true, encoding: .utf8)

@@ -10,7 +10,8 @@ public struct SimulatorCertificates: Sendable {
     public var serverCertificatePEM: String
     public var serverKeyPEM: String
 
-    public static func generate(now: Date = Date()) throws -> SimulatorCertificates {
+    /// `names` are extra DNS names for the server certificate (e.g. `sim` in docker-compose).
+    public static func generate(names: [String] = [], now: Date = Date()) throws -> SimulatorCertificates {
         let caKey = P256.Signing.PrivateKey()
         let caName = try DistinguishedName { CommonName("PushHub simulator CA") }
         let ca = try Certificate(
@@ -31,7 +32,7 @@ public struct SimulatorCertificates: Sendable {
                 Critical(BasicConstraints.notCertificateAuthority)
                 Critical(KeyUsage(digitalSignature: true))
                 try ExtendedKeyUsage([.serverAuth])
-                SubjectAlternativeNames([.dnsName("localhost"), .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1]))])
+                SubjectAlternativeNames([.dnsName("localhost"), .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1]))] + names.map { .dnsName($0) })
             },
             issuerPrivateKey: .init(caKey))
         return SimulatorCertificates(

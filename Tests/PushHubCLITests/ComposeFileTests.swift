@@ -1,0 +1,55 @@
+import Foundation
+import PushTestSupport
+import Testing
+
+/// docker-compose.yml is checked by Compose itself: `docker compose config` when the plugin is
+/// there, else Debian's `docker-compose config` (scripts/install-deps.sh test installs it). No
+/// Docker engine is needed for either.
+@Suite("docker-compose.yml")
+struct ComposeFileTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// Runs Compose with `arguments` on the project's file; its exit status and output.
+    static func compose(_ arguments: [String], environment: [String: String] = ["PUSHHUB_CONFIG_FILE": "/etc/pushhub/pushhub.yaml"]) throws -> (Int32, String) {
+        let plugin = Process()
+        plugin.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        plugin.arguments = ["docker", "compose", "version"]
+        plugin.standardOutput = FileHandle.nullDevice
+        plugin.standardError = FileHandle.nullDevice
+        try ProcessLaunch.run(plugin)
+        plugin.waitUntilExit()
+        let command = plugin.terminationStatus == 0 ? ["docker", "compose"] : ["docker-compose"]
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = command + ["-f", root.appendingPathComponent("docker-compose.yml").path] + arguments
+        var variables = ProcessInfo.processInfo.environment
+        variables.removeValue(forKey: "PUSHHUB_CONFIG_FILE")
+        process.environment = variables.merging(environment) { $1 }
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try ProcessLaunch.run(process)
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    @Test("Compose accepts the file; every part is there, the simulators only under the sim profile")
+    func valid() throws {
+        let (status, output) = try Self.compose(["config", "-q"])
+        #expect(status == 0, "\(output)")
+        let services = Set(try Self.compose(["--profile", "sim", "config", "--services"]).1.split(separator: "\n").map(String.init))
+        #expect(services == ["kafka", "topics", "postgres", "ingress", "dispatcher", "apns-worker", "fcm-worker", "wns-worker", "webpush-worker", "sim"])
+        // The normalized file: only the simulators carry a profile, and it is `sim`.
+        let normalized = try Self.compose(["config"]).1
+        #expect(normalized.components(separatedBy: "profiles:").count == 2, "one service with profiles")
+        #expect(normalized.range(of: #"profiles:\s*\n\s*- sim\s*\n"#, options: .regularExpression) != nil, "\(normalized)")
+    }
+
+    @Test("without a pushhub.yaml Compose refuses to start, naming the variable: no keys ship in the repository")
+    func needsConfiguration() throws {
+        let (status, output) = try Self.compose(["config", "-q"], environment: [:])
+        #expect(status != 0)
+        #expect(output.contains("PUSHHUB_CONFIG_FILE"), "\(output)")
+    }
+}

@@ -20,6 +20,8 @@ case "$purpose" in
     ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_packages+=(postgresql)
     # docker-compose.yml is checked by Compose (the plugin when present, else Debian's docker-compose).
     docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null 2>&1 || apt_packages+=(docker-compose)
+    # deploy/kubernetes is rendered with kubectl's kustomize.
+    command -v kubectl >/dev/null 2>&1 || apt_packages+=(kubernetes-client)
     ;;
   bench)
     have_deb kcat || apt_packages+=(kcat)
@@ -38,8 +40,8 @@ fi
 
 if [ "$purpose" = test ] || [ "$purpose" = bench ]; then
   # The wire-schema tests validate documents with Python's jsonschema (date-time needs rfc3339-validator).
-  if ! python3 -c 'import jsonschema, referencing, rfc3339_validator' 2>/dev/null; then
-    echo "Installing jsonschema and rfc3339-validator from PyPI"
-    python3 -m pip install --quiet jsonschema rfc3339-validator
+  if ! python3 -c 'import jsonschema, referencing, rfc3339_validator, kubernetes_validate, yaml' 2>/dev/null; then
+    echo "Installing jsonschema, rfc3339-validator and kubernetes-validate from PyPI"
+    python3 -m pip install --quiet jsonschema rfc3339-validator kubernetes-validate pyyaml
   fi
 fi

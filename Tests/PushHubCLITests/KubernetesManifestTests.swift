@@ -1,0 +1,50 @@
+import Foundation
+import PushTestSupport
+import Testing
+
+/// deploy/kubernetes rendered by kustomize and validated (scripts/check-kubernetes.py).
+@Suite("Kubernetes manifests")
+struct KubernetesManifestTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    static func check(_ directory: URL? = nil) throws -> (Int32, String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", root.appendingPathComponent("scripts/check-kubernetes.py").path] + (directory.map { [$0.path] } ?? [])
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try ProcessLaunch.run(process)
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    @Test("the base and every overlay render and validate")
+    func valid() throws {
+        let (status, output) = try Self.check()
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("ok: base, overlays/strimzi"), "\(output)")
+    }
+
+    @Test("a broken copy is refused, with each problem named")
+    func broken() throws {
+        let copy = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-k8s-\(UUID().uuidString)")
+        try FileManager.default.copyItem(at: Self.root.appendingPathComponent("deploy/kubernetes"), to: copy)
+        defer { try? FileManager.default.removeItem(at: copy) }
+        let ingress = copy.appendingPathComponent("base/ingress.yaml")
+        var text = try String(contentsOf: ingress, encoding: .utf8)
+        text = text.replacingOccurrences(of: "path: /health/ready", with: "path: /ready")
+        text = text.replacingOccurrences(of: "replicas: 2", with: "replicas: two")
+        try text.write(to: ingress, atomically: true, encoding: .utf8)
+        let scaling = copy.appendingPathComponent("base/autoscaling.yaml")
+        try String(contentsOf: scaling, encoding: .utf8).replacingOccurrences(of: "name: pushhub-fcm-worker\n  minReplicaCount", with: "name: pushhub-gcm-worker\n  minReplicaCount")
+            .write(to: scaling, atomically: true, encoding: .utf8)
+
+        let (status, output) = try Self.check(copy)
+        #expect(status == 1)
+        #expect(output.contains("Deployment/pushhub-ingress: readinessProbe must GET /health/ready"), "\(output)")
+        #expect(output.contains("Deployment/pushhub-ingress") && output.contains("two"), "\(output)")
+        #expect(output.contains("ScaledObject/pushhub-fcm-worker: scales pushhub-gcm-worker"), "\(output)")
+    }
+}

@@ -99,7 +99,8 @@ public final class DeliveryWorker: Service, Sendable {
                 return
             } catch {
                 logger.error("batch not finished, will retry", metadata: [
-                    "kafka.topic": "\(record.topic)", "kafka.offset": "\(record.offset)", "pushhub.error": "\(error)",
+                    "kafka.topic": "\(record.topic)", "kafka.offset": "\(record.offset)", "pushhub.notification_id": "\(record.keyString ?? "")",
+                    "pushhub.error": "\(error)",
                 ])
                 if draining.isStarted || Task.isCancelled { return }
                 try? await Task.sleep(for: delay)

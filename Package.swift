@@ -292,7 +292,10 @@ let package = Package(
         ),
         .testTarget(
             name: "PushOpsTests",
-            dependencies: ["PushOps", "PushMetrics", .product(name: "HummingbirdTesting", package: "hummingbird")]
+            dependencies: [
+                "PushOps", "PushMetrics", "PushEnvironment", .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .testTarget(
             name: "PushModelTests",

@@ -14,6 +14,8 @@ public struct PushHubEnvironment: Sendable {
     public var database: String
     /// `PUSHHUB_CONFIG`: the path of `pushhub.yaml`.
     public var configPath: String
+    /// `PUSHHUB_LOG_FORMAT`: `text` (default) or `json`, one object per line for log collectors.
+    public var logFormat: LogFormat
     /// `PUSHHUB_PNS_CA`: a PEM CA file the workers trust besides the system's (`pushhub sim`'s).
     public var pnsTrustRoots: String?
 
@@ -27,6 +29,7 @@ public struct PushHubEnvironment: Sendable {
         kafkaBootstrapServers = value("PUSHHUB_KAFKA").map(Self.servers).flatMap { $0.isEmpty ? nil : $0 }
         topicPrefix = value("PUSHHUB_TOPIC_PREFIX")
         logLevel = value("PUSHHUB_LOG_LEVEL").flatMap { Logger.Level(rawValue: $0.lowercased()) } ?? .info
+        logFormat = value("PUSHHUB_LOG_FORMAT").flatMap { LogFormat(rawValue: $0.lowercased()) } ?? .text
         database = value("PUSHHUB_DATABASE") ?? Self.defaultDatabase
         configPath = value("PUSHHUB_CONFIG") ?? Self.defaultConfigPath
         pnsTrustRoots = value("PUSHHUB_PNS_CA")
@@ -45,13 +48,67 @@ public func makeLogger(_ label: String) -> Logger {
 
 /// swift-log may be bootstrapped once per process; a global's initializer runs once.
 private let loggingBootstrap: Void = {
-    let level = PushHubEnvironment.current.logLevel
+    let (level, format) = (PushHubEnvironment.current.logLevel, PushHubEnvironment.current.logFormat)
     LoggingSystem.bootstrap { label in
-        var handler = StreamLogHandler.standardError(label: label)
-        handler.logLevel = level
-        return handler
+        switch format {
+        case .text:
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        case .json:
+            return JSONLogHandler(label: label, logLevel: level)
+        }
     }
 }()
+
+public enum LogFormat: String, Sendable {
+    case text
+    case json
+}
+
+/// One JSON object per line on standard error: `time`, `level`, `logger`, `message`, and the
+/// metadata's keys (`pushhub.notification_id`, `kafka.topic`, …) as they are.
+public struct JSONLogHandler: LogHandler {
+    public var logLevel: Logger.Level
+    public var metadata: Logger.Metadata = [:]
+    public var metadataProvider: Logger.MetadataProvider?
+    let label: String
+    let write: @Sendable (Data) -> Void
+
+    /// `write` takes each line (standard error by default).
+    public init(label: String, logLevel: Logger.Level, write: @escaping @Sendable (Data) -> Void = { FileHandle.standardError.write($0) }) {
+        self.label = label
+        self.logLevel = logLevel
+        self.write = write
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        var fields: [String: Any] = [:]
+        for (key, value) in metadata.merging(metadataProvider?.get() ?? [:], uniquingKeysWith: { $1 }).merging(event.metadata ?? [:], uniquingKeysWith: { $1 }) {
+            fields[key] = Self.plain(value)
+        }
+        fields["time"] = ISO8601DateFormatter().string(from: Date())
+        fields["level"] = event.level.rawValue
+        fields["logger"] = label
+        fields["message"] = event.message.description
+        guard let data = try? JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys, .withoutEscapingSlashes]) else { return }
+        write(data + Data("\n".utf8))
+    }
+
+    static func plain(_ value: Logger.Metadata.Value) -> Any {
+        switch value {
+        case .string(let text): text
+        case .stringConvertible(let convertible): convertible.description
+        case .array(let values): values.map(plain)
+        case .dictionary(let values): values.mapValues(plain)
+        }
+    }
+}
 
 /// Writes a line to standard output at once, so a script reading it need not wait for a
 /// buffer to fill.

@@ -22,6 +22,8 @@ case "$purpose" in
     docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null 2>&1 || apt_packages+=(docker-compose)
     # deploy/kubernetes is rendered with kubectl's kustomize.
     command -v kubectl >/dev/null 2>&1 || apt_packages+=(kubernetes-client)
+    # docs/producing.md's examples are run as written: kcat, and Python's confluent-kafka.
+    have_deb kcat || apt_packages+=(kcat)
     ;;
   bench)
     have_deb kcat || apt_packages+=(kcat)
@@ -40,8 +42,8 @@ fi
 
 if [ "$purpose" = test ] || [ "$purpose" = bench ]; then
   # The wire-schema tests validate documents with Python's jsonschema (date-time needs rfc3339-validator).
-  if ! python3 -c 'import jsonschema, referencing, rfc3339_validator, kubernetes_validate, yaml' 2>/dev/null; then
-    echo "Installing jsonschema, rfc3339-validator and kubernetes-validate from PyPI"
-    python3 -m pip install --quiet jsonschema rfc3339-validator kubernetes-validate pyyaml
+  if ! python3 -c 'import jsonschema, referencing, rfc3339_validator, kubernetes_validate, yaml, confluent_kafka' 2>/dev/null; then
+    echo "Installing jsonschema, rfc3339-validator, kubernetes-validate and confluent-kafka from PyPI"
+    python3 -m pip install --quiet jsonschema rfc3339-validator kubernetes-validate pyyaml confluent-kafka
   fi
 fi

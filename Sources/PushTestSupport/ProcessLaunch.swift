@@ -21,3 +21,23 @@ public enum ProcessLaunch {
         try process.run()
     }
 }
+
+extension ProcessLaunch {
+    /// Runs `arguments` (through `/usr/bin/env`) to the end; its exit status and its standard
+    /// output and error together.
+    public static func output(_ arguments: [String], environment: [String: String] = [:], removing: [String] = []) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = arguments
+        var variables = ProcessInfo.processInfo.environment
+        for name in removing { variables.removeValue(forKey: name) }
+        process.environment = variables.merging(environment) { $1 }
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try run(process)
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+}

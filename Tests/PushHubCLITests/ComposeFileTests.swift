@@ -11,27 +11,9 @@ struct ComposeFileTests {
 
     /// Runs Compose with `arguments` on the project's file; its exit status and output.
     static func compose(_ arguments: [String], environment: [String: String] = ["PUSHHUB_CONFIG_FILE": "/etc/pushhub/pushhub.yaml"]) throws -> (Int32, String) {
-        let plugin = Process()
-        plugin.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        plugin.arguments = ["docker", "compose", "version"]
-        plugin.standardOutput = FileHandle.nullDevice
-        plugin.standardError = FileHandle.nullDevice
-        try ProcessLaunch.run(plugin)
-        plugin.waitUntilExit()
-        let command = plugin.terminationStatus == 0 ? ["docker", "compose"] : ["docker-compose"]
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = command + ["-f", root.appendingPathComponent("docker-compose.yml").path] + arguments
-        var variables = ProcessInfo.processInfo.environment
-        variables.removeValue(forKey: "PUSHHUB_CONFIG_FILE")
-        process.environment = variables.merging(environment) { $1 }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try ProcessLaunch.run(process)
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        let command = try ProcessLaunch.output(["docker", "compose", "version"]).status == 0 ? ["docker", "compose"] : ["docker-compose"]
+        return try ProcessLaunch.output(
+            command + ["-f", root.appendingPathComponent("docker-compose.yml").path] + arguments, environment: environment, removing: ["PUSHHUB_CONFIG_FILE"])
     }
 
     @Test("Compose accepts the file; every part is there, the simulators only under the sim profile")

@@ -19,29 +19,15 @@ struct ProducingDocTests {
         return String(text[start.upperBound..<end.lowerBound])
     }
 
-    static func run(_ arguments: [String], environment: [String: String]) throws -> (Int32, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try ProcessLaunch.run(process)
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
-    }
-
     @Test("the kcat and the Python examples produce SendRequests PushHub accepts")
     func examples() async throws {
         let kafkaDev = try ChildProcess(arguments: ["kafka-dev", "--brokers", "1", "--partitions", "1"], environment: ["PUSHHUB_LOG_LEVEL": "error"])
         defer { kafkaDev.signal(SIGTERM) }
         let servers = String(try #require(await kafkaDev.line(startingWith: "PUSHHUB_KAFKA=")).dropFirst("PUSHHUB_KAFKA=".count))
         let environment = ["PUSHHUB_KAFKA": servers]
-        let kcat = try Self.run(["bash", "-c", try Self.block("sh")], environment: environment)
+        let kcat = try ProcessLaunch.output(["bash", "-c", try Self.block("sh")], environment: environment)
         #expect(kcat.0 == 0, "\(kcat.1)")
-        let python = try Self.run(["python3", "-c", try Self.block("python")], environment: environment)
+        let python = try ProcessLaunch.output(["python3", "-c", try Self.block("python")], environment: environment)
         #expect(python.0 == 0, "\(python.1)")
 
         var configuration = KafkaConsumerConfiguration(bootstrapServers: [servers], groupID: "doc-check")

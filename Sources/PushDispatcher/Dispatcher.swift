@@ -95,7 +95,9 @@ public final class Dispatcher: Service, Sendable {
             ).increment(by: count)
         }
         let summary = ResultBatch(notificationId: request.notificationId, hub: hub, dispatched: dispatched)
-        try await send([KafkaOutgoingRecord(topic: settings.topics.results, key: request.notificationId, value: WireCoding.encode(summary))])
+        try await producer.sendAllAcknowledged([
+            KafkaOutgoingRecord(topic: settings.topics.results, key: request.notificationId, value: WireCoding.encode(summary))
+        ])
         logger.info(
             "notification dispatched",
             metadata: ["pushhub.notification_id": "\(request.notificationId)", "pushhub.targets": "\(dispatched.values.reduce(0, +))"])
@@ -112,10 +114,6 @@ public final class Dispatcher: Service, Sendable {
     /// Dead-letters a record with its reason and reports it `rejected`.
     func reject(_ record: KafkaRecord, hub: String, reason: String) async throws {
         try await RecordRejection.reject(record, hub: hub, reason: reason, topics: settings.topics, producer: producer, logger: logger)
-    }
-
-    func send(_ records: [KafkaOutgoingRecord]) async throws {
-        try await producer.sendAllAcknowledged(records)
     }
 }
 

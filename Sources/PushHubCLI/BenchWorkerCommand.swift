@@ -93,14 +93,14 @@ extension BenchCommand {
         }
 
         static func target(_ platform: Platform, _ index: Int, simURL: String) -> DeliveryBatch.Target {
+            let id = "bench-\(index)"
             switch platform {
-            case .apns: DeliveryBatch.Target(registrationId: nil, handle: SimulatedHandle.apns("bench-\(index)"))
-            case .fcm: DeliveryBatch.Target(registrationId: nil, handle: "bench-\(index)")
-            case .wns: DeliveryBatch.Target(registrationId: nil, handle: SimulatedHandle.wnsChannel(base: simURL, id: "bench-\(index)"))
+            case .apns: return DeliveryBatch.Target(registrationId: nil, handle: SimulatedHandle.apns(id))
+            case .fcm: return DeliveryBatch.Target(registrationId: nil, handle: id)
+            case .wns: return DeliveryBatch.Target(registrationId: nil, handle: SimulatedHandle.wnsChannel(base: simURL, id: id))
             case .webpush:
-                DeliveryBatch.Target(
-                    registrationId: nil, handle: SimulatedSubscription(id: "bench-\(index)").endpoint(base: simURL),
-                    webPush: SimulatedSubscription(id: "bench-\(index)").keys)
+                let subscription = SimulatedSubscription(id: id)
+                return DeliveryBatch.Target(registrationId: nil, handle: subscription.endpoint(base: simURL), webPush: subscription.keys)
             }
         }
 

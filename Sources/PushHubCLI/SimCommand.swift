@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import PushEnvironment
 import PushIngress
+import PushProviders
 import PushSimulator
 import ServiceLifecycle
 
@@ -62,7 +63,7 @@ struct SimCommand: AsyncParsableCommand {
         guard (0...1).contains(throttleRate) else { throw ValidationError("--throttle-rate must be between 0 and 1") }
         guard (0...1).contains(errorRate) else { throw ValidationError("--error-rate must be between 0 and 1") }
         guard latencyMs >= 0, retryAfter >= 0 else { throw ValidationError("--latency-ms and --retry-after must not be negative") }
-        guard listenAnywhere || ["127.0.0.1", "localhost", "::1"].contains(host) || host.hasPrefix("127.") else {
+        guard listenAnywhere || PushEndpointPolicy.isLoopback(host) else {
             throw ValidationError("--host must be a loopback address unless --listen-anywhere: the simulators are for development and tests")
         }
     }

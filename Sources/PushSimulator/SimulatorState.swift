@@ -126,15 +126,12 @@ final class SimulatorState: Sendable {
             guard payload.count <= 4096 else { return apnsError(413, "PayloadTooLarge", faults) }
             guard (try? JSONSerialization.jsonObject(with: payload)) is [String: Any] else { return apnsError(400, "BadPayload", faults) }
             if faults.isDead(token) { return apnsError(410, "Unregistered", faults, timestamp: true) }
-            if faults.throttleRate > 0, Double.random(in: 0..<1) < faults.throttleRate { return apnsError(429, "TooManyRequests", faults) }
-            if faults.errorRate > 0, Double.random(in: 0..<1) < faults.errorRate { return apnsError(503, "ServiceUnavailable", faults) }
-            if recording {
-                var kept: [String: String] = [:]
-                for name in ["apns-topic", "apns-push-type", "apns-priority", "apns-expiration", "apns-collapse-id", "apns-id"] {
-                    if let value = header(name) { kept[name] = value }
-                }
-                record(Delivery(platform: .apns, handle: token, payload: String(decoding: payload, as: UTF8.self), headers: kept, receivedAt: Date()))
+            if let injected = injected(faults, throttle: { apnsError(429, "TooManyRequests", faults) }, error: { apnsError(503, "ServiceUnavailable", faults) }) {
+                return injected
             }
+            record(.apns, handle: token, payload: String(decoding: payload, as: UTF8.self), header: header, names: [
+                "apns-topic", "apns-push-type", "apns-priority", "apns-expiration", "apns-collapse-id", "apns-id",
+            ])
             return APNsAnswer(status: 200, headers: [("apns-id", header("apns-id") ?? UUID().uuidString)])
         }()
         count(.apns, answer.status)
@@ -338,7 +335,8 @@ final class SimulatorState: Sendable {
         return faults
     }
 
-    func injected(_ faults: SimulatorFaults, throttle: () -> Response, error: () -> Response) -> Response? {
+    /// The throttling or server error the faults call for on this request, if any.
+    func injected<Answer>(_ faults: SimulatorFaults, throttle: () -> Answer, error: () -> Answer) -> Answer? {
         if faults.throttleRate > 0, Double.random(in: 0..<1) < faults.throttleRate { return throttle() }
         if faults.errorRate > 0, Double.random(in: 0..<1) < faults.errorRate { return error() }
         return nil
@@ -360,13 +358,15 @@ final class SimulatorState: Sendable {
     var recording: Bool { recordedHandles > 0 }
 
     func record(_ platform: Platform, handle: String, payload: String, headers: HTTPFields, names: [String]) {
-        guard recording else { return }
-        var kept: [String: String] = [:]
-        for name in names { if let value = headers[HTTPField.Name(name)!] { kept[name] = value } }
-        record(Delivery(platform: platform, handle: handle, payload: payload, headers: kept, receivedAt: Date()))
+        record(platform, handle: handle, payload: payload, header: { headers[HTTPField.Name($0)!] }, names: names)
     }
 
-    func record(_ delivery: Delivery) {
+    /// Keeps a delivery and the headers named in `names` for `GET /sim/deliveries`.
+    func record(_ platform: Platform, handle: String, payload: String, header: (String) -> String?, names: [String]) {
+        guard recording else { return }
+        var kept: [String: String] = [:]
+        for name in names { if let value = header(name) { kept[name] = value } }
+        let delivery = Delivery(platform: platform, handle: handle, payload: payload, headers: kept, receivedAt: Date())
         mutable.withLock {
             guard $0.deliveries[delivery.handle] != nil || $0.deliveries.count < recordedHandles else { return }
             $0.deliveries[delivery.handle, default: []].append(delivery)

@@ -60,16 +60,11 @@ public final class PNSHTTPClient: Sendable {
         request.method = method
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
-        await slots.acquire()
         let client = clients[next.add(1, ordering: .relaxed).oldValue % clients.count]
-        do {
+        return try await inSlot {
             let response = try await client.execute(request, timeout: requestTimeout)
             let bytes = try await response.body.collect(upTo: 64 * 1024)
-            slots.release()
             return Response(status: Int(response.status.code), headers: response.headers, body: Data(bytes.readableBytesView))
-        } catch {
-            slots.release()
-            throw error
         }
     }
 
@@ -85,15 +80,14 @@ public final class PNSHTTPClient: Sendable {
             return made
         }
         guard let client else { return try await send(.POST, origin + path, headers: headers, body: body) }
+        return try await inSlot { try await client.send(path: path, headers: headers, body: body) }
+    }
+
+    /// Runs one request while holding one of the in-flight slots.
+    private func inSlot(_ request: () async throws -> Response) async throws -> Response {
         await slots.acquire()
-        do {
-            let response = try await client.send(path: path, headers: headers, body: body)
-            slots.release()
-            return response
-        } catch {
-            slots.release()
-            throw error
-        }
+        defer { slots.release() }
+        return try await request()
     }
 
     /// Posts `application/x-www-form-urlencoded` fields and decodes the JSON answer (OAuth token endpoints).

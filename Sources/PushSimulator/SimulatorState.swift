@@ -256,7 +256,7 @@ final class SimulatorState: Sendable {
             if let injected = injected(faults, throttle: { self.wnsError(406, "Throttle limit exceeded") }, error: { self.wnsError(503, "Service unavailable") }) {
                 return injected
             }
-            record(.wns, handle: channel, payload: String(buffer: body), headers: request.headers, names: [
+            record(.wns, handle: "wns/channel/\(channel)", payload: String(buffer: body), headers: request.headers, names: [
                 "X-WNS-Type", "X-WNS-TTL", "X-WNS-Tag", "X-WNS-Cache-Policy", "Content-Type",
             ])
             var headers = HTTPFields()
@@ -300,7 +300,7 @@ final class SimulatorState: Sendable {
             {
                 return injected
             }
-            record(.webpush, handle: id, payload: String(decoding: plaintext, as: UTF8.self), headers: request.headers, names: ["TTL", "Urgency", "Topic"])
+            record(.webpush, handle: "webpush/\(id)", payload: String(decoding: plaintext, as: UTF8.self), headers: request.headers, names: ["TTL", "Urgency", "Topic"])
             var headers = HTTPFields()
             headers[.location] = "/message/\(UUID().uuidString)"
             return Response(status: .created, headers: headers)
@@ -388,10 +388,12 @@ final class SimulatorState: Sendable {
         return String(decoding: try! JSONSerialization.data(withJSONObject: object, options: .sortedKeys), as: UTF8.self)
     }
 
-    /// A handle is a device token, registration token, or a channel or subscription URL (its last path segment).
+    /// A handle is a device token, a registration token, or a channel or subscription URL.
     func deliveriesJSON(handle: String) -> String {
         var key = handle
-        if let url = URL(string: handle), url.scheme != nil { key = url.lastPathComponent }
+        // Channels and subscriptions are kept under their path, so a WNS channel and a Web
+        // Push subscription with the same id stay apart.
+        if let url = URL(string: handle), url.scheme != nil { key = String(url.path.drop { $0 == "/" }) }
         let deliveries = mutable.withLock { $0.deliveries[key] ?? [] }
         let array = deliveries.map { delivery -> [String: Any] in
             ["platform": delivery.platform.rawValue, "handle": delivery.handle, "payload": delivery.payload, "headers": delivery.headers,

@@ -235,7 +235,7 @@ struct PipelineTests {
         #expect(ContinuousClock.now - stopping < .seconds(15), "waiting retries were handed back, not slept out")
         await firstConsumer.close()
 
-        pipeline.sim.simulator.setFaults(SimulatorFaults())
+        try await pipeline.sim.setFaults(SimulatorFaults())
         let second = try PipelineFixture.worker(.apns, cluster: pipeline.cluster, topics: pipeline.topics, producer: pipeline.producer, hubs: pipeline.hubs, client: pipeline.sim.client)
         let secondTask = Task { _ = try? await second.run() }
         defer { secondTask.cancel() }

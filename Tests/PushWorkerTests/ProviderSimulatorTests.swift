@@ -153,6 +153,30 @@ struct ProviderSimulatorTests {
         #expect(recorded[1]["apns-id"] == "6f0c8d3e-51a9-4a84-9c36-2f1b7cf0e0a1")
     }
 
+    @Test("WNS and Web Push pass the send's headers, and the TTL comes from expiresAt when the send has none")
+    func passedHeaders() async throws {
+        let sim = try await SimulatorFixture.start()
+        defer { Task { await sim.stop() } }
+        let expires = Date().addingTimeInterval(600)
+        let channel = SimulatedHandle.wnsChannel(base: sim.http, id: "headers")
+        let toast = await try sim.provider(.wns).deliver(PNSDelivery(
+            hub: "myhub", notificationId: "n", handle: channel, format: .windows, body: "<toast/>",
+            headers: ["X-WNS-Type": "wns/toast", "X-WNS-Tag": "scores", "X-WNS-Cache-Policy": "cache"], expiresAt: expires))
+        #expect(toast.classification == .delivered)
+        let wns = try #require(try await sim.deliveries(channel).first?["headers"] as? [String: String])
+        #expect(wns["X-WNS-Tag"] == "scores" && wns["X-WNS-Cache-Policy"] == "cache" && wns["Content-Type"] == "text/xml")
+        #expect((Int(wns["X-WNS-TTL"] ?? "") ?? 0) > 590, "\(wns)")
+
+        let subscription = SimulatedSubscription(id: "headers")
+        let push = await try sim.provider(.webpush).deliver(PNSDelivery(
+            hub: "myhub", notificationId: "n", handle: subscription.endpoint(base: sim.http), webPush: subscription.keys, format: .browser,
+            body: "{}", headers: ["Urgency": "low", "Topic": "scores"], expiresAt: expires))
+        #expect(push.classification == .delivered)
+        let web = try #require(try await sim.deliveries(subscription.endpoint(base: sim.http)).first?["headers"] as? [String: String])
+        #expect(web["Urgency"] == "low" && web["Topic"] == "scores")
+        #expect((Int(web["TTL"] ?? "") ?? 0) > 590, "\(web)")
+    }
+
     @Test("APNs ExpiredProviderToken renews the token at once and resends")
     func apnsTokenRenewal() async throws {
         let sim = try await SimulatorFixture.start()
@@ -163,7 +187,7 @@ struct ProviderSimulatorTests {
         try await Task.sleep(for: .milliseconds(1100))
         var faults = SimulatorFaults()
         faults.expireProviderTokensBefore = Int(Date().timeIntervalSince1970)
-        sim.simulator.setFaults(faults)
+        try await sim.setFaults(faults)
         #expect(await provider.deliver(delivery).classification == .delivered)
         let statuses = try #require(try await sim.stats(.apns)["statuses"] as? [String: Int])
         #expect(statuses == ["200": 2, "403": 1], "one refusal, one renewal, one resend")
@@ -227,7 +251,7 @@ struct ProviderSimulatorTests {
         let late = await provider.deliver(delivery)
         guard case .retry = late.classification else { Issue.record("expected a retry: \(late)"); return }
         #expect(late.reason?.contains("no answer within") == true, "\(late)")
-        sim.simulator.setFaults(SimulatorFaults())
+        try await sim.setFaults(SimulatorFaults())
         #expect(await provider.deliver(delivery).classification == .delivered)
     }
 
@@ -269,7 +293,7 @@ struct ProviderSimulatorTests {
         let tokens = try #require((try await sim.get("stats") as? [String: Any])?["tokenRequests"] as? [String: Int])
         #expect(tokens == ["fcm": 1, "wns": 1])
 
-        sim.simulator.revokeAccessTokens()
+        try await sim.revokeTokens()
         #expect(await fcm.deliver(PNSDelivery(hub: "myhub", notificationId: "n", handle: "t", format: .fcmv1, body: #"{"message":{}}"#)).classification == .delivered)
         #expect(await wns.deliver(PNSDelivery(hub: "myhub", notificationId: "n", handle: channel, format: .windows, body: "<toast/>")).classification == .delivered)
         let renewed = try #require((try await sim.get("stats") as? [String: Any])?["tokenRequests"] as? [String: Int])

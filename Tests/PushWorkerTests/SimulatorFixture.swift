@@ -81,6 +81,19 @@ final class SimulatorFixture: Sendable {
         return try JSONSerialization.jsonObject(with: response.body)
     }
 
+    /// `POST /sim/faults`: the simulator's own control route.
+    func setFaults(_ faults: SimulatorFaults) async throws {
+        let response = try await client.send(
+            .POST, "\(http)/sim/faults", headers: [("content-type", "application/json")], body: try JSONEncoder().encode(faults))
+        guard response.status == 200 else { throw PipelineError(description: "POST /sim/faults: \(response.status)") }
+    }
+
+    /// `POST /sim/revoke-tokens`: FCM and WNS access tokens issued so far stop working.
+    func revokeTokens() async throws {
+        let response = try await client.send(.POST, "\(http)/sim/revoke-tokens", headers: [], body: nil)
+        guard response.status == 200 else { throw PipelineError(description: "POST /sim/revoke-tokens: \(response.status)") }
+    }
+
     func deliveries(_ handle: String) async throws -> [[String: Any]] {
         let encoded = handle.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? handle
         return try await get("deliveries?handle=\(encoded)") as? [[String: Any]] ?? []

@@ -16,6 +16,9 @@ let pushhubExecutable: URL = {
     return directory.appendingPathComponent("pushhub")
 }()
 
+/// The project's root directory, for tests that read or check its files.
+let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
 /// A child process whose standard output is read line by line and whose standard input
 /// takes lines.
 final class ChildProcess: Sendable {

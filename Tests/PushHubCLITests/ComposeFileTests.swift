@@ -7,7 +7,7 @@ import Testing
 /// Docker engine is needed for either.
 @Suite("docker-compose.yml")
 struct ComposeFileTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let root = repositoryRoot
 
     /// Runs Compose with `arguments` on the project's file; its exit status and output.
     static func compose(_ arguments: [String], environment: [String: String] = ["PUSHHUB_CONFIG_FILE": "/etc/pushhub/pushhub.yaml"]) throws -> (Int32, String) {

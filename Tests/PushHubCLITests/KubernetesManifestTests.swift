@@ -5,7 +5,7 @@ import Testing
 /// deploy/kubernetes rendered by kustomize and validated (scripts/check-kubernetes.py).
 @Suite("Kubernetes manifests")
 struct KubernetesManifestTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let root = repositoryRoot
 
     static func check(_ directory: URL? = nil) throws -> (Int32, String) {
         try ProcessLaunch.output(["python3", root.appendingPathComponent("scripts/check-kubernetes.py").path] + (directory.map { [$0.path] } ?? []))

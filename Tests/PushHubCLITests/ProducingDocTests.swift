@@ -9,7 +9,7 @@ import Testing
 /// produce must be a SendRequest PushHub accepts, keyed by its notification id.
 @Suite("docs/producing.md examples", .timeLimit(.minutes(2)))
 struct ProducingDocTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let root = repositoryRoot
     let logger = Logger(label: "pushhub.tests") { _ in SwiftLogNoOpLogHandler() }
 
     static func block(_ language: String) throws -> String {

@@ -53,7 +53,7 @@ public final class EmbeddedKafkaCluster: @unchecked Sendable {
         // The cluster lives inside a client handle of its own, which never connects anywhere.
         let client = try RDKafkaClient.make(
             type: RD_KAFKA_PRODUCER, properties: ["log_level": "3"], callbacks: ClientCallbacks(logger: logger))
-        guard let cluster = rd_kafka_mock_cluster_new(client.handle, Int32(brokers)) else {
+        guard let cluster = withSignalsBlocked({ rd_kafka_mock_cluster_new(client.handle, Int32(brokers)) }) else {
             throw KafkaError(kind: .clientCreation, context: "librdkafka could not start an embedded cluster")
         }
         return EmbeddedKafkaCluster(client: client, cluster: cluster, brokerCount: brokers)

@@ -1,4 +1,7 @@
 import CRdKafka
+#if canImport(Glibc)
+import Glibc
+#endif
 import Dispatch
 import Logging
 import Synchronization
@@ -65,7 +68,7 @@ final class RDKafkaClient: @unchecked Sendable {
         rd_kafka_conf_set_log_cb(conf, logCallback)
         rd_kafka_conf_set_error_cb(conf, errorCallback)
         configure(conf)
-        guard let handle = rd_kafka_new(type, conf, &errorText, errorText.count) else {
+        guard let handle = withSignalsBlocked({ rd_kafka_new(type, conf, &errorText, errorText.count) }) else {
             rd_kafka_conf_destroy(conf)
             throw KafkaError(
                 kind: .clientCreation, context: "librdkafka could not create a client",
@@ -191,4 +194,18 @@ extension RDKafkaClient {
             return code == RD_KAFKA_RESP_ERR_NO_ERROR
         }
     }
+}
+
+/// Runs `body` with every signal blocked in the calling thread, so the threads librdkafka
+/// starts inside it inherit that mask. Otherwise a signal handled by the process (SIGCHLD when
+/// a child exits, SIGTERM at shutdown) can land on one of them and interrupt its poll(2); the
+/// embedded cluster's thread gives up on EINTR, and its clients then wait for ever. The
+/// librdkafka FAQ recommends the same.
+func withSignalsBlocked<T>(_ body: () throws -> T) rethrows -> T {
+    var all = sigset_t()
+    var previous = sigset_t()
+    sigfillset(&all)
+    pthread_sigmask(SIG_BLOCK, &all, &previous)
+    defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
+    return try body()
 }

@@ -31,6 +31,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
         .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
     ],
     targets: [
         // librdkafka from Debian's librdkafka-dev, found through pkg-config.
@@ -180,15 +181,21 @@ let package = Package(
         .executableTarget(name: "PushFCMWorkerMain", dependencies: ["PushWorker", "PushModel"]),
         .executableTarget(name: "PushWNSWorkerMain", dependencies: ["PushWorker", "PushModel"]),
         .executableTarget(name: "PushWebPushWorkerMain", dependencies: ["PushWorker", "PushModel"]),
-        // Load generation and benchmarks.
+        // Load generation (`pushhub load`) and benchmarks.
         .target(
             name: "PushLoad",
             dependencies: [
                 "PushDispatcher",
+                "PushIngress",
                 "PushKafka",
                 "PushModel",
+                "PushProviders",
+                "PushSimulator",
                 "PushStore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
         .executableTarget(
@@ -248,7 +255,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PushHubCLITests",
-            dependencies: ["PushHubCLI", "PushIngressMain", "PushDispatcherMain", "PushAPNsWorkerMain", "PushKafka", "PushIngress", "PushModel", "PushTestSupport"]
+            dependencies: ["PushHubCLI", "PushIngressMain", "PushDispatcherMain", "PushAPNsWorkerMain", "PushKafka", "PushIngress", "PushLoad", "PushModel", "PushTestSupport"]
         ),
         .testTarget(
             name: "PushStoreTests",

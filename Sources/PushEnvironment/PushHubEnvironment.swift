@@ -18,6 +18,12 @@ public struct PushHubEnvironment: Sendable {
     public var logFormat: LogFormat
     /// `PUSHHUB_PNS_CA`: a PEM CA file the workers trust besides the system's (`pushhub sim`'s).
     public var pnsTrustRoots: String?
+    /// `PUSHHUB_URL`, `PUSHHUB_HUB`, `PUSHHUB_CONNECTION_STRING`, `PUSHHUB_SIM_URL`: a running
+    /// PushHub as `pushhub dev` prints it, which `pushhub load` drives.
+    public var ingressURL: String?
+    public var hub: String?
+    public var connectionString: String?
+    public var simulatorURL: String?
 
     public static let defaultDatabase = "data/pushhub.sqlite"
     public static let defaultConfigPath = "data/pushhub.yaml"
@@ -33,6 +39,10 @@ public struct PushHubEnvironment: Sendable {
         database = value("PUSHHUB_DATABASE") ?? Self.defaultDatabase
         configPath = value("PUSHHUB_CONFIG") ?? Self.defaultConfigPath
         pnsTrustRoots = value("PUSHHUB_PNS_CA")
+        ingressURL = value("PUSHHUB_URL")
+        hub = value("PUSHHUB_HUB")
+        connectionString = value("PUSHHUB_CONNECTION_STRING")
+        simulatorURL = value("PUSHHUB_SIM_URL")
     }
 
     public static func servers(_ text: String) -> [String] {

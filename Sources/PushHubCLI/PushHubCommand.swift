@@ -6,5 +6,5 @@ struct PushHubCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pushhub",
         abstract: "PushHub: a self-hosted notification hub on Kafka.",
-        subcommands: [KafkaDevCommand.self, TopicsCommand.self, SendCommand.self, UsersCommand.self, TokenCommand.self, BenchCommand.self, SimCommand.self, DevCommand.self])
+        subcommands: [KafkaDevCommand.self, TopicsCommand.self, SendCommand.self, UsersCommand.self, TokenCommand.self, BenchCommand.self, SimCommand.self, DevCommand.self, LoadCommand.self])
 }

@@ -42,6 +42,10 @@ public struct KafkaConsumerConfiguration: Sendable {
     public var sessionTimeout: Duration = .seconds(10)
     /// Most records handed out by one fetch from librdkafka's queue.
     public var fetchBatchSize: Int = 500
+    /// How long a broker may hold a fetch that finds no new record. Kafka answers as soon as a
+    /// record arrives; librdkafka's embedded cluster always waits this long, so on it every
+    /// hop of the pipeline costs up to this much latency (librdkafka's default is 500 ms).
+    public var fetchWait: Duration = .milliseconds(50)
     public var additionalProperties: [String: String] = [:]
 
     public init(bootstrapServers: [String], groupID: String) {
@@ -58,6 +62,7 @@ public struct KafkaConsumerConfiguration: Sendable {
             "auto.commit.interval.ms": String(commitInterval.milliseconds),
             "session.timeout.ms": String(sessionTimeout.milliseconds),
             "heartbeat.interval.ms": String(max(100, sessionTimeout.milliseconds / 4)),
+            "fetch.wait.max.ms": String(fetchWait.milliseconds),
         ])
     }
 }

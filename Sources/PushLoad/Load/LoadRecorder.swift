@@ -1,0 +1,217 @@
+import Foundation
+import Histogram
+import Synchronization
+
+/// Everything a load run measures, from any task: sends and registrations as they are answered,
+/// and results as they arrive from `pushhub.results`. Times are seconds since the run started.
+public final class LoadRecorder: Sendable {
+    private let state: Mutex<LoadMeasurements>
+    private let started = ContinuousClock.now
+
+    public init() { state = Mutex(LoadMeasurements()) }
+
+    /// Seconds since the run started.
+    public func now() -> Double { Self.seconds(ContinuousClock.now - started) }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    /// A send the hub accepted (HTTP 201, or Kafka's acknowledgement), `latency` seconds after it
+    /// was due: the schedule's time, so a slow answer delays the sends behind it without hiding.
+    public func sendAccepted(notificationId: String, latency: Double) {
+        let at = now()
+        state.withLock { state in
+            state.sendsAttempted += 1
+            state.sendsAccepted += 1
+            state.acceptLatency.recordMicroseconds(latency)
+            state.timeline.add(at) { $0.accepted += 1 }
+            state.track(notificationId, at: at)
+        }
+    }
+
+    public func sendFailed(kind: String) {
+        state.withLock { state in
+            state.sendsAttempted += 1
+            state.sendsFailed += 1
+            state.errors[kind, default: 0] += 1
+        }
+    }
+
+    public func registered(latency: Double) {
+        let at = now()
+        state.withLock { state in
+            state.registrationsAttempted += 1
+            state.registered += 1
+            state.registerLatency.recordMicroseconds(latency)
+            state.timeline.add(at) { $0.registered += 1 }
+        }
+    }
+
+    public func registrationFailed(kind: String) {
+        state.withLock { state in
+            state.registrationsAttempted += 1
+            state.registrationsFailed += 1
+            state.errors[kind, default: 0] += 1
+        }
+    }
+
+    /// A record of `pushhub.results`; results of notifications this run did not send are
+    /// ignored, those that come before their send's answer wait for it.
+    public func result(_ batch: ResultSummary) {
+        let at = now()
+        state.withLock { state in state.apply(batch, at: at) }
+    }
+
+    /// Whether every accepted send has all its results (or was rejected).
+    public var isComplete: Bool { state.withLock { $0.incomplete == 0 } }
+
+    public func snapshot() -> LoadMeasurements { state.withLock { $0 } }
+}
+
+/// What a load run has measured so far.
+public struct LoadMeasurements: Sendable {
+    /// From when a send was due to its acceptance, in microseconds.
+    public var acceptLatency = Histogram<UInt64>(highestTrackableValue: 3_600_000_000, numberOfSignificantValueDigits: .three)
+    /// From when a registration was due to its answer, in microseconds.
+    public var registerLatency = Histogram<UInt64>(highestTrackableValue: 3_600_000_000, numberOfSignificantValueDigits: .three)
+    /// From a send's acceptance to a target's result (the PNS's answer), in milliseconds.
+    public var endToEnd = Histogram<UInt64>(highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: .three)
+    public var sendsAttempted = 0
+    public var sendsAccepted = 0
+    public var sendsFailed = 0
+    public var registrationsAttempted = 0
+    public var registered = 0
+    public var registrationsFailed = 0
+    /// Results by outcome.
+    public var outcomes: [String: Int] = [:]
+    /// Failures by kind: HTTP statuses, transport errors, and outcomes other than delivered with
+    /// the PNS's reason.
+    public var errors: [String: Int] = [:]
+    public var timeline = Timeline()
+    /// Targets the dispatcher reported for the sends so far.
+    public var expectedResults = 0
+    public var results = 0
+    public var firstResultAt: Double?
+    public var lastResultAt: Double?
+    /// Accepted sends still waiting for their dispatch summary or some results.
+    public var incomplete = 0
+
+    struct Tracked {
+        var expected: Int?
+        var received = 0
+        var rejected = false
+        var isComplete: Bool { rejected || expected.map { received >= $0 } ?? false }
+    }
+
+    var notifications: [String: Tracked] = [:]
+    /// Results for ids not (yet) known: kept until their send is answered, dropped after a minute.
+    var early: [String: [(batch: ResultSummary, at: Double)]] = [:]
+
+    mutating func track(_ id: String, at: Double) {
+        guard notifications[id] == nil else { return }
+        notifications[id] = Tracked()
+        incomplete += 1
+        if let waiting = early.removeValue(forKey: id) {
+            for (batch, arrived) in waiting { apply(batch, at: arrived) }
+        }
+    }
+
+    mutating func apply(_ batch: ResultSummary, at: Double) {
+        guard var tracked = notifications[batch.notificationId] else {
+            early[batch.notificationId, default: []].append((batch, at))
+            if early.count > 10_000 { early = early.filter { $0.value.contains { at - $0.at < 60 } } }
+            return
+        }
+        let wasComplete = tracked.isComplete
+        if let dispatched = batch.dispatched {
+            let total = dispatched.values.reduce(0, +)
+            tracked.expected = (tracked.expected ?? 0) + total
+            expectedResults += total
+        }
+        if let results = batch.results {
+            for result in results {
+                tracked.received += 1
+                self.results += 1
+                outcomes[result.outcome, default: 0] += 1
+                if result.outcome == "rejected" {
+                    tracked.rejected = true
+                } else {
+                    endToEnd.recordClamped(UInt64(max(0, result.dwellMs)))
+                }
+                if result.outcome != "delivered" {
+                    errors["outcome \(result.outcome)" + (result.pnsReason.map { " (\($0))" } ?? ""), default: 0] += 1
+                }
+            }
+            let delivered = results.count { $0.outcome == "delivered" }
+            timeline.add(at) {
+                $0.results += results.count
+                $0.delivered += delivered
+            }
+            firstResultAt = firstResultAt ?? at
+            lastResultAt = at
+        }
+        notifications[batch.notificationId] = tracked
+        if !wasComplete && tracked.isComplete { incomplete -= 1 }
+    }
+
+    /// Results still missing from sends whose dispatch summary came.
+    public var missingResults: Int { notifications.values.reduce(0) { $0 + max(0, ($1.expected ?? $1.received) - $1.received) } }
+    /// Accepted sends whose dispatch summary never came.
+    public var undispatched: Int { notifications.values.count { $0.expected == nil && !$0.rejected } }
+}
+
+/// Counts per second of the run.
+public struct Timeline: Sendable {
+    public struct Second: Sendable, Codable, Equatable {
+        public var second: Int
+        public var accepted = 0
+        public var registered = 0
+        public var results = 0
+        public var delivered = 0
+    }
+
+    public private(set) var seconds: [Second] = []
+
+    mutating func add(_ at: Double, _ change: (inout Second) -> Void) {
+        let index = min(max(0, Int(at)), 24 * 3600)
+        while seconds.count <= index { seconds.append(Second(second: seconds.count)) }
+        change(&seconds[index])
+    }
+}
+
+/// The parts of a ResultBatch a load run reads; decoding skips the rest.
+public struct ResultSummary: Decodable, Sendable {
+    public struct Entry: Decodable, Sendable {
+        public var outcome: String
+        public var pnsReason: String?
+        public var dwellMs: Int
+
+        public init(outcome: String, pnsReason: String?, dwellMs: Int) {
+            self.outcome = outcome
+            self.pnsReason = pnsReason
+            self.dwellMs = dwellMs
+        }
+    }
+
+    public var notificationId: String
+    public var dispatched: [String: Int]?
+    public var results: [Entry]?
+
+    public init(notificationId: String, dispatched: [String: Int]? = nil, results: [Entry]? = nil) {
+        self.notificationId = notificationId
+        self.dispatched = dispatched
+        self.results = results
+    }
+}
+
+extension Histogram<UInt64> {
+    mutating func recordMicroseconds(_ seconds: Double) {
+        recordClamped(UInt64(Swift.max(0, (seconds * 1_000_000).rounded())))
+    }
+
+    /// Records `value`, or the highest trackable value for anything above it.
+    mutating func recordClamped(_ value: UInt64) {
+        if !record(value) { _ = record(highestTrackableValue) }
+    }
+}

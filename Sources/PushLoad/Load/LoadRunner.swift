@@ -1,0 +1,282 @@
+import Foundation
+import Logging
+import NIOCore
+import PushIngress
+import PushKafka
+import PushModel
+import PushProviders
+
+/// Runs one load scenario against a running PushHub and measures it: sends and registrations
+/// as they are answered, results from `pushhub.results` until every target's result came (or
+/// the drain time-out), a progress line each second, and the report at the end.
+public struct LoadRunner: Sendable {
+    public let settings: LoadSettings
+    let logger: Logger
+
+    public init(settings: LoadSettings, logger: Logger) {
+        self.settings = settings
+        self.logger = logger
+    }
+
+    public func run(progress: @escaping @Sendable (String) -> Void) async throws(LoadFailure) -> LoadReport {
+        try settings.check()
+        let recorder = LoadRecorder()
+        let startedAt = Date()
+        let http = PNSHTTPClient(connections: 1, connectionsPerHost: settings.concurrency, maximumInFlight: settings.concurrency, requestTimeout: .seconds(30))
+        let hub = HubAPIClient(settings: settings, http: http)
+        var watcher: ResultsWatcher?
+        var producer: KafkaProducer?
+        do {
+            if settings.scenario.measuresResults, let servers = settings.kafka {
+                watcher = try await ResultsWatcher.start(servers: servers, topic: settings.topics.results, recorder: recorder, logger: logger)
+            }
+            if settings.via == .kafka, let servers = settings.kafka {
+                producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: servers), logger: logger)
+            }
+        } catch {
+            await watcher?.stop()
+            await http.shutdown()
+            throw LoadFailure("Kafka at \(settings.kafka?.joined(separator: ",") ?? "?"): \(error)")
+        }
+        let sender = Sender(settings: settings, hub: hub, producer: producer, recorder: recorder)
+        let ticker = Task {
+            var previous = recorder.snapshot()
+            var previousAt = recorder.now()
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(1))
+                let current = recorder.snapshot()
+                let at = recorder.now()
+                progress(ProgressLine.render(current, previous: previous, seconds: at, interval: at - previousAt))
+                previous = current
+                previousAt = at
+            }
+        }
+
+        let deadline = ContinuousClock.now + .seconds(settings.timeout)
+        var phases: [String: Double] = [:]
+        let phaseStart = recorder.now()
+        switch settings.scenario {
+        case .register:
+            await Pacing.run(count: settings.population.devices, rate: settings.registerRate, concurrency: settings.concurrency, until: deadline) { index, due in
+                await hub.register(settings.population.installation(index), due: due, recorder: recorder)
+            }
+            phases["register"] = recorder.now() - phaseStart
+        case .send:
+            await sender.sendPaced(until: deadline, mixed: false)
+            phases["send"] = recorder.now() - phaseStart
+        case .broadcast:
+            await sender.send(Sender.Planned(audience: nil, format: settings.format == .template ? .template : settings.nativePlatform.templateFormat), due: .now)
+            phases["send"] = recorder.now() - phaseStart
+        case .mixed:
+            let population = settings.population
+            let registerRate = settings.registerRate ?? max(1, settings.rate / 10)
+            async let registrations: Void = Pacing.run(
+                count: Int(registerRate * settings.duration), rate: registerRate, concurrency: max(1, settings.concurrency / 4), until: deadline
+            ) { _, due in
+                await hub.register(population.installation(Int.random(in: 0..<population.devices)), due: due, recorder: recorder)
+            }
+            await sender.sendPaced(until: deadline, mixed: true)
+            await registrations
+            phases["send"] = recorder.now() - phaseStart
+        }
+
+        // Every result, or until the drain time-out.
+        if let watcher {
+            let drainEnd = min(deadline, ContinuousClock.now + .seconds(settings.drainTimeout))
+            while !recorder.isComplete, ContinuousClock.now < drainEnd {
+                try? await Task.sleep(for: .milliseconds(50))
+            }
+            await watcher.stop()
+        }
+        ticker.cancel()
+        await producer?.shutdown()
+        await http.shutdown()
+        let measured = recorder.snapshot()
+        progress(ProgressLine.render(measured, previous: measured, seconds: recorder.now(), interval: 0))
+        return LoadReport(
+            settings: settings, startedAt: startedAt, seconds: recorder.now(), phaseStart: phaseStart, phaseSeconds: phases, measurements: measured, timedOut: ContinuousClock.now >= deadline)
+    }
+}
+
+/// Makes the sends of a run, over HTTP or Kafka.
+struct Sender: Sendable {
+    let settings: LoadSettings
+    let hub: HubAPIClient
+    let producer: KafkaProducer?
+    let recorder: LoadRecorder
+
+    struct Planned: Sendable {
+        /// A tag expression; nil sends to everyone.
+        var audience: String?
+        var format: NotificationFormat
+    }
+
+    /// `rate × duration` sends on schedule; `mixed` sends one in ten to the tag expression.
+    func sendPaced(until deadline: ContinuousClock.Instant, mixed: Bool) async {
+        await Pacing.run(count: settings.plannedSends, rate: settings.rate, concurrency: settings.concurrency, until: deadline) { index, due in
+            await send(plan(index, mixed: mixed), due: due)
+        }
+    }
+
+    func plan(_ index: Int, mixed: Bool) -> Planned {
+        let population = settings.population
+        let audience = mixed ? (index % 10 == 9 ? LoadAudience.tag : .user) : settings.audience
+        switch audience {
+        case .user:
+            let user = Int.random(in: 0..<population.users)
+            // A user's first device is the device of the user's own index.
+            let format = settings.format == .template ? NotificationFormat.template : population.platform(user).templateFormat
+            return Planned(audience: population.userTag(user), format: format)
+        case .tag:
+            return Planned(audience: settings.tagExpression, format: settings.format == .template ? .template : settings.nativePlatform.templateFormat)
+        case .broadcast:
+            return Planned(audience: nil, format: settings.format == .template ? .template : settings.nativePlatform.templateFormat)
+        }
+    }
+
+    func send(_ planned: Planned, due: ContinuousClock.Instant) async {
+        let body = planned.format.platform.map { LoadPayloads.native($0) } ?? LoadPayloads.templateProperties
+        let headers = planned.format.platform.map { LoadPayloads.nativeHeaders($0) } ?? [:]
+        guard let producer else {
+            await hub.send(format: planned.format, tags: planned.audience, headers: headers, body: body, due: due, recorder: recorder)
+            return
+        }
+        do {
+            let contentType = try SendRequestBuilder.acceptedContentTypes(for: planned.format, headers: headers).first
+            let request = try SendRequestBuilder().build(
+                hub: settings.hub, format: planned.format.rawValue, tags: planned.audience, handle: nil, headers: headers, body: Data(body.utf8),
+                contentType: contentType)
+            try await KafkaNotificationPublisher(producer: producer, topics: settings.topics).publish(request)
+            recorder.sendAccepted(notificationId: request.notificationId, latency: LoadRecorder.seconds(ContinuousClock.now - due))
+        } catch {
+            recorder.sendFailed(kind: "kafka: \(error)")
+        }
+    }
+}
+
+/// Runs `count` calls, each due at `index / rate` seconds after the start (all at once without
+/// a rate), at most `concurrency` at a time, none started after `deadline`. A call that cannot
+/// start when due starts late, and its latency counts from when it was due.
+enum Pacing {
+    static func run(
+        count: Int, rate: Double?, concurrency: Int, until deadline: ContinuousClock.Instant,
+        _ body: @escaping @Sendable (Int, ContinuousClock.Instant) async -> Void
+    ) async {
+        let start = ContinuousClock.now
+        await withTaskGroup(of: Void.self) { group in
+            var inFlight = 0
+            for index in 0..<count {
+                var due = ContinuousClock.now
+                if let rate {
+                    due = start + .nanoseconds(Int64(Double(index) / rate * 1e9))
+                    if due - .now > .milliseconds(1) { try? await Task.sleep(until: due, clock: .continuous) }
+                }
+                if inFlight >= concurrency {
+                    await group.next()
+                    inFlight -= 1
+                }
+                guard ContinuousClock.now < deadline else { break }
+                group.addTask { await body(index, due) }
+                inFlight += 1
+            }
+        }
+    }
+}
+
+/// Registrations and sends through the hub API, authorized by a SAS token of the connection string.
+struct HubAPIClient: Sendable {
+    let settings: LoadSettings
+    let http: PNSHTTPClient
+    let token: String
+
+    init(settings: LoadSettings, http: PNSHTTPClient) {
+        self.settings = settings
+        self.http = http
+        token = settings.connection.token(for: "/\(settings.hub)", lifetime: settings.timeout + 600)
+    }
+
+    func register(_ installation: Installation, due: ContinuousClock.Instant, recorder: LoadRecorder) async {
+        let body: Data
+        do { body = try JSONEncoder().encode(installation) } catch {
+            recorder.registrationFailed(kind: "encoding: \(error)")
+            return
+        }
+        let url = "\(settings.url)/\(settings.hub)/installations/\(installation.installationId)?api-version=2015-04"
+        do {
+            let response = try await http.send(.PUT, url, headers: [("Authorization", token), ("Content-Type", "application/json")], body: body)
+            if (200..<300).contains(response.status) {
+                recorder.registered(latency: LoadRecorder.seconds(ContinuousClock.now - due))
+            } else {
+                recorder.registrationFailed(kind: Self.kind(response))
+            }
+        } catch {
+            recorder.registrationFailed(kind: "transport: \(error)")
+        }
+    }
+
+    func send(format: NotificationFormat, tags: String?, headers: [String: String], body: String, due: ContinuousClock.Instant, recorder: LoadRecorder) async {
+        var fields = [("Authorization", token), ("ServiceBusNotification-Format", format.rawValue)]
+        if let tags { fields.append(("ServiceBusNotification-Tags", tags)) }
+        let contentType = (try? SendRequestBuilder.acceptedContentTypes(for: format, headers: headers).first) ?? "application/json"
+        fields.append(("Content-Type", "\(contentType);charset=utf-8"))
+        fields += headers.map { ($0.key, $0.value) }
+        do {
+            let response = try await http.send(.POST, "\(settings.url)/\(settings.hub)/messages?api-version=2015-04", headers: fields, body: Data(body.utf8))
+            guard response.status == 201, let id = response.headers.first(name: "TrackingId") else {
+                recorder.sendFailed(kind: Self.kind(response))
+                return
+            }
+            recorder.sendAccepted(notificationId: id, latency: LoadRecorder.seconds(ContinuousClock.now - due))
+        } catch {
+            recorder.sendFailed(kind: "transport: \(error)")
+        }
+    }
+
+    /// An error kind from an HTTP answer: the status, and the start of what the server said.
+    static func kind(_ response: PNSHTTPClient.Response) -> String {
+        let said = String(decoding: response.body.prefix(120), as: UTF8.self).replacingOccurrences(of: "\n", with: " ")
+        return "http \(response.status)" + (said.isEmpty ? "" : ": \(said)")
+    }
+}
+
+/// Reads `pushhub.results` from its end, as a group of its own, into the recorder.
+final class ResultsWatcher: Sendable {
+    let consumer: KafkaConsumer
+    let reading: Task<Void, Never>
+
+    private init(consumer: KafkaConsumer, reading: Task<Void, Never>) {
+        self.consumer = consumer
+        self.reading = reading
+    }
+
+    static func start(servers: [String], topic: String, recorder: LoadRecorder, logger: Logger) async throws -> ResultsWatcher {
+        var configuration = KafkaConsumerConfiguration(bootstrapServers: servers, groupID: "pushhub-load-\(UUID().uuidString.lowercased())")
+        configuration.offsetReset = .latest
+        configuration.clientID = "pushhub-load"
+        let consumer = try KafkaConsumer.make(configuration: configuration, topics: [topic], logger: logger)
+        let reading = Task {
+            let decoder = JSONDecoder()
+            for await record in consumer.records {
+                if let batch = try? decoder.decode(ResultSummary.self, from: record.value) { recorder.result(batch) }
+                consumer.markDone(record)
+            }
+        }
+        // Results count only once the group has its partitions and their end is known.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while consumer.assignment.isEmpty {
+            guard ContinuousClock.now < deadline else {
+                reading.cancel()
+                await consumer.close()
+                throw LoadFailure("no partition of \(topic) was assigned within 30 s")
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        return ResultsWatcher(consumer: consumer, reading: reading)
+    }
+
+    func stop() async {
+        await consumer.close()
+        await reading.value
+    }
+}

@@ -4,7 +4,7 @@ SWIFT ?= swift
 SCRATCH ?= .build
 SWIFTFLAGS := --scratch-path $(SCRATCH)
 
-.PHONY: all build release dev test bench-kafka bench-ingress bench-store bench-dispatch bench-apns clean
+.PHONY: all build release dev test bench-kafka bench-ingress bench-store bench-dispatch bench-apns bench-load clean
 
 all: build
 
@@ -51,6 +51,13 @@ bench-apns:
 	$(SWIFT) build $(SWIFTFLAGS) -c release --product pushhub
 	$(SWIFT) build $(SWIFTFLAGS) -c release --product pushhub-apns-worker
 	SCRATCH=$(SCRATCH) scripts/bench-apns.sh
+
+# The whole pipeline under pushhub load: a million-device broadcast, 2,000 sends/s to users,
+# one APNs worker against two, a profile and every process's peak RSS.
+bench-load:
+	scripts/install-deps.sh bench
+	$(SWIFT) build $(SWIFTFLAGS) -c release
+	SCRATCH=$(SCRATCH) scripts/bench-load.sh
 
 clean:
 	rm -rf $(SCRATCH)

@@ -29,6 +29,7 @@ case "$purpose" in
     have_deb kcat || apt_packages+=(kcat)
     have_deb wrk || apt_packages+=(wrk)
     have_deb nghttp2-client || apt_packages+=(nghttp2-client)
+    have_deb linux-perf || apt_packages+=(linux-perf)
     ;;
 esac
 

@@ -13,6 +13,10 @@ public struct DispatcherSettings: Sendable {
     public var batchSize = DeliveryBatch.maximumTargets
     /// Batches produced before waiting for their acknowledgements (bounds memory on broadcasts).
     public var batchesInFlight = 16
+    /// SendRequests dispatched at the same time. Each waits for the store and for Kafka's
+    /// acknowledgements; one at a time, a dispatcher managed about 85 single-user sends a
+    /// second. Notifications have no order among themselves, so they may finish in any order.
+    public var requestsInFlight = 64
     /// The hubs this deployment serves; requests for others are rejected.
     public var hubs: [String]
 
@@ -42,7 +46,7 @@ public final class Dispatcher: Service, Sendable {
     }
 
     public func run() async throws {
-        await consumer.processEach(logger: logger) { record in try await dispatch(record) }
+        await consumer.processEach(maximum: settings.requestsInFlight, logger: logger) { [self] record in try await dispatch(record) }
     }
 
     func dispatch(_ record: KafkaRecord) async throws {

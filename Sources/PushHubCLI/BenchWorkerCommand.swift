@@ -3,6 +3,7 @@ import Foundation
 import PushEnvironment
 import PushIngress
 import PushKafka
+import PushLoad
 import PushModel
 import PushProviders
 import PushSimulator
@@ -63,7 +64,7 @@ extension BenchCommand {
                 let batchTargets = (index..<index + count).map { Self.target(platform, $0, simURL: simURL) }
                 let batch = DeliveryBatch(
                     notificationId: notificationId, hub: hub, platform: platform, kind: .native, format: platform.templateFormat,
-                    body: Self.body(platform), headers: platform == .wns ? ["X-WNS-Type": "wns/toast"] : [:], enqueuedAt: Date(), targets: batchTargets)
+                    body: LoadPayloads.native(platform), headers: LoadPayloads.nativeHeaders(platform), enqueuedAt: Date(), targets: batchTargets)
                 records.append(KafkaOutgoingRecord(
                     topic: topics.deliveries(platform), key: "\(notificationId):\(index / DeliveryBatch.maximumTargets)", value: try WireCoding.encode(batch)))
                 index += count
@@ -93,24 +94,8 @@ extension BenchCommand {
         }
 
         static func target(_ platform: Platform, _ index: Int, simURL: String) -> DeliveryBatch.Target {
-            let id = "bench-\(index)"
-            switch platform {
-            case .apns: return DeliveryBatch.Target(registrationId: nil, handle: SimulatedHandle.apns(id))
-            case .fcm: return DeliveryBatch.Target(registrationId: nil, handle: id)
-            case .wns: return DeliveryBatch.Target(registrationId: nil, handle: SimulatedHandle.wnsChannel(base: simURL, id: id))
-            case .webpush:
-                let subscription = SimulatedSubscription(id: id)
-                return DeliveryBatch.Target(registrationId: nil, handle: subscription.endpoint(base: simURL), webPush: subscription.keys)
-            }
-        }
-
-        static func body(_ platform: Platform) -> String {
-            switch platform {
-            case .apns: #"{"aps":{"alert":{"title":"Benchmark","body":"A notification of ordinary size for the benchmark"},"badge":1}}"#
-            case .fcm: #"{"message":{"notification":{"title":"Benchmark","body":"A notification of ordinary size"}}}"#
-            case .wns: #"<toast><visual><binding template="ToastText01"><text id="1">Benchmark</text></binding></visual></toast>"#
-            case .webpush: #"{"title":"Benchmark","body":"A notification of ordinary size"}"#
-            }
+            let (handle, keys) = LoadPopulation.simulatedHandle(platform, id: "bench-\(index)", simulatorURL: simURL)
+            return DeliveryBatch.Target(registrationId: nil, handle: handle, webPush: keys)
         }
     }
 

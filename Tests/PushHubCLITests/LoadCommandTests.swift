@@ -92,6 +92,7 @@ struct LoadCommandTests {
         #expect(Self.int(broadcast.report, "results", "expected") == 200)
         #expect(Self.int(broadcast.report, "results", "byOutcome", "delivered") == 200)
         #expect(try await Self.simulatorDelivered(simURL) - before == 200)
+        #expect((broadcast.report["results"] as? [String: Any])?["outcomesRecordedSeconds"] is Double, "\(broadcast.output)")
 
         // Sends produced straight into Kafka while devices re-register.
         let mixed = try load(["mixed"] + population + ["--via", "kafka", "--rate", "20", "--duration", "2", "--register-rate", "10"])

@@ -21,7 +21,7 @@ public final class OutcomeRecorder: Service, Sendable {
     }
 
     public func run() async throws {
-        await consumer.processEach(logger: logger) { record in try await apply(record) }
+        await consumer.processEach(logger: logger) { [self] record in try await apply(record) }
     }
 
     func apply(_ record: KafkaRecord) async throws {

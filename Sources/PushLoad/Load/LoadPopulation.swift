@@ -50,21 +50,24 @@ public struct LoadPopulation: Sendable, Equatable {
     /// The tag expression that reaches exactly one user's devices.
     public func userTag(_ user: Int) -> String { Tags.user(userId(ofUser: user)) }
 
+    /// A handle at the simulator for device `id` of `platform`: an APNs token, an FCM token, a
+    /// WNS channel or a Web Push subscription (with its keys) under `simulatorURL`.
+    public static func simulatedHandle(_ platform: Platform, id: String, simulatorURL: String) -> (handle: String, keys: WebPushKeys?) {
+        switch platform {
+        case .apns: return (SimulatedHandle.apns(id), nil)
+        case .fcm: return ("fcm-\(id)", nil)
+        case .wns: return (SimulatedHandle.wnsChannel(base: simulatorURL, id: id), nil)
+        case .webpush:
+            let subscription = SimulatedSubscription(id: id)
+            return (subscription.endpoint(base: simulatorURL), subscription.keys)
+        }
+    }
+
     /// The installation device `index` registers.
     public func installation(_ index: Int) -> Installation {
         let id = installationId(index)
         let platform = platform(index)
-        var handle: String
-        var keys: WebPushKeys?
-        switch platform {
-        case .apns: handle = SimulatedHandle.apns(id)
-        case .fcm: handle = "fcm-\(id)"
-        case .wns: handle = SimulatedHandle.wnsChannel(base: simulatorURL, id: id)
-        case .webpush:
-            let subscription = SimulatedSubscription(id: id)
-            handle = subscription.endpoint(base: simulatorURL)
-            keys = subscription.keys
-        }
+        let (handle, keys) = Self.simulatedHandle(platform, id: id, simulatorURL: simulatorURL)
         return Installation(
             installationId: id, userId: userId(ofUser: index % users), platform: platform.installationPlatform, pushChannel: handle,
             webPush: keys, tags: tags.tags(of: index),

@@ -66,7 +66,18 @@ public final class LoadRecorder: Sendable {
     /// Whether every accepted send has all its results (or was rejected).
     public var isComplete: Bool { state.withLock { $0.incomplete == 0 } }
 
-    public func snapshot() -> LoadMeasurements { state.withLock { $0 } }
+    /// What was measured so far. Without `perNotification` the per-send tracking is left out,
+    /// which makes the copy cheap (the progress line takes one every second).
+    public func snapshot(perNotification: Bool = true) -> LoadMeasurements {
+        state.withLock { state in
+            var copy = state
+            if !perNotification {
+                copy.notifications = [:]
+                copy.early = [:]
+            }
+            return copy
+        }
+    }
 }
 
 /// What a load run has measured so far.
@@ -111,6 +122,7 @@ public struct LoadMeasurements: Sendable {
     mutating func track(_ id: String, at: Double) {
         guard notifications[id] == nil else { return }
         notifications[id] = Tracked()
+        if acceptedIds.count < 16 { acceptedIds.append(id) }
         incomplete += 1
         if let waiting = early.removeValue(forKey: id) {
             for (batch, arrived) in waiting { apply(batch, at: arrived) }
@@ -154,6 +166,9 @@ public struct LoadMeasurements: Sendable {
         notifications[batch.notificationId] = tracked
         if !wasComplete && tracked.isComplete { incomplete -= 1 }
     }
+
+    /// The sends accepted, in the order their answers came (the first 16).
+    public var acceptedIds: [String] = []
 
     /// Results still missing from sends whose dispatch summary came.
     public var missingResults: Int { notifications.values.reduce(0) { $0 + max(0, ($1.expected ?? $1.received) - $1.received) } }

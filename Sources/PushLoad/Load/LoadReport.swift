@@ -87,6 +87,8 @@ public struct LoadReport: Codable, Sendable {
         public var lastResultSeconds: Double?
         /// Whether every accepted send got all its results.
         public var complete: Bool
+        /// Broadcast: seconds from the send until the hub API said Completed (every outcome recorded).
+        public var outcomesRecordedSeconds: Double?
     }
 
     public var startedAt: Date
@@ -108,7 +110,7 @@ public struct LoadReport: Codable, Sendable {
     /// Counts per second of the run.
     public var timeline: [Timeline.Second]
 
-    init(settings: LoadSettings, startedAt: Date, seconds: Double, phaseStart: Double, phaseSeconds: [String: Double], measurements m: LoadMeasurements, timedOut: Bool) {
+    init(settings: LoadSettings, startedAt: Date, seconds: Double, phaseStart: Double, phaseSeconds: [String: Double], outcomesRecordedSeconds: Double? = nil, measurements m: LoadMeasurements, timedOut: Bool) {
         let scenario = settings.scenario
         let sending = scenario != .register
         self.startedAt = startedAt
@@ -138,7 +140,7 @@ public struct LoadReport: Codable, Sendable {
             results = Results(
                 expected: m.expectedResults, received: m.results, missing: m.missingResults, undispatchedSends: m.undispatched, byOutcome: m.outcomes,
                 deliveredPerSecond: Self.rate(m.outcomes["delivered"] ?? 0, last ?? 0), lastResultSeconds: last,
-                complete: m.incomplete == 0)
+                complete: m.incomplete == 0, outcomesRecordedSeconds: outcomesRecordedSeconds.map { ($0 * 1000).rounded() / 1000 })
         }
         errors = m.errors
         timeline = m.timeline.seconds
@@ -171,6 +173,7 @@ public struct LoadReport: Codable, Sendable {
             lines.append("results: \(results.received) of \(results.expected) (\(outcomes.isEmpty ? "none" : outcomes)), \(Format.number(results.deliveredPerSecond)) delivered/s, last after \(results.lastResultSeconds.map { Format.number($0) } ?? "-") s" + (results.complete ? "" : "; INCOMPLETE: \(results.missing) missing, \(results.undispatchedSends) sends never dispatched"))
         }
         if let latency = endToEndLatencyMs { lines.append("end-to-end latency: " + latency.line) }
+        if let recorded = results?.outcomesRecordedSeconds { lines.append("outcomes recorded (hub API: Completed) after \(Format.number(recorded)) s") }
         for (kind, count) in errors.sorted(by: { $0.value > $1.value }).prefix(10) { lines.append("error: \(count) × \(kind)") }
         if timedOut { lines.append("stopped at --timeout") }
         return lines.joined(separator: "\n")

@@ -40,11 +40,11 @@ public struct LoadRunner: Sendable {
         }
         let sender = Sender(settings: settings, hub: hub, producer: producer, recorder: recorder)
         let ticker = Task {
-            var previous = recorder.snapshot()
+            var previous = recorder.snapshot(perNotification: false)
             var previousAt = recorder.now()
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(1))
-                let current = recorder.snapshot()
+                let current = recorder.snapshot(perNotification: false)
                 let at = recorder.now()
                 progress(ProgressLine.render(current, previous: previous, seconds: at, interval: at - previousAt))
                 previous = current
@@ -88,13 +88,26 @@ public struct LoadRunner: Sendable {
             }
             await watcher.stop()
         }
+        // A broadcast is done for its sender when the hub API says Completed: the ingress has
+        // recorded every outcome.
+        var recordedAt: Double?
+        if settings.scenario == .broadcast, let id = recorder.snapshot().acceptedIds.first {
+            let end = min(deadline, ContinuousClock.now + .seconds(settings.drainTimeout))
+            while ContinuousClock.now < end {
+                if await hub.state(of: id) == "Completed" {
+                    recordedAt = recorder.now() - phaseStart
+                    break
+                }
+                try? await Task.sleep(for: .milliseconds(100))
+            }
+        }
         ticker.cancel()
         await producer?.shutdown()
         await http.shutdown()
         let measured = recorder.snapshot()
         progress(ProgressLine.render(measured, previous: measured, seconds: recorder.now(), interval: 0))
         return LoadReport(
-            settings: settings, startedAt: startedAt, seconds: recorder.now(), phaseStart: phaseStart, phaseSeconds: phases, measurements: measured, timedOut: ContinuousClock.now >= deadline)
+            settings: settings, startedAt: startedAt, seconds: recorder.now(), phaseStart: phaseStart, phaseSeconds: phases, outcomesRecordedSeconds: recordedAt, measurements: measured, timedOut: ContinuousClock.now >= deadline)
     }
 }
 
@@ -166,17 +179,20 @@ enum Pacing {
         await withTaskGroup(of: Void.self) { group in
             var inFlight = 0
             for index in 0..<count {
-                var due = ContinuousClock.now
+                var due: ContinuousClock.Instant?
                 if let rate {
-                    due = start + .nanoseconds(Int64(Double(index) / rate * 1e9))
-                    if due - .now > .milliseconds(1) { try? await Task.sleep(until: due, clock: .continuous) }
+                    let scheduled = start + .nanoseconds(Int64(Double(index) / rate * 1e9))
+                    if scheduled - .now > .milliseconds(1) { try? await Task.sleep(until: scheduled, clock: .continuous) }
+                    due = scheduled
                 }
                 if inFlight >= concurrency {
                     await group.next()
                     inFlight -= 1
                 }
                 guard ContinuousClock.now < deadline else { break }
-                group.addTask { await body(index, due) }
+                // Without a schedule a call is due when its slot frees up.
+                let dueAt = due ?? .now
+                group.addTask { await body(index, dueAt) }
                 inFlight += 1
             }
         }
@@ -230,6 +246,16 @@ struct HubAPIClient: Sendable {
         } catch {
             recorder.sendFailed(kind: "transport: \(error)")
         }
+    }
+
+    /// The State of a notification's details (`GET /{hub}/messages/{id}`), e.g. `Completed`.
+    func state(of id: String) async -> String? {
+        guard let response = try? await http.send(.GET, "\(settings.url)/\(settings.hub)/messages/\(id)?api-version=2015-04", headers: [("Authorization", token)], body: nil),
+            response.status == 200
+        else { return nil }
+        let text = String(decoding: response.body, as: UTF8.self)
+        guard let start = text.range(of: "<State>"), let end = text.range(of: "</State>", range: start.upperBound..<text.endIndex) else { return nil }
+        return String(text[start.upperBound..<end.lowerBound])
     }
 
     /// An error kind from an HTTP answer: the status, and the start of what the server said.

@@ -56,12 +56,7 @@ table = f"""Measured {datetime.date.today()} on this machine ({os.cpu_count()} c
 | h2load → sim | {ceiling:,.0f} ({ok} 2xx) | {sim_rss_kb // 1024} MB (simulator) |
 
 Target: ≥ 20,000 deliveries/s and RSS ≤ 150 MB for the worker — {'met' if rate >= 20000 and rss_kb <= 150 * 1024 else 'missed'}; the simulator aims at ≥ 50,000 requests/s — {'met' if ceiling >= 50000 else 'missed'}."""
-path = "docs/benchmarks.md"
-text = open(path).read()
-start, end = "<!-- apns-benchmark:start -->", "<!-- apns-benchmark:end -->"
-if start not in text:
-    text += f"\n## APNs worker and simulator (`make bench-apns`)\n\n{start}\n{end}\n"
-text = text[: text.index(start) + len(start)] + "\n" + table + "\n" + text[text.index(end):]
-open(path, "w").write(text)
-print(table)
+sys.path.insert(0, "scripts")
+from benchmark_section import write_section
+write_section("apns-benchmark", "APNs worker and simulator (`make bench-apns`)", table)
 PY

@@ -38,10 +38,7 @@ table = f"""Measured {datetime.date.today()} on this machine ({os.cpu_count()} c
 | {rate:.0f} | {ms('50%'):.1f} ms | {ms('90%'):.1f} ms | {ms('99%'):.1f} ms | {errors.group(1) if errors else 0} | {rss_kb // 1024} MB |
 
 Target: ≥ 5,000/s with p99 < 20 ms — {'met' if rate >= 5000 and ms('99%') < 20 else 'missed'}."""
-path = "docs/benchmarks.md"
-text = open(path).read()
-start, end = "<!-- ingress-benchmark:start -->", "<!-- ingress-benchmark:end -->"
-text = text[: text.index(start) + len(start)] + "\n" + table + "\n" + text[text.index(end):]
-open(path, "w").write(text)
-print(table)
+sys.path.insert(0, "scripts")
+from benchmark_section import write_section
+write_section("ingress-benchmark", "Installation upserts through HTTP", table)
 PY

@@ -2,6 +2,9 @@
 """Writes the figures of scripts/bench-load.sh (its reports in OUT) into docs/benchmarks.md."""
 import datetime, json, os, sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchmark_section import write_section
+
 out, devices, rate, duration, partitions = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 
 def report(name):
@@ -100,11 +103,4 @@ for name, title in [("profile-dso.txt", "by library"), ("profile-symbols.txt", "
         lines.append("```")
 table = "\n".join(lines)
 
-path = "docs/benchmarks.md"
-text = open(path).read()
-start, end = "<!-- load-benchmark:start -->", "<!-- load-benchmark:end -->"
-if start not in text:
-    text += f"\n## PushHub under load (`make bench-load`)\n\n{start}\n{end}\n"
-text = text[: text.index(start) + len(start)] + "\n" + table + "\n" + text[text.index(end):]
-open(path, "w").write(text)
-print(table)
+write_section("load-benchmark", "PushHub under load (`make bench-load`)", table)

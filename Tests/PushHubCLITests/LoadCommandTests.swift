@@ -94,6 +94,13 @@ struct LoadCommandTests {
         #expect(try await Self.simulatorDelivered(simURL) - before == 200)
         #expect((broadcast.report["results"] as? [String: Any])?["outcomesRecordedSeconds"] is Double, "\(broadcast.output)")
 
+        // A native broadcast reaches only the devices of its platform.
+        let wns = (0..<200).count { PlatformMix.default.platform(of: $0) == .wns }
+        let native = try load(["broadcast"] + population + ["--format", "native", "--platform", "wns"])
+        #expect(native.status == 0, "\(native.output)")
+        #expect(Self.int(native.report, "results", "expected") == wns)
+        #expect(Self.int(native.report, "results", "byOutcome", "delivered") == wns)
+
         // Sends produced straight into Kafka while devices re-register.
         let mixed = try load(["mixed"] + population + ["--via", "kafka", "--rate", "20", "--duration", "2", "--register-rate", "10"])
         #expect(mixed.status == 0, "\(mixed.output)")

@@ -122,7 +122,7 @@ public struct LoadMeasurements: Sendable {
     mutating func track(_ id: String, at: Double) {
         guard notifications[id] == nil else { return }
         notifications[id] = Tracked()
-        if acceptedIds.count < 16 { acceptedIds.append(id) }
+        firstAccepted = firstAccepted ?? id
         incomplete += 1
         if let waiting = early.removeValue(forKey: id) {
             for (batch, arrived) in waiting { apply(batch, at: arrived) }
@@ -167,8 +167,8 @@ public struct LoadMeasurements: Sendable {
         if !wasComplete && tracked.isComplete { incomplete -= 1 }
     }
 
-    /// The sends accepted, in the order their answers came (the first 16).
-    public var acceptedIds: [String] = []
+    /// The first send accepted: the broadcast's.
+    public var firstAccepted: String?
 
     /// Results still missing from sends whose dispatch summary came.
     public var missingResults: Int { notifications.values.reduce(0) { $0 + max(0, ($1.expected ?? $1.received) - $1.received) } }

@@ -25,14 +25,14 @@ public struct LoadReport: Codable, Sendable {
 
         init?(_ histogram: Histogram<UInt64>, unitsPerMillisecond: Double) {
             guard histogram.totalCount > 0 else { return nil }
-            func ms(_ percentile: Double) -> Double { (Double(histogram.valueAtPercentile(percentile)) / unitsPerMillisecond * 1000).rounded() / 1000 }
+            func ms(_ percentile: Double) -> Double { thousandths(Double(histogram.valueAtPercentile(percentile)) / unitsPerMillisecond) }
             count = Int(histogram.totalCount)
-            mean = (histogram.mean / unitsPerMillisecond * 1000).rounded() / 1000
+            mean = thousandths(histogram.mean / unitsPerMillisecond)
             p50 = ms(50)
             p90 = ms(90)
             p99 = ms(99)
             p999 = ms(99.9)
-            max = (Double(histogram.max) / unitsPerMillisecond * 1000).rounded() / 1000
+            max = thousandths(Double(histogram.max) / unitsPerMillisecond)
             let highest = max
             curve = Self.curvePercentiles.map { Point(percentile: $0, ms: $0 == 100 ? highest : ms($0)) }
         }
@@ -114,8 +114,8 @@ public struct LoadReport: Codable, Sendable {
         let scenario = settings.scenario
         let sending = scenario != .register
         self.startedAt = startedAt
-        self.seconds = (seconds * 1000).rounded() / 1000
-        self.phaseSeconds = phaseSeconds.mapValues { ($0 * 1000).rounded() / 1000 }
+        self.seconds = thousandths(seconds)
+        self.phaseSeconds = phaseSeconds.mapValues(thousandths)
         self.timedOut = timedOut
         self.settings = Settings(
             scenario: scenario, via: settings.via, url: settings.url, hub: settings.hub, devices: settings.population.devices,
@@ -136,11 +136,11 @@ public struct LoadReport: Codable, Sendable {
         registerLatencyMs = Latency(m.registerLatency, unitsPerMillisecond: 1000)
         endToEndLatencyMs = Latency(m.endToEnd, unitsPerMillisecond: 1)
         if sending {
-            let last = m.lastResultAt.map { (($0 - phaseStart) * 1000).rounded() / 1000 }
+            let last = m.lastResultAt.map { thousandths($0 - phaseStart) }
             results = Results(
                 expected: m.expectedResults, received: m.results, missing: m.missingResults, undispatchedSends: m.undispatched, byOutcome: m.outcomes,
                 deliveredPerSecond: Self.rate(m.outcomes["delivered"] ?? 0, last ?? 0), lastResultSeconds: last,
-                complete: m.incomplete == 0, outcomesRecordedSeconds: outcomesRecordedSeconds.map { ($0 * 1000).rounded() / 1000 })
+                complete: m.incomplete == 0, outcomesRecordedSeconds: outcomesRecordedSeconds.map(thousandths))
         }
         errors = m.errors
         timeline = m.timeline.seconds
@@ -184,16 +184,17 @@ extension LoadReport.Latency {
     var line: String { "p50 \(Format.number(p50)) ms, p90 \(Format.number(p90)) ms, p99 \(Format.number(p99)) ms, p99.9 \(Format.number(p999)) ms, max \(Format.number(max)) ms (\(count))" }
 }
 
+/// Figures in the reports keep three decimals.
+func thousandths(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }
+
 enum Format {
     static func number(_ value: Double) -> String {
         if value >= 100 || value == value.rounded() { return String(Int(value.rounded())) }
         return String(format: value >= 10 ? "%.1f" : "%.2f", value)
     }
 
-    static func escape(_ text: String) -> String {
-        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
-            .replacingOccurrences(of: "\"", with: "&quot;")
-    }
+    /// Text for HTML and SVG: the XML escaping templates use.
+    static func escape(_ text: String) -> String { TemplateRenderer.escapeXML(text) }
 }
 
 /// The line printed each second while a run goes on.

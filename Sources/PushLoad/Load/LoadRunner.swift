@@ -65,7 +65,7 @@ public struct LoadRunner: Sendable {
             await sender.sendPaced(until: deadline, mixed: false)
             phases["send"] = recorder.now() - phaseStart
         case .broadcast:
-            await sender.send(Sender.Planned(audience: nil, format: settings.format == .template ? .template : settings.nativePlatform.templateFormat), due: .now)
+            await sender.send(sender.plan(.broadcast), due: .now)
             phases["send"] = recorder.now() - phaseStart
         case .mixed:
             let population = settings.population
@@ -91,7 +91,7 @@ public struct LoadRunner: Sendable {
         // A broadcast is done for its sender when the hub API says Completed: the ingress has
         // recorded every outcome.
         var recordedAt: Double?
-        if settings.scenario == .broadcast, let id = recorder.snapshot().acceptedIds.first {
+        if settings.scenario == .broadcast, let id = recorder.snapshot().firstAccepted {
             let end = min(deadline, ContinuousClock.now + .seconds(settings.drainTimeout))
             while ContinuousClock.now < end {
                 if await hub.state(of: id) == "Completed" {
@@ -132,19 +132,24 @@ struct Sender: Sendable {
     }
 
     func plan(_ index: Int, mixed: Bool) -> Planned {
+        plan(mixed ? (index % 10 == 9 ? .tag : .user) : settings.audience)
+    }
+
+    /// A send to `audience`: template, or native in the user's platform (a user's first
+    /// device is the device of the user's own index) or in `--platform`.
+    func plan(_ audience: LoadAudience) -> Planned {
         let population = settings.population
-        let audience = mixed ? (index % 10 == 9 ? LoadAudience.tag : .user) : settings.audience
+        var platform = settings.nativePlatform
+        let tags: String?
         switch audience {
         case .user:
             let user = Int.random(in: 0..<population.users)
-            // A user's first device is the device of the user's own index.
-            let format = settings.format == .template ? NotificationFormat.template : population.platform(user).templateFormat
-            return Planned(audience: population.userTag(user), format: format)
-        case .tag:
-            return Planned(audience: settings.tagExpression, format: settings.format == .template ? .template : settings.nativePlatform.templateFormat)
-        case .broadcast:
-            return Planned(audience: nil, format: settings.format == .template ? .template : settings.nativePlatform.templateFormat)
+            platform = population.platform(user)
+            tags = population.userTag(user)
+        case .tag: tags = settings.tagExpression
+        case .broadcast: tags = nil
         }
+        return Planned(audience: tags, format: settings.format == .template ? .template : platform.templateFormat)
     }
 
     func send(_ planned: Planned, due: ContinuousClock.Instant) async {

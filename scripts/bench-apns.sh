@@ -12,18 +12,18 @@ dir=$(mktemp -d /tmp/pushhub-bench-apns.XXXXXX)
 pids=()
 cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$dir"; }
 trap cleanup EXIT
-wait_for() { for _ in $(seq 200); do grep -q "^$1=" "$2" 2>/dev/null && return 0; sleep 0.1; done; echo "no $1 in $2" >&2; cat "$2" "$2.err" >&2 || true; exit 1; }
+source scripts/bench-lib.sh
 
 "$bin/pushhub" kafka-dev --brokers 1 --partitions 4 >"$dir/kafka" 2>"$dir/kafka.err" </dev/null &
 pids+=($!)
-wait_for PUSHHUB_KAFKA "$dir/kafka"
+wait_for PUSHHUB_KAFKA= "$dir/kafka"
 export PUSHHUB_KAFKA=$(sed -n 's/^PUSHHUB_KAFKA=//p' "$dir/kafka")
 export PUSHHUB_LOG_LEVEL=warning
 
 "$bin/pushhub" sim --config "$dir/pushhub.yaml" --attach pushhub-dev --data-dir "$dir/sim-data" >"$dir/sim" 2>"$dir/sim.err" &
 pids+=($!)
 sim_pid=$!
-wait_for PUSHHUB_PNS_CA "$dir/sim"
+wait_for PUSHHUB_PNS_CA= "$dir/sim"
 apns_url=$(sed -n 's/^PUSHHUB_SIM_APNS_URL=//p' "$dir/sim")
 export PUSHHUB_PNS_CA=$(sed -n 's/^PUSHHUB_PNS_CA=//p' "$dir/sim")
 

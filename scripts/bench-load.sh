@@ -32,7 +32,7 @@ cleanup() {
   rm -rf "$dir"
 }
 trap cleanup EXIT
-wait_for() { for _ in $(seq 600); do grep -q "^$1" "$2" 2>/dev/null && return 0; sleep 0.1; done; echo "no $1 in $2" >&2; cat "$2" "$2.err" >&2 || true; exit 1; }
+source scripts/bench-lib.sh
 value() { sed -n "s/^$1//p" "$2" | head -1; }
 start() { # name, output file, command...
   local name=$1 file=$2; shift 2

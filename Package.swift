@@ -46,6 +46,7 @@ let package = Package(
             dependencies: [
                 "CRdKafka",
                 "PushMetrics",
+                "PushModel",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -264,7 +265,7 @@ let package = Package(
         .testTarget(
             name: "PushIngressTests",
             dependencies: [
-                "PushIngress", "PushStore", "PushModel", "PushKafka", "PushDispatcher",
+                "PushIngress", "PushStore", "PushModel", "PushKafka", "PushDispatcher", "PushTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),

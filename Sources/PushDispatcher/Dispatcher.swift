@@ -17,6 +17,8 @@ public struct DispatcherSettings: Sendable {
     /// acknowledgements; one at a time, a dispatcher managed about 85 single-user sends a
     /// second. Notifications have no order among themselves, so they may finish in any order.
     public var requestsInFlight = 64
+    /// How long one request may keep failing (store or Kafka away) before it is dead-lettered.
+    public var retryBudget = RetryBudget()
     /// The hubs this deployment serves; requests for others are rejected.
     public var hubs: [String]
 
@@ -46,18 +48,24 @@ public final class Dispatcher: Service, Sendable {
     }
 
     public func run() async throws {
-        await consumer.processEach(maximum: settings.requestsInFlight, logger: logger) { [self] record in try await dispatch(record) }
+        await consumer.processEach(
+            maximum: settings.requestsInFlight, budget: settings.retryBudget, logger: logger,
+            giveUp: { [self] record, reason in try await reject(record, hub: hub(of: record), reason: reason) },
+            { [self] record in try await dispatch(record) })
     }
 
+    /// Dispatches one request. What will fail again the same way (a record that breaks the
+    /// contract or a limit, an unknown hub, a query the store refuses) throws `PermanentFailure`
+    /// and is dead-lettered; anything else is retried within the budget.
     func dispatch(_ record: KafkaRecord) async throws {
         let request: SendRequest
         do {
             request = try WireCoding.decode(SendRequest.self, from: record.value)
         } catch {
-            return try await reject(record, hub: "", reason: error.description)
+            throw PermanentFailure(error.description)
         }
         guard let hub = settings.hubs.first(where: { $0.caseInsensitiveCompare(request.hub) == .orderedSame }) else {
-            return try await reject(record, hub: "", reason: "hub: no hub named \(request.hub)")
+            throw PermanentFailure("hub: no hub named \(request.hub)")
         }
         var queries: [RegistrationQuery] = []
         switch request.audience {
@@ -65,7 +73,7 @@ public final class Dispatcher: Service, Sendable {
             do {
                 queries = [.tagExpression(try TagExpression.parse(text))]
             } catch {
-                return try await reject(record, hub: hub, reason: "audience.tags: \(error)")
+                throw PermanentFailure("audience.tags: \(error)")
             }
         case .broadcast: queries = [.all]
         case .installationIds(let ids): queries = ids.map(RegistrationQuery.installation)
@@ -81,7 +89,12 @@ public final class Dispatcher: Service, Sendable {
         for query in queries {
             var cursor: RegistrationCursor?
             repeat {
-                let page = try await store.registrations(hub: hub, matching: query, after: cursor, limit: settings.batchSize)
+                let page: RegistrationPage
+                do {
+                    page = try await store.registrations(hub: hub, matching: query, after: cursor, limit: settings.batchSize)
+                } catch let error as SQLError where error.isPermanent {
+                    throw PermanentFailure("the store refused the audience's query: \(error.message.prefix(300))")
+                }
                 for registration in page.registrations where Self.reaches(request, registration, now: now) {
                     try await batcher.add(
                         DeliveryBatch.Target(
@@ -115,34 +128,16 @@ public final class Dispatcher: Service, Sendable {
         return registration.template == nil && registration.platform == request.format.platform
     }
 
+    /// The configured hub a record names, read leniently for a record that could not be used.
+    func hub(of record: KafkaRecord) -> String {
+        struct Named: Decodable { var hub: String }
+        guard !JSONLimits.isTooDeep(record.value), let named = try? JSONDecoder().decode(Named.self, from: record.value) else { return "" }
+        return settings.hubs.first { $0.caseInsensitiveCompare(named.hub) == .orderedSame } ?? ""
+    }
+
     /// Dead-letters a record with its reason and reports it `rejected`.
     func reject(_ record: KafkaRecord, hub: String, reason: String) async throws {
         try await RecordRejection.reject(record, hub: hub, reason: reason, topics: settings.topics, producer: producer, logger: logger)
-    }
-}
-
-/// What a consumer does with a record it cannot use: the original bytes to the dead-letter
-/// topic with the reason, and a `rejected` result so the notification's outcome says why.
-public enum RecordRejection {
-    public static func reject(
-        _ record: KafkaRecord, hub: String, reason: String, topics: PushTopics, producer: KafkaProducer, logger: Logger
-    ) async throws {
-        let notificationId = record.keyString.flatMap { $0.isEmpty ? nil : $0.split(separator: ":").first.map(String.init) } ?? "unknown"
-        MetricsRegistry.shared.counter(
-            "pushhub_dead_letters_total", help: "Records sent to the dead-letter topic, by the topic they came from.", labels: ["topic": record.topic]
-        ).increment()
-        logger.warning("record rejected", metadata: [
-            "pushhub.notification_id": "\(notificationId)", "kafka.topic": "\(record.topic)", "pushhub.reason": "\(reason)",
-        ])
-        let result = ResultBatch(
-            notificationId: notificationId, hub: hub,
-            results: [DeliveryResult(registrationId: nil, handle: nil, outcome: .rejected, pnsReason: reason, attempts: 0, dwellMs: 0)])
-        try await producer.sendAllAcknowledged([
-            KafkaOutgoingRecord(
-                topic: topics.deadLetter, key: record.key, value: record.value,
-                headers: [KafkaHeader(key: DeadLetterHeader.error, value: reason), KafkaHeader(key: DeadLetterHeader.sourceTopic, value: record.topic)]),
-            KafkaOutgoingRecord(topic: topics.results, key: notificationId, value: try WireCoding.encode(result)),
-        ])
     }
 }
 

@@ -31,6 +31,10 @@ struct UsersCommand: AsyncParsableCommand {
             guard let password = readLine(strippingNewline: true), password.count >= 8 else {
                 throw CommandFailure(description: "give the password (at least 8 characters) as one line on standard input")
             }
+            guard password.utf8.count <= UserAuthenticator.maximumPasswordBytes else {
+                throw CommandFailure(
+                    description: "a password is at most \(UserAuthenticator.maximumPasswordBytes) bytes (bcrypt ignores the rest, so a longer one would be weaker than it looks)")
+            }
             let location = StoreLocation(database ?? PushHubEnvironment.current.database)
             let store = try await location.open(logger: makeLogger("pushhub.users"))
             try await store.setUser(name: name, passwordHash: hashPassword(password))

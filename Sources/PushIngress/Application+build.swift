@@ -24,7 +24,7 @@ public struct IngressConfiguration: Sendable {
 /// The ingress's routes; tests drive them through `app.test(.router)`.
 public func buildIngressRouter(
     hubs: HubsConfiguration, store: any RegistrationStore, publisher: (any NotificationPublisher)? = nil,
-    readiness: [ReadinessCheck] = [], now: @escaping @Sendable () -> Date = { Date() }
+    readiness: [ReadinessCheck] = [], richQuota: RichPayloadQuota = RichPayloadQuota(), now: @escaping @Sendable () -> Date = { Date() }
 ) throws -> Router<IngressContext> {
     let router = Router(context: IngressContext.self)
     router.add(middleware: HTTPMetricsMiddleware())
@@ -41,8 +41,8 @@ public func buildIngressRouter(
     if let appBackend = hubs.appBackend, let hub = hubs.hub(named: appBackend.hub) {
         let authenticator = UserAuthenticator(store: store, jwt: try appBackend.jwt.map(JWTVerifier.init), now: now)
         let api = router.group("api").add(middleware: AppBackendAuthentication(authenticator: authenticator))
-        RegisterController(store: store, hub: hub.name).addRoutes(to: api)
-        NotificationsController(hub: hub.name, queue: queue, richPayloads: store as? any RichPayloadStore).addRoutes(to: api)
+        RegisterController(store: store, hub: hub.name, endpoints: hub.endpointPolicy).addRoutes(to: api)
+        NotificationsController(hub: hub.name, queue: queue, richPayloads: store as? any RichPayloadStore, quota: richQuota).addRoutes(to: api)
     }
     return router
 }

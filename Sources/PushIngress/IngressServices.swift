@@ -30,7 +30,7 @@ public func makeIngressServices(
         readiness: [storeCheck, ReadinessCheck("kafka") { await producer.isReachable() }], logger: logger, onListening: onListening)
     return [
         .init(service: producer), .init(service: results), .init(service: app),
-        .init(service: OutcomeRecorder(consumer: results, store: store, logger: logger)),
+        .init(service: OutcomeRecorder(consumer: results, store: store, producer: producer, topics: kafka.topics, logger: logger)),
         .init(service: ScheduledReleaser(store: store, publisher: publisher, logger: logger)),
     ]
 }

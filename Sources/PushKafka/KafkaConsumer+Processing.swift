@@ -1,14 +1,49 @@
 import Logging
 import ServiceLifecycle
+import Synchronization
+
+/// A failure that will happen again the same way for this record (it breaks a limit, the
+/// store refuses the query for its shape): processing gives up on the record at once.
+public struct PermanentFailure: Error, Sendable, CustomStringConvertible {
+    public var reason: String
+    public init(_ reason: String) { self.reason = reason }
+    public var description: String { reason }
+}
+
+/// How long a record may keep failing with transient errors before it is given up: whichever
+/// of the attempts or the time runs out first. Backoff doubles from `firstBackoff` to `maximumBackoff`.
+public struct RetryBudget: Sendable {
+    public var attempts = 10
+    public var duration: Duration = .seconds(300)
+    public var firstBackoff: Duration = .milliseconds(100)
+    public var maximumBackoff: Duration = .seconds(10)
+
+    public init(attempts: Int = 10, duration: Duration = .seconds(300), firstBackoff: Duration = .milliseconds(100), maximumBackoff: Duration = .seconds(10)) {
+        self.attempts = attempts
+        self.duration = duration
+        self.firstBackoff = firstBackoff
+        self.maximumBackoff = maximumBackoff
+    }
+}
 
 extension KafkaConsumer {
     /// Runs `body` on each record until graceful shutdown, at most `maximum` records at a time,
-    /// and marks a record done only after `body` returned for it (offsets are committed only
-    /// past records that are all done, so completion out of order is safe). A `body` that
-    /// throws is retried with exponential backoff (0.1 s to 10 s) until it passes or the task
-    /// is cancelled; then the record is left for the partition's next owner, never skipped.
-    /// At graceful shutdown no new record is started and those started are finished.
-    public func processEach(maximum: Int = 1, logger: Logger, _ body: @escaping @Sendable (KafkaRecord) async throws -> Void) async {
+    /// and marks a record done only after it was handled (offsets are committed only past
+    /// records that are all done, so completion out of order is safe).
+    ///
+    /// A `body` that throws `PermanentFailure`, or keeps throwing past `budget`, hands the
+    /// record to `giveUp` with the reason (which dead-letters it), so no record holds its
+    /// partition for ever; other errors are retried with capped backoff. A `giveUp` that
+    /// throws (Kafka away) is retried the same way. When the task is cancelled an unfinished
+    /// record is left for the partition's next owner, never skipped. At graceful shutdown no
+    /// new record is started and those started are finished. Repeated failures are logged at
+    /// most once per 10 s per kind, with a count of those not logged.
+    public func processEach(
+        maximum: Int = 1, budget: RetryBudget = RetryBudget(), logger: Logger,
+        giveUp: @escaping @Sendable (KafkaRecord, String) async throws -> Void,
+        _ body: @escaping @Sendable (KafkaRecord) async throws -> Void
+    ) async {
+        let limiter = LogLimiter()
         await withTaskGroup(of: Void.self) { group in
             var running = 0
             for await record in records.cancelOnGracefulShutdown() {
@@ -16,29 +51,81 @@ extension KafkaConsumer {
                     await group.next()
                     running -= 1
                 }
-                group.addTask { await self.process(record, logger: logger, body) }
+                group.addTask { await self.process(record, budget: budget, limiter: limiter, logger: logger, giveUp: giveUp, body) }
                 running += 1
             }
         }
     }
 
-    private func process(_ record: KafkaRecord, logger: Logger, _ body: @Sendable (KafkaRecord) async throws -> Void) async {
-        var delay = Duration.milliseconds(100)
+    private func process(
+        _ record: KafkaRecord, budget: RetryBudget, limiter: LogLimiter, logger: Logger,
+        giveUp: @Sendable (KafkaRecord, String) async throws -> Void, _ body: @Sendable (KafkaRecord) async throws -> Void
+    ) async {
+        var delay = budget.firstBackoff
+        let clock = ContinuousClock()
+        let started = clock.now
+        var attempts = 0
+        var givingUp: String?
         while !Task.isCancelled {
             do {
-                try await body(record)
+                if let reason = givingUp {
+                    try await giveUp(record, reason)
+                } else {
+                    attempts += 1
+                    try await body(record)
+                }
                 markDone(record)
                 return
             } catch {
-                logger.error(
-                    "record not processed, will retry",
-                    metadata: [
-                        "kafka.topic": "\(record.topic)", "kafka.offset": "\(record.offset)", "pushhub.notification_id": "\(record.keyString ?? "")",
-                        "pushhub.error": "\(error)", "pushhub.retry_in": "\(delay)",
-                    ])
+                if givingUp == nil {
+                    if let permanent = error as? PermanentFailure {
+                        givingUp = permanent.reason
+                        continue
+                    }
+                    if attempts >= budget.attempts || clock.now - started >= budget.duration {
+                        givingUp = "gave up after \(attempts) attempts over \(clock.now - started): \(error)"
+                        continue
+                    }
+                }
+                let kind = givingUp == nil ? "record not processed, will retry" : "record could not be given up, will retry"
+                if let suppressed = limiter.shouldLog("\(record.topic) \(kind) \(type(of: error))") {
+                    logger.error(
+                        "\(kind)",
+                        metadata: [
+                            "kafka.topic": "\(record.topic)", "kafka.offset": "\(record.offset)", "pushhub.notification_id": "\(record.keyString ?? "")",
+                            "pushhub.error": "\(error)", "pushhub.retry_in": "\(delay)", "pushhub.attempt": "\(attempts)",
+                            "pushhub.not_logged": "\(suppressed)",
+                        ])
+                }
                 try? await Task.sleep(for: delay)
-                delay = min(delay * 2, .seconds(10))
+                delay = min(delay * 2, budget.maximumBackoff)
             }
+        }
+    }
+}
+
+/// Lets one line per key through every `interval`, and counts those held back.
+public final class LogLimiter: Sendable {
+    private let interval: Duration
+    private let state = Mutex<[String: (last: ContinuousClock.Instant, held: Int)]>([:])
+
+    public init(interval: Duration = .seconds(10)) {
+        self.interval = interval
+    }
+
+    /// The number of lines held back since the last one for `key` when this one may be
+    /// logged; nil when it is to be held back.
+    public func shouldLog(_ key: String) -> Int? {
+        let now = ContinuousClock.now
+        return state.withLock { entries in
+            if let entry = entries[key], now - entry.last < interval {
+                entries[key] = (entry.last, entry.held + 1)
+                return nil
+            }
+            let held = entries[key]?.held ?? 0
+            if entries.count > 1000 { entries.removeAll() }
+            entries[key] = (now, 0)
+            return held
         }
     }
 }

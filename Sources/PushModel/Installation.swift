@@ -131,7 +131,8 @@ public struct Installation: Codable, Sendable, Equatable {
         else {
             throw .invalidField(field: "installationId", reason: "must be 1 to \(Self.maximumIdLength) letters, digits and _ @ # . : - $ ! ~")
         }
-        if let userId { try FieldCheck.notEmpty(userId, "userId") }
+        // The user id becomes the implicit tag $UserId:{…}: it obeys the tag rules.
+        if let userId { try Tags.validate([userId], field: "userId") }
         try FieldCheck.notEmpty(pushChannel, "pushChannel")
         if platform == .browser {
             guard let webPush else { throw .invalidField(field: "pushChannel", reason: "a browser push channel needs endpoint, p256dh and auth") }

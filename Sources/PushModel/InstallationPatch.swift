@@ -4,6 +4,9 @@ import Foundation
 /// them: add, remove or replace on `/tags`, `/tags/-`, `/tags/{tag}`, `/userId`,
 /// `/pushChannel`, `/templates/{name}` and its `/body`, `/headers`, `/expiry`, `/tags`.
 public struct InstallationPatchOperation: Decodable, Sendable, Equatable {
+    /// Most operations in one JSON-Patch document.
+    public static let maximumOperations = 100
+
     public enum Op: String, Decodable, Sendable {
         case add, remove, replace
     }

@@ -42,11 +42,32 @@ public struct Registration: Sendable, Equatable {
 
     public var platform: Platform { format.platform ?? .apns }
 
+    /// The prefix of the ids of registrations that stand for installations; the registrations
+    /// API does not write ids that start with it.
+    public static let installationPrefix = "installation."
+
     /// The id of a registration that stands for an installation (or one of its templates).
+    /// Both names are escaped (`~` and two hex digits for everything but letters, digits, `-`
+    /// and `_`), so the `.` between them is unambiguous: installation `a` with template `b`
+    /// and installation `a.b` get different ids.
     public static func installationRegistrationId(_ installationId: String, template: String?) -> String {
-        guard let template else { return "installation.\(installationId)" }
-        let encoded = template.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? template
-        return "installation.\(installationId).\(encoded)"
+        let base = installationPrefix + escapeIdPart(installationId)
+        guard let template else { return base }
+        return base + "." + escapeIdPart(template)
+    }
+
+    static func escapeIdPart(_ text: String) -> String {
+        var escaped = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "_"):
+                escaped.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                escaped += "~" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2)
+            }
+        }
+        return escaped
     }
 }
 
@@ -66,5 +87,11 @@ public struct RegistrationTemplate: Codable, Sendable, Equatable {
         self.body = body
         self.headers = headers
         self.expiry = expiry
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }

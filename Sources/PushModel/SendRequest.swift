@@ -110,6 +110,7 @@ public enum Audience: Codable, Sendable, Equatable {
         switch self {
         case .tags(let expression):
             try FieldCheck.notEmpty(expression.trimmingCharacters(in: .whitespaces), "audience.tags")
+            do { _ = try TagExpression.parse(expression) } catch { throw .invalidField(field: "audience.tags", reason: error.description) }
         case .broadcast:
             break
         case .installationIds(let ids):
@@ -180,7 +181,10 @@ public enum TemplateProperties {
     public static func parse(_ body: String, field: String = "body") throws(WireError) -> [String: String] {
         let object: Any
         do {
+            try JSONLimits.checkDepth(body.utf8, field: field)
             object = try JSONSerialization.jsonObject(with: Data(body.utf8))
+        } catch let error as WireError {
+            throw error
         } catch {
             throw .invalidField(field: field, reason: "a template notification's body must be a JSON object of string properties; it is not JSON")
         }

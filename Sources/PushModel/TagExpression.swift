@@ -10,9 +10,21 @@ public indirect enum TagExpression: Sendable, Hashable, CustomStringConvertible 
     public static let maximumTagsWithOnlyOr = 20
     /// Most tags in any other expression.
     public static let maximumTags = 6
+    /// Most characters of an expression: 20 tags of 120 characters with their `||`s fit.
+    public static let maximumLength = 4096
+    /// Most operators (`&&`, `||` and `!`, each negation counted) in an expression.
+    public static let maximumOperators = 32
+    /// Deepest nesting of parentheses and negations.
+    public static let maximumDepth = 16
 
-    /// Parses `text`; errors name the position (0-based, in characters) of the problem.
+    /// Parses `text`; errors name the position (0-based, in characters) of the problem. What
+    /// breaks a limit (length, operators, nesting, tags) is refused before any work that grows
+    /// with it: the parser never recurses deeper than `maximumDepth`, and every tree it returns
+    /// is at most `maximumOperators` deep.
     public static func parse(_ text: String) throws(TagExpressionError) -> TagExpression {
+        guard text.utf8.count <= maximumLength else {
+            throw TagExpressionError(position: 0, message: "an expression is at most \(maximumLength) bytes, not \(text.utf8.count)")
+        }
         var parser = Parser(text: text)
         let expression = try parser.parseExpression()
         try parser.expectEnd()
@@ -155,12 +167,34 @@ public struct TagExpressionError: Error, Sendable, Equatable, CustomStringConver
 private struct Parser {
     let characters: [Character]
     var index = 0
+    /// Parentheses and negations open around the current position.
+    var depth = 0
+    var operators = 0
+
+    /// Counts one operator at `position`, refusing one too many.
+    mutating func countOperator(at position: Int) throws(TagExpressionError) {
+        operators += 1
+        guard operators <= TagExpression.maximumOperators else {
+            throw TagExpressionError(
+                position: position, message: "an expression has at most \(TagExpression.maximumOperators) operators (&&, || and each !)")
+        }
+    }
+
+    /// Enters a parenthesis or negation at `position`, refusing nesting past the limit.
+    mutating func enter(at position: Int) throws(TagExpressionError) {
+        depth += 1
+        guard depth <= TagExpression.maximumDepth else {
+            throw TagExpressionError(
+                position: position, message: "parentheses and negations nest at most \(TagExpression.maximumDepth) deep")
+        }
+    }
 
     init(text: String) { characters = Array(text) }
 
     mutating func parseExpression() throws(TagExpressionError) -> TagExpression {
         var left = try parseAnd()
         while skipSpaceAndMatch("||") {
+            try countOperator(at: index - 2)
             left = .or(left, try parseAnd())
         }
         return left
@@ -169,6 +203,7 @@ private struct Parser {
     private mutating func parseAnd() throws(TagExpressionError) -> TagExpression {
         var left = try parseUnary()
         while skipSpaceAndMatch("&&") {
+            try countOperator(at: index - 2)
             left = .and(left, try parseUnary())
         }
         return left
@@ -177,11 +212,16 @@ private struct Parser {
     private mutating func parseUnary() throws(TagExpressionError) -> TagExpression {
         skipSpace()
         if peek == "!" {
+            try countOperator(at: index)
+            try enter(at: index)
             index += 1
-            return .not(try parseUnary())
+            let inner = try parseUnary()
+            depth -= 1
+            return .not(inner)
         }
         if peek == "(" {
             let open = index
+            try enter(at: index)
             index += 1
             let inner = try parseExpression()
             skipSpace()
@@ -189,6 +229,7 @@ private struct Parser {
                 throw TagExpressionError(position: index, message: "expected ')' to close the '(' at position \(open)")
             }
             index += 1
+            depth -= 1
             return inner
         }
         return .tag(try parseTag())

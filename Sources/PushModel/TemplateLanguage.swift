@@ -34,23 +34,60 @@ public struct TemplateRenderer: Sendable {
         self.properties = lowered
     }
 
+    /// Most bytes of a template body (every PNS takes 5,000 bytes or fewer).
+    public static let maximumTemplateLength = 16 * 1024
+    /// Most expressions (`$(`, `#(`, `%(` and `.(`, whether or not they read as one) in a template.
+    public static let maximumExpressions = 256
+    /// Most bytes a filled template may grow to.
+    public static let maximumOutput = 64 * 1024
+    /// Most characters of a property name, a length or a quoted literal inside an expression.
+    static let maximumTokenLength = 1024
+
     /// Fills a template body; the result is valid JSON or XML when the template was.
     public func render(_ body: String, as document: TemplateDocument) throws(TemplateError) -> String {
-        switch document {
+        try Self.checkSize(body)
+        let output = switch document {
         case .json: try renderJSON(body)
         case .xml: try renderXML(body)
         }
+        return output
     }
 
     /// Fills a value that is not inside a document (an APNs expiry, a WNS header): no escaping.
     public func render(value text: String) throws(TemplateError) -> String {
-        try fill(text).map(\.text).joined()
+        try Self.checkSize(text)
+        return try fill(text).map(\.text).joined()
+    }
+
+    /// Refuses a template over the length or expression limits before any work that grows with it.
+    static func checkSize(_ template: String) throws(TemplateError) {
+        guard template.utf8.count <= maximumTemplateLength else {
+            throw TemplateError("a template is at most \(maximumTemplateLength) bytes, not \(template.utf8.count)")
+        }
+        var expressions = 0
+        var previous: UInt8 = 0
+        for byte in template.utf8 {
+            if byte == UInt8(ascii: "("), previous == UInt8(ascii: "$") || previous == UInt8(ascii: "#") || previous == UInt8(ascii: "%") || previous == UInt8(ascii: ".") {
+                expressions += 1
+            }
+            previous = byte
+        }
+        guard expressions <= maximumExpressions else {
+            throw TemplateError("a template holds at most \(maximumExpressions) expressions, not \(expressions)")
+        }
+    }
+
+    /// Refuses a filled template that grew past `maximumOutput`.
+    private static func checkOutput(_ output: String) throws(TemplateError) {
+        guard output.utf8.count <= maximumOutput else {
+            throw TemplateError("the filled template is over \(maximumOutput) bytes")
+        }
     }
 
     /// Checks that a template's expressions can be read and, for JSON, that it fills to JSON.
     public static func validate(_ body: String, as document: TemplateDocument) throws(TemplateError) {
         let filled = try TemplateRenderer(properties: [:]).render(body, as: document)
-        if document == .json, (try? JSONSerialization.jsonObject(with: Data(filled.utf8))) == nil {
+        if document == .json, JSONLimits.object(Data(filled.utf8)) == nil {
             throw TemplateError("the template is not JSON")
         }
     }
@@ -111,6 +148,7 @@ public struct TemplateRenderer: Sendable {
                 } else {
                     output += Self.encodeJSONString(pieces.map(\.text).joined())
                 }
+                try Self.checkOutput(output)
             }
             index = end + 1
         }
@@ -127,6 +165,7 @@ public struct TemplateRenderer: Sendable {
                 break
             }
             output += try fillXMLText(rest[..<open])
+            try Self.checkOutput(output)
             rest = rest[open...]
             // Comments, CDATA, declarations and processing instructions are copied as they are.
             for (start, stop) in [("<!--", "-->"), ("<![CDATA[", "]]>"), ("<?", "?>"), ("<!", ">")] where rest.hasPrefix(start) {
@@ -146,6 +185,7 @@ public struct TemplateRenderer: Sendable {
                 if let open = quote {
                     if character == open {
                         tag += try fillXMLText(Substring(value), attribute: true) + String(character)
+                        try Self.checkOutput(tag)
                         value = ""
                         quote = nil
                     } else {
@@ -327,6 +367,9 @@ private struct ExpressionParser {
         while index < characters.count, characters[index] != ")", characters[index] != ",", !characters[index].isWhitespace {
             name.append(characters[index])
             index += 1
+            guard name.count <= TemplateRenderer.maximumTokenLength else {
+                throw TemplateError("expression at \(start): a property name is at most \(TemplateRenderer.maximumTokenLength) characters")
+            }
         }
         skipSpace()
         var limit: Int?
@@ -334,7 +377,7 @@ private struct ExpressionParser {
             index += 1
             skipSpace()
             var digits = ""
-            while index < characters.count, characters[index].isASCII, characters[index].isNumber {
+            while index < characters.count, characters[index].isASCII, characters[index].isNumber, digits.count < 9 {
                 digits.append(characters[index])
                 index += 1
             }
@@ -366,6 +409,9 @@ private struct ExpressionParser {
                 while index < characters.count, characters[index] != "'" {
                     text.append(characters[index])
                     index += 1
+                    guard text.count <= TemplateRenderer.maximumTokenLength else {
+                        throw TemplateError("a quoted literal is at most \(TemplateRenderer.maximumTokenLength) characters")
+                    }
                 }
                 guard index < characters.count else { throw TemplateError("a quoted literal is not closed") }
                 index += 1

@@ -41,6 +41,7 @@ public enum WireCoding {
     }
 
     private static func decodeJSON<T: Decodable>(_ type: T.Type, _ data: Data) throws(WireError) -> T {
+        try JSONLimits.checkDepth(data, field: "")
         do {
             return try makeDecoder().decode(T.self, from: data)
         } catch let error as DecodingError {

@@ -78,18 +78,9 @@ public enum RetryAfter {
     }
 }
 
-/// Where PushHub may send a handle that is a URL (WNS channels, Web Push endpoints): https,
-/// or plain http to a loopback host for development and tests.
+/// What loopback is, for the tools that must stay on this machine (the simulator, `pushhub load`).
+/// Where deliveries may go is `EndpointPolicy`'s to say.
 public enum PushEndpointPolicy {
-    public static func url(_ handle: String) -> URL? {
-        guard let url = URL(string: handle), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else { return nil }
-        switch scheme {
-        case "https": return url
-        case "http": return isLoopback(host) ? url : nil
-        default: return nil
-        }
-    }
-
     public static func isLoopback(_ host: String) -> Bool {
         let host = host.lowercased()
         return host == "localhost" || host == "::1" || host == "[::1]" || host.hasPrefix("127.")

@@ -49,6 +49,10 @@ extension HubsConfiguration {
             copy.hubs[index].credentials.fcm?.endpoint = http
             copy.hubs[index].credentials.fcm?.tokenURI = "\(http)/oauth2/token"
             copy.hubs[index].credentials.wns?.tokenURI = "\(http)/wns/token"
+            // WNS channels and Web Push endpoints at the simulator are allowed, and nothing else local.
+            if let url = URLComponents(string: http), let host = url.host, let port = url.port {
+                copy.hubs[index].endpoints = copy.hubs[index].endpointPolicy.allowing(simulator: "\(host):\(port)")
+            }
         }
         return copy
     }

@@ -132,6 +132,8 @@ enum Migrations {
                 """,
                 "CREATE INDEX scheduled_by_due ON scheduled_notifications (state, due_at)",
             ]),
+            // Each sender's stored rich payloads, for their quota and retention.
+            (5, ["CREATE INDEX rich_payloads_by_sender ON rich_payloads (hub, sender, created_at)"]),
         ]
     }
 

@@ -134,7 +134,10 @@ struct PostgresSQLConnection: SQLConnection {
         if let error = error as? PSQLError {
             let state = error.serverInfo?[.sqlState]
             let message = error.serverInfo?[.message] ?? "\(error.code)"
-            return SQLError(message: "\(message) in: \(sql.prefix(200))", isConstraintViolation: state?.hasPrefix("23") == true)
+            // Syntax or access rule (42), program limit such as "statement too complex" (54) and
+            // data exception (22): the same statement fails the same way next time.
+            let permanent = ["42", "54", "22"].contains { state?.hasPrefix($0) == true }
+            return SQLError(message: "\(message) in: \(sql.prefix(200))", isConstraintViolation: state?.hasPrefix("23") == true, isPermanent: permanent)
         }
         return SQLError(message: "\(error) in: \(sql.prefix(200))")
     }

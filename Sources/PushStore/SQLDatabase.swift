@@ -74,6 +74,15 @@ public struct SQLError: Error, Sendable, CustomStringConvertible {
     public var message: String
     /// True when the statement broke a uniqueness rule.
     public var isConstraintViolation: Bool = false
+    /// True when the database refused the statement itself (its shape, size or a limit), so
+    /// running it again fails the same way; false for what may pass later (busy, unreachable).
+    public var isPermanent: Bool = false
+
+    public init(message: String, isConstraintViolation: Bool = false, isPermanent: Bool = false) {
+        self.message = message
+        self.isConstraintViolation = isConstraintViolation
+        self.isPermanent = isPermanent
+    }
 
     public var description: String { message }
 }

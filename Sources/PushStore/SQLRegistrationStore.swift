@@ -259,20 +259,30 @@ public final class SQLRegistrationStore: RegistrationStore {
             next: candidates.count == limit ? RegistrationCursor(position: last) : nil)
     }
 
-    /// A tag expression as a condition on `registrations r`.
+    /// A tag expression as a condition on `registrations r`. Chains of one operator become one
+    /// flat list and double negations cancel, so the SQL nests no deeper than the expression's
+    /// parentheses and negations (which `TagExpression.parse` bounds).
     static func compile(_ expression: TagExpression) -> (sql: String, binds: [SQLValue]) {
         switch expression {
         case .tag(let tag):
             return ("EXISTS (SELECT 1 FROM registration_tags t WHERE t.hub = r.hub AND t.tag = ? AND t.seq = r.seq)", [.text(tag)])
+        case .not(.not(let inner)):
+            return compile(inner)
         case .not(let inner):
             let compiled = compile(inner)
             return ("NOT \(compiled.sql)", compiled.binds)
-        case .and(let left, let right):
-            let (l, r) = (compile(left), compile(right))
-            return ("(\(l.sql) AND \(r.sql))", l.binds + r.binds)
-        case .or(let left, let right):
-            let (l, r) = (compile(left), compile(right))
-            return ("(\(l.sql) OR \(r.sql))", l.binds + r.binds)
+        case .and, .or:
+            let isAnd: Bool = if case .and = expression { true } else { false }
+            var operands: [TagExpression] = []
+            var pending = [expression]
+            while let next = pending.popLast() {
+                switch (next, isAnd) {
+                case (.and(let l, let r), true), (.or(let l, let r), false): pending += [r, l]
+                default: operands.append(next)
+                }
+            }
+            let compiled = operands.map(compile)
+            return ("(" + compiled.map(\.sql).joined(separator: isAnd ? " AND " : " OR ") + ")", compiled.flatMap(\.binds))
         }
     }
 

@@ -117,6 +117,7 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
     // @unchecked: a connection is only used by the one task that leased it.
     private var handle: OpaquePointer?
     private var statements: [String: OpaquePointer] = [:]
+    static let maximumCachedStatements = 256
 
     init(path: String) throws {
         var handle: OpaquePointer?
@@ -163,8 +164,18 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
         guard let handle else { throw SQLError(message: "the SQLite connection is closed") }
         if let statement = statements[sql] { return statement }
         var statement: OpaquePointer?
-        guard sqlite3_prepare_v2(handle, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
-            throw SQLError(message: "\(String(cString: sqlite3_errmsg(handle))) in: \(sql.prefix(200))")
+        let code = sqlite3_prepare_v2(handle, sql, -1, &statement, nil)
+        guard code == SQLITE_OK, let statement else {
+            // A statement SQLite cannot compile (a parser stack overflow, too many terms) will
+            // not compile next time either; busy or locked databases may.
+            let permanent = [SQLITE_ERROR, SQLITE_TOOBIG, SQLITE_RANGE].contains(code & 0xFF)
+            throw SQLError(message: "\(String(cString: sqlite3_errmsg(handle))) in: \(sql.prefix(200))", isPermanent: permanent)
+        }
+        // Statements are cached by their text; expressions sent by clients make new texts, so
+        // the cache is emptied when it grows past its bound.
+        if statements.count >= Self.maximumCachedStatements {
+            for cached in statements.values { sqlite3_finalize(cached) }
+            statements.removeAll()
         }
         statements[sql] = statement
         return statement

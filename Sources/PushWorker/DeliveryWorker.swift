@@ -254,7 +254,7 @@ public final class DeliveryWorker: Service, Sendable {
         } catch {
             return .failure(PayloadProblem(description: "template: \(error)"))
         }
-        if batch.platform == .fcm, let object = try? JSONSerialization.jsonObject(with: Data(delivery.body.utf8)) as? [String: Any],
+        if batch.platform == .fcm, let object = JSONLimits.dictionary(Data(delivery.body.utf8)),
             object["message"] == nil
         {
             delivery.format = .gcm

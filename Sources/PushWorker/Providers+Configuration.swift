@@ -35,15 +35,19 @@ public enum ProviderFactory {
                 guard let wns = hub.credentials.wns else { continue }
                 credentials[hub.name] = WNSCredentials(packageSid: wns.packageSid, secret: wns.secret, tokenURI: wns.tokenURI)
             }
-            return WNSProvider(hubs: credentials, http: http, now: now)
+            return WNSProvider(hubs: credentials, endpoints: endpoints(hubs), http: http, now: now)
         case .webpush:
             var keys: [String: VAPID] = [:]
             for hub in hubs.hubs {
                 guard let webPush = hub.credentials.webPush, let privateKey = Base64URL.decode(webPush.privateKey) else { continue }
                 keys[hub.name] = try VAPID(subject: webPush.subject, privateKey: privateKey)
             }
-            return WebPushProvider(hubs: keys, http: http)
+            return WebPushProvider(hubs: keys, endpoints: endpoints(hubs), http: http)
         }
+    }
+
+    static func endpoints(_ hubs: HubsConfiguration) -> [String: EndpointPolicy] {
+        Dictionary(hubs.hubs.map { ($0.name, $0.endpointPolicy) }) { first, _ in first }
     }
 }
 

@@ -17,15 +17,18 @@ final class DispatcherFixture: Sendable {
     let collected = Produced()
     private let tasks: [Task<Void, Never>]
 
-    init() async throws {
+    /// `wrap` puts something between the dispatcher and the SQLite store (a store that refuses).
+    init(wrap: (any RegistrationStore) -> any RegistrationStore = { $0 }, budget: RetryBudget = RetryBudget()) async throws {
         cluster = try EmbeddedKafkaCluster.start(brokers: 1, logger: quietLogger)
         for topic in topics.all { try cluster.createTopic(topic, partitions: 3) }
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
-        store = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
+        store = wrap(try await SQLRegistrationStore.open(SQLiteDatabase(path: path)))
         producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers), logger: quietLogger)
+        var settings = DispatcherSettings(topics: topics, hubs: ["myhub"])
+        settings.retryBudget = budget
         let dispatcher = Dispatcher(
             consumer: try Self.consumer(cluster, group: "dispatcher", topics: [topics.requests]), producer: producer, store: store,
-            settings: DispatcherSettings(topics: topics, hubs: ["myhub"]), logger: quietLogger)
+            settings: settings, logger: quietLogger)
         let reader = try Self.consumer(cluster, group: "collector", topics: Platform.allCases.map(topics.deliveries) + [topics.results, topics.deadLetter])
         let collected = self.collected
         tasks = [
@@ -49,8 +52,8 @@ final class DispatcherFixture: Sendable {
         try await producer.send(KafkaOutgoingRecord(topic: topics.requests, key: request.notificationId, value: WireCoding.encode(request)))
     }
 
-    func sendRaw(key: String, _ text: String) async throws {
-        try await producer.send(KafkaOutgoingRecord(topic: topics.requests, key: key, value: Data(text.utf8)))
+    func sendRaw(key: String, _ text: String, partition: Int32? = nil) async throws {
+        try await producer.send(KafkaOutgoingRecord(topic: topics.requests, partition: partition, key: Data(key.utf8), value: Data(text.utf8)))
     }
 
     /// The dispatch summary of a notification, once it arrived (then every batch is there too).

@@ -104,6 +104,11 @@ struct DispatcherTests {
         (#"{"schema":"pushhub.send-request.v9"}"#, "unknown schema"),
         (#"{"schema":"pushhub.send-request.v1","notificationId":"5f0c8f7e-3b7a-4a53-9d1e-2b8c4f6a9e10","hub":"otherhub","audience":{"broadcast":true},"format":"apple","body":"{}","enqueuedAt":"2026-11-21T08:00:00Z"}"#, "no hub named otherhub"),
         (#"{"schema":"pushhub.send-request.v1","notificationId":"5f0c8f7e-3b7a-4a53-9d1e-2b8c4f6a9e10","hub":"myhub","audience":{"tags":"a && (b"},"format":"apple","body":"{}","enqueuedAt":"2026-11-21T08:00:00Z"}"#, "audience.tags"),
+        // Past the limits: 1,200 negations, 6,000 parentheses, JSON nested 10,000 deep.
+        (DispatcherTests.requestJSON(tags: String(repeating: "!", count: 1200) + "Sports"), "nest at most 16 deep"),
+        (DispatcherTests.requestJSON(tags: String(repeating: "(", count: 6000) + "a" + String(repeating: ")", count: 6000)), "at most 4096 bytes"),
+        (DispatcherTests.requestJSON(tags: (0..<34).map { "t\($0)" }.joined(separator: " || ")), "at most 32 operators"),
+        (String(repeating: "[", count: 10_000), "JSON nests at most 32"),
     ])
     func deadLetters(_ text: String, _ reason: String) async throws {
         let fixture = try await DispatcherFixture()
@@ -120,4 +125,105 @@ struct DispatcherTests {
         #expect(dead.header("pushhub-error").map { String(decoding: $0, as: UTF8.self) }?.contains(reason) == true)
         #expect(dead.header("pushhub-source-topic") == Data(fixture.topics.requests.utf8))
     }
+
+    static func requestJSON(tags: String, id: String = "5f0c8f7e-3b7a-4a53-9d1e-2b8c4f6a9e10") -> String {
+        #"{"schema":"pushhub.send-request.v1","notificationId":"\#(id)","hub":"myhub","audience":{"tags":"\#(tags)"},"format":"apple","body":"{}","enqueuedAt":"2026-11-21T08:00:00Z"}"#
+    }
+
+    @Test("poison records on one partition are dead-lettered at once, and the ordinary sends between them are dispatched on time")
+    func poisonDoesNotStall() async throws {
+        let fixture = try await DispatcherFixture(wrap: { RefusingStore(inner: $0) })
+        var poison: [String] = []
+        var ordinary: [String] = []
+        for index in 0..<80 {
+            let id = UUID().uuidString.lowercased()
+            switch index % 8 {
+            case 0:
+                ordinary.append(id)
+                try await fixture.sendRaw(key: id, Self.requestJSON(tags: "Sports", id: id), partition: 0)
+            case 1:
+                // Within the parser's limits, but the store refuses the query (as SQLite did with
+                // "parser stack overflow"): permanent, not retried.
+                poison.append(id)
+                try await fixture.sendRaw(key: id, Self.requestJSON(tags: RefusingStore.refusedTag, id: id), partition: 0)
+            default:
+                poison.append(id)
+                try await fixture.sendRaw(key: id, Self.requestJSON(tags: String(repeating: "!", count: 1200) + "Sports", id: id), partition: 0)
+            }
+        }
+        let started = ContinuousClock.now
+        for id in ordinary { #expect(await fixture.summary(id)?.dispatched != nil, "ordinary send \(id) dispatched") }
+        #expect(ContinuousClock.now - started < .seconds(30), "the ordinary sends were not held behind the poison")
+        for id in poison {
+            let rejected = await fixture.summary(id)
+            #expect(rejected?.results?.first?.outcome == .rejected, "\(id)")
+        }
+        let refused = try #require(await fixture.summary(poison[0]))
+        #expect(refused.results?.first?.pnsReason?.contains("the store refused the audience's query") == true, "\(String(describing: refused.results))")
+        #expect(await fixture.deadLetter(poison[0]) != nil)
+        #expect(await RefusingStore.attempts.count(RefusingStore.refusedTag) == 10, "each refused query was tried once, not again")
+    }
+
+    @Test("a store that fails for a while is retried and the send then dispatched; one that keeps failing is dead-lettered after the budget")
+    func transientStoreFailures() async throws {
+        let fixture = try await DispatcherFixture(
+            wrap: { RefusingStore(inner: $0) },
+            budget: RetryBudget(attempts: 4, duration: .seconds(60), firstBackoff: .milliseconds(20), maximumBackoff: .milliseconds(100)))
+        let flaky = DispatcherFixture.request(.tags(RefusingStore.flakyTag))
+        try await fixture.send(flaky)
+        #expect(await fixture.summary(flaky.notificationId)?.dispatched != nil, "dispatched once the store came back")
+        let down = DispatcherFixture.request(.tags(RefusingStore.downTag))
+        try await fixture.send(down)
+        let rejected = try #require(await fixture.summary(down.notificationId))
+        #expect(rejected.results?.first?.pnsReason?.hasPrefix("gave up after 4 attempts") == true, "\(String(describing: rejected.results))")
+        #expect(await RefusingStore.attempts.count(RefusingStore.downTag) == 4)
+    }
+}
+
+/// The SQLite store, except for three tags: `refused-query` is refused as SQLite refuses a
+/// statement it cannot compile, `store-down` fails as an unreachable store does, and
+/// `store-flaky` fails so twice and then works.
+struct RefusingStore: RegistrationStore {
+    static let refusedTag = "refused-query"
+    static let downTag = "store-down"
+    static let flakyTag = "store-flaky"
+    static let attempts = Attempts()
+
+    actor Attempts {
+        var counts: [String: Int] = [:]
+        func add(_ tag: String) -> Int { counts[tag, default: 0] += 1; return counts[tag]! }
+        func count(_ tag: String) -> Int { counts[tag] ?? 0 }
+    }
+
+    struct Unreachable: Error {}
+
+    let inner: any RegistrationStore
+
+    func registrations(hub: String, matching query: RegistrationQuery, after cursor: RegistrationCursor?, limit: Int) async throws -> RegistrationPage {
+        if case .tagExpression(.tag(let tag)) = query, [Self.refusedTag, Self.downTag, Self.flakyTag].contains(tag) {
+            let attempt = await Self.attempts.add(tag)
+            switch tag {
+            case Self.refusedTag: throw SQLError(message: "parser stack overflow", isPermanent: true)
+            case Self.downTag: throw Unreachable()
+            default: if attempt <= 2 { throw Unreachable() }
+            }
+        }
+        return try await inner.registrations(hub: hub, matching: query, after: cursor, limit: limit)
+    }
+
+    func upsertInstallation(_ installation: Installation, hub: String) async throws -> Installation { try await inner.upsertInstallation(installation, hub: hub) }
+    func installation(hub: String, id: String) async throws -> Installation? { try await inner.installation(hub: hub, id: id) }
+    func patchInstallation(hub: String, id: String, _ operations: [InstallationPatchOperation]) async throws -> Installation {
+        try await inner.patchInstallation(hub: hub, id: id, operations)
+    }
+    func deleteInstallation(hub: String, id: String) async throws -> Bool { try await inner.deleteInstallation(hub: hub, id: id) }
+    func issueRegistrationId(hub: String) async throws -> String { try await inner.issueRegistrationId(hub: hub) }
+    func upsertRegistration(_ registration: Registration, ifMatch: Int64?) async throws -> Registration { try await inner.upsertRegistration(registration, ifMatch: ifMatch) }
+    func registration(hub: String, id: String) async throws -> Registration? { try await inner.registration(hub: hub, id: id) }
+    func deleteRegistration(hub: String, id: String, ifMatch: Int64?) async throws -> Bool { try await inner.deleteRegistration(hub: hub, id: id, ifMatch: ifMatch) }
+    func registrationIdState(hub: String, id: String) async throws -> RegistrationIdState { try await inner.registrationIdState(hub: hub, id: id) }
+    func importRegistrations(_ registrations: [Registration]) async throws { try await inner.importRegistrations(registrations) }
+    func setUser(name: String, passwordHash: String) async throws { try await inner.setUser(name: name, passwordHash: passwordHash) }
+    func passwordHash(user: String) async throws -> String? { try await inner.passwordHash(user: user) }
+    func close() async { await inner.close() }
 }

@@ -69,18 +69,30 @@ struct AppBackendTests {
         }
     }
 
-    @Test("a handle with several registrations keeps one")
+    @Test("a handle with several registrations keeps one of the caller's, and never touches anyone else's")
     func duplicateHandles() async throws {
         let fixture = try await Self.fixtureWithUsers()
-        for index in 0..<3 {
+        let owners: [[String]] = [["username:alice"], ["username:alice"], ["username:bob"], []]
+        for (index, tags) in owners.enumerated() {
             _ = try await fixture.store.upsertRegistration(
-                Registration(registrationId: "dup-\(index)", hub: "myhub", format: .gcm, handle: "same-handle", tags: [], updatedAt: Date()), ifMatch: nil)
+                Registration(registrationId: "dup-\(index)", hub: "myhub", format: .gcm, handle: "same-handle", tags: tags, updatedAt: Date()), ifMatch: nil)
         }
         try await fixture.app.test(.router) { client in
             let response = try await client.execute(uri: "/api/register?handle=same-handle", method: .post, headers: Self.alice)
             let kept = try JSONDecoder().decode(String.self, from: Data(buffer: response.body))
+            #expect(["dup-0", "dup-1"].contains(kept), "alice gets one of her own ids, not \(kept)")
             let left = try await fixture.store.registrations(hub: "myhub", matching: .handle("same-handle"), after: nil, limit: 10).registrations
-            #expect(left.map(\.registrationId) == [kept])
+            #expect(Set(left.map(\.registrationId)) == [kept, "dup-2", "dup-3"], "bob's and the hub API's registrations stay")
+
+            // Neither bob's nor the unowned registration can be changed or deleted by alice.
+            let device = #"{"Platform":"gcm","Handle":"same-handle","Tags":[]}"#
+            for id in ["dup-2", "dup-3"] {
+                let put = try await client.execute(uri: "/api/register/\(id)", method: .put, headers: Self.alice, body: ByteBuffer(string: device))
+                #expect(put.status == .forbidden, "PUT \(id)")
+                let delete = try await client.execute(uri: "/api/register/\(id)", method: .delete, headers: Self.alice)
+                #expect(delete.status == .forbidden, "DELETE \(id)")
+            }
+            #expect(try await fixture.store.registration(hub: "myhub", id: "dup-3")?.tags == [], "the unowned registration was not taken over")
         }
     }
 
@@ -106,7 +118,7 @@ struct AppBackendTests {
     func unknownId() async throws {
         let fixture = try await Self.fixtureWithUsers()
         try await fixture.app.test(.router) { client in
-            let response = try await client.execute(uri: "/api/register/never-issued", method: .put, headers: Self.alice, body: ByteBuffer(string: #"{"Platform":"wns","Handle":"https://wns/1"}"#))
+            let response = try await client.execute(uri: "/api/register/never-issued", method: .put, headers: Self.alice, body: ByteBuffer(string: #"{"Platform":"wns","Handle":"https://db5.notify.windows.com/1"}"#))
             #expect(response.status == .gone)
         }
     }

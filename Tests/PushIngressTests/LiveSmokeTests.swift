@@ -13,11 +13,11 @@ struct LiveSmokeTests {
         try await fixture.app.test(.live) { client in
             let put = try await client.execute(
                 uri: "/myhub/installations/live-1", method: .put, headers: IngressFixture.listenAccess.withContentType("application/json"),
-                body: ByteBuffer(string: #"{"installationId":"live-1","platform":"wns","pushChannel":"https://wns/live"}"#))
+                body: ByteBuffer(string: #"{"installationId":"live-1","platform":"wns","pushChannel":"https://db5.notify.windows.com/live"}"#))
             #expect(put.status == .ok, "\(put.text)")
             let get = try await client.execute(uri: "/myhub/installations/live-1", method: .get, headers: IngressFixture.listenAccess)
             #expect(get.status == .ok)
-            #expect(get.text.contains(#""pushChannel":"https://wns/live""#))
+            #expect(get.text.contains(#""pushChannel":"https://db5.notify.windows.com/live""#))
             #expect(try await client.execute(uri: "/health/live", method: .get).status == .ok)
         }
     }

@@ -18,7 +18,7 @@ struct MessagingFixture {
     let topics = PushTopics(prefix: "t\(UUID().uuidString.prefix(8).lowercased()).")
     static let logger = Logger(label: "pushhub.tests") { _ in SwiftLogNoOpLogHandler() }
 
-    init(deliveryTimeout: Duration = .seconds(30)) async throws {
+    init(deliveryTimeout: Duration = .seconds(30), hubs: HubsConfiguration = IngressFixture.hubs, richQuota: RichPayloadQuota = RichPayloadQuota()) async throws {
         cluster = try EmbeddedKafkaCluster.start(brokers: 1, logger: Self.logger)
         for topic in topics.all { try cluster.createTopic(topic, partitions: 2) }
         var configuration = KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers)
@@ -27,7 +27,7 @@ struct MessagingFixture {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
         store = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
         app = Application(router: try buildIngressRouter(
-            hubs: IngressFixture.hubs, store: store, publisher: KafkaNotificationPublisher(producer: producer, topics: topics)))
+            hubs: hubs, store: store, publisher: KafkaNotificationPublisher(producer: producer, topics: topics), richQuota: richQuota))
     }
 
     /// The SendRequests on the requests topic, waiting for `count` of them.
@@ -90,14 +90,14 @@ struct MessagesAPITests {
             let direct = try await client.execute(
                 uri: "/myhub/messages?direct", method: .post,
                 headers: Self.headers([("ServiceBusNotification-Format", "windows"), ("X-WNS-Type", "wns/toast"),
-                                       ("ServiceBusNotification-DeviceHandle", "https://wns/channel"), ("Content-Type", "text/xml")]),
+                                       ("ServiceBusNotification-DeviceHandle", "https://db5.notify.windows.com/channel"), ("Content-Type", "text/xml")]),
                 body: ByteBuffer(string: "<toast/>"))
             #expect(direct.status == .created, "\(direct.text)")
         }
         let requests = try await fixture.requests(2)
         #expect(Set(requests.map(\.format)) == [.template, .windows])
         #expect(requests.first { $0.format == .template }?.audience == .broadcast)
-        #expect(requests.first { $0.format == .windows }?.audience == .handles([DirectHandle(platform: .wns, handle: "https://wns/channel")]))
+        #expect(requests.first { $0.format == .windows }?.audience == .handles([DirectHandle(platform: .wns, handle: "https://db5.notify.windows.com/channel")]))
         #expect(requests.first { $0.format == .windows }?.headers["X-WNS-Type"] == "wns/toast")
     }
 
@@ -112,6 +112,15 @@ struct MessagesAPITests {
         ([("ServiceBusNotification-Format", "template"), ("Content-Type", "application/json")], #"{"a":{"b":1}}"#, "template property"),
         ([("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", "a &&"), ("Content-Type", "application/json")], "{}", "at position 4"),
         ([("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", "a && b && c && d && e && f && g"), ("Content-Type", "application/json")], "{}", "at most 6 tags"),
+        // What crashed the ingress with a stack overflow, and what stalled the dispatcher.
+        ([("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", String(repeating: "(", count: 6000) + "a" + String(repeating: ")", count: 6000)), ("Content-Type", "application/json")], "{}", "at most 4096 bytes"),
+        ([("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", String(repeating: "(", count: 17) + "a" + String(repeating: ")", count: 17)), ("Content-Type", "application/json")], "{}", "nest at most 16 deep"),
+        ([("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", String(repeating: "!", count: 20000) + "a"), ("Content-Type", "application/json")], "{}", "at most 4096 bytes"),
+        ([("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", String(repeating: "!", count: 1200) + "Sports"), ("Content-Type", "application/json")], "{}", "nest at most 16"),
+        ([("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", (0..<34).map { "t\($0)" }.joined(separator: " || ")), ("Content-Type", "application/json")], "{}", "at most 32 operators"),
+        ([("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", String(repeating: "!", count: 17) + "Sports"), ("Content-Type", "application/json")], "{}", "nest at most 16"),
+        ([("ServiceBusNotification-Format", "apple"), ("Content-Type", "application/json")], String(repeating: "[", count: 3000), "JSON nests at most 32"),
+        ([("ServiceBusNotification-Format", "template"), ("Content-Type", "application/json")], "{\"a\":" + String(repeating: "[", count: 40) + String(repeating: "]", count: 40) + "}", "JSON nests at most 32"),
     ] as [([(String, String)], String, String)])
     func refused(_ pairs: [(String, String)], _ body: String, _ reason: String) async throws {
         let fixture = try await MessagingFixture()

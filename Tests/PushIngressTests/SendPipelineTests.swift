@@ -30,7 +30,7 @@ struct SendPipelineTests {
         let dispatcher = Dispatcher(
             consumer: try consumer("dispatcher", [topics.requests]), producer: producer, store: store,
             settings: DispatcherSettings(topics: topics, hubs: ["myhub"]), logger: logger)
-        let recorder = OutcomeRecorder(consumer: try consumer("outcomes", [topics.results]), store: store, logger: logger)
+        let recorder = OutcomeRecorder(consumer: try consumer("outcomes", [topics.results]), store: store, producer: producer, topics: topics, logger: logger)
         // Stands in for the APNs worker: every target's handle is dead, and each result batch
         // is published twice, as a worker that crashed after publishing would.
         let apnsDeliveries = try consumer("apns-worker", [topics.deliveries(.apns)])

@@ -22,7 +22,7 @@ struct ProcessEachTests {
         try await testGracefulShutdown { trigger in
             let running = Task { try await consumer.run() }
             let processing = Task {
-                await consumer.processEach(maximum: 8, logger: testLogger) { record in
+                await consumer.processEach(maximum: 8, logger: testLogger, giveUp: { _, reason in Issue.record("gave up: \(reason)") }) { record in
                     observed.state.withLock { $0.running += 1; $0.most = max($0.most, $0.running) }
                     defer { observed.state.withLock { $0.running -= 1 } }
                     try await Task.sleep(for: .milliseconds(20))
@@ -46,5 +46,72 @@ struct ProcessEachTests {
         let rest = await take(10, from: next)
         await next.close()
         #expect(rest.map(\.index) == Array(120..<130))
+    }
+
+    struct Transient: Error {}
+    final class PoisonState: Sendable {
+        let state = Mutex<(attempts: [Int: Int], givenUp: [Int: String], giveUpCalls: Int, done: Set<Int>)>(([:], [:], 0, []))
+    }
+
+    @Test("a permanent failure is given up at once, a transient one after its budget, and a failing give-up is retried; the records beside them are done")
+    func poison() async throws {
+        let kafka = try KafkaFixture(partitions: 1)
+        let producer = try kafka.producer()
+        for result in await producer.sendAll(kafka.records(30)) { _ = try result.get() }
+        let consumer = try kafka.consumer(group: "poison")
+        let box = PoisonState()
+        let budget = RetryBudget(attempts: 4, duration: .seconds(60), firstBackoff: .milliseconds(10), maximumBackoff: .milliseconds(40))
+
+        try await testGracefulShutdown { trigger in
+            let running = Task { try await consumer.run() }
+            let finished: @Sendable () -> Void = {
+                let count = box.state.withLock { $0.done.count + $0.givenUp.count }
+                if count == 30 { trigger.triggerGracefulShutdown() }
+            }
+            let processing = Task {
+                await consumer.processEach(
+                    maximum: 4, budget: budget, logger: testLogger,
+                    giveUp: { record, reason in
+                        // The first give-up fails, as a dead-letter topic out of reach would.
+                        let first = box.state.withLock { $0.giveUpCalls += 1; return $0.giveUpCalls == 1 }
+                        if first { throw Transient() }
+                        box.state.withLock { $0.givenUp[record.index] = reason }
+                        finished()
+                    },
+                    { record in
+                        box.state.withLock { $0.attempts[record.index, default: 0] += 1 }
+                        if record.index == 3 { throw PermanentFailure("record 3 breaks a limit") }
+                        if record.index == 7 { throw Transient() }
+                        box.state.withLock { _ = $0.done.insert(record.index) }
+                        finished()
+                    })
+            }
+            await processing.value
+            try await running.value
+        }
+        let (attempts, givenUp, done) = box.state.withLock { ($0.attempts, $0.givenUp, $0.done) }
+        #expect(attempts[3] == 1, "a permanent failure is not retried")
+        #expect(attempts[7] == 4, "a transient failure is tried as often as the budget allows")
+        #expect(givenUp[3] == "record 3 breaks a limit")
+        #expect(givenUp[7]?.hasPrefix("gave up after 4 attempts") == true, "\(givenUp[7] ?? "")")
+        #expect(done == Set(0..<30).subtracting([3, 7]))
+
+        // Both were marked done: the group's next member starts after them.
+        for result in await producer.sendAll(kafka.records(31).suffix(1)) { _ = try result.get() }
+        let next = try kafka.consumer(group: "poison")
+        let rest = await take(1, from: next)
+        await next.close()
+        #expect(rest.map(\.index) == [30])
+    }
+
+    @Test("a repeating log line is let through once per interval, with a count of those held back")
+    func logLimiter() async throws {
+        let limiter = LogLimiter(interval: .milliseconds(200))
+        #expect(limiter.shouldLog("a") == 0)
+        #expect(limiter.shouldLog("a") == nil)
+        #expect(limiter.shouldLog("a") == nil)
+        #expect(limiter.shouldLog("b") == 0, "another kind has its own allowance")
+        try await Task.sleep(for: .milliseconds(250))
+        #expect(limiter.shouldLog("a") == 2)
     }
 }

@@ -44,7 +44,7 @@ final class PipelineFixture: Sendable {
         let dispatcher = Dispatcher(
             consumer: try Self.consumer(cluster, "dispatcher", [topics.requests]), producer: producer, store: store,
             settings: DispatcherSettings(topics: topics, hubs: ["myhub"]), logger: testLogger)
-        let recorder = OutcomeRecorder(consumer: try Self.consumer(cluster, "outcomes", [topics.results]), store: store, logger: testLogger)
+        let recorder = OutcomeRecorder(consumer: try Self.consumer(cluster, "outcomes", [topics.results]), store: store, producer: producer, topics: topics, logger: testLogger)
         var tasks: [Task<Void, Never>] = [Task { _ = try? await dispatcher.run() }, Task { _ = try? await recorder.run() }]
         for platform in workers {
             let worker = try Self.worker(platform, cluster: cluster, topics: topics, producer: producer, hubs: hubs, client: sim.client, adjust: workerSettings)

@@ -77,7 +77,11 @@ struct ProviderSimulatorTests {
              body: "<toast>\(String(repeating: "x", count: 5000))</toast>", expected: .payloadRejected),
         Case(name: "WNS bad XML", platform: .wns, handle: "CHANNEL:wns-1", format: .windows, body: "<toast>", expected: .payloadRejected, status: 400),
         Case(name: "WNS channel on plain http elsewhere is not sent", platform: .wns, handle: "http://notify.example.com/c", format: .windows, body: "<toast/>",
-             expected: .invalidHandle),
+             expected: .misconfigured("EndpointNotAllowed")),
+        Case(name: "WNS channel at a host that is not WNS gets no token", platform: .wns, handle: "https://attacker.example.com/wns/channel/x",
+             format: .windows, body: "<toast/>", expected: .misconfigured("EndpointNotAllowed")),
+        Case(name: "WNS channel at another loopback port gets no token", platform: .wns, handle: "http://127.0.0.1:1/wns/channel/x",
+             format: .windows, body: "<toast/>", expected: .misconfigured("EndpointNotAllowed")),
         // Web Push
         Case(name: "Web Push delivered", platform: .webpush, handle: "SUB:sub-1", format: .browser, body: #"{"title":"hi"}"#,
              headers: ["Urgency": "high", "Topic": "news"], expected: .delivered, status: 201),
@@ -87,7 +91,13 @@ struct ProviderSimulatorTests {
         Case(name: "Web Push bad Urgency is not sent", platform: .webpush, handle: "SUB:sub-1", format: .browser, body: "{}", headers: ["Urgency": "urgent"],
              expected: .payloadRejected),
         Case(name: "Web Push https endpoint elsewhere must be https", platform: .webpush, handle: "http://push.example.com/x", format: .browser, body: "{}",
-             expected: .invalidHandle),
+             expected: .misconfigured("EndpointNotAllowed")),
+        Case(name: "Web Push endpoint at a private address is not called", platform: .webpush, handle: "https://10.0.0.8/push/x", format: .browser,
+             body: "{}", expected: .misconfigured("EndpointNotAllowed")),
+        Case(name: "Web Push endpoint at another loopback port is not called", platform: .webpush, handle: "https://127.0.0.1:1/push/x", format: .browser,
+             body: "{}", expected: .misconfigured("EndpointNotAllowed")),
+        Case(name: "Web Push endpoint whose name resolves to loopback is not called", platform: .webpush, handle: "HOSTNAME:/push/x",
+             format: .browser, body: "{}", expected: .misconfigured("EndpointNotAllowed")),
     ]
 
     @Test("every answer is classified", arguments: cases)
@@ -102,11 +112,18 @@ struct ProviderSimulatorTests {
             handle = sim.webPushEndpoint(id)
             keys = SimulatedSubscription(id: id).keys
         }
+        // The machine's own name: on Debian and in containers it resolves to a loopback or private address.
+        if handle.hasPrefix("HOSTNAME:") { handle = "https://\(ProcessInfo.processInfo.hostName.lowercased()):1" + handle.dropFirst(9) }
         if test.platform == .webpush, keys == nil { keys = SimulatedSubscription(id: "x").keys }
         let hub = test.name.contains("unknown hub") ? "nohub" : "myhub"
         let answer = await try sim.provider(test.platform).deliver(PNSDelivery(
             hub: hub, notificationId: UUID().uuidString, handle: handle, webPush: keys, format: test.format, body: test.body, headers: test.headers))
-        #expect(answer.classification == test.expected, "\(answer)")
+        if case .misconfigured("EndpointNotAllowed") = test.expected, case .misconfigured(let reason) = answer.classification {
+            #expect(reason.hasPrefix("EndpointNotAllowed: "), "\(answer)")
+            if test.name.contains("resolves") { #expect(reason.contains("resolves to "), "\(answer)") }
+        } else {
+            #expect(answer.classification == test.expected, "\(answer)")
+        }
         #expect(answer.status == test.status, "\(answer)")
         if let reason = test.reason { #expect(answer.reason == reason, "\(answer)") }
         if test.expected == .delivered {

@@ -12,8 +12,11 @@ struct NotificationsController: Sendable {
     /// Nil when the ingress runs without Kafka: sends answer 503.
     let queue: NotificationQueue?
     let richPayloads: (any RichPayloadStore)?
+    let quota: RichPayloadQuota
     static let messageLimit = 4 * 1024
     static let richLimit = 1024 * 1024
+    /// What a rich payload may be: media only, never a document a browser would run.
+    static let richTypes = ["image/", "audio/", "video/"]
 
     func addRoutes(to group: RouterGroup<IngressContext>) {
         group.post("notifications", use: send)
@@ -53,6 +56,10 @@ struct NotificationsController: Sendable {
         guard let contentType = request.headers[.contentType], !contentType.isEmpty else {
             throw AppBackendError(.badRequest, "Content-Type: say what the payload is, e.g. image/png")
         }
+        guard let mediaType = Self.mediaType(contentType) else {
+            throw AppBackendError(
+                .unsupportedMediaType, "Content-Type: a rich payload is image/*, audio/*, video/* or application/octet-stream, not \(contentType.prefix(100))")
+        }
         let bytes: ByteBuffer
         do {
             bytes = try await request.body.collect(upTo: Self.richLimit)
@@ -64,32 +71,75 @@ struct NotificationsController: Sendable {
         guard ["apns", "fcm", "gcm"].contains(pns) else {
             throw AppBackendError(.badRequest, "pns: \"\(pns)\" is not supported for rich notifications; use apns, fcm or gcm")
         }
-        let stored = try await richPayloads.storeRichPayload(RichPayload(
-            hub: hub, sender: sender, recipient: recipient, contentType: contentType, richType: richType, message: message, bytes: Data(buffer: bytes)))
-        let fields = ["richId": String(stored.id), "richMessage": message, "richType": richType]
+        guard message.utf8.count <= Self.messageLimit, richType.utf8.count <= 64 else {
+            throw AppBackendError(.badRequest, "message is at most \(Self.messageLimit) bytes and type at most 64")
+        }
+        // The send is checked before the payload is kept, and the payload is deleted again if
+        // the send is not accepted: a refused send leaves nothing to fetch.
+        _ = try richSend(pns: pns, richId: 0, message: message, richType: richType, to: recipient)
+        let stored: RichPayload
+        do {
+            stored = try await richPayloads.storeRichPayload(
+                RichPayload(
+                    hub: hub, sender: sender, recipient: recipient, contentType: mediaType, richType: richType, message: message,
+                    bytes: Data(buffer: bytes)),
+                quota: quota)
+        } catch let error as RichPayloadQuotaExceeded {
+            throw AppBackendError(.tooManyRequests, error.description)
+        }
         let id: String
+        do {
+            let send = try richSend(pns: pns, richId: stored.id, message: message, richType: richType, to: recipient)
+            id = try await publish(format: send.format, body: send.body, contentType: "application/json", headers: send.headers, to: recipient)
+        } catch {
+            try? await richPayloads.deleteRichPayload(hub: hub, id: stored.id)
+            throw error
+        }
+        return try Self.jsonResponse(["notificationId": id, "richId": String(stored.id)])
+    }
+
+    /// The silent push that tells the recipient's app a rich payload waits.
+    private func richSend(pns: String, richId: Int64, message: String, richType: String, to recipient: String) throws
+        -> (format: NotificationFormat, body: String, headers: [String: String])
+    {
+        let fields = ["richId": String(richId), "richMessage": message, "richType": richType]
         if pns == "apns" {
             // A silent push: content-available only, delivered in the background.
             var payload: [String: Any] = ["aps": ["content-available": 1, "sound": ""]]
             for (key, value) in fields { payload[key] = value }
-            id = try await publish(format: .apple, body: try Self.json(payload), contentType: "application/json",
-                                   headers: ["apns-push-type": "background", "apns-priority": "5"], to: recipient)
-        } else {
-            id = try await publish(format: .gcm, body: try Self.json(["data": fields]), contentType: "application/json", headers: [:], to: recipient)
+            return (.apple, try Self.json(payload), ["apns-push-type": "background", "apns-priority": "5"])
         }
-        return try Self.jsonResponse(["notificationId": id, "richId": String(stored.id)])
+        return (.gcm, try Self.json(["data": fields]), [:])
+    }
+
+    /// The media type of a rich payload's Content-Type (parameters dropped), when it is one
+    /// PushHub keeps.
+    static func mediaType(_ contentType: String) -> String? {
+        let type = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        guard type.utf8.count <= 100, type.split(separator: "/").count == 2,
+            type.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "/.+-_".contains($0)) })
+        else { return nil }
+        return type == "application/octet-stream" || richTypes.contains(where: { type.hasPrefix($0) }) ? type : nil
     }
 
     @Sendable func fetchRich(_ request: Request, context: IngressContext) async throws -> Response {
         let user = try RegisterController.user(context)
         let text = try context.parameters.require("id")
-        guard let id = Int64(text), let richPayloads, let payload = try await richPayloads.richPayload(hub: hub, id: id) else {
+        guard let id = Int64(text), let richPayloads, let payload = try await richPayloads.richPayload(hub: hub, id: id, retention: quota.retention) else {
             throw AppBackendError(.notFound, "no rich notification \(text)")
         }
         guard payload.recipient == user || payload.sender == user else {
             throw AppBackendError(.forbidden, "rich notification \(text) is for someone else")
         }
-        return Response(status: .ok, headers: [.contentType: payload.contentType], body: .init(byteBuffer: ByteBuffer(bytes: payload.bytes)))
+        // Served as a download that no browser runs on PushHub's origin, whatever it holds.
+        let mediaType = Self.mediaType(payload.contentType) ?? "application/octet-stream"
+        return Response(
+            status: .ok,
+            headers: [
+                .contentType: mediaType, .contentDisposition: "attachment; filename=\"rich-\(id)\"", .xContentTypeOptions: "nosniff",
+                .contentSecurityPolicy: "default-src 'none'; sandbox", .cacheControl: "private, no-store",
+            ],
+            body: .init(byteBuffer: ByteBuffer(bytes: payload.bytes)))
     }
 
     /// Queues a native send to `username:{recipient}`; returns its notification id.

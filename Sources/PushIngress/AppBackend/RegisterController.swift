@@ -9,6 +9,8 @@ import PushStore
 struct RegisterController: Sendable {
     let store: any RegistrationStore
     let hub: String
+    /// Where the hub lets WNS channel URIs point.
+    let endpoints: EndpointPolicy
     static let bodyLimit = 16 * 1024
     static let platforms: [String: NotificationFormat] = ["apns": .apple, "fcm": .fcmv1, "gcm": .gcm, "wns": .windows]
 
@@ -18,13 +20,15 @@ struct RegisterController: Sendable {
         group.delete("register/{id}", use: delete)
     }
 
-    /// A registration id for the device: an existing one for the handle (the others for it are
-    /// deleted), or a new one.
+    /// A registration id for the device: the caller's existing one for the handle (the
+    /// caller's others for it are deleted), or a new one. Registrations of other users, or of
+    /// no app user, are neither returned nor touched.
     @Sendable func createId(_ request: Request, context: IngressContext) async throws -> Response {
+        let user = try Self.user(context)
         var kept: String?
         if let handle = request.uri.queryParameters.get("handle"), !handle.isEmpty {
             let existing = try await store.registrations(hub: hub, matching: .handle(handle), after: nil, limit: 100).registrations
-            for registration in existing where registration.installationId == nil {
+            for registration in existing where registration.installationId == nil && (try? Self.owner(of: registration)) == user {
                 if kept == nil {
                     kept = registration.registrationId
                 } else {
@@ -41,6 +45,9 @@ struct RegisterController: Sendable {
         let user = try Self.user(context)
         let id = try context.parameters.require("id")
         let device = try Self.device(from: try await request.collectBody(upTo: Self.bodyLimit))
+        if device.format == .windows, case .failure(let refusal) = endpoints.url(device.handle, platform: .wns) {
+            throw AppBackendError(.badRequest, "Handle: \(refusal.reason)")
+        }
         let userTag = "username:\(user)"
         if let claimed = device.tags.first(where: { $0.hasPrefix("username:") && $0 != userTag }) {
             throw AppBackendError(.forbidden, "Tags: \(claimed) belongs to another user; the server adds \(userTag) itself")
@@ -49,8 +56,9 @@ struct RegisterController: Sendable {
         case .unknown:
             throw AppBackendError(.gone, "registration \(id) was deleted or has expired; POST /api/register for a new id")
         case .registered:
-            if let current = try await store.registration(hub: hub, id: id), try Self.owner(of: current).map({ $0 != user }) == true {
-                throw AppBackendError(.forbidden, "registration \(id) belongs to another user")
+            // Someone else's, or made through the hub API for no app user: not the caller's to change.
+            if let current = try await store.registration(hub: hub, id: id), try Self.owner(of: current) != user {
+                throw AppBackendError(.forbidden, "registration \(id) is not yours")
             }
         case .issued:
             break
@@ -63,6 +71,8 @@ struct RegisterController: Sendable {
             throw AppBackendError(.badRequest, error.description)
         } catch let error as StoreError {
             throw AppBackendError(.conflict, error.description)
+        } catch let error as SQLError where error.isConstraintViolation {
+            throw AppBackendError(.conflict, "registration \(id) was changed at the same time; try again")
         }
         return Response(status: .ok)
     }
@@ -90,7 +100,7 @@ struct RegisterController: Sendable {
     }
 
     static func device(from body: ByteBuffer) throws -> DeviceRegistration {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any] else {
+        guard let object = JSONLimits.dictionary(Data(buffer: body)) else {
             throw AppBackendError(.badRequest, "the body must be a JSON object with Platform, Handle and Tags")
         }
         let fields = Dictionary(object.map { ($0.key.lowercased(), $0.value) }) { first, _ in first }

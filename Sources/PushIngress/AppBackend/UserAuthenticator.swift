@@ -7,7 +7,7 @@ import Synchronization
 
 /// Authenticates app-backend callers: Basic against users in the store (bcrypt hashes), or a
 /// Bearer JWT when one is configured. There is no shortcut such as a password equal to the name.
-struct UserAuthenticator: Sendable {
+public struct UserAuthenticator: Sendable {
     let store: any RegistrationStore
     let jwt: JWTVerifier?
     let now: @Sendable () -> Date
@@ -41,6 +41,8 @@ struct UserAuthenticator: Sendable {
         let name = String(text[..<colon])
         let password = String(text[text.index(after: colon)...])
         guard !name.isEmpty, !password.isEmpty else { throw .invalid("user name and password must not be empty") }
+        // bcrypt reads 72 bytes; `users add` refuses longer passwords, so none can match.
+        guard password.utf8.count <= Self.maximumPasswordBytes, name.utf8.count <= 100 else { throw .invalid("unknown user or wrong password") }
         let digest = Data(SHA256.hash(data: data))
         if recent.contains(digest, now: now()) { return name }
         let hash: String?
@@ -54,6 +56,8 @@ struct UserAuthenticator: Sendable {
     }
 
     static let decoyHash = Bcrypt.hash("pushhub-decoy-password", cost: 10)
+    /// bcrypt uses this many bytes of a password and ignores the rest.
+    public static let maximumPasswordBytes = 72
 
     /// The hash PushHub stores for a password.
     static func hash(password: String) -> String {

@@ -33,7 +33,7 @@ struct JWTVerifier: Sendable {
         guard parts.count == 3, let headerData = Base64URL.decode(String(parts[0])), let payloadData = Base64URL.decode(String(parts[1])),
             let signature = Base64URL.decode(String(parts[2]))
         else { throw .invalid("the token is not a JWT (three base64url parts)") }
-        guard let header = try? JSONSerialization.jsonObject(with: headerData) as? [String: Any], let algorithm = header["alg"] as? String else {
+        guard let header = JSONLimits.dictionary(headerData), let algorithm = header["alg"] as? String else {
             throw .invalid("the token's header is not JSON with an alg")
         }
         guard algorithm == configuration.algorithm.rawValue else {
@@ -41,7 +41,7 @@ struct JWTVerifier: Sendable {
         }
         let signed = Data(parts[0].utf8) + Data(".".utf8) + Data(parts[1].utf8)
         guard verify(signature, over: signed) else { throw .invalid("the token's signature is not valid") }
-        guard let claims = try? JSONSerialization.jsonObject(with: payloadData) as? [String: Any] else {
+        guard let claims = JSONLimits.dictionary(payloadData) else {
             throw .invalid("the token's claims are not a JSON object")
         }
         guard let expiry = (claims["exp"] as? NSNumber)?.doubleValue else { throw .invalid("the token has no exp claim") }

@@ -71,15 +71,21 @@ public struct SharedAccessSignature: Sendable, Equatable {
 
     /// Whether a token for `resource` (the namespace or a hub, scheme sb, http or https) covers
     /// a request to `host` and `path`: same host, and the resource's path a prefix of the
-    /// request's, segment by segment, ignoring case.
+    /// request's, segment by segment. Scheme, host and hub name (the first segment) are
+    /// compared ignoring case, as hub names are; the rest exactly, as ids are.
     static func covers(resource: String, host: String, path: String) -> Bool {
         guard let url = URLComponents(string: resource), let scheme = url.scheme?.lowercased(), ["sb", "http", "https"].contains(scheme),
             let resourceHost = url.host?.lowercased()
         else { return false }
         guard resourceHost == hostWithoutPort(host).lowercased() else { return false }
-        let granted = url.path.lowercased().split(separator: "/")
-        let requested = path.lowercased().split(separator: "/")
-        return requested.count >= granted.count && zip(granted, requested).allSatisfy { $0 == $1 }
+        let granted = url.path.split(separator: "/")
+        let requested = path.split(separator: "/")
+        guard requested.count >= granted.count else { return false }
+        for (index, (given, asked)) in zip(granted, requested).enumerated() {
+            let same = index == 0 ? given.lowercased() == asked.lowercased() : given == asked
+            guard same else { return false }
+        }
+        return true
     }
 
     static func hostWithoutPort(_ host: String) -> String {
@@ -102,8 +108,8 @@ public enum SASError: Error, Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .missing: "Authorization header missing: send a SharedAccessSignature token"
         case .malformed(let why): "malformed SAS token: \(why)"
-        case .unknownRule(let name): "the SAS token names key \"\(name)\", which this hub does not have"
-        case .badSignature: "the SAS token's signature does not match its key"
+        // One answer for an unknown key, a wrong signature and an unknown hub: none tells which.
+        case .unknownRule, .badSignature: "the SAS token's key name or signature does not match this hub"
         case .expired: "the SAS token has expired"
         case .wrongResource(let resource): "the SAS token is for \(resource), not this resource"
         case .lacksRight(let right, let rule): "key \"\(rule)\" lacks the \(right.rawValue) right"

@@ -8,6 +8,11 @@ import _CryptoExtras
 public struct HubsConfiguration: Codable, Sendable, Equatable {
     public var hubs: [Hub]
     public var appBackend: AppBackend?
+    /// The ingress's address as clients reach it (`https://push.example.com`), for `Location`
+    /// and Atom ids; the request's Host when absent.
+    public var publicBaseURL: String?
+    /// Read `X-Forwarded-Proto` (set only when a proxy you trust sits in front and overwrites it).
+    public var trustForwardedHeaders: Bool?
 
     public init(hubs: [Hub], appBackend: AppBackend? = nil) {
         self.hubs = hubs
@@ -23,21 +28,29 @@ public struct HubsConfiguration: Codable, Sendable, Equatable {
         public var name: String
         public var sasRules: [SASRule]
         public var credentials: Credentials
+        /// Where URL handles may point (`endpoints.wnsHosts`, `endpoints.webPushHosts`); the
+        /// defaults when absent: WNS hosts only, public https Web Push endpoints only.
+        public var endpoints: EndpointPolicy?
 
-        public init(name: String, sasRules: [SASRule], credentials: Credentials = Credentials()) {
+        public init(name: String, sasRules: [SASRule], credentials: Credentials = Credentials(), endpoints: EndpointPolicy? = nil) {
             self.name = name
             self.sasRules = sasRules
             self.credentials = credentials
+            self.endpoints = endpoints
         }
 
-        enum CodingKeys: String, CodingKey { case name, sasRules, credentials }
+        enum CodingKeys: String, CodingKey { case name, sasRules, credentials, endpoints }
 
         public init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             name = try container.decode(String.self, forKey: .name)
             sasRules = try container.decode([SASRule].self, forKey: .sasRules)
             credentials = try container.decodeIfPresent(Credentials.self, forKey: .credentials) ?? Credentials()
+            endpoints = try container.decodeIfPresent(EndpointPolicy.self, forKey: .endpoints)
         }
+
+        /// The hub's endpoint rules, defaults filled in.
+        public var endpointPolicy: EndpointPolicy { endpoints ?? EndpointPolicy() }
     }
 
     /// A shared access key and what it may do.
@@ -192,6 +205,9 @@ public struct ConfigurationError: Error, Sendable, CustomStringConvertible, Equa
 }
 
 extension HubsConfiguration {
+    /// First path segments the ingress serves itself, which no hub may be named.
+    public static let reservedHubNames: Set<String> = ["api", "health", "metrics", "console"]
+
     /// Reads and checks `pushhub.yaml`.
     public static func load(from path: String) throws -> HubsConfiguration {
         let text: String
@@ -226,6 +242,9 @@ extension HubsConfiguration {
         for (index, hub) in hubs.enumerated() {
             let at = "\(source): hubs[\(index)]"
             do { try FieldCheck.hubName(hub.name, "name") } catch { throw ConfigurationError("\(at).\(error)") }
+            guard !Self.reservedHubNames.contains(hub.name.lowercased()) else {
+                throw ConfigurationError("\(at).name: \(hub.name) is a path of the ingress itself (\(Self.reservedHubNames.sorted().joined(separator: ", ")))")
+            }
             guard names.insert(hub.name.lowercased()).inserted else { throw ConfigurationError("\(at).name: hub \(hub.name) is configured twice") }
             guard !hub.sasRules.isEmpty else { throw ConfigurationError("\(at).sasRules: a hub needs at least one SAS rule") }
             var ruleNames = Set<String>()
@@ -236,6 +255,19 @@ extension HubsConfiguration {
                 guard !rule.rights.isEmpty else { throw ConfigurationError("\(ruleAt).rights: at least one of Listen, Send, Manage") }
             }
             try hub.credentials.validate(at: "\(at).credentials")
+            for (field, patterns) in [("wnsHosts", hub.endpoints?.wnsHosts ?? []), ("webPushHosts", hub.endpoints?.webPushHosts ?? [])] {
+                for (patternIndex, pattern) in patterns.enumerated() {
+                    let (host, _) = EndpointPolicy.split(pattern)
+                    guard !host.isEmpty, host != "*.", !host.contains("/"), !host.contains("@") else {
+                        throw ConfigurationError("\(at).endpoints.\(field)[\(patternIndex)]: \"\(pattern)\" is not a host, *.domain or host:port")
+                    }
+                }
+            }
+        }
+        if let publicBaseURL {
+            guard let url = URLComponents(string: publicBaseURL), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host?.isEmpty == false,
+                url.query == nil, url.fragment == nil, url.user == nil
+            else { throw ConfigurationError("\(source): publicBaseURL: an http(s) URL such as https://push.example.com, not \(publicBaseURL)") }
         }
         if let appBackend {
             guard hub(named: appBackend.hub) != nil else {

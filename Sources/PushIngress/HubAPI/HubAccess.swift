@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import PushModel
 
 /// Decides whether a hub API request may do what it asks: the hub exists, and its SAS token
 /// is valid for this resource and carries the right.
@@ -7,19 +8,48 @@ struct HubAccess: Sendable {
     let hubs: HubsConfiguration
     let now: @Sendable () -> Date
 
-    /// The hub, once the request is allowed `right` on it.
+    /// The hub, once the request is allowed `right` on it. An unknown hub is refused exactly as
+    /// a token whose key or signature does not match, so hub names cannot be probed.
     func authorize(_ request: Request, hub name: String, _ right: AccessRight) throws -> HubsConfiguration.Hub {
-        guard let hub = hubs.hub(named: name) else { throw HubAPIError(.notFound, "hub \(name) does not exist") }
         guard let header = request.headers[.authorization] else { throw HubAPIError(.unauthorized, SASError.missing.description) }
-        do {
+        do throws(SASError) {
             let token = try SharedAccessSignature.parse(header)
+            guard let hub = hubs.hub(named: name) else { throw SASError.badSignature as SASError }
             _ = try token.verify(
                 rules: hub.sasRules, host: request.head.authority ?? "", path: request.uri.path,
                 right: right, now: now())
+            return hub
         } catch {
             throw HubAPIError(error.isForbidden ? .forbidden : .unauthorized, error.description)
         }
-        return hub
+    }
+
+    /// The absolute base of a hub's URLs (`Location`, Atom ids): the configured public URL, or
+    /// else this request's host; `X-Forwarded-Proto` is read only behind a trusted proxy.
+    func base(_ request: Request, _ hub: String) -> String {
+        if let configured = hubs.publicBaseURL {
+            return "\(configured.hasSuffix("/") ? String(configured.dropLast()) : configured)/\(hub)"
+        }
+        var scheme = "http"
+        if hubs.trustForwardedHeaders == true, let forwarded = request.headers[.forwardedProto]?.lowercased(), ["http", "https"].contains(forwarded) {
+            scheme = forwarded
+        }
+        // A Host header is the client's to write: only a plain host[:port] is echoed back.
+        let authority = request.head.authority ?? ""
+        let plain = !authority.isEmpty && authority.utf8.count <= 255
+            && authority.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || ".-:[]".unicodeScalars.contains($0) }
+        return "\(scheme)://\(plain ? authority : "localhost")/\(hub)"
+    }
+}
+
+extension HubsConfiguration.Hub {
+    /// Refuses a URL handle (WNS channel, Web Push endpoint) this hub may not send to;
+    /// `field` names it in the error. Other platforms' handles are not URLs and pass.
+    func checkEndpoint(_ handle: String, platform: Platform, field: String) throws(WireError) {
+        guard platform == .wns || platform == .webpush else { return }
+        if case .failure(let refusal) = endpointPolicy.url(handle, platform: platform) {
+            throw .invalidField(field: field, reason: refusal.reason)
+        }
     }
 }
 

@@ -24,6 +24,9 @@ struct InstallationController: Sendable {
         guard installation.installationId == id else {
             throw HubAPIError(.badRequest, "installationId: \"\(installation.installationId)\" does not match the URL's \"\(id)\"")
         }
+        do { try hub.checkEndpoint(installation.pushChannel, platform: installation.platform.format.platform ?? .apns, field: "pushChannel") } catch {
+            throw HubAPIError.invalid(error)
+        }
         _ = try await storeCall { try await store.upsertInstallation(installation, hub: hub.name) }
         return Response(status: .ok)
     }
@@ -41,6 +44,21 @@ struct InstallationController: Sendable {
         // Some SDKs send plain application/json for JSON-Patch documents.
         try request.requireContentType(["application/json-patch+json", "application/json"])
         let operations = try JSONBody.decode([InstallationPatchOperation].self, from: try await request.collectBody(upTo: Self.bodyLimit))
+        guard operations.count <= InstallationPatchOperation.maximumOperations else {
+            throw HubAPIError(.badRequest, "a JSON-Patch document holds at most \(InstallationPatchOperation.maximumOperations) operations, not \(operations.count)")
+        }
+        // A new push channel is checked against the hub's endpoint rules before it is written.
+        let channels = operations.compactMap { operation -> String? in
+            guard operation.path.lowercased() == "/pushchannel" else { return nil }
+            switch operation.value {
+            case .string(let channel): return channel
+            case .object(let fields): if case .string(let endpoint)? = fields["endpoint"] { return endpoint } else { return nil }
+            default: return nil
+            }
+        }
+        if !channels.isEmpty, let current = try await store.installation(hub: hub.name, id: id), let platform = current.platform.format.platform {
+            do { for channel in channels { try hub.checkEndpoint(channel, platform: platform, field: "pushChannel") } } catch { throw HubAPIError.invalid(error) }
+        }
         _ = try await storeCall { try await store.patchInstallation(hub: hub.name, id: id, operations) }
         return Response(status: .ok)
     }
@@ -60,6 +78,7 @@ struct InstallationController: Sendable {
 /// JSON request and response bodies with PushHub's coding rules.
 enum JSONBody {
     static func decode<T: Decodable>(_ type: T.Type, from buffer: ByteBuffer) throws -> T {
+        do { try JSONLimits.checkDepth(buffer.readableBytesView, field: "") } catch { throw HubAPIError(.badRequest, JSONLimits.depthMessage) }
         do {
             return try WireCoding.makeDecoder().decode(T.self, from: Data(buffer: buffer))
         } catch let error as DecodingError {

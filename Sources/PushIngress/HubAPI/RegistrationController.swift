@@ -30,26 +30,36 @@ struct RegistrationController: Sendable {
     @Sendable func createRegistrationId(_ request: Request, context: IngressContext) async throws -> Response {
         let hub = try access.authorize(request, hub: try context.parameters.require("hub"), .listen)
         let id = try await store.issueRegistrationId(hub: hub.name)
-        return Response(status: .created, headers: [.location: "\(Self.base(request, hub.name))/registrations/\(id)?api-version=2015-01"])
+        return Response(status: .created, headers: [.location: "\(access.base(request, hub.name))/registrations/\(id)?api-version=2015-01"])
     }
 
     @Sendable func create(_ request: Request, context: IngressContext) async throws -> Response {
         let hub = try access.authorize(request, hub: try context.parameters.require("hub"), .listen)
-        let id = try await store.issueRegistrationId(hub: hub.name)
-        return try await write(request, hub: hub, id: id, ifMatch: nil)
+        // The id is issued once the body was read and parsed: a refused create leaves none behind.
+        return try await write(request, hub: hub, id: nil, ifMatch: nil)
     }
 
     @Sendable func createOrUpdate(_ request: Request, context: IngressContext) async throws -> Response {
         let hub = try access.authorize(request, hub: try context.parameters.require("hub"), .listen)
-        return try await write(request, hub: hub, id: try context.parameters.require("id"), ifMatch: try Self.ifMatch(request))
+        let id = try context.parameters.require("id")
+        guard !id.lowercased().hasPrefix(Registration.installationPrefix) else {
+            throw HubAPIError(.forbidden, "registration \(id): ids starting with \(Registration.installationPrefix) belong to installations; change the installation instead")
+        }
+        return try await write(request, hub: hub, id: id, ifMatch: try Self.ifMatch(request))
     }
 
-    private func write(_ request: Request, hub: HubsConfiguration.Hub, id: String, ifMatch: Int64?) async throws -> Response {
+    private func write(_ request: Request, hub: HubsConfiguration.Hub, id given: String?, ifMatch: Int64?) async throws -> Response {
         try request.requireContentType(Self.atomTypes)
         let body = try await request.collectBody(upTo: Self.bodyLimit)
-        let registration = try RegistrationDescription.parse(Data(buffer: body), hub: hub.name, registrationId: id)
-        let stored = try await storeCall { try await store.upsertRegistration(registration, ifMatch: ifMatch) }
-        return Self.atom(RegistrationDescription.entry(stored, base: Self.base(request, hub.name)), etag: stored.version)
+        var registration = try RegistrationDescription.parse(Data(buffer: body), hub: hub.name, registrationId: given ?? "")
+        let id: String
+        if let given { id = given } else { id = try await store.issueRegistrationId(hub: hub.name) }
+        registration.registrationId = id
+        do {
+            try hub.checkEndpoint(registration.handle, platform: registration.platform, field: registration.format == .windows ? "ChannelUri" : "Endpoint")
+        } catch { throw HubAPIError.invalid(error) }
+        let stored = try await storeCall { [registration] in try await store.upsertRegistration(registration, ifMatch: ifMatch) }
+        return Self.atom(RegistrationDescription.entry(stored, base: access.base(request, hub.name)), etag: stored.version)
     }
 
     @Sendable func read(_ request: Request, context: IngressContext) async throws -> Response {
@@ -58,7 +68,7 @@ struct RegistrationController: Sendable {
         guard let registration = try await store.registration(hub: hub.name, id: id) else {
             throw HubAPIError(.notFound, "registration \(id) not found")
         }
-        return Self.atom(RegistrationDescription.entry(registration, base: Self.base(request, hub.name)), etag: registration.version)
+        return Self.atom(RegistrationDescription.entry(registration, base: access.base(request, hub.name)), etag: registration.version)
     }
 
     @Sendable func delete(_ request: Request, context: IngressContext) async throws -> Response {
@@ -100,7 +110,7 @@ struct RegistrationController: Sendable {
             cursor = parsed
         }
         let page = try await store.registrations(hub: hub.name, matching: query, after: cursor, limit: limit)
-        var response = Self.atom(RegistrationDescription.feed(page.registrations, base: Self.base(request, hub.name)), etag: nil, feed: true)
+        var response = Self.atom(RegistrationDescription.feed(page.registrations, base: access.base(request, hub.name)), etag: nil, feed: true)
         if let next = page.next { response.headers[.continuationToken] = next.description }
         return response
     }
@@ -126,10 +136,6 @@ struct RegistrationController: Sendable {
         return version
     }
 
-    static func base(_ request: Request, _ hub: String) -> String {
-        let scheme = request.headers[.forwardedProto] ?? "http"
-        return "\(scheme)://\(request.head.authority ?? "localhost")/\(hub)"
-    }
 
     static func atom(_ body: String, etag: Int64?, feed: Bool = false) -> Response {
         var headers: HTTPFields = [.contentType: "application/atom+xml;type=\(feed ? "feed" : "entry");charset=utf-8"]

@@ -22,7 +22,12 @@ struct XMLNode: Sendable {
         return nil
     }
 
-    /// Parses a document; the error says where it is not well-formed.
+    /// Deepest element nesting read; an Atom registration entry needs 5.
+    static let maximumDepth = 16
+    /// Most elements in one document.
+    static let maximumElements = 1000
+
+    /// Parses a document; the error says where it is not well-formed or which limit it broke.
     static func parse(_ data: Data) throws -> XMLNode {
         let builder = TreeBuilder()
         let parser = XMLParser(data: data)
@@ -31,6 +36,7 @@ struct XMLNode: Sendable {
         parser.shouldResolveExternalEntities = false
         parser.delegate = builder
         guard parser.parse(), let root = builder.root else {
+            if let limit = builder.brokenLimit { throw HubAPIError(.badRequest, limit) }
             let position = "line \(parser.lineNumber), column \(parser.columnNumber)"
             throw HubAPIError(.badRequest, "the body is not well-formed XML (\(position))")
         }
@@ -41,8 +47,23 @@ struct XMLNode: Sendable {
 private final class TreeBuilder: NSObject, XMLParserDelegate {
     var stack: [XMLNode] = []
     var root: XMLNode?
+    var elements = 0
+    /// Why parsing was stopped early, when a limit was broken.
+    var brokenLimit: String?
 
     func parser(_ parser: XMLParser, didStartElement elementName: String, namespaceURI: String?, qualifiedName: String?, attributes: [String: String] = [:]) {
+        elements += 1
+        if stack.count >= XMLNode.maximumDepth {
+            brokenLimit = "the body's XML nests at most \(XMLNode.maximumDepth) elements deep"
+        } else if elements > XMLNode.maximumElements {
+            brokenLimit = "the body's XML holds at most \(XMLNode.maximumElements) elements"
+        } else if root != nil {
+            brokenLimit = "the body's XML has more than one root element"
+        }
+        if brokenLimit != nil {
+            parser.abortParsing()
+            return
+        }
         stack.append(XMLNode(name: elementName, attributes: attributes, children: [], text: ""))
     }
 

@@ -39,7 +39,7 @@ struct MessageController: Sendable {
             response.headers[.retryAfter] = "5"
             return response
         }
-        return Self.created(request, hub: hub.name, collection: "messages", id: sendRequest.notificationId)
+        return created(request, hub: hub.name, collection: "messages", id: sendRequest.notificationId)
     }
 
     /// `POST /{hub}/messages/$batch?direct`: one notification to up to 1,000 device handles, as
@@ -78,6 +78,7 @@ struct MessageController: Sendable {
                 body: notification.body, contentType: notification.contentType)
             sendRequest.audience = .handles(handles.map { DirectHandle(platform: platform, handle: $0) })
             try sendRequest.validate()
+            for (index, handle) in handles.enumerated() { try hub.checkEndpoint(handle, platform: platform, field: "devices[\(index)]") }
         } catch {
             throw HubAPIError.invalid(error)
         }
@@ -97,7 +98,7 @@ struct MessageController: Sendable {
         }
         let sendRequest = try await build(request, hub: hub, direct: false)
         try await schedules.schedule(sendRequest, dueAt: due)
-        return Self.created(request, hub: hub.name, collection: "schedulednotifications", id: sendRequest.notificationId)
+        return created(request, hub: hub.name, collection: "schedulednotifications", id: sendRequest.notificationId)
     }
 
     @Sendable func cancel(_ request: Request, context: IngressContext) async throws -> Response {
@@ -118,17 +119,19 @@ struct MessageController: Sendable {
             handle = try Self.directHandle(request)
         }
         do {
-            return try SendRequestBuilder().build(
+            let built = try SendRequestBuilder().build(
                 hub: hub.name, format: request.headers[.notificationFormat], tags: request.headers[.notificationTags], handle: handle,
                 headers: headers, body: Data(buffer: body), contentType: request.headers[.contentType])
+            if let handle { try hub.checkEndpoint(handle.handle, platform: handle.platform, field: "ServiceBusNotification-DeviceHandle") }
+            return built
         } catch {
             throw HubAPIError.invalid(error)
         }
     }
 
-    static func created(_ request: Request, hub: String, collection: String, id: String) -> Response {
+    func created(_ request: Request, hub: String, collection: String, id: String) -> Response {
         Response(status: .created, headers: [
-            .location: "\(RegistrationController.base(request, hub))/\(collection)/\(id)?api-version=2015-04",
+            .location: "\(access.base(request, hub))/\(collection)/\(id)?api-version=2015-04",
             .trackingId: id,
         ])
     }
@@ -139,7 +142,7 @@ struct MessageController: Sendable {
         guard let outcomes, let outcome = try await outcomes.notification(hub: hub.name, id: id) else {
             throw HubAPIError(.notFound, "notification \(id) not found")
         }
-        let location = "\(RegistrationController.base(request, hub.name))/messages/\(id)?api-version=2015-04"
+        let location = "\(access.base(request, hub.name))/messages/\(id)?api-version=2015-04"
         return Response(
             status: .ok, headers: [.contentType: "application/xml; charset=utf-8"],
             body: .init(byteBuffer: ByteBuffer(string: NotificationDetailsXML.xml(outcome, location: location))))

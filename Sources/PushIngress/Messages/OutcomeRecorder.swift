@@ -12,16 +12,36 @@ import ServiceLifecycle
 public final class OutcomeRecorder: Service, Sendable {
     let consumer: KafkaConsumer
     let store: any RegistrationStore & OutcomeStore
+    /// Where a result that cannot be recorded goes (the dead-letter topic, with its reason).
+    let giveUp: @Sendable (KafkaRecord, String) async throws -> Void
+    let budget: RetryBudget
     let logger: Logger
 
-    public init(consumer: KafkaConsumer, store: any RegistrationStore & OutcomeStore, logger: Logger) {
+    /// Results that cannot be recorded (unreadable, refused by the store, or failing past
+    /// `budget`) are handed to `giveUp`.
+    public init(
+        consumer: KafkaConsumer, store: any RegistrationStore & OutcomeStore, budget: RetryBudget = RetryBudget(), logger: Logger,
+        giveUp: @escaping @Sendable (KafkaRecord, String) async throws -> Void
+    ) {
         self.consumer = consumer
         self.store = store
+        self.budget = budget
         self.logger = logger
+        self.giveUp = giveUp
+    }
+
+    /// Results that cannot be recorded go to the dead-letter topic through `producer`.
+    public convenience init(
+        consumer: KafkaConsumer, store: any RegistrationStore & OutcomeStore, producer: KafkaProducer, topics: PushTopics,
+        budget: RetryBudget = RetryBudget(), logger: Logger
+    ) {
+        self.init(consumer: consumer, store: store, budget: budget, logger: logger) { record, reason in
+            try await RecordRejection.deadLetter(record, reason: reason, topics: topics, producer: producer, logger: logger)
+        }
     }
 
     public func run() async throws {
-        await consumer.processEach(logger: logger) { [self] record in try await apply(record) }
+        await consumer.processEach(budget: budget, logger: logger, giveUp: giveUp) { [self] record in try await apply(record) }
     }
 
     func apply(_ record: KafkaRecord) async throws {
@@ -29,11 +49,15 @@ public final class OutcomeRecorder: Service, Sendable {
         do {
             batch = try WireCoding.decode(ResultBatch.self, from: record.value)
         } catch {
-            // Nothing to count; a malformed result is logged and skipped, never retried forever.
-            logger.warning("unreadable result record skipped", metadata: ["kafka.offset": "\(record.offset)", "pushhub.error": "\(error)"])
-            return
+            throw PermanentFailure(error.description)
         }
-        guard try await store.recordOutcomes(batch, now: Date()) else { return }
+        let fresh: Bool
+        do {
+            fresh = try await store.recordOutcomes(batch, now: Date())
+        } catch let error as SQLError where error.isPermanent {
+            throw PermanentFailure("the store refused the result: \(error.message.prefix(300))")
+        }
+        guard fresh else { return }
         for result in batch.results ?? [] where result.outcome == .invalidHandle {
             guard let registrationId = result.registrationId else { continue }
             try await store.pruneInvalidHandle(hub: batch.hub, registrationId: registrationId)

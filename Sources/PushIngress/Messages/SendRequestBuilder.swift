@@ -43,8 +43,9 @@ public struct SendRequestBuilder: Sendable {
             throw .invalidField(field: "body", reason: "\(body.count) bytes is more than the \(limit) bytes \(format.rawValue) notifications may have")
         }
         guard let text = String(data: body, encoding: .utf8) else { throw .invalidField(field: "body", reason: "must be UTF-8 text") }
+        if [.apple, .gcm, .fcmv1, .browser, .template].contains(format) { try JSONLimits.checkDepth(body, field: "body") }
         if [.apple, .gcm, .fcmv1, .browser].contains(format) {
-            guard (try? JSONSerialization.jsonObject(with: body)) is [String: Any] else {
+            guard JSONLimits.dictionary(body) != nil else {
                 throw .invalidField(field: "body", reason: "a \(format.rawValue) notification's body must be a JSON object")
             }
         }
@@ -55,7 +56,8 @@ public struct SendRequestBuilder: Sendable {
             do {
                 _ = try TagExpression.parse(tags)
             } catch {
-                throw .invalidField(field: "ServiceBusNotification-Tags", reason: "\"\(tags)\" \(error)")
+                let shown = tags.count > 64 ? "\(tags.prefix(64))…" : tags
+                throw .invalidField(field: "ServiceBusNotification-Tags", reason: "\"\(shown)\" \(error)")
             }
             audience = .tags(tags)
         } else {

@@ -117,7 +117,7 @@ public final class APNsProvider: PushProvider {
     static func isBackground(_ payload: Data) -> Bool {
         // Most payloads do not mention it at all: no need to parse them.
         guard payload.range(of: Data("content-available".utf8)) != nil else { return false }
-        guard let object = try? JSONSerialization.jsonObject(with: payload) as? [String: Any], let aps = object["aps"] as? [String: Any] else {
+        guard let object = JSONLimits.dictionary(payload), let aps = object["aps"] as? [String: Any] else {
             return false
         }
         return aps.count == 1 && (aps["content-available"] as? NSNumber)?.intValue == 1

@@ -1,4 +1,5 @@
 import Foundation
+import PushModel
 
 /// FCM HTTP v1 request bodies, and what FCM's answers mean.
 public enum FCMMessage {
@@ -11,7 +12,7 @@ public enum FCMMessage {
     /// `{"message": …}`); a legacy `gcm` body (`{"data": …, "notification": …}`, as in the
     /// tutorials) is mapped onto a v1 message, `data` values made strings as v1 requires.
     public static func request(body: String, format: String, token: String) throws(Failure) -> Data {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any] else {
+        guard let object = JSONLimits.dictionary(Data(body.utf8)) else {
             throw Failure(message: "the FCM body is not a JSON object")
         }
         var message: [String: Any]

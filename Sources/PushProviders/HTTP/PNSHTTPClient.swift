@@ -3,6 +3,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOSSL
+import PushModel
 import Synchronization
 
 /// The HTTP client every provider sends through: HTTP/2 over TLS where the server offers it
@@ -157,7 +158,7 @@ final class RequestSlots: Sendable {
 
 extension PNSHTTPClient.Response {
     /// The body as a JSON object, when it is one.
-    var json: [String: Any]? { (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] }
+    var json: [String: Any]? { JSONLimits.dictionary(body) }
 }
 
 /// An OAuth 2.0 token endpoint answer: `access_token` and `expires_in`.

@@ -25,9 +25,14 @@ public final class WNSProvider: PushProvider {
     static let passedHeaders = ["X-WNS-Cache-Policy", "X-WNS-Tag", "X-WNS-Group", "X-WNS-Match", "X-WNS-SuppressPopup", "X-WNS-RequestForStatus", "X-WNS-PRIORITY"]
 
     private let hubs: [String: CachedAccessToken]
+    /// Each hub's allowed endpoints, by lowercased name; hubs not named get the default.
+    private let endpoints: [String: EndpointPolicy]
     private let http: PNSHTTPClient
 
-    public init(hubs: [String: WNSCredentials], http: PNSHTTPClient, now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(
+        hubs: [String: WNSCredentials], endpoints: [String: EndpointPolicy] = [:], http: PNSHTTPClient, now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.endpoints = Dictionary(endpoints.map { ($0.key.lowercased(), $0.value) }) { first, _ in first }
         self.hubs = Dictionary(uniqueKeysWithValues: hubs.map { hub, credentials in
             (hub.lowercased(), CachedAccessToken(now: now) {
                 let response = try await http.postForm(credentials.tokenURI, [
@@ -44,8 +49,10 @@ public final class WNSProvider: PushProvider {
         guard let tokens = hubs[delivery.hub.lowercased()] else {
             return .notSent(.misconfigured("NoCredentials"), "hub \(delivery.hub) has no WNS credentials")
         }
-        guard let channel = PushEndpointPolicy.url(delivery.handle) else {
-            return .notSent(.invalidHandle, "the channel URI is not https")
+        let channel: URL
+        switch (endpoints[delivery.hub.lowercased()] ?? EndpointPolicy()).url(delivery.handle, platform: .wns) {
+        case .success(let url): channel = url
+        case .failure(let refusal): return .notSent(.misconfigured("EndpointNotAllowed: the channel URI \(refusal.reason)"), "not sent")
         }
         let type = delivery.header("X-WNS-Type") ?? "wns/toast"
         guard let contentType = WNSResponse.contentType(forType: type) else { return .notSent(.payloadRejected, "X-WNS-Type \(type) is not one WNS knows") }

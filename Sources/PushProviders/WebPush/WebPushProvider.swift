@@ -8,18 +8,51 @@ public final class WebPushProvider: PushProvider {
     public static let defaultTTL = 2_419_200
 
     private let hubs: [String: VAPID]
+    /// Each hub's allowed endpoints, by lowercased name; hubs not named get the default.
+    private let endpoints: [String: EndpointPolicy]
+    private let resolver: HostResolver
     private let http: PNSHTTPClient
 
-    public init(hubs: [String: VAPID], http: PNSHTTPClient) {
+    public init(hubs: [String: VAPID], endpoints: [String: EndpointPolicy] = [:], resolver: HostResolver = HostResolver(), http: PNSHTTPClient) {
         self.hubs = Dictionary(uniqueKeysWithValues: hubs.map { ($0.key.lowercased(), $0.value) })
+        self.endpoints = Dictionary(endpoints.map { ($0.key.lowercased(), $0.value) }) { first, _ in first }
+        self.resolver = resolver
         self.http = http
+    }
+
+    /// The endpoint's URL once its host is known to lead to an address the hub allows.
+    enum Endpoint {
+        case allowed(URL)
+        case refused(PNSAnswer)
+    }
+
+    func allowedEndpoint(_ delivery: PNSDelivery) async -> Endpoint {
+        let policy = endpoints[delivery.hub.lowercased()] ?? EndpointPolicy()
+        let url: URL
+        switch policy.url(delivery.handle, platform: .webpush) {
+        case .success(let allowed): url = allowed
+        case .failure(let refusal): return .refused(.notSent(.misconfigured("EndpointNotAllowed: the endpoint \(refusal.reason)"), "not sent"))
+        }
+        let host = url.host ?? ""
+        let addresses: [String]
+        do { addresses = try await resolver.addresses(of: host) } catch {
+            return .refused(PNSAnswer(.retry(retryAfter: nil), reason: "transport: \(error)"))
+        }
+        if let refusal = policy.allowsResolved(addresses, host: host, port: url.port ?? (url.scheme == "https" ? 443 : 80)) {
+            return .refused(.notSent(.misconfigured("EndpointNotAllowed: the endpoint \(refusal.reason)"), "not sent"))
+        }
+        return .allowed(url)
     }
 
     public func deliver(_ delivery: PNSDelivery) async -> PNSAnswer {
         guard let vapid = hubs[delivery.hub.lowercased()] else {
             return .notSent(.misconfigured("NoCredentials"), "hub \(delivery.hub) has no Web Push VAPID keys")
         }
-        guard let endpoint = PushEndpointPolicy.url(delivery.handle) else { return .notSent(.invalidHandle, "the endpoint is not https") }
+        let endpoint: URL
+        switch await allowedEndpoint(delivery) {
+        case .allowed(let url): endpoint = url
+        case .refused(let answer): return answer
+        }
         guard let keys = delivery.webPush, let p256dh = Base64URL.decode(keys.p256dh), let auth = Base64URL.decode(keys.auth) else {
             return .notSent(.invalidHandle, "the subscription's keys are not base64url")
         }

@@ -1,0 +1,44 @@
+import Foundation
+import Logging
+import PushMetrics
+import PushModel
+
+/// What a consumer does with a record it cannot use: the original bytes to the dead-letter
+/// topic with the reason, and (for records that belong to a notification) a `rejected`
+/// result so the notification's outcome says why.
+public enum RecordRejection {
+    /// Dead-letters `record` and reports it `rejected` for its notification (its key's id).
+    public static func reject(
+        _ record: KafkaRecord, hub: String, reason: String, topics: PushTopics, producer: KafkaProducer, logger: Logger
+    ) async throws {
+        let notificationId = record.keyString.flatMap { $0.isEmpty ? nil : $0.split(separator: ":").first.map(String.init) } ?? "unknown"
+        let result = ResultBatch(
+            notificationId: notificationId, hub: hub,
+            results: [DeliveryResult(registrationId: nil, handle: nil, outcome: .rejected, pnsReason: reason, attempts: 0, dwellMs: 0)])
+        try await deadLetter(
+            record, reason: reason, topics: topics, producer: producer, logger: logger,
+            with: [KafkaOutgoingRecord(topic: topics.results, key: notificationId, value: try WireCoding.encode(result))])
+    }
+
+    /// Dead-letters `record` with its reason, and nothing else: for results, whose own
+    /// rejection would be another result.
+    public static func deadLetter(
+        _ record: KafkaRecord, reason: String, topics: PushTopics, producer: KafkaProducer, logger: Logger,
+        with others: [KafkaOutgoingRecord] = []
+    ) async throws {
+        MetricsRegistry.shared.counter(
+            "pushhub_dead_letters_total", help: "Records sent to the dead-letter topic, by the topic they came from.", labels: ["topic": record.topic]
+        ).increment()
+        logger.warning("record rejected", metadata: [
+            "pushhub.notification_id": "\(record.keyString ?? "")", "kafka.topic": "\(record.topic)", "pushhub.reason": "\(reason.prefix(500))",
+        ])
+        try await producer.sendAllAcknowledged([
+            KafkaOutgoingRecord(
+                topic: topics.deadLetter, key: record.key, value: record.value,
+                headers: [
+                    KafkaHeader(key: DeadLetterHeader.error, value: String(reason.prefix(4096))),
+                    KafkaHeader(key: DeadLetterHeader.sourceTopic, value: record.topic),
+                ])
+        ] + others)
+    }
+}

@@ -1,0 +1,59 @@
+import Foundation
+
+/// Limits on JSON that comes from outside (HTTP bodies, Kafka records, PNS answers), checked
+/// by one scan before any parser sees the bytes, so no parser is asked to recurse deeper
+/// than `maximumDepth`.
+public enum JSONLimits {
+    /// Deepest nesting of arrays and objects PushHub reads.
+    public static let maximumDepth = 32
+
+    /// What a document that nests too deep is told.
+    public static let depthMessage = "JSON nests at most \(maximumDepth) arrays and objects deep"
+
+    /// Refuses `bytes` whose arrays and objects nest deeper than `maximumDepth`, naming
+    /// `field` (the whole document when empty).
+    public static func checkDepth<Bytes: Sequence<UInt8>>(_ bytes: Bytes, field: String) throws(WireError) {
+        guard !isTooDeep(bytes) else {
+            throw field.isEmpty ? .malformedJSON(depthMessage) : .invalidField(field: field, reason: depthMessage)
+        }
+    }
+
+    /// True when `bytes` nest arrays and objects deeper than `maximumDepth` (strings skipped).
+    public static func isTooDeep<Bytes: Sequence<UInt8>>(_ bytes: Bytes) -> Bool {
+        var depth = 0
+        var inString = false
+        var escaped = false
+        for byte in bytes {
+            if inString {
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "\""): inString = true
+            case UInt8(ascii: "["), UInt8(ascii: "{"):
+                depth += 1
+                if depth > maximumDepth { return true }
+            case UInt8(ascii: "]"), UInt8(ascii: "}"): depth -= 1
+            default: break
+            }
+        }
+        return false
+    }
+
+    /// `JSONSerialization.jsonObject` after the depth check; nil for JSON too deep or not JSON.
+    public static func object(_ data: Data) -> Any? {
+        guard !isTooDeep(data) else { return nil }
+        return try? JSONSerialization.jsonObject(with: data)
+    }
+
+    /// A JSON object (dictionary) after the depth check; nil for anything else.
+    public static func dictionary(_ data: Data) -> [String: Any]? {
+        object(data) as? [String: Any]
+    }
+}

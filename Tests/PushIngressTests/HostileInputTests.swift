@@ -1,0 +1,234 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import PushIngress
+import PushModel
+import PushStore
+import Testing
+
+/// The attacks of issue 12, each through the HTTP API: what worked before must be refused now.
+@Suite("Hostile input: ids, scopes, endpoints, ownership and limits", .timeLimit(.minutes(2)))
+struct HostileInputTests {
+    static func installationJSON(_ id: String, _ channel: String) -> String {
+        #"{"installationId":"\#(id)","platform":"wns","pushChannel":"\#(channel)"}"#
+    }
+
+    @Test("a listen key cannot write an installation's registration id, and the installation is still written")
+    func installationIdsAreReserved() async throws {
+        let fixture = try await IngressFixture()
+        try await fixture.app.test(.router) { client in
+            let atom = """
+                <entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml">\
+                <GcmRegistrationDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect">\
+                <GcmRegistrationId>handle-1</GcmRegistrationId></GcmRegistrationDescription></content></entry>
+                """
+            for id in ["installation.victim", "Installation.victim"] {
+                let put = try await client.execute(
+                    uri: "/myhub/registrations/\(id)", method: .put, headers: IngressFixture.listenAccess.withContentType("application/atom+xml"),
+                    body: ByteBuffer(string: atom))
+                #expect(put.status == .forbidden, "\(id): \(put.text)")
+            }
+            let installation = try await client.execute(
+                uri: "/myhub/installations/victim", method: .put, headers: IngressFixture.listenAccess.withContentType("application/json"),
+                body: ByteBuffer(string: Self.installationJSON("victim", "https://db5.notify.windows.com/?token=v")))
+            #expect(installation.status == .ok, "\(installation.text)")
+        }
+    }
+
+    @Test("installation a with template b and installation a.b are different registrations")
+    func idsDoNotCollide() async throws {
+        let fixture = try await IngressFixture()
+        try await fixture.app.test(.router) { client in
+            let headers = IngressFixture.fullAccess.withContentType("application/json")
+            let withTemplate = #"{"installationId":"a","platform":"apns","pushChannel":"aaaa","templates":{"b":{"body":"{\"aps\":{\"alert\":\"$(m)\"}}"}}}"#
+            let dotted = #"{"installationId":"a.b","platform":"apns","pushChannel":"bbbb"}"#
+            #expect(try await client.execute(uri: "/myhub/installations/a", method: .put, headers: headers, body: ByteBuffer(string: withTemplate)).status == .ok)
+            let second = try await client.execute(uri: "/myhub/installations/a.b", method: .put, headers: headers, body: ByteBuffer(string: dotted))
+            #expect(second.status == .ok, "\(second.text)")
+            #expect(try await fixture.store.installation(hub: "myhub", id: "a")?.templates.keys.sorted() == ["b"])
+            #expect(try await fixture.store.installation(hub: "myhub", id: "a.b")?.pushChannel == "bbbb")
+            let template = try await fixture.store.registrations(hub: "myhub", matching: .installation("a"), after: nil, limit: 10).registrations
+            #expect(template.count == 2, "the native and the template registration of a stay")
+        }
+    }
+
+    @Test("a token scoped to one installation opens that one only: the path after the hub is compared exactly, the hub name in any case")
+    func sasScope() async throws {
+        let fixture = try await IngressFixture()
+        let scoped: HTTPFields = [.authorization: IngressFixture.token("/myhub/installations/phone-x")]
+        try await fixture.app.test(.router) { client in
+            let body = ByteBuffer(string: Self.installationJSON("phone-x", "https://db5.notify.windows.com/?token=x"))
+            let own = try await client.execute(uri: "/MyHub/installations/phone-x", method: .put, headers: scoped.withContentType("application/json"), body: body)
+            #expect(own.status == .ok, "\(own.text)")
+            let other = try await client.execute(
+                uri: "/myhub/installations/PHONE-X", method: .put, headers: scoped.withContentType("application/json"),
+                body: ByteBuffer(string: Self.installationJSON("PHONE-X", "https://db5.notify.windows.com/?token=x")))
+            #expect(other.status == .unauthorized, "\(other.text)")
+        }
+    }
+
+    @Test("an unknown hub is refused exactly as a bad token is")
+    func unknownHubs() async throws {
+        let fixture = try await IngressFixture()
+        try await fixture.app.test(.router) { client in
+            let unknown = try await client.execute(uri: "/nohub/installations/x", method: .get, headers: [.authorization: IngressFixture.token("/nohub")])
+            let badToken = try await client.execute(
+                uri: "/myhub/installations/x", method: .get, headers: [.authorization: IngressFixture.token("/myhub", key: String(repeating: "x", count: 44))])
+            let unknownRule = try await client.execute(
+                uri: "/myhub/installations/x", method: .get, headers: [.authorization: IngressFixture.token("/myhub", name: "NoSuchRule")])
+            #expect(unknown.status == .unauthorized)
+            #expect(unknown.text == badToken.text && badToken.text == unknownRule.text, "\(unknown.text) / \(badToken.text) / \(unknownRule.text)")
+            let none = try await client.execute(uri: "/nohub/installations/x", method: .get)
+            #expect(none.status == .unauthorized)
+        }
+    }
+
+    @Test("URL handles outside the hub's allowed hosts are refused at registration, naming the field", arguments: [
+        ("wns", "https://attacker.example.com/channel", "pushChannel"),
+        ("wns", "http://127.0.0.1:9/channel", "pushChannel"),
+        ("wns", "https://user:pw@db5.notify.windows.com/x", "pushChannel"),
+        ("browser", "https://127.0.0.1:9/push", "pushChannel"),
+        ("browser", "https://10.1.2.3/push", "pushChannel"),
+        ("browser", "https://2130706433/push", "pushChannel"),
+        ("browser", "https://[::1]/push", "pushChannel"),
+        ("browser", "http://push.example.com/x", "pushChannel"),
+    ])
+    func endpointsRefused(_ platform: String, _ channel: String, _ field: String) async throws {
+        let fixture = try await IngressFixture()
+        let pushChannel = platform == "browser"
+            ? #"{"endpoint":"\#(channel)","p256dh":"BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA_0QTpQtUbVlUls0VJXg7A8u-Ts1XbjhazAkj7I99e8QcYP7DkM","auth":"tBHItJI5svbpez7KI4CCXg"}"#
+            : #""\#(channel)""#
+        try await fixture.app.test(.router) { client in
+            let response = try await client.execute(
+                uri: "/myhub/installations/i1", method: .put, headers: IngressFixture.listenAccess.withContentType("application/json"),
+                body: ByteBuffer(string: #"{"installationId":"i1","platform":"\#(platform)","pushChannel":\#(pushChannel)}"#))
+            #expect(response.status == .badRequest, "\(response.text)")
+            #expect(response.text.contains(field), "\(response.text)")
+            #expect(try await fixture.store.installation(hub: "myhub", id: "i1") == nil, "nothing written")
+        }
+    }
+
+    @Test("a hub's configuration can allow more hosts, and public https Web Push endpoints need no listing")
+    func endpointsAllowed() async throws {
+        var hubs = IngressFixture.hubs
+        hubs.hubs[0].endpoints = EndpointPolicy(wnsHosts: ["*.notify.windows.com", "wns.internal.example:8443"], webPushHosts: [])
+        let fixture = try await IngressFixture(hubs: hubs)
+        try await fixture.app.test(.router) { client in
+            for (id, channel) in [("i1", "https://wns.internal.example:8443/c"), ("i2", "https://bn3p.notify.windows.com/?token=a")] {
+                let response = try await client.execute(
+                    uri: "/myhub/installations/\(id)", method: .put, headers: IngressFixture.listenAccess.withContentType("application/json"),
+                    body: ByteBuffer(string: Self.installationJSON(id, channel)))
+                #expect(response.status == .ok, "\(channel): \(response.text)")
+            }
+        }
+    }
+
+    @Test("userId obeys the tag rules: no commas, at most 120 characters")
+    func userIds() async throws {
+        let fixture = try await IngressFixture()
+        try await fixture.app.test(.router) { client in
+            for userId in ["a,b", String(repeating: "u", count: 121)] {
+                let response = try await client.execute(
+                    uri: "/myhub/installations/u1", method: .put, headers: IngressFixture.listenAccess.withContentType("application/json"),
+                    body: ByteBuffer(string: #"{"installationId":"u1","platform":"apns","pushChannel":"aaaa","userId":"\#(userId)"}"#))
+                #expect(response.status == .badRequest, "\(response.text)")
+                #expect(response.text.contains("userId"), "\(response.text)")
+            }
+        }
+    }
+
+    @Test("Location comes from the configured public URL, and X-Forwarded-Proto only behind a trusted proxy")
+    func locations() async throws {
+        var forwarded = IngressFixture.fullAccess
+        forwarded[HTTPField.Name("X-Forwarded-Proto")!] = "javascript"
+        let headers = forwarded
+        let plain = try await IngressFixture()
+        try await plain.app.test(.router) { client in
+            let response = try await client.execute(uri: "/myhub/registrationIDs", method: .post, headers: headers)
+            #expect(response.headers[.location]?.hasPrefix("http://localhost/myhub/registrations/") == true, "\(response.headers)")
+        }
+        var configured = IngressFixture.hubs
+        configured.publicBaseURL = "https://push.example.com/"
+        let fixture = try await IngressFixture(hubs: configured)
+        try await fixture.app.test(.router) { client in
+            let response = try await client.execute(uri: "/myhub/registrationIDs", method: .post, headers: headers)
+            #expect(response.headers[.location]?.hasPrefix("https://push.example.com/myhub/registrations/") == true, "\(response.headers)")
+        }
+    }
+
+    @Test("bodies past the parsers' limits are 400s that name the limit", arguments: [
+        ("/myhub/registrations", HTTPRequest.Method.post, "application/atom+xml",
+         String(repeating: "<a>", count: 40) + String(repeating: "</a>", count: 40), "nests at most 16"),
+        ("/myhub/registrations", .post, "application/atom+xml", "<r>" + String(repeating: "<a/>", count: 1001) + "</r>", "at most 1000 elements"),
+        ("/myhub/installations/i1", .put, "application/json", String(repeating: "[", count: 5000), "JSON nests at most 32"),
+        ("/myhub/installations/i1", .patch, "application/json-patch+json",
+         "[" + Array(repeating: #"{"op":"add","path":"/tags","value":"a"}"#, count: 101).joined(separator: ",") + "]", "at most 100 operations"),
+        ("/myhub/installations/i1", .put, "application/json",
+         #"{"installationId":"i1","platform":"apns","pushChannel":"aaaa","templates":{"t":{"body":"{\"a\":\""# + String(repeating: "$(p)", count: 300) + #"\"}"}}}"#,
+         "at most 256 expressions"),
+    ] as [(String, HTTPRequest.Method, String, String, String)])
+    func parserLimits(_ uri: String, _ method: HTTPRequest.Method, _ contentType: String, _ body: String, _ reason: String) async throws {
+        let fixture = try await IngressFixture()
+        _ = try await fixture.store.upsertInstallation(Installation(installationId: "i1", platform: .apns, pushChannel: "aaaa"), hub: "myhub")
+        try await fixture.app.test(.router) { client in
+            let response = try await client.execute(uri: uri, method: method, headers: IngressFixture.fullAccess.withContentType(contentType), body: ByteBuffer(string: body))
+            #expect(response.status == .badRequest, "\(response.text.prefix(300))")
+            #expect(response.text.contains(reason), "\(response.text.prefix(300))")
+        }
+    }
+
+    @Test("rich payloads: only media is kept, served as a sandboxed download, never kept for a refused send, and within a quota")
+    func richPayloads() async throws {
+        let fixture = try await MessagingFixture(richQuota: RichPayloadQuota(maximumCount: 2, maximumBytes: 1000))
+        for name in ["alice", "bob"] { try await fixture.store.setUser(name: name, passwordHash: hashPassword("\(name)-secret")) }
+        let alice = basic("alice", "alice-secret")
+        try await fixture.app.test(.router) { client in
+            var html = alice
+            html[.contentType] = "text/html"
+            let page = try await client.execute(uri: "/api/notifications/rich?to_tag=bob", method: .post, headers: html, body: ByteBuffer(string: "<script>x</script>"))
+            #expect(page.status == .unsupportedMediaType, "\(page.text)")
+
+            var png = alice
+            png[.contentType] = "image/png"
+            // A send that is refused (an unknown pns) keeps nothing: the first id stays unused.
+            let refused = try await client.execute(uri: "/api/notifications/rich?to_tag=bob&pns=wns", method: .post, headers: png, body: ByteBuffer(string: "png"))
+            #expect(refused.status == .badRequest)
+            #expect(try await fixture.store.richPayload(hub: "myhub", id: 1, retention: 3600) == nil)
+
+            let sent = try await client.execute(uri: "/api/notifications/rich?to_tag=bob", method: .post, headers: png, body: ByteBuffer(string: "png-bytes"))
+            #expect(sent.status == .ok, "\(sent.text)")
+            let richId = try #require(try JSONDecoder().decode([String: String].self, from: Data(buffer: sent.body))["richId"])
+            let fetched = try await client.execute(uri: "/api/notifications/\(richId)", method: .get, headers: basic("bob", "bob-secret"))
+            #expect(fetched.status == .ok)
+            #expect(fetched.headers[.contentType] == "image/png")
+            #expect(fetched.headers[.xContentTypeOptions] == "nosniff")
+            #expect(fetched.headers[.contentDisposition]?.hasPrefix("attachment") == true)
+            #expect(fetched.headers[.contentSecurityPolicy]?.contains("sandbox") == true)
+
+            // The quota: two payloads, or 1,000 bytes, per sender.
+            let second = try await client.execute(uri: "/api/notifications/rich?to_tag=bob", method: .post, headers: png, body: ByteBuffer(string: "more"))
+            #expect(second.status == .ok)
+            let third = try await client.execute(uri: "/api/notifications/rich?to_tag=bob", method: .post, headers: png, body: ByteBuffer(string: "more"))
+            #expect(third.status == .tooManyRequests, "\(third.text)")
+            var bobPNG = basic("bob", "bob-secret")
+            bobPNG[.contentType] = "image/png"
+            let large = try await client.execute(
+                uri: "/api/notifications/rich?to_tag=alice", method: .post, headers: bobPNG, body: ByteBuffer(string: String(repeating: "x", count: 1001)))
+            #expect(large.status == .tooManyRequests, "\(large.text)")
+        }
+    }
+
+    @Test("passwords are checked on all their bytes: a longer password than bcrypt reads is refused")
+    func longPasswords() async throws {
+        let fixture = try await IngressFixture()
+        let password = String(repeating: "p", count: UserAuthenticator.maximumPasswordBytes)
+        try await fixture.store.setUser(name: "alice", passwordHash: hashPassword(password))
+        try await fixture.app.test(.router) { client in
+            let exact = try await client.execute(uri: "/api/register", method: .post, headers: basic("alice", password))
+            #expect(exact.status == .ok)
+            let longer = try await client.execute(uri: "/api/register", method: .post, headers: basic("alice", password + "anything"))
+            #expect(longer.status == .unauthorized, "bcrypt alone would accept it: it reads only the first 72 bytes")
+        }
+    }
+}

@@ -1,0 +1,33 @@
+import Foundation
+import Hummingbird
+import PushIngress
+import PushModel
+import PushStore
+import PushTestSupport
+import Testing
+
+/// docs/openapi.yaml describes every route the ingress serves, and nothing else.
+@Suite("OpenAPI description")
+struct OpenAPITests {
+    struct NoPublisher: NotificationPublisher {
+        func publish(_ request: SendRequest) async throws {}
+    }
+
+    @Test("every route the router serves is in docs/openapi.yaml, and every documented route is served")
+    func everyRouteDocumented() async throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
+        let store = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
+        // With a publisher and the app backend on: every route there is.
+        let router = try buildIngressRouter(hubs: IngressFixture.hubs, store: store, publisher: NoPublisher())
+        let routes = router.routes.map { "\($0.method.rawValue) \($0.path)" }
+        #expect(routes.count > 25, "\(routes)")
+        let list = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-routes-\(UUID().uuidString).txt")
+        try routes.joined(separator: "\n").write(to: list, atomically: true, encoding: .utf8)
+        let (status, output) = try ProcessLaunch.output([
+            "python3", root.appendingPathComponent("scripts/check-openapi.py").path,
+            "--spec", root.appendingPathComponent("docs/openapi.yaml").path, list.path,
+        ])
+        #expect(status == 0, "\(output)")
+    }
+}

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import PushOps
 import Logging
 import PushStore
@@ -15,6 +16,12 @@ public struct IngressConfiguration: Sendable {
     /// 0 picks a free port.
     public var port: Int = 8080
     public var hubs: HubsConfiguration
+    /// Connections served at once; past that new ones wait in the listen backlog.
+    public var maximumConnections = 1_000
+    /// A connection that has not sent a complete request head (or the next part of a body)
+    /// for this long, or that sits idle this long between requests, is closed. This is the
+    /// header-read and the idle time-out in one.
+    public var idleTimeout: Duration = .seconds(30)
 
     public init(hubs: HubsConfiguration) {
         self.hubs = hubs
@@ -24,7 +31,8 @@ public struct IngressConfiguration: Sendable {
 /// The ingress's routes; tests drive them through `app.test(.router)`.
 public func buildIngressRouter(
     hubs: HubsConfiguration, store: any RegistrationStore, publisher: (any NotificationPublisher)? = nil,
-    readiness: [ReadinessCheck] = [], richQuota: RichPayloadQuota = RichPayloadQuota(), now: @escaping @Sendable () -> Date = { Date() }
+    readiness: [ReadinessCheck] = [], richQuota: RichPayloadQuota = RichPayloadQuota(), logins: LoginLimits = LoginLimits(),
+    now: @escaping @Sendable () -> Date = { Date() }
 ) throws -> Router<IngressContext> {
     let router = Router(context: IngressContext.self)
     router.add(middleware: HTTPMetricsMiddleware())
@@ -39,7 +47,7 @@ public func buildIngressRouter(
         ).addRoutes(to: router)
     }
     if let appBackend = hubs.appBackend, let hub = hubs.hub(named: appBackend.hub) {
-        let authenticator = UserAuthenticator(store: store, jwt: try appBackend.jwt.map(JWTVerifier.init), now: now)
+        let authenticator = UserAuthenticator(store: store, jwt: try appBackend.jwt.map(JWTVerifier.init), limits: logins, now: now)
         let api = router.group("api").add(middleware: AppBackendAuthentication(authenticator: authenticator))
         RegisterController(store: store, hub: hub.name, endpoints: hub.endpointPolicy).addRoutes(to: api)
         NotificationsController(hub: hub.name, queue: queue, richPayloads: store as? any RichPayloadStore, quota: richQuota).addRoutes(to: api)
@@ -51,11 +59,15 @@ public func buildIngressRouter(
 /// `onListening` is called with the bound port once the server listens.
 public func buildIngressApplication(
     configuration: IngressConfiguration, store: any RegistrationStore, publisher: (any NotificationPublisher)? = nil,
-    readiness: [ReadinessCheck] = [], logger: Logger, onListening: @escaping @Sendable (Int) -> Void = { _ in }
+    readiness: [ReadinessCheck] = [], logins: LoginLimits = LoginLimits(), logger: Logger, onListening: @escaping @Sendable (Int) -> Void = { _ in }
 ) throws -> some ApplicationProtocol {
     Application(
-        router: try buildIngressRouter(hubs: configuration.hubs, store: store, publisher: publisher, readiness: readiness),
-        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "PushHub"),
+        router: try buildIngressRouter(hubs: configuration.hubs, store: store, publisher: publisher, readiness: readiness, logins: logins),
+        server: .http1(configuration: .init(idleTimeout: .nanoseconds(Int64(configuration.idleTimeout.components.seconds) * 1_000_000_000
+            + configuration.idleTimeout.components.attoseconds / 1_000_000_000))),
+        configuration: .init(
+            address: .hostname(configuration.host, port: configuration.port), serverName: "PushHub",
+            availableConnectionsDelegate: MaximumAvailableConnections(configuration.maximumConnections)),
         onServerRunning: { channel in onListening(channel.localAddress?.port ?? configuration.port) },
         logger: logger)
 }

@@ -6,8 +6,11 @@ public struct IngressContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
     /// The user the app-backend API authenticated.
     public var user: String?
+    /// The peer's address (no port), for per-client limits; nil when unknown.
+    public var client: String?
 
     public init(source: Source) {
         coreContext = .init(source: source)
+        client = source.channel.remoteAddress?.ipAddress
     }
 }

@@ -10,8 +10,10 @@ public struct PermanentFailure: Error, Sendable, CustomStringConvertible {
     public var description: String { reason }
 }
 
-/// How long a record may keep failing with transient errors before it is given up: whichever
-/// of the attempts or the time runs out first. Backoff doubles from `firstBackoff` to `maximumBackoff`.
+/// How long a record may keep failing with transient errors before it is given up: once it was
+/// tried `attempts` times and `duration` has passed (both), so a short outage of the store or
+/// Kafka is waited out rather than dead-lettering everything in flight. Backoff doubles from
+/// `firstBackoff` to `maximumBackoff`.
 public struct RetryBudget: Sendable {
     public var attempts = 10
     public var duration: Duration = .seconds(300)
@@ -82,7 +84,7 @@ extension KafkaConsumer {
                         givingUp = permanent.reason
                         continue
                     }
-                    if attempts >= budget.attempts || clock.now - started >= budget.duration {
+                    if attempts >= budget.attempts && clock.now - started >= budget.duration {
                         givingUp = "gave up after \(attempts) attempts over \(clock.now - started): \(error)"
                         continue
                     }

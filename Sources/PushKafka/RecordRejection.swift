@@ -32,13 +32,24 @@ public enum RecordRejection {
         logger.warning("record rejected", metadata: [
             "pushhub.notification_id": "\(record.keyString ?? "")", "kafka.topic": "\(record.topic)", "pushhub.reason": "\(reason.prefix(500))",
         ])
-        try await producer.sendAllAcknowledged([
-            KafkaOutgoingRecord(
-                topic: topics.deadLetter, key: record.key, value: record.value,
-                headers: [
-                    KafkaHeader(key: DeadLetterHeader.error, value: String(reason.prefix(4096))),
-                    KafkaHeader(key: DeadLetterHeader.sourceTopic, value: record.topic),
-                ])
-        ] + others)
+        // A record near Kafka's size limit cannot be produced again with headers added: its
+        // copy is cut, and says so, so giving it up cannot fail for ever.
+        var headers = [
+            KafkaHeader(key: DeadLetterHeader.error, value: String(reason.prefix(4096))),
+            KafkaHeader(key: DeadLetterHeader.sourceTopic, value: record.topic),
+        ]
+        var value = record.value
+        var key = record.key
+        if value.count + (key?.count ?? 0) > maximumCopy {
+            headers.append(KafkaHeader(
+                key: "pushhub-truncated", value: "value of \(value.count) bytes and key of \(key?.count ?? 0) cut to \(maximumCopy / 2) each"))
+            value = value.prefix(maximumCopy / 2)
+            key = key.map { $0.prefix(maximumCopy / 2) }
+        }
+        try await producer.sendAllAcknowledged(
+            [KafkaOutgoingRecord(topic: topics.deadLetter, key: key, value: value, headers: headers)] + others)
     }
+
+    /// The most bytes of a record's key and value copied to the dead-letter topic whole.
+    static let maximumCopy = 512 * 1024
 }

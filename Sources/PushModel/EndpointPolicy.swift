@@ -54,6 +54,12 @@ public struct EndpointPolicy: Sendable, Equatable, Codable {
             let host = components.host?.lowercased(), !host.isEmpty, let url = components.url
         else { return .failure(.init("is not an absolute URL")) }
         guard components.user == nil, components.password == nil else { return .failure(.init("must not carry a user name or password")) }
+        // Only plain names and address literals: no percent-escapes, zone ids or other
+        // characters that a resolver or client might read differently from this check.
+        let rawHost = components.percentEncodedHost ?? ""
+        guard rawHost == host || rawHost.lowercased() == host,
+            host.unicodeScalars.allSatisfy({ ("a"..."z").contains($0) || ("0"..."9").contains($0) || ".-:[]".unicodeScalars.contains($0) })
+        else { return .failure(.init("must name its host in plain letters, digits, dots and hyphens, or an address")) }
         guard scheme == "https" || scheme == "http" else { return .failure(.init("must be https, not \(scheme)")) }
         let port = components.port ?? (scheme == "https" ? 443 : 80)
         switch platform {
@@ -162,6 +168,7 @@ public struct EndpointPolicy: Sendable, Equatable, Codable {
         if bytes[0..<12].allSatisfy({ $0 == 0 }) { return true }  // IPv4-compatible, deprecated
         if bytes[0] & 0xFE == 0xFC { return true }  // fc00::/7 unique local
         if bytes[0] == 0xFE && bytes[1] & 0xC0 == 0x80 { return true }  // fe80::/10 link-local
+        if bytes[0] == 0xFE && bytes[1] & 0xC0 == 0xC0 { return true }  // fec0::/10 site-local, deprecated
         if bytes[0] == 0xFF { return true }  // multicast
         if bytes[0] == 0x20 && bytes[1] == 0x01 && bytes[2] == 0x0D && bytes[3] == 0xB8 { return true }  // documentation
         if bytes[0] == 0x00 && bytes[1] == 0x64 && bytes[2] == 0xFF && bytes[3] == 0x9B { return true }  // NAT64 to anything

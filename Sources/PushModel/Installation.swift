@@ -131,14 +131,24 @@ public struct Installation: Codable, Sendable, Equatable {
         else {
             throw .invalidField(field: "installationId", reason: "must be 1 to \(Self.maximumIdLength) letters, digits and _ @ # . : - $ ! ~")
         }
-        // The user id becomes the implicit tag $UserId:{…}: it obeys the tag rules.
-        if let userId { try Tags.validate([userId], field: "userId") }
+        // The user id becomes the implicit tag $UserId:{…}, and is stored in a comma-separated
+        // tag list: no commas, braces, spaces or control characters, and a tag's length.
+        if let userId {
+            guard !userId.isEmpty, userId.unicodeScalars.count <= Tags.maximumLength,
+                userId.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F && !",{}".unicodeScalars.contains($0) && !$0.properties.isWhitespace })
+            else {
+                throw .invalidField(field: "userId", reason: "must be 1 to \(Tags.maximumLength) characters without commas, braces, spaces or control characters")
+            }
+        }
         try FieldCheck.notEmpty(pushChannel, "pushChannel")
         if platform == .browser {
             guard let webPush else { throw .invalidField(field: "pushChannel", reason: "a browser push channel needs endpoint, p256dh and auth") }
             try webPush.validate(field: "pushChannel")
         }
         try Tags.validate(tags, field: "tags")
+        if templates.count > 10 {
+            throw .invalidField(field: "templates", reason: "at most 10 templates per installation, not \(templates.count)")
+        }
         for (name, template) in templates {
             guard !name.isEmpty, name.count <= 200 else {
                 throw .invalidField(field: "templates", reason: "a template name must be 1 to 200 characters")

@@ -46,17 +46,25 @@ public struct TemplateRenderer: Sendable {
     /// Fills a template body; the result is valid JSON or XML when the template was.
     public func render(_ body: String, as document: TemplateDocument) throws(TemplateError) -> String {
         try Self.checkSize(body)
+        let budget = Budget()
         let output = switch document {
-        case .json: try renderJSON(body)
-        case .xml: try renderXML(body)
+        case .json: try renderJSON(body, budget)
+        case .xml: try renderXML(body, budget)
         }
         return output
+    }
+
+    /// What one rendering may still spend: expression starts (whether or not they read as
+    /// one, so failed starts cannot make the work grow past the limit) and bytes produced.
+    final class Budget {
+        var starts = 0
+        var produced = 0
     }
 
     /// Fills a value that is not inside a document (an APNs expiry, a WNS header): no escaping.
     public func render(value text: String) throws(TemplateError) -> String {
         try Self.checkSize(text)
-        return try fill(text).map(\.text).joined()
+        return try fill(text, Budget()).map(\.text).joined()
     }
 
     /// Refuses a template over the length or expression limits before any work that grows with it.
@@ -75,6 +83,12 @@ public struct TemplateRenderer: Sendable {
         guard expressions <= maximumExpressions else {
             throw TemplateError("a template holds at most \(maximumExpressions) expressions, not \(expressions)")
         }
+    }
+
+    /// Counts what an expression produced, refusing a rendering that would grow past `maximumOutput`.
+    private static func spend(_ value: String, _ budget: Budget) throws(TemplateError) {
+        budget.produced += value.utf8.count
+        guard budget.produced <= maximumOutput else { throw TemplateError("the filled template is over \(maximumOutput) bytes") }
     }
 
     /// Refuses a filled template that grew past `maximumOutput`.
@@ -111,7 +125,7 @@ public struct TemplateRenderer: Sendable {
 
     // MARK: Documents
 
-    private func renderJSON(_ body: String) throws(TemplateError) -> String {
+    private func renderJSON(_ body: String, _ budget: Budget) throws(TemplateError) -> String {
         let characters = Array(body)
         var output = ""
         output.reserveCapacity(body.count + 64)
@@ -142,7 +156,7 @@ public struct TemplateRenderer: Sendable {
                 output += "\"" + raw + "\""
             } else {
                 let decoded = try Self.decodeJSONString(raw)
-                let pieces = try fill(decoded)
+                let pieces = try fill(decoded, budget)
                 if pieces.count == 1, pieces[0].fromNumberExpression, Self.isJSONNumber(pieces[0].text) {
                     output += pieces[0].text
                 } else {
@@ -155,16 +169,16 @@ public struct TemplateRenderer: Sendable {
         return output
     }
 
-    private func renderXML(_ body: String) throws(TemplateError) -> String {
+    private func renderXML(_ body: String, _ budget: Budget) throws(TemplateError) -> String {
         var output = ""
         output.reserveCapacity(body.count + 64)
         var rest = Substring(body)
         while !rest.isEmpty {
             guard let open = rest.firstIndex(of: "<") else {
-                output += try fillXMLText(rest)
+                output += try fillXMLText(rest, budget)
                 break
             }
-            output += try fillXMLText(rest[..<open])
+            output += try fillXMLText(rest[..<open], budget)
             try Self.checkOutput(output)
             rest = rest[open...]
             // Comments, CDATA, declarations and processing instructions are copied as they are.
@@ -184,7 +198,7 @@ public struct TemplateRenderer: Sendable {
                 let character = rest[tagEnd]
                 if let open = quote {
                     if character == open {
-                        tag += try fillXMLText(Substring(value), attribute: true) + String(character)
+                        tag += try fillXMLText(Substring(value), budget, attribute: true) + String(character)
                         try Self.checkOutput(tag)
                         value = ""
                         quote = nil
@@ -207,9 +221,9 @@ public struct TemplateRenderer: Sendable {
 
     /// Fills XML character data as written in the document (entities stay as they are; what
     /// expressions produce is escaped).
-    private func fillXMLText(_ text: Substring, attribute: Bool = false) throws(TemplateError) -> String {
+    private func fillXMLText(_ text: Substring, _ budget: Budget, attribute: Bool = false) throws(TemplateError) -> String {
         guard text.contains(where: { "$.%#{".contains($0) }) else { return String(text) }
-        return try fill(String(text)).map { piece in
+        return try fill(String(text), budget).map { piece in
             piece.isLiteral ? piece.text : Self.escapeXML(piece.text)
         }.joined()
     }
@@ -224,7 +238,7 @@ public struct TemplateRenderer: Sendable {
     }
 
     /// Splits text into literal runs and evaluated expressions.
-    private func fill(_ text: String) throws(TemplateError) -> [Piece] {
+    private func fill(_ text: String, _ budget: Budget) throws(TemplateError) -> [Piece] {
         let characters = Array(text)
         var pieces: [Piece] = []
         var literal = ""
@@ -236,6 +250,10 @@ public struct TemplateRenderer: Sendable {
         while index < characters.count {
             let character = characters[index]
             if "$.%#".contains(character), index + 1 < characters.count, characters[index + 1] == "(" {
+                budget.starts += 1
+                guard budget.starts <= Self.maximumExpressions else {
+                    throw TemplateError("a template holds at most \(Self.maximumExpressions) expressions")
+                }
                 var parser = ExpressionParser(characters: characters, index: index)
                 let call: ExpressionParser.Call
                 do {
@@ -248,7 +266,9 @@ public struct TemplateRenderer: Sendable {
                     continue
                 }
                 flush()
-                pieces.append(Piece(text: evaluate(call), isLiteral: false, fromNumberExpression: call.function == "#"))
+                let value = evaluate(call)
+                try Self.spend(value, budget)
+                pieces.append(Piece(text: value, isLiteral: false, fromNumberExpression: call.function == "#"))
                 index = parser.index
             } else if character == "{", var parser = Optional(ExpressionParser(characters: characters, index: index)),
                 let terms = try? parser.parseBraces()
@@ -256,10 +276,18 @@ public struct TemplateRenderer: Sendable {
                 flush()
                 var value = ""
                 for term in terms {
+                    let part: String
                     switch term {
-                    case .literal(let text): value += text
-                    case .call(let call): value += evaluate(call)
+                    case .literal(let text): part = text
+                    case .call(let call):
+                        budget.starts += 1
+                        guard budget.starts <= Self.maximumExpressions else {
+                            throw TemplateError("a template holds at most \(Self.maximumExpressions) expressions")
+                        }
+                        part = evaluate(call)
                     }
+                    try Self.spend(part, budget)
+                    value += part
                 }
                 pieces.append(Piece(text: value, isLiteral: false))
                 index = parser.index
@@ -364,10 +392,12 @@ private struct ExpressionParser {
         index += 2  // the function character and "("
         skipSpace()
         var name = ""
+        var nameLength = 0
         while index < characters.count, characters[index] != ")", characters[index] != ",", !characters[index].isWhitespace {
             name.append(characters[index])
             index += 1
-            guard name.count <= TemplateRenderer.maximumTokenLength else {
+            nameLength += 1
+            guard nameLength <= TemplateRenderer.maximumTokenLength else {
                 throw TemplateError("expression at \(start): a property name is at most \(TemplateRenderer.maximumTokenLength) characters")
             }
         }
@@ -406,10 +436,12 @@ private struct ExpressionParser {
             if characters[index] == "'" {
                 index += 1
                 var text = ""
+                var length = 0
                 while index < characters.count, characters[index] != "'" {
                     text.append(characters[index])
                     index += 1
-                    guard text.count <= TemplateRenderer.maximumTokenLength else {
+                    length += 1
+                    guard length <= TemplateRenderer.maximumTokenLength else {
                         throw TemplateError("a quoted literal is at most \(TemplateRenderer.maximumTokenLength) characters")
                     }
                 }

@@ -134,9 +134,9 @@ struct PostgresSQLConnection: SQLConnection {
         if let error = error as? PSQLError {
             let state = error.serverInfo?[.sqlState]
             let message = error.serverInfo?[.message] ?? "\(error.code)"
-            // Syntax or access rule (42), program limit such as "statement too complex" (54) and
-            // data exception (22): the same statement fails the same way next time.
-            let permanent = ["42", "54", "22"].contains { state?.hasPrefix($0) == true }
+            // A program limit such as "statement too complex" (54xxx) or a syntax error (42601)
+            // fails the same way next time; a revoked grant or a missing table may not.
+            let permanent = state?.hasPrefix("54") == true || state == "42601"
             return SQLError(message: "\(message) in: \(sql.prefix(200))", isConstraintViolation: state?.hasPrefix("23") == true, isPermanent: permanent)
         }
         return SQLError(message: "\(error) in: \(sql.prefix(200))")

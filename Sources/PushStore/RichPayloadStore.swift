@@ -56,7 +56,14 @@ public protocol RichPayloadStore: Sendable {
 extension SQLRegistrationStore: RichPayloadStore {
     public func storeRichPayload(_ payload: RichPayload, quota: RichPayloadQuota) async throws -> RichPayload {
         let now = Date()
+        let dialect = database.dialect
         return try await database.write { connection in
+            // One sender's stores are taken one at a time, so parallel uploads cannot all pass
+            // the quota check (SQLite has a single writer already).
+            if dialect == .postgres {
+                _ = try await connection.query(
+                    "SELECT pg_advisory_xact_lock(hashtext(?)) AS locked", [.text("rich:\(payload.hub):\(payload.sender)")])
+            }
             try await connection.execute(
                 "DELETE FROM rich_payloads WHERE hub = ? AND sender = ? AND created_at < ?",
                 [.text(payload.hub), .text(payload.sender), SQLValue(now.addingTimeInterval(-quota.retention))])

@@ -118,6 +118,9 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
     private var handle: OpaquePointer?
     private var statements: [String: OpaquePointer] = [:]
     static let maximumCachedStatements = 256
+    /// What SQLite says of a statement too large or deep to compile; other errors (a missing
+    /// table during an upgrade, a busy database) may pass later.
+    static let refusedShapes = ["parser stack overflow", "too many terms", "Expression tree is too large", "too many SQL variables", "pattern too complex"]
 
     init(path: String) throws {
         var handle: OpaquePointer?
@@ -168,8 +171,9 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
         guard code == SQLITE_OK, let statement else {
             // A statement SQLite cannot compile (a parser stack overflow, too many terms) will
             // not compile next time either; busy or locked databases may.
-            let permanent = [SQLITE_ERROR, SQLITE_TOOBIG, SQLITE_RANGE].contains(code & 0xFF)
-            throw SQLError(message: "\(String(cString: sqlite3_errmsg(handle))) in: \(sql.prefix(200))", isPermanent: permanent)
+            let message = String(cString: sqlite3_errmsg(handle))
+            let permanent = code & 0xFF == SQLITE_TOOBIG || Self.refusedShapes.contains { message.contains($0) }
+            throw SQLError(message: "\(message) in: \(sql.prefix(200))", isPermanent: permanent)
         }
         // Statements are cached by their text; expressions sent by clients make new texts, so
         // the cache is emptied when it grows past its bound.

@@ -65,6 +65,12 @@ struct HostileInputTests {
                 uri: "/myhub/installations/PHONE-X", method: .put, headers: scoped.withContentType("application/json"),
                 body: ByteBuffer(string: Self.installationJSON("PHONE-X", "https://db5.notify.windows.com/?token=x")))
             #expect(other.status == .unauthorized, "\(other.text)")
+            // pushhub token and the SDKs lowercase scheme, host and hub name, and keep the id as it is.
+            let mixed: HTTPFields = [.authorization: IngressFixture.token("/MyHub/installations/Phone-1")]
+            let phone = try await client.execute(
+                uri: "/myhub/installations/Phone-1", method: .put, headers: mixed.withContentType("application/json"),
+                body: ByteBuffer(string: Self.installationJSON("Phone-1", "https://db5.notify.windows.com/?token=p")))
+            #expect(phone.status == .ok, "\(phone.text)")
         }
     }
 
@@ -93,6 +99,10 @@ struct HostileInputTests {
         ("browser", "https://2130706433/push", "pushChannel"),
         ("browser", "https://[::1]/push", "pushChannel"),
         ("browser", "http://push.example.com/x", "pushChannel"),
+        ("wns", "https://evil.example%00.notify.windows.com/x", "pushChannel"),
+        ("browser", "https://[::1%251]/push", "pushChannel"),
+        ("browser", "https://[fec0::1]/push", "pushChannel"),
+        ("browser", "https://localhost/push", "pushChannel"),
     ])
     func endpointsRefused(_ platform: String, _ channel: String, _ field: String) async throws {
         let fixture = try await IngressFixture()
@@ -124,11 +134,15 @@ struct HostileInputTests {
         }
     }
 
-    @Test("userId obeys the tag rules: no commas, at most 120 characters")
+    @Test("userId is bounded like a tag: no commas or braces, at most 120 characters; identity providers' ids pass")
     func userIds() async throws {
         let fixture = try await IngressFixture()
         try await fixture.app.test(.router) { client in
-            for userId in ["a,b", String(repeating: "u", count: 121)] {
+            let accepted = try await client.execute(
+                uri: "/myhub/installations/u0", method: .put, headers: IngressFixture.listenAccess.withContentType("application/json"),
+                body: ByteBuffer(string: #"{"installationId":"u0","platform":"apns","pushChannel":"aaaa","userId":"auth0|5f7c+x@example.com"}"#))
+            #expect(accepted.status == .ok, "\(accepted.text)")
+            for userId in ["a,b", "a}b", "a b", String(repeating: "u", count: 121)] {
                 let response = try await client.execute(
                     uri: "/myhub/installations/u1", method: .put, headers: IngressFixture.listenAccess.withContentType("application/json"),
                     body: ByteBuffer(string: #"{"installationId":"u1","platform":"apns","pushChannel":"aaaa","userId":"\#(userId)"}"#))
@@ -167,6 +181,11 @@ struct HostileInputTests {
         ("/myhub/installations/i1", .put, "application/json",
          #"{"installationId":"i1","platform":"apns","pushChannel":"aaaa","templates":{"t":{"body":"{\"a\":\""# + String(repeating: "$(p)", count: 300) + #"\"}"}}}"#,
          "at most 256 expressions"),
+        // Escaped starts count too, and failed starts cannot make the work quadratic.
+        ("/myhub/installations/i1", .put, "application/json",
+         #"{"installationId":"i1","platform":"apns","pushChannel":"aaaa","templates":{"t":{"body":"{\"a\":\""# + String(repeating: #".\\u0028"#, count: 1500) + String(repeating: "a", count: 1100) + #"\"}"}}}"#,
+         "at most 256 expressions"),
+        ("/myhub/registrations", .post, "application/atom+xml", #"<!DOCTYPE x [<!ENTITY a "aaaa">]><entry/>"#, "must not declare a document type"),
     ] as [(String, HTTPRequest.Method, String, String, String)])
     func parserLimits(_ uri: String, _ method: HTTPRequest.Method, _ contentType: String, _ body: String, _ reason: String) async throws {
         let fixture = try await IngressFixture()

@@ -37,7 +37,7 @@ struct SASTests {
     @Test("accepted tokens: namespace or hub, sb/http/https, any case, any port, listen or full key", arguments: [
         IngressFixture.token("/myhub"),
         IngressFixture.token("/"),
-        IngressFixture.token("/MyHub/Installations"),
+        IngressFixture.token("/MyHub/installations"),
         SharedAccessSignature.token(resourceURI: "sb://localhost/myhub", keyName: "DefaultListenSharedAccessSignature", key: IngressFixture.listenKey, expiry: Date().addingTimeInterval(60)),
         SharedAccessSignature.token(resourceURI: "http://LOCALHOST:8443/myhub/", keyName: "DefaultFullSharedAccessSignature", key: IngressFixture.fullKey, expiry: Date().addingTimeInterval(60)),
     ])

@@ -301,7 +301,7 @@ struct ProviderSimulatorTests {
             for index in 0..<20 {
                 group.addTask {
                     let sent = await fcm.deliver(PNSDelivery(hub: "myhub", notificationId: "n", handle: "t\(index)", format: .fcmv1, body: #"{"message":{}}"#))
-                    #expect(sent.classification == .delivered)
+                    #expect(sent.classification == .delivered, "\(sent)")
                     let toast = await wns.deliver(PNSDelivery(hub: "myhub", notificationId: "n", handle: channel, format: .windows, body: "<toast/>"))
                     #expect(toast.classification == .delivered)
                 }

@@ -30,8 +30,13 @@ struct AppBackendAuthentication: RouterMiddleware {
     func handle(_ request: Request, context: IngressContext, next: (Request, IngressContext) async throws -> Response) async throws -> Response {
         var context = context
         do {
-            context.user = try await authenticator.user(authorization: request.headers[.authorization])
+            context.user = try await authenticator.user(authorization: request.headers[.authorization], client: context.client)
         } catch {
+            if case .throttled(let seconds, let why) = error {
+                var refusal = AppBackendError(seconds > 0 ? .tooManyRequests : .serviceUnavailable, why)
+                refusal.retryAfter = max(1, seconds)
+                throw refusal
+            }
             throw AppBackendError(.unauthorized, error.message)
         }
         return try await next(request, context)

@@ -119,6 +119,8 @@ struct NotificationsController: Sendable {
         guard type.utf8.count <= 100, type.split(separator: "/").count == 2,
             type.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "/.+-_".contains($0)) })
         else { return nil }
+        // SVG is a document that can run script, not media.
+        guard !type.hasPrefix("image/svg") else { return nil }
         return type == "application/octet-stream" || richTypes.contains(where: { type.hasPrefix($0) }) ? type : nil
     }
 

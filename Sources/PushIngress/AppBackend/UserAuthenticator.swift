@@ -14,18 +14,24 @@ public struct UserAuthenticator: Sendable {
     /// Recent successful Basic logins, so bcrypt (tens of milliseconds by design) does not
     /// run on every request of a logged-in user. Keyed by a digest of the credentials.
     private let recent = RecentLogins()
+    /// Failed logins per client, and the back-off they earned.
+    private let failures: LoginFailures
+    /// Password checks running at once, bounded so a guessing flood cannot take every core.
+    private let checks: PasswordCheckSlots
 
-    init(store: any RegistrationStore, jwt: JWTVerifier?, now: @escaping @Sendable () -> Date) {
+    init(store: any RegistrationStore, jwt: JWTVerifier?, limits: LoginLimits = LoginLimits(), now: @escaping @Sendable () -> Date) {
         self.store = store
         self.jwt = jwt
         self.now = now
+        failures = LoginFailures(limits: limits)
+        checks = PasswordCheckSlots(running: limits.concurrentChecks, waiting: limits.waitingChecks)
     }
 
     /// The authenticated user name, from an `Authorization` header.
-    func user(authorization: String?) async throws(AuthenticationError) -> String {
+    func user(authorization: String?, client: String? = nil) async throws(AuthenticationError) -> String {
         guard let authorization else { throw .missing }
         if authorization.lowercased().hasPrefix("basic ") {
-            return try await basic(String(authorization.dropFirst(6)).trimmingCharacters(in: .whitespaces))
+            return try await basic(String(authorization.dropFirst(6)).trimmingCharacters(in: .whitespaces), client: client ?? "unknown")
         }
         if authorization.lowercased().hasPrefix("bearer ") {
             guard let jwt else { throw .invalid("this server does not take Bearer tokens; use Basic") }
@@ -34,7 +40,7 @@ public struct UserAuthenticator: Sendable {
         throw .missing
     }
 
-    private func basic(_ encoded: String) async throws(AuthenticationError) -> String {
+    private func basic(_ encoded: String, client: String) async throws(AuthenticationError) -> String {
         guard let data = Data(base64Encoded: encoded), let text = String(data: data, encoding: .utf8), let colon = text.firstIndex(of: ":") else {
             throw .invalid("the Basic credentials are not base64 of name:password")
         }
@@ -45,12 +51,26 @@ public struct UserAuthenticator: Sendable {
         guard password.utf8.count <= Self.maximumPasswordBytes, name.utf8.count <= 100 else { throw .invalid("unknown user or wrong password") }
         let digest = Data(SHA256.hash(data: data))
         if recent.contains(digest, now: now()) { return name }
+        if let wait = failures.backOff(client: client, user: name, now: now()) {
+            throw .throttled(retryAfter: wait, "too many failed logins from this client; try again in \(wait) s")
+        }
+        // A client gets a few password checks at a time; a flood from one place waits its turn
+        // at the door, not in the bcrypt queue.
+        guard failures.startCheck(client) else {
+            throw .throttled(retryAfter: 1, "too many logins from this client at once; try again in a second")
+        }
+        defer { failures.endCheck(client) }
         let hash: String?
         do { hash = try await store.passwordHash(user: name) } catch { throw .invalid("the user store is not available") }
         // Unknown users cost a bcrypt too, so timing does not tell which names exist.
         let reference = hash ?? Self.decoyHash
+        guard await checks.enter() else { throw .throttled(retryAfter: 0, "too many password checks at once; try again shortly") }
         let matches = try? await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(password, hash: reference) }
-        guard hash != nil, matches == true else { throw .invalid("unknown user or wrong password") }
+        await checks.leave()
+        guard hash != nil, matches == true else {
+            failures.failed(client: client, user: name, now: now())
+            throw .invalid("unknown user or wrong password")
+        }
         recent.insert(digest, now: now())
         return name
     }
@@ -84,6 +104,121 @@ final class RecentLogins: Sendable {
         entries.withLock { entries in
             if entries.count >= Self.capacity { entries = entries.filter { $0.value > now } }
             if entries.count < Self.capacity { entries[digest] = now.addingTimeInterval(Self.lifetime) }
+        }
+    }
+}
+
+/// How Basic logins are rationed.
+public struct LoginLimits: Sendable {
+    /// Failed logins for one user name from one client before that client must wait to try
+    /// the name again; `clientFailuresBeforeBackOff` failures in all (any names) before it must
+    /// wait for any. Behind a proxy every user shares one client: keep that one high.
+    public var failuresBeforeBackOff = 5
+    public var clientFailuresBeforeBackOff = 50
+    /// The first wait; each further failure doubles it, up to `maximumBackOff`.
+    public var firstBackOff: TimeInterval = 1
+    public var maximumBackOff: TimeInterval = 300
+    /// A client's failures are forgotten after this long without one.
+    public var forgetAfter: TimeInterval = 900
+    /// bcrypt checks at once (each takes tens of milliseconds of a core).
+    public var concurrentChecks = 2
+    /// bcrypt checks of one client at once.
+    public var concurrentChecksPerClient = 4
+    /// Checks that may wait for a slot; past that a login is answered 503 at once.
+    public var waitingChecks = 64
+
+    public init() {}
+}
+
+/// Failed logins per client address, and how long each must wait before its next try.
+final class LoginFailures: Sendable {
+    private let limits: LoginLimits
+    private let entries = Mutex<[String: (failures: Int, last: Date, until: Date)]>([:])
+    private let checking = Mutex<[String: Int]>([:])
+    static let capacity = 100_000
+
+    /// Counts a password check of `client` starting; false when it has too many running.
+    func startCheck(_ client: String) -> Bool {
+        checking.withLock { running in
+            guard running[client, default: 0] < limits.concurrentChecksPerClient else { return false }
+            running[client, default: 0] += 1
+            return true
+        }
+    }
+
+    func endCheck(_ client: String) {
+        checking.withLock { running in
+            running[client, default: 1] -= 1
+            if running[client] == 0 { running[client] = nil }
+        }
+    }
+
+    init(limits: LoginLimits) {
+        self.limits = limits
+    }
+
+    /// Seconds `client` must still wait before trying `user` (or any user), or nil.
+    func backOff(client: String, user: String, now: Date) -> Int? {
+        entries.withLock { entries in
+            let waits = [Self.key(client, user), Self.key(client, nil)].compactMap { key -> Int? in
+                guard let entry = entries[key], entry.until > now else { return nil }
+                return Int(entry.until.timeIntervalSince(now).rounded(.up))
+            }
+            return waits.max()
+        }
+    }
+
+    func failed(client: String, user: String, now: Date) {
+        count(Self.key(client, user), threshold: limits.failuresBeforeBackOff, now: now)
+        count(Self.key(client, nil), threshold: limits.clientFailuresBeforeBackOff, now: now)
+    }
+
+    static func key(_ client: String, _ user: String?) -> String { user.map { "\(client)\u{0}\($0)" } ?? client }
+
+    private func count(_ client: String, threshold: Int, now: Date) {
+        entries.withLock { entries in
+            if entries.count >= Self.capacity { entries = entries.filter { now.timeIntervalSince($0.value.last) < limits.forgetAfter } }
+            var entry = entries[client] ?? (0, now, now)
+            if now.timeIntervalSince(entry.last) >= limits.forgetAfter { entry = (0, now, now) }
+            entry.failures += 1
+            entry.last = now
+            let over = entry.failures - threshold
+            if over >= 0 {
+                entry.until = now.addingTimeInterval(min(limits.maximumBackOff, limits.firstBackOff * pow(2, Double(min(over, 30)))))
+            }
+            if entries.count < Self.capacity { entries[client] = entry }
+        }
+    }
+}
+
+/// A bounded number of password checks at once, and a bounded queue for the rest.
+actor PasswordCheckSlots {
+    private let running: Int
+    private let waiting: Int
+    private var busy = 0
+    private var queue: [CheckedContinuation<Void, Never>] = []
+
+    init(running: Int, waiting: Int) {
+        self.running = running
+        self.waiting = waiting
+    }
+
+    /// Takes a slot, waiting for one if need be; false when the queue is full.
+    func enter() async -> Bool {
+        if busy < running {
+            busy += 1
+            return true
+        }
+        guard queue.count < waiting else { return false }
+        await withCheckedContinuation { queue.append($0) }
+        return true
+    }
+
+    func leave() {
+        if queue.isEmpty {
+            busy -= 1
+        } else {
+            queue.removeFirst().resume()
         }
     }
 }

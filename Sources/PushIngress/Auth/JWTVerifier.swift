@@ -77,11 +77,15 @@ struct JWTVerifier: Sendable {
 enum AuthenticationError: Error, Sendable, Equatable {
     case missing
     case invalid(String)
+    /// Too many failed logins from this client lately, or too many password checks at once:
+    /// try again after the seconds given.
+    case throttled(retryAfter: Int, String)
 
     var message: String {
         switch self {
         case .missing: "authenticate with Basic (user name and password) or a Bearer token"
         case .invalid(let why): why
+        case .throttled(_, let why): why
         }
     }
 }

@@ -35,9 +35,21 @@ public struct SharedAccessSignature: Sendable, Equatable {
         return SharedAccessSignature(signedResource: sr, resource: resource, signature: signature, expiry: expiry, keyName: keyName)
     }
 
+    /// `resourceURI` with its scheme, host and hub name lowercased, as the Azure SDKs write
+    /// them, and the rest of its path as given (ids are compared exactly).
+    static func canonicalResource(_ resourceURI: String) -> String {
+        guard let schemeEnd = resourceURI.range(of: "://") else { return resourceURI.lowercased() }
+        let afterScheme = resourceURI[schemeEnd.upperBound...]
+        let parts = afterScheme.split(separator: "/", maxSplits: 2, omittingEmptySubsequences: false)
+        var canonical = resourceURI[..<schemeEnd.upperBound].lowercased() + parts[0].lowercased()
+        if parts.count > 1 { canonical += "/" + parts[1].lowercased() }
+        if parts.count > 2 { canonical += "/" + parts[2] }
+        return canonical
+    }
+
     /// A token for `resourceURI`, as the Azure SDKs make one from a connection string.
     public static func token(resourceURI: String, keyName: String, key: String, expiry: Date) -> String {
-        let encoded = percentEncode(resourceURI.lowercased())
+        let encoded = percentEncode(canonicalResource(resourceURI))
         let seconds = Int64(expiry.timeIntervalSince1970)
         let signature = sign("\(encoded)\n\(seconds)", key: key)
         return "SharedAccessSignature sr=\(encoded)&sig=\(percentEncode(signature.base64EncodedString()))&se=\(seconds)&skn=\(keyName)"

@@ -52,12 +52,12 @@ struct RegistrationController: Sendable {
         try request.requireContentType(Self.atomTypes)
         let body = try await request.collectBody(upTo: Self.bodyLimit)
         var registration = try RegistrationDescription.parse(Data(buffer: body), hub: hub.name, registrationId: given ?? "")
-        let id: String
-        if let given { id = given } else { id = try await store.issueRegistrationId(hub: hub.name) }
-        registration.registrationId = id
         do {
             try hub.checkEndpoint(registration.handle, platform: registration.platform, field: registration.format == .windows ? "ChannelUri" : "Endpoint")
         } catch { throw HubAPIError.invalid(error) }
+        let id: String
+        if let given { id = given } else { id = try await store.issueRegistrationId(hub: hub.name) }
+        registration.registrationId = id
         let stored = try await storeCall { [registration] in try await store.upsertRegistration(registration, ifMatch: ifMatch) }
         return Self.atom(RegistrationDescription.entry(stored, base: access.base(request, hub.name)), etag: stored.version)
     }

@@ -29,6 +29,10 @@ struct XMLNode: Sendable {
 
     /// Parses a document; the error says where it is not well-formed or which limit it broke.
     static func parse(_ data: Data) throws -> XMLNode {
+        // No document type declarations at all: entities are where XML bombs live.
+        if data.range(of: Data("<!DOCTYPE".utf8)) != nil || data.range(of: Data("<!doctype".utf8)) != nil || data.range(of: Data("<!ENTITY".utf8)) != nil {
+            throw HubAPIError(.badRequest, "the body's XML must not declare a document type or entities")
+        }
         let builder = TreeBuilder()
         let parser = XMLParser(data: data)
         parser.shouldProcessNamespaces = true

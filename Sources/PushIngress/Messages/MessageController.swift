@@ -60,6 +60,7 @@ struct MessageController: Sendable {
             throw HubAPIError(.badRequest, "the multipart body needs a part named devices")
         }
         // The list is JSON; Azure's documentation shows it with single quotes, which is taken too.
+        guard !JSONLimits.isTooDeep(devices.body) else { throw HubAPIError(.badRequest, "devices: \(JSONLimits.depthMessage)") }
         let handles = (try? JSONDecoder().decode([String].self, from: devices.body))
             ?? (try? JSONDecoder().decode([String].self, from: Data(String(decoding: devices.body, as: UTF8.self).replacingOccurrences(of: "'", with: "\"").utf8)))
         guard let handles, !handles.isEmpty else {

@@ -14,7 +14,9 @@ enum MultipartBody {
         for parameter in contentType.split(separator: ";").dropFirst() {
             let pair = parameter.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
             if pair.count == 2, pair[0].lowercased() == "boundary" {
-                return pair[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+                // RFC 2046: 1 to 70 characters.
+                let boundary = pair[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+                return (1...70).contains(boundary.utf8.count) ? boundary : nil
             }
         }
         return nil
@@ -26,6 +28,7 @@ enum MultipartBody {
         guard text.contains(delimiter) else { throw HubAPIError(.badRequest, "the multipart body has no part delimited by --\(boundary)") }
         var parts: [Part] = []
         for chunk in text.components(separatedBy: delimiter).dropFirst() {
+            guard parts.count < 8 else { throw HubAPIError(.badRequest, "a multipart body holds at most 8 parts") }
             if chunk.hasPrefix("--") { break }
             // Headers and content are separated by an empty line (CRLF or LF).
             let trimmed = chunk.drop { $0 == "\r" || $0 == "\n" }

@@ -1,0 +1,180 @@
+import Foundation
+import Hummingbird
+import Logging
+import PushIngress
+import PushModel
+import PushStore
+import ServiceLifecycle
+import Synchronization
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The ingress as a listening server under abuse: connections that never finish their headers,
+/// and a password-guessing flood. Everything goes over plain sockets, as an attacker's would.
+@Suite("The HTTP server under abuse", .timeLimit(.minutes(2)))
+struct ServerAbuseTests {
+    /// A TCP connection to 127.0.0.1.
+    final class RawConnection {
+        let descriptor: Int32
+
+        init(port: Int) throws {
+            descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
+        }
+
+        func send(_ text: String) {
+            _ = text.withCString { Glibc.send(descriptor, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        }
+
+        /// True when the server closed the connection (a read returns end of file or an error).
+        func isClosedByServer() -> Bool {
+            var buffer = [UInt8](repeating: 0, count: 512)
+            var pollDescriptor = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            guard poll(&pollDescriptor, 1, 0) > 0 else { return false }
+            return recv(descriptor, &buffer, buffer.count, Int32(MSG_DONTWAIT)) <= 0
+        }
+
+        /// The response's status line, once it arrived (empty when the server closed first or
+        /// `timeout` passed).
+        func statusLine(timeout: Duration) -> String {
+            var received = [UInt8]()
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let deadline = ContinuousClock.now + timeout
+            while ContinuousClock.now < deadline {
+                var pollDescriptor = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+                guard poll(&pollDescriptor, 1, 50) > 0 else { continue }
+                let count = recv(descriptor, &buffer, buffer.count, 0)
+                if count <= 0 { break }
+                received += buffer.prefix(count)
+                if let end = received.firstIndex(of: UInt8(ascii: "\r")) { return String(decoding: received[..<end], as: UTF8.self) }
+            }
+            return String(decoding: received, as: UTF8.self)
+        }
+
+        deinit { close(descriptor) }
+    }
+
+    /// One whole request on a fresh connection (closed after); the response's status line. The
+    /// blocking socket calls run on a thread of their own: on Dispatch's shared threads, many
+    /// waiting clients would starve the server they wait for.
+    static func request(port: Int, _ method: String, _ path: String, headers: [String: String] = [:], body: String = "") async throws -> String {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread {
+                do {
+                    let connection = try RawConnection(port: port)
+                    var text = "\(method) \(path) HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: \(body.utf8.count)\r\n"
+                    for (name, value) in headers { text += "\(name): \(value)\r\n" }
+                    connection.send(text + "\r\n" + body)
+                    continuation.resume(returning: connection.statusLine(timeout: .seconds(60)))
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }.start()
+        }
+    }
+
+    /// The ingress listening on a free port for the duration of `body`.
+    static func withIngress(
+        idleTimeout: Duration, logins: LoginLimits = LoginLimits(), _ body: @escaping @Sendable (Int, any RegistrationStore) async throws -> Void
+    ) async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
+        let store = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
+        var configuration = IngressConfiguration(hubs: IngressFixture.hubs)
+        configuration.port = 0
+        configuration.idleTimeout = idleTimeout
+        let logger = Logger(label: "pushhub.tests") { _ in SwiftLogNoOpLogHandler() }
+        let (ports, port) = AsyncStream.makeStream(of: Int.self)
+        let app = try buildIngressApplication(configuration: configuration, store: store, logins: logins, logger: logger) { port.yield($0) }
+        let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            var listening: Int?
+            for await port in ports {
+                listening = port
+                break
+            }
+            var failure: (any Error)?
+            do { try await body(try #require(listening), store) } catch { failure = error }
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+            if let failure { throw failure }
+        }
+    }
+
+    static func installation(_ index: Int) -> String { #"{"installationId":"ok-\#(index)","platform":"apns","pushChannel":"aaaa"}"# }
+    static let listen = ["Authorization": IngressFixture.token("/myhub", key: IngressFixture.listenKey, name: "DefaultListenSharedAccessSignature"),
+                         "Content-Type": "application/json"]
+
+    @Test("200 connections that never finish their headers neither block requests nor stay open past the time-out")
+    func slowHeaders() async throws {
+        try await Self.withIngress(idleTimeout: .seconds(2)) { port, _ in
+            let slow = try (0..<200).map { _ in try RawConnection(port: port) }
+            for connection in slow { connection.send("PUT /myhub/installations/x HTTP/1.1\r\nHost: localhost\r\nX-Slow: ") }
+
+            // Ordinary requests go through while the 200 wait.
+            for index in 0..<20 {
+                let began = ContinuousClock.now
+                let status = try await Self.request(port: port, "PUT", "/myhub/installations/ok-\(index)", headers: Self.listen, body: Self.installation(index))
+                #expect(status == "HTTP/1.1 200 OK", "request \(index): \(status) after \(ContinuousClock.now - began)")
+            }
+
+            // Trickling a header byte now and then does not keep a connection: the head must
+            // be complete within the time-out.
+            for _ in 0..<5 {
+                try await Task.sleep(for: .milliseconds(800))
+                for connection in slow { connection.send("a") }
+            }
+            var closed = 0
+            let deadline = ContinuousClock.now + .seconds(30)
+            repeat {
+                try await Task.sleep(for: .milliseconds(200))
+                closed = slow.filter { $0.isClosedByServer() }.count
+            } while closed < 200 && ContinuousClock.now < deadline
+            #expect(closed == 200, "the server closed \(closed) of the 200 slow connections")
+        }
+    }
+
+    @Test("a password-guessing flood is turned away without bcrypt, and the hub API's requests still complete")
+    func guessingFlood() async throws {
+        var limits = LoginLimits()
+        limits.failuresBeforeBackOff = 3
+        limits.firstBackOff = 30
+        try await Self.withIngress(idleTimeout: .seconds(30), logins: limits) { port, store in
+            try await store.setUser(name: "alice", passwordHash: hashPassword("alice-secret"))
+            let statuses = try await withThrowingTaskGroup(of: (String, String).self) { group in
+                for index in 0..<60 {
+                    group.addTask {
+                        let credentials = Data("alice:guess-\(index)".utf8).base64EncodedString()
+                        return ("guess", try await Self.request(port: port, "POST", "/api/register", headers: ["Authorization": "Basic \(credentials)"]))
+                    }
+                }
+                // Registrations through the hub API (SAS, no bcrypt) during the flood.
+                for index in 0..<10 {
+                    group.addTask {
+                        ("hub", try await Self.request(port: port, "PUT", "/myhub/installations/ok-\(index)", headers: Self.listen, body: Self.installation(index)))
+                    }
+                }
+                var all: [(String, String)] = []
+                for try await status in group { all.append(status) }
+                return all
+            }
+            let hub = statuses.filter { $0.0 == "hub" }.map(\.1)
+            let guesses = statuses.filter { $0.0 == "guess" }.map(\.1)
+            #expect(hub.allSatisfy { $0 == "HTTP/1.1 200 OK" }, "\(hub)")
+            #expect(guesses.filter { $0.contains("429") || $0.contains("503") }.count >= 40, "most guesses were turned away before bcrypt: \(guesses)")
+            #expect(!guesses.contains { $0.contains("500") })
+            let correct = Data("alice:alice-secret".utf8).base64EncodedString()
+            let refused = try await Self.request(port: port, "POST", "/api/register", headers: ["Authorization": "Basic \(correct)"])
+            #expect(refused.contains("429"), "this client waits out its back-off for alice: \(refused); guesses: \(Dictionary(grouping: guesses, by: { $0 }).mapValues(\.count))")
+        }
+    }
+}

@@ -4,7 +4,7 @@ SWIFT ?= swift
 SCRATCH ?= .build
 SWIFTFLAGS := --scratch-path $(SCRATCH)
 
-.PHONY: all build release dev test bench-kafka bench-ingress bench-store bench-dispatch bench-apns bench-load clean
+.PHONY: all build release dev test fuzz bench-kafka bench-ingress bench-store bench-dispatch bench-apns bench-load clean
 
 all: build
 
@@ -24,6 +24,15 @@ test:
 	scripts/install-deps.sh test
 	$(SWIFT) build $(SWIFTFLAGS) --build-tests
 	scripts/with-postgres.sh $(SWIFT) test $(SWIFTFLAGS) --skip-build
+	FUZZ_SECONDS=$(CI_FUZZ_SECONDS) scripts/fuzz.sh
+	python3 scripts/schemathesis-dev.py --pushhub $(SCRATCH)/debug/pushhub --examples 10 --max-time 60
+
+# Every libFuzzer target for FUZZ_SECONDS each (make test runs them for CI_FUZZ_SECONDS).
+FUZZ_SECONDS ?= 60
+CI_FUZZ_SECONDS ?= 30
+fuzz:
+	scripts/install-deps.sh build
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
 
 # Our producer and consumer beside kcat on the embedded cluster; figures go to docs/benchmarks.md.
 bench-kafka: release

@@ -12,6 +12,7 @@ let package = Package(
         .executable(name: "pushhub-fcm-worker", targets: ["PushFCMWorkerMain"]),
         .executable(name: "pushhub-wns-worker", targets: ["PushWNSWorkerMain"]),
         .executable(name: "pushhub-webpush-worker", targets: ["PushWebPushWorkerMain"]),
+        .executable(name: "pushhub-fuzz", targets: ["PushFuzz"]),
         .library(name: "PushKafka", targets: ["PushKafka"]),
         .library(name: "PushModel", targets: ["PushModel"]),
     ],
@@ -71,6 +72,9 @@ let package = Package(
         ),
         // Hub domain and wire types; no I/O.
         .target(name: "PushModel"),
+        // The fuzz targets' harness (PushFuzzing) and libFuzzer's executable (PushFuzz, built by `make fuzz`).
+        .target(name: "PushFuzzing", dependencies: ["PushModel"]),
+        .executableTarget(name: "PushFuzz", dependencies: ["PushFuzzing"]),
         // The registration store: protocol, SQLite and PostgreSQL.
         .target(
             name: "PushStore",
@@ -308,7 +312,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PushModelTests",
-            dependencies: ["PushModel", "PushTestSupport"]
+            dependencies: ["PushModel", "PushFuzzing", "PushTestSupport"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -41,6 +41,12 @@ if ((${#apt_packages[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${apt_packages[@]}" >/dev/null
 fi
 
+if [ "$purpose" = test ] && ! command -v schemathesis >/dev/null 2>&1; then
+  # make test runs Schemathesis against pushhub dev from docs/openapi.yaml.
+  echo "Installing schemathesis from PyPI"
+  python3 -m pip install --quiet "schemathesis==4.32.5"
+fi
+
 if [ "$purpose" = test ] || [ "$purpose" = bench ]; then
   # The wire-schema tests validate documents with Python's jsonschema (date-time needs rfc3339-validator).
   if ! python3 -c 'import jsonschema, referencing, rfc3339_validator, kubernetes_validate, yaml, confluent_kafka' 2>/dev/null; then

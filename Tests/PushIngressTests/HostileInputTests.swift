@@ -250,4 +250,25 @@ struct HostileInputTests {
             #expect(longer.status == .unauthorized, "bcrypt alone would accept it: it reads only the first 72 bytes")
         }
     }
+    @Test("Atom bodies the fuzzer found crashing Foundation's XML parser (names that are not UTF-8) are 400s")
+    func fuzzerFindings() async throws {
+        let fixture = try await IngressFixture()
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let folder = root.appendingPathComponent("Fuzz/regressions/atom")
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
+        #expect(!files.isEmpty)
+        try await fixture.app.test(.router) { client in
+            for file in files {
+                let body = try Data(contentsOf: folder.appendingPathComponent(file))
+                let response = try await client.execute(
+                    uri: "/myhub/registrations", method: .post, headers: IngressFixture.listenAccess.withContentType("application/atom+xml"),
+                    body: ByteBuffer(bytes: body))
+                #expect(response.status == .badRequest, "\(file): \(response.text.prefix(200))")
+            }
+            let latin = try await client.execute(
+                uri: "/myhub/registrations", method: .post, headers: IngressFixture.listenAccess.withContentType("application/atom+xml"),
+                body: ByteBuffer(string: #"<?xml version="1.0" encoding="UTF-16"?><entry/>"#))
+            #expect(latin.status == .badRequest)
+        }
+    }
 }

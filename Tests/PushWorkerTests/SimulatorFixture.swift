@@ -66,7 +66,8 @@ final class SimulatorFixture: Sendable {
         self.http = http
         self.caFile = caFile
         self.hubs = hubs
-        client = PNSHTTPClient(trustRootsFile: caFile)
+        // A loaded test machine can keep a pooled connection waiting past the 5 s default.
+        client = PNSHTTPClient(trustRootsFile: caFile, connectTimeout: .seconds(30))
     }
 
     func provider(_ platform: Platform, now: @escaping @Sendable () -> Date = { Date() }) throws -> any PushProvider {

@@ -51,7 +51,10 @@ struct RegistrationController: Sendable {
     private func write(_ request: Request, hub: HubsConfiguration.Hub, id given: String?, ifMatch: Int64?) async throws -> Response {
         try request.requireContentType(Self.atomTypes)
         let body = try await request.collectBody(upTo: Self.bodyLimit)
-        var registration = try RegistrationDescription.parse(Data(buffer: body), hub: hub.name, registrationId: given ?? "")
+        var registration: Registration
+        do { registration = try RegistrationDescription.parse(Data(buffer: body), hub: hub.name, registrationId: given ?? "") } catch {
+            throw HubAPIError.invalid(error)
+        }
         do {
             try hub.checkEndpoint(registration.handle, platform: registration.platform, field: registration.format == .windows ? "ChannelUri" : "Endpoint")
         } catch { throw HubAPIError.invalid(error) }

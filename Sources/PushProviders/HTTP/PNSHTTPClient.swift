@@ -36,13 +36,13 @@ public final class PNSHTTPClient: Sendable {
     /// hosts get `connections` connections; HTTP/1.1 hosts up to `connectionsPerHost`.
     public init(
         trustRootsFile: String? = nil, connections: Int = 4, connectionsPerHost: Int = 16, maximumInFlight: Int = 400,
-        requestTimeout: Duration = .seconds(15)
+        requestTimeout: Duration = .seconds(15), connectTimeout: Duration = .seconds(5)
     ) {
         var tls = TLSConfiguration.makeClientConfiguration()
         if let trustRootsFile { tls.additionalTrustRoots = [.file(trustRootsFile)] }
         var configuration = HTTPClient.Configuration(
             tlsConfiguration: tls, redirectConfiguration: .disallow,
-            timeout: .init(connect: .seconds(5), read: .seconds(Int64(requestTimeout.components.seconds))))
+            timeout: .init(connect: .seconds(Int64(connectTimeout.components.seconds)), read: .seconds(Int64(requestTimeout.components.seconds))))
         let connections = max(1, connections)
         configuration.connectionPool = .init(
             idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: max(1, connectionsPerHost / connections))

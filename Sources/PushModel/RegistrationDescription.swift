@@ -1,18 +1,17 @@
 import Foundation
-import PushModel
 
 /// The Atom XML form of registrations in the hub API: `AppleRegistrationDescription`,
 /// `GcmRegistrationDescription`, `FcmRegistrationDescription`, `FcmV1RegistrationDescription`,
 /// `WindowsRegistrationDescription`, `BrowserRegistrationDescription`, and the `…Template…` variant of each.
-enum RegistrationDescription {
-    struct Kind: Sendable {
-        var typeName: String
-        var format: NotificationFormat
+public enum RegistrationDescription {
+    public struct Kind: Sendable {
+        public var typeName: String
+        public var format: NotificationFormat
         /// The element holding the handle (for browsers, the endpoint).
-        var handleElement: String
+        public var handleElement: String
     }
 
-    static let kinds: [Kind] = [
+    public static let kinds: [Kind] = [
         Kind(typeName: "Apple", format: .apple, handleElement: "DeviceToken"),
         Kind(typeName: "Gcm", format: .gcm, handleElement: "GcmRegistrationId"),
         Kind(typeName: "Fcm", format: .gcm, handleElement: "FcmRegistrationId"),
@@ -21,44 +20,45 @@ enum RegistrationDescription {
         Kind(typeName: "Browser", format: .browser, handleElement: "Endpoint"),
     ]
 
-    static let connectNamespace = "http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"
+    public static let connectNamespace = "http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"
 
     /// Reads the registration description in an Atom entry.
-    static func parse(_ body: Data, hub: String, registrationId: String) throws -> Registration {
+    /// Errors name the element at fault; limits of the XML are `XMLNode`'s.
+    public static func parse(_ body: Data, hub: String, registrationId: String) throws(WireError) -> Registration {
         let document = try XMLNode.parse(body)
         guard let description = document.find(where: { $0.hasSuffix("RegistrationDescription") }) else {
-            throw HubAPIError(.badRequest, "the entry holds no …RegistrationDescription element")
+            throw .invalidField(field: "entry", reason: "holds no …RegistrationDescription element")
         }
         let isTemplate = description.name.hasSuffix("TemplateRegistrationDescription")
         let typeName = description.name.replacingOccurrences(of: isTemplate ? "TemplateRegistrationDescription" : "RegistrationDescription", with: "")
         guard let kind = kinds.first(where: { $0.typeName == typeName }) else {
-            throw HubAPIError(
-                .badRequest,
-                "\(description.name): unknown description type; known are \(kinds.map { $0.typeName + "RegistrationDescription" }.joined(separator: ", ")) and their Template variants")
+            throw .invalidField(
+                field: description.name,
+                reason: "unknown description type; known are \(kinds.map { $0.typeName + "RegistrationDescription" }.joined(separator: ", ")) and their Template variants")
         }
         guard let handle = description.child(kind.handleElement)?.text, !handle.isEmpty else {
-            throw HubAPIError(.badRequest, "\(description.name).\(kind.handleElement): missing")
+            throw .invalidField(field: "\(description.name).\(kind.handleElement)", reason: "missing")
         }
         var webPush: WebPushKeys?
         if kind.format == .browser {
             guard let p256dh = description.child("P256DH")?.text, !p256dh.isEmpty, let auth = description.child("Auth")?.text, !auth.isEmpty else {
-                throw HubAPIError(.badRequest, "\(description.name): a browser registration needs P256DH and Auth")
+                throw .invalidField(field: description.name, reason: "a browser registration needs P256DH and Auth")
             }
             webPush = WebPushKeys(p256dh: p256dh, auth: auth)
         }
         let tags = (description.child("Tags")?.text ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        do { try Tags.validate(tags, field: "\(description.name).Tags") } catch { throw HubAPIError.invalid(error) }
+        try Tags.validate(tags, field: "\(description.name).Tags")
         var template: RegistrationTemplate?
         if isTemplate {
             guard let body = description.child("BodyTemplate")?.text, !body.isEmpty else {
-                throw HubAPIError(.badRequest, "\(description.name).BodyTemplate: missing")
+                throw .invalidField(field: "\(description.name).BodyTemplate", reason: "missing")
             }
             var headers: [String: String]?
             if let wnsHeaders = description.child("WnsHeaders") {
                 headers = [:]
                 for header in wnsHeaders.children where header.name == "WnsHeader" {
                     guard let name = header.child("Header")?.text, !name.isEmpty else {
-                        throw HubAPIError(.badRequest, "\(description.name).WnsHeaders: a WnsHeader needs a Header")
+                        throw .invalidField(field: "\(description.name).WnsHeaders", reason: "a WnsHeader needs a Header")
                     }
                     headers?[name] = header.child("Value")?.text ?? ""
                 }
@@ -66,16 +66,12 @@ enum RegistrationDescription {
             template = RegistrationTemplate(
                 name: description.child("TemplateName")?.text, body: body, headers: headers,
                 expiry: description.child("Expiry")?.text)
-            do {
-                try TemplateRenderer.validate(body: body, headers: headers, expiry: template?.expiry, format: kind.format, field: "\(description.name).BodyTemplate")
-            } catch {
-                throw HubAPIError.invalid(error)
-            }
+            try TemplateRenderer.validate(body: body, headers: headers, expiry: template?.expiry, format: kind.format, field: "\(description.name).BodyTemplate")
         }
         var expiresAt: Date?
         if let expiration = description.child("ExpirationTime")?.text, !expiration.isEmpty {
             guard let date = RFC3339.parse(expiration) else {
-                throw HubAPIError(.badRequest, "\(description.name).ExpirationTime: must be an RFC 3339 date-time")
+                throw .invalidField(field: "\(description.name).ExpirationTime", reason: "must be an RFC 3339 date-time")
             }
             expiresAt = date
         }
@@ -85,46 +81,46 @@ enum RegistrationDescription {
     }
 
     /// The description element for a registration.
-    static func xml(_ registration: Registration) -> String {
+    public static func xml(_ registration: Registration) -> String {
         let kind = kinds.first { $0.format == registration.format && ($0.typeName != "Fcm") } ?? kinds[0]
         let element = kind.typeName + (registration.template == nil ? "" : "Template") + "RegistrationDescription"
         var fields = "<ETag>\(registration.version)</ETag>"
         if let expiresAt = registration.expiresAt { fields += "<ExpirationTime>\(RFC3339.format(expiresAt))</ExpirationTime>" }
-        fields += "<RegistrationId>\(XML.escape(registration.registrationId))</RegistrationId>"
-        if !registration.tags.isEmpty { fields += "<Tags>\(XML.escape(registration.tags.joined(separator: ",")))</Tags>" }
-        fields += "<\(kind.handleElement)>\(XML.escape(registration.handle))</\(kind.handleElement)>"
+        fields += "<RegistrationId>\(TemplateRenderer.escapeXML(registration.registrationId))</RegistrationId>"
+        if !registration.tags.isEmpty { fields += "<Tags>\(TemplateRenderer.escapeXML(registration.tags.joined(separator: ",")))</Tags>" }
+        fields += "<\(kind.handleElement)>\(TemplateRenderer.escapeXML(registration.handle))</\(kind.handleElement)>"
         if let keys = registration.webPush {
-            fields += "<P256DH>\(XML.escape(keys.p256dh))</P256DH><Auth>\(XML.escape(keys.auth))</Auth>"
+            fields += "<P256DH>\(TemplateRenderer.escapeXML(keys.p256dh))</P256DH><Auth>\(TemplateRenderer.escapeXML(keys.auth))</Auth>"
         }
         if let template = registration.template {
             fields += "<BodyTemplate><![CDATA[\(template.body.replacingOccurrences(of: "]]>", with: "]]]]><![CDATA[>"))]]></BodyTemplate>"
             if let headers = template.headers, !headers.isEmpty {
                 fields += "<WnsHeaders>" + headers.sorted { $0.key < $1.key }.map {
-                    "<WnsHeader><Header>\(XML.escape($0.key))</Header><Value>\(XML.escape($0.value))</Value></WnsHeader>"
+                    "<WnsHeader><Header>\(TemplateRenderer.escapeXML($0.key))</Header><Value>\(TemplateRenderer.escapeXML($0.value))</Value></WnsHeader>"
                 }.joined() + "</WnsHeaders>"
             }
-            if let expiry = template.expiry { fields += "<Expiry>\(XML.escape(expiry))</Expiry>" }
-            if let name = template.name { fields += "<TemplateName>\(XML.escape(name))</TemplateName>" }
+            if let expiry = template.expiry { fields += "<Expiry>\(TemplateRenderer.escapeXML(expiry))</Expiry>" }
+            if let name = template.name { fields += "<TemplateName>\(TemplateRenderer.escapeXML(name))</TemplateName>" }
         }
         return "<\(element) xmlns:i=\"http://www.w3.org/2001/XMLSchema-instance\" xmlns=\"\(connectNamespace)\">\(fields)</\(element)>"
     }
 
     /// An Atom entry for one registration; `base` is `https://host/hub`.
-    static func entry(_ registration: Registration, base: String) -> String {
+    public static func entry(_ registration: Registration, base: String) -> String {
         let link = "\(base)/registrations/\(registration.registrationId)?api-version=2015-01"
         return """
-            <entry xmlns="http://www.w3.org/2005/Atom"><id>\(XML.escape(link))</id>\
-            <title type="text">\(XML.escape(registration.registrationId))</title>\
+            <entry xmlns="http://www.w3.org/2005/Atom"><id>\(TemplateRenderer.escapeXML(link))</id>\
+            <title type="text">\(TemplateRenderer.escapeXML(registration.registrationId))</title>\
             <updated>\(RFC3339.format(registration.updatedAt))</updated>\
-            <link rel="self" href="\(XML.escape(link))"/>\
+            <link rel="self" href="\(TemplateRenderer.escapeXML(link))"/>\
             <content type="application/xml">\(xml(registration))</content></entry>
             """
     }
 
     /// An Atom feed of registrations.
-    static func feed(_ registrations: [Registration], base: String) -> String {
+    public static func feed(_ registrations: [Registration], base: String) -> String {
         "<?xml version=\"1.0\" encoding=\"utf-8\"?><feed xmlns=\"http://www.w3.org/2005/Atom\">"
-            + "<title type=\"text\">Registrations</title><id>\(XML.escape(base))/registrations</id>"
+            + "<title type=\"text\">Registrations</title><id>\(TemplateRenderer.escapeXML(base))/registrations</id>"
             + "<updated>\(RFC3339.format(Date()))</updated>"
             + registrations.map { entry($0, base: base) }.joined() + "</feed>"
     }

@@ -4,17 +4,17 @@ import FoundationXML
 #endif
 
 /// A parsed XML element: enough of a tree to read Atom registration entries.
-struct XMLNode: Sendable {
+public struct XMLNode: Sendable {
     /// The local name, without namespace prefix.
-    var name: String
-    var attributes: [String: String]
-    var children: [XMLNode]
-    var text: String
+    public var name: String
+    public var attributes: [String: String]
+    public var children: [XMLNode]
+    public var text: String
 
-    func child(_ name: String) -> XMLNode? { children.first { $0.name == name } }
+    public func child(_ name: String) -> XMLNode? { children.first { $0.name == name } }
 
     /// The first element named `name` at any depth, this one included.
-    func find(where matches: (String) -> Bool) -> XMLNode? {
+    public func find(where matches: (String) -> Bool) -> XMLNode? {
         if matches(name) { return self }
         for child in children {
             if let found = child.find(where: matches) { return found }
@@ -23,15 +23,32 @@ struct XMLNode: Sendable {
     }
 
     /// Deepest element nesting read; an Atom registration entry needs 5.
-    static let maximumDepth = 16
+    public static let maximumDepth = 16
     /// Most elements in one document.
-    static let maximumElements = 1000
+    public static let maximumElements = 1000
 
     /// Parses a document; the error says where it is not well-formed or which limit it broke.
-    static func parse(_ data: Data) throws -> XMLNode {
+    public static func parse(_ data: Data) throws(WireError) -> XMLNode {
         // No document type declarations at all: entities are where XML bombs live.
         if data.range(of: Data("<!DOCTYPE".utf8)) != nil || data.range(of: Data("<!doctype".utf8)) != nil || data.range(of: Data("<!ENTITY".utf8)) != nil {
-            throw HubAPIError(.badRequest, "the body's XML must not declare a document type or entities")
+            throw .invalidField(field: "body", reason: "the XML must not declare a document type or entities")
+        }
+        // Foundation's XMLParser traps on names that are not UTF-8: only UTF-8 goes in, and a
+        // document may not declare another encoding.
+        guard String(validating: data, as: UTF8.self) != nil else { throw .invalidField(field: "body", reason: "the XML must be UTF-8") }
+        if let declaration = data.prefix(200).range(of: Data("encoding=".utf8)).map({ data[$0.upperBound...].prefix(12) }) {
+            let value = String(decoding: declaration, as: UTF8.self).lowercased()
+            guard value.hasPrefix("\"utf-8\"") || value.hasPrefix("'utf-8'") else {
+                throw .invalidField(field: "body", reason: "the XML must be UTF-8 and declare no other encoding")
+            }
+        }
+        // Foundation's XMLParser reads a processing instruction without data as a null string
+        // and crashes: none is allowed but the XML declaration at the very start.
+        var rest = data[...]
+        if rest.starts(with: [0xEF, 0xBB, 0xBF]) { rest = rest.dropFirst(3) }
+        if rest.starts(with: Data("<?xml ".utf8)), let end = rest.range(of: Data("?>".utf8)) { rest = rest[end.upperBound...] }
+        if rest.range(of: Data("<?".utf8)) != nil {
+            throw .invalidField(field: "body", reason: "the XML must hold no processing instructions")
         }
         let builder = TreeBuilder()
         let parser = XMLParser(data: data)
@@ -40,9 +57,9 @@ struct XMLNode: Sendable {
         parser.shouldResolveExternalEntities = false
         parser.delegate = builder
         guard parser.parse(), let root = builder.root else {
-            if let limit = builder.brokenLimit { throw HubAPIError(.badRequest, limit) }
+            if let limit = builder.brokenLimit { throw .invalidField(field: "body", reason: limit) }
             let position = "line \(parser.lineNumber), column \(parser.columnNumber)"
-            throw HubAPIError(.badRequest, "the body is not well-formed XML (\(position))")
+            throw .invalidField(field: "body", reason: "not well-formed XML (\(position))")
         }
         return root
     }
@@ -58,11 +75,11 @@ private final class TreeBuilder: NSObject, XMLParserDelegate {
     func parser(_ parser: XMLParser, didStartElement elementName: String, namespaceURI: String?, qualifiedName: String?, attributes: [String: String] = [:]) {
         elements += 1
         if stack.count >= XMLNode.maximumDepth {
-            brokenLimit = "the body's XML nests at most \(XMLNode.maximumDepth) elements deep"
+            brokenLimit = "the XML nests at most \(XMLNode.maximumDepth) elements deep"
         } else if elements > XMLNode.maximumElements {
-            brokenLimit = "the body's XML holds at most \(XMLNode.maximumElements) elements"
+            brokenLimit = "the XML holds at most \(XMLNode.maximumElements) elements"
         } else if root != nil {
-            brokenLimit = "the body's XML has more than one root element"
+            brokenLimit = "the XML has more than one root element"
         }
         if brokenLimit != nil {
             parser.abortParsing()

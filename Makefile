@@ -24,7 +24,7 @@ test:
 	scripts/install-deps.sh test
 	$(SWIFT) build $(SWIFTFLAGS) --build-tests
 	scripts/with-postgres.sh $(SWIFT) test $(SWIFTFLAGS) --skip-build
-	FUZZ_SECONDS=$(CI_FUZZ_SECONDS) scripts/fuzz.sh
+	FUZZ_SECONDS=$(CI_FUZZ_SECONDS) FUZZ_SEED=1 scripts/fuzz.sh
 	python3 scripts/schemathesis-dev.py --pushhub $(SCRATCH)/debug/pushhub --examples 10 --max-time 60
 
 # Every libFuzzer target for FUZZ_SECONDS each (make test runs them for CI_FUZZ_SECONDS).

@@ -7,6 +7,7 @@
 #   scripts/fuzz.sh                      every target, 30 s each
 #   FUZZ_SECONDS=600 scripts/fuzz.sh     ten minutes each
 #   scripts/fuzz.sh tag-expression atom  some targets
+#   FUZZ_SEED=1 scripts/fuzz.sh          the same mutations each run (make test sets it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,7 +30,7 @@ for target in "${targets[@]}"; do
   # Swift's runtime keeps caches for the life of the process: leak reports would be noise.
   if PUSHHUB_FUZZ_TARGET="$target" ASAN_OPTIONS=detect_leaks=0 "$binary" "$corpus" "Fuzz/seeds/$target" \
       -max_total_time="$SECONDS_EACH" -max_len=16384 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-      -artifact_prefix="$crashes/" >"$log" 2>&1; then
+      -artifact_prefix="$crashes/" ${FUZZ_SEED:+-seed=$FUZZ_SEED} >"$log" 2>&1; then
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
     echo "fuzz $target: ${SECONDS_EACH}s, $runs inputs, no crash"
   else

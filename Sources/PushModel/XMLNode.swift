@@ -36,9 +36,12 @@ public struct XMLNode: Sendable {
         // Foundation's XMLParser traps on names that are not UTF-8: only UTF-8 goes in, and a
         // document may not declare another encoding.
         guard String(validating: data, as: UTF8.self) != nil else { throw .invalidField(field: "body", reason: "the XML must be UTF-8") }
-        if let declaration = data.prefix(200).range(of: Data("encoding=".utf8)).map({ data[$0.upperBound...].prefix(12) }) {
-            let value = String(decoding: declaration, as: UTF8.self).lowercased()
-            guard value.hasPrefix("\"utf-8\"") || value.hasPrefix("'utf-8'") else {
+        let prolog = String(decoding: data.prefix(256), as: UTF8.self).lowercased()
+        if prolog.hasPrefix("<?xml") || prolog.hasPrefix("\u{FEFF}<?xml"), let end = prolog.range(of: "?>"),
+            let encoding = prolog[..<end.lowerBound].range(of: "encoding")
+        {
+            let value = prolog[encoding.upperBound..<end.lowerBound].filter { !" =\t\r\n\"'".contains($0) }
+            guard value.hasPrefix("utf-8") || value.hasPrefix("utf8") else {
                 throw .invalidField(field: "body", reason: "the XML must be UTF-8 and declare no other encoding")
             }
         }

@@ -1,6 +1,5 @@
 import Foundation
 import Logging
-import PushDispatcher
 import PushKafka
 import PushMetrics
 import PushModel
@@ -45,6 +44,7 @@ public final class DeliveryWorker: Service, Sendable {
     let metrics: WorkerMetrics
     /// Set at graceful shutdown: targets waiting for a retry are handed back at once.
     let draining = Draining()
+    let logLimiter = LogLimiter()
 
     public init(consumer: KafkaConsumer, producer: KafkaProducer, provider: any PushProvider, settings: WorkerSettings, logger: Logger) {
         self.consumer = consumer
@@ -98,10 +98,13 @@ public final class DeliveryWorker: Service, Sendable {
                 consumer.markDone(record)
                 return
             } catch {
-                logger.error("batch not finished, will retry", metadata: [
-                    "kafka.topic": "\(record.topic)", "kafka.offset": "\(record.offset)", "pushhub.notification_id": "\(record.keyString ?? "")",
-                    "pushhub.error": "\(error)",
-                ])
+                // Kafka away makes every batch fail alike: one line per kind every 10 s.
+                if let held = logLimiter.shouldLog("\(record.topic) \(type(of: error))") {
+                    logger.error("batch not finished, will retry", metadata: [
+                        "kafka.topic": "\(record.topic)", "kafka.offset": "\(record.offset)", "pushhub.notification_id": "\(record.keyString ?? "")",
+                        "pushhub.error": "\(error)", "pushhub.not_logged": "\(held)",
+                    ])
+                }
                 if draining.isStarted || Task.isCancelled { return }
                 try? await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(10))

@@ -36,6 +36,7 @@ public func buildIngressRouter(
 ) throws -> Router<IngressContext> {
     let router = Router(context: IngressContext.self)
     router.add(middleware: HTTPMetricsMiddleware())
+    router.add(middleware: StoreFailureMiddleware())
     let access = HubAccess(hubs: hubs, now: now)
     let queue = publisher.map { NotificationQueue(publisher: $0, outcomes: store as? any OutcomeStore) }
     addOperationsRoutes(to: router, checks: readiness)

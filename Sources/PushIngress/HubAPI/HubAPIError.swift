@@ -53,3 +53,43 @@ enum XML {
     /// Text safe inside an element or a double-quoted attribute.
     static func escape(_ text: String) -> String { TemplateRenderer.escapeXML(text) }
 }
+
+/// What the store's failures become when a route did not answer them itself: a conflict is
+/// 409; anything else (the store away, busy or failing) 503 with `Retry-After`, never a bare
+/// 500 and never the SQL. App-backend routes answer in their JSON, the hub API in its XML.
+struct StoreFailureMiddleware: RouterMiddleware {
+    typealias Context = IngressContext
+
+    func handle(_ request: Request, context: IngressContext, next: (Request, IngressContext) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as SQLError {
+            let appBackend = request.uri.path.hasPrefix("/api/")
+            if error.isConstraintViolation {
+                let message = "the resource was written at the same time, or its id is taken; try again"
+                if appBackend { throw AppBackendError(.conflict, message) }
+                throw HubAPIError(.conflict, message)
+            }
+            context.logger.warning("store call failed", metadata: ["pushhub.error": "\(error.message.prefix(300))"])
+            let message = "the registration store is not available; try again"
+            if appBackend {
+                var refusal = AppBackendError(.serviceUnavailable, message)
+                refusal.retryAfter = 5
+                throw refusal
+            }
+            throw StoreUnavailable(detail: message)
+        }
+    }
+}
+
+/// A 503 of the hub API with `Retry-After`.
+struct StoreUnavailable: HTTPResponseError {
+    let detail: String
+    var status: HTTPResponse.Status { .serviceUnavailable }
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        var response = try HubAPIError(.serviceUnavailable, detail).response(from: request, context: context)
+        response.headers[.retryAfter] = "5"
+        return response
+    }
+}

@@ -27,6 +27,45 @@ public struct XMLNode: Sendable {
     /// Most elements in one document.
     public static let maximumElements = 1000
 
+    /// True when `data` holds a processing instruction (`<?…?>`) anywhere but a well-formed XML
+    /// declaration at its start; CDATA sections and comments are skipped, as a parser would.
+    static func hasProcessingInstruction(_ data: Data) -> Bool {
+        let bytes = [UInt8](data)
+        var index = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
+        func matches(_ text: String, at position: Int) -> Bool {
+            let pattern = Array(text.utf8)
+            return position + pattern.count <= bytes.count && Array(bytes[position..<position + pattern.count]) == pattern
+        }
+        func find(_ text: String, from position: Int) -> Int? {
+            var position = position
+            while position < bytes.count {
+                if matches(text, at: position) { return position }
+                position += 1
+            }
+            return nil
+        }
+        if matches("<?xml", at: index), index + 5 < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index + 5]) {
+            // The declaration: closed by ?> before any other markup.
+            guard let end = find("?>", from: index + 5), !bytes[(index + 5)..<end].contains(where: { $0 == UInt8(ascii: "<") || $0 == UInt8(ascii: ">") })
+            else { return true }
+            index = end + 2
+        }
+        while let open = find("<", from: index) {
+            if matches("<![CDATA[", at: open) {
+                guard let end = find("]]>", from: open + 9) else { return false }
+                index = end + 3
+            } else if matches("<!--", at: open) {
+                guard let end = find("-->", from: open + 4) else { return false }
+                index = end + 3
+            } else if matches("<?", at: open) {
+                return true
+            } else {
+                index = open + 1
+            }
+        }
+        return false
+    }
+
     /// Parses a document; the error says where it is not well-formed or which limit it broke.
     public static func parse(_ data: Data) throws(WireError) -> XMLNode {
         // No document type declarations at all: entities are where XML bombs live.
@@ -47,10 +86,7 @@ public struct XMLNode: Sendable {
         }
         // Foundation's XMLParser reads a processing instruction without data as a null string
         // and crashes: none is allowed but the XML declaration at the very start.
-        var rest = data[...]
-        if rest.starts(with: [0xEF, 0xBB, 0xBF]) { rest = rest.dropFirst(3) }
-        if rest.starts(with: Data("<?xml ".utf8)), let end = rest.range(of: Data("?>".utf8)) { rest = rest[end.upperBound...] }
-        if rest.range(of: Data("<?".utf8)) != nil {
+        if hasProcessingInstruction(data) {
             throw .invalidField(field: "body", reason: "the XML must hold no processing instructions")
         }
         let builder = TreeBuilder()

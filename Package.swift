@@ -250,7 +250,7 @@ let package = Package(
             ]
         ),
         // Helpers shared by the test targets.
-        .target(name: "PushTestSupport"),
+        .target(name: "PushTestSupport", dependencies: ["PushModel", "PushStore"]),
         .testTarget(
             name: "PushKafkaTests",
             dependencies: [
@@ -279,7 +279,7 @@ let package = Package(
         .testTarget(
             name: "PushDispatcherTests",
             dependencies: [
-                "PushDispatcher", "PushKafka", "PushModel", "PushStore",
+                "PushDispatcher", "PushKafka", "PushModel", "PushStore", "PushTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -3,6 +3,7 @@ import PushDispatcher
 import PushKafka
 import PushModel
 import PushStore
+import PushTestSupport
 import Testing
 
 @Suite("Dispatcher", .timeLimit(.minutes(2)))
@@ -127,7 +128,7 @@ struct DispatcherTests {
 
     @Test("poison records on one partition are dead-lettered at once, and the ordinary sends between them are dispatched on time")
     func poisonDoesNotStall() async throws {
-        let fixture = try await DispatcherFixture(wrap: { RefusingStore(inner: $0) })
+        let fixture = try await DispatcherFixture(wrap: RefusingStore.wrapping)
         var poison: [String] = []
         var ordinary: [String] = []
         for index in 0..<80 {
@@ -175,7 +176,7 @@ struct DispatcherTests {
     @Test("a store that fails for a while is retried and the send then dispatched; one that keeps failing is dead-lettered after the budget")
     func transientStoreFailures() async throws {
         let fixture = try await DispatcherFixture(
-            wrap: { RefusingStore(inner: $0) },
+            wrap: RefusingStore.wrapping,
             budget: RetryBudget(attempts: 4, duration: .zero, firstBackoff: .milliseconds(20), maximumBackoff: .milliseconds(100)))
         let flaky = DispatcherFixture.request(.tags(RefusingStore.flakyTag))
         try await fixture.send(flaky)
@@ -191,7 +192,7 @@ struct DispatcherTests {
 /// The SQLite store, except for three tags: `refused-query` is refused as SQLite refuses a
 /// statement it cannot compile, `store-down` fails as an unreachable store does, and
 /// `store-flaky` fails so twice and then works.
-struct RefusingStore: RegistrationStore {
+enum RefusingStore {
     static let refusedTag = "refused-query"
     static let downTag = "store-down"
     static let flakyTag = "store-flaky"
@@ -205,33 +206,15 @@ struct RefusingStore: RegistrationStore {
 
     struct Unreachable: Error {}
 
-    let inner: any RegistrationStore
-
-    func registrations(hub: String, matching query: RegistrationQuery, after cursor: RegistrationCursor?, limit: Int) async throws -> RegistrationPage {
-        if case .tagExpression(.tag(let tag)) = query, [Self.refusedTag, Self.downTag, Self.flakyTag].contains(tag) {
-            let attempt = await Self.attempts.add(tag)
+    static func wrapping(_ inner: any RegistrationStore) -> any RegistrationStore {
+        InterceptedStore(inner: inner) { read in
+            guard case .registrations(_, .tagExpression(.tag(let tag))) = read, [refusedTag, downTag, flakyTag].contains(tag) else { return }
+            let attempt = await attempts.add(tag)
             switch tag {
-            case Self.refusedTag: throw SQLError(message: "parser stack overflow", isPermanent: true)
-            case Self.downTag: throw Unreachable()
+            case refusedTag: throw SQLError(message: "parser stack overflow", isPermanent: true)
+            case downTag: throw Unreachable()
             default: if attempt <= 2 { throw Unreachable() }
             }
         }
-        return try await inner.registrations(hub: hub, matching: query, after: cursor, limit: limit)
     }
-
-    func upsertInstallation(_ installation: Installation, hub: String) async throws -> Installation { try await inner.upsertInstallation(installation, hub: hub) }
-    func installation(hub: String, id: String) async throws -> Installation? { try await inner.installation(hub: hub, id: id) }
-    func patchInstallation(hub: String, id: String, _ operations: [InstallationPatchOperation]) async throws -> Installation {
-        try await inner.patchInstallation(hub: hub, id: id, operations)
-    }
-    func deleteInstallation(hub: String, id: String) async throws -> Bool { try await inner.deleteInstallation(hub: hub, id: id) }
-    func issueRegistrationId(hub: String) async throws -> String { try await inner.issueRegistrationId(hub: hub) }
-    func upsertRegistration(_ registration: Registration, ifMatch: Int64?) async throws -> Registration { try await inner.upsertRegistration(registration, ifMatch: ifMatch) }
-    func registration(hub: String, id: String) async throws -> Registration? { try await inner.registration(hub: hub, id: id) }
-    func deleteRegistration(hub: String, id: String, ifMatch: Int64?) async throws -> Bool { try await inner.deleteRegistration(hub: hub, id: id, ifMatch: ifMatch) }
-    func registrationIdState(hub: String, id: String) async throws -> RegistrationIdState { try await inner.registrationIdState(hub: hub, id: id) }
-    func importRegistrations(_ registrations: [Registration]) async throws { try await inner.importRegistrations(registrations) }
-    func setUser(name: String, passwordHash: String) async throws { try await inner.setUser(name: name, passwordHash: passwordHash) }
-    func passwordHash(user: String) async throws -> String? { try await inner.passwordHash(user: user) }
-    func close() async { await inner.close() }
 }

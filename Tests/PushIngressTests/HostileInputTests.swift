@@ -5,6 +5,7 @@ import HummingbirdTesting
 import PushIngress
 import PushModel
 import PushStore
+import PushTestSupport
 import Testing
 
 /// The attacks of issue 12, each through the HTTP API: what worked before must be refused now.
@@ -274,7 +275,13 @@ struct HostileInputTests {
     @Test("a store that fails answers 503 with Retry-After, never a bare 500, and never shows its SQL")
     func storeFailures() async throws {
         let fixture = try await IngressFixture()
-        let app = Application(router: try buildIngressRouter(hubs: IngressFixture.hubs, store: FailingStore(inner: fixture.store)))
+        // Reading installation `x` fails as an unreachable database does, `taken` as a unique-key conflict.
+        let failing = InterceptedStore(inner: fixture.store) { read in
+            guard case .installation(_, let id) = read else { return }
+            if id == "x" { throw SQLError(message: "could not connect in: SELECT * FROM installations") }
+            if id == "taken" { throw SQLError(message: "UNIQUE constraint failed in: INSERT …", isConstraintViolation: true) }
+        }
+        let app = Application(router: try buildIngressRouter(hubs: IngressFixture.hubs, store: failing))
         try await app.test(.router) { client in
             let response = try await client.execute(uri: "/myhub/installations/x", method: .get, headers: IngressFixture.listenAccess)
             #expect(response.status == .serviceUnavailable, "\(response.text)")
@@ -284,34 +291,4 @@ struct HostileInputTests {
             #expect(taken.status == .conflict, "\(taken.text)")
         }
     }
-}
-
-/// The SQLite store, except that reading installation `x` fails as an unreachable database
-/// does, and reading `taken` as a unique-key conflict.
-struct FailingStore: RegistrationStore {
-    let inner: any RegistrationStore
-
-    func installation(hub: String, id: String) async throws -> Installation? {
-        if id == "x" { throw SQLError(message: "could not connect in: SELECT * FROM installations") }
-        if id == "taken" { throw SQLError(message: "UNIQUE constraint failed in: INSERT …", isConstraintViolation: true) }
-        return try await inner.installation(hub: hub, id: id)
-    }
-
-    func upsertInstallation(_ installation: Installation, hub: String) async throws -> Installation { try await inner.upsertInstallation(installation, hub: hub) }
-    func patchInstallation(hub: String, id: String, _ operations: [InstallationPatchOperation]) async throws -> Installation {
-        try await inner.patchInstallation(hub: hub, id: id, operations)
-    }
-    func deleteInstallation(hub: String, id: String) async throws -> Bool { try await inner.deleteInstallation(hub: hub, id: id) }
-    func issueRegistrationId(hub: String) async throws -> String { try await inner.issueRegistrationId(hub: hub) }
-    func upsertRegistration(_ registration: Registration, ifMatch: Int64?) async throws -> Registration { try await inner.upsertRegistration(registration, ifMatch: ifMatch) }
-    func registration(hub: String, id: String) async throws -> Registration? { try await inner.registration(hub: hub, id: id) }
-    func deleteRegistration(hub: String, id: String, ifMatch: Int64?) async throws -> Bool { try await inner.deleteRegistration(hub: hub, id: id, ifMatch: ifMatch) }
-    func registrationIdState(hub: String, id: String) async throws -> RegistrationIdState { try await inner.registrationIdState(hub: hub, id: id) }
-    func registrations(hub: String, matching query: RegistrationQuery, after cursor: RegistrationCursor?, limit: Int) async throws -> RegistrationPage {
-        try await inner.registrations(hub: hub, matching: query, after: cursor, limit: limit)
-    }
-    func importRegistrations(_ registrations: [Registration]) async throws { try await inner.importRegistrations(registrations) }
-    func setUser(name: String, passwordHash: String) async throws { try await inner.setUser(name: name, passwordHash: passwordHash) }
-    func passwordHash(user: String) async throws -> String? { try await inner.passwordHash(user: user) }
-    func close() async { await inner.close() }
 }

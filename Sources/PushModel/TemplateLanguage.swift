@@ -46,17 +46,17 @@ public struct TemplateRenderer: Sendable {
     /// Fills a template body; the result is valid JSON or XML when the template was.
     public func render(_ body: String, as document: TemplateDocument) throws(TemplateError) -> String {
         try Self.checkSize(body)
-        let budget = Budget()
+        var budget = Budget()
         let output = switch document {
-        case .json: try renderJSON(body, budget)
-        case .xml: try renderXML(body, budget)
+        case .json: try renderJSON(body, &budget)
+        case .xml: try renderXML(body, &budget)
         }
         return output
     }
 
     /// What one rendering may still spend: expression starts (whether or not they read as
     /// one, so failed starts cannot make the work grow past the limit) and bytes produced.
-    final class Budget {
+    struct Budget {
         var starts = 0
         var produced = 0
     }
@@ -64,39 +64,24 @@ public struct TemplateRenderer: Sendable {
     /// Fills a value that is not inside a document (an APNs expiry, a WNS header): no escaping.
     public func render(value text: String) throws(TemplateError) -> String {
         try Self.checkSize(text)
-        return try fill(text, Budget()).map(\.text).joined()
+        var budget = Budget()
+        return try fill(text, &budget).map(\.text).joined()
     }
 
-    /// Refuses a template over the length or expression limits before any work that grows with it.
+    /// Refuses a template over the length limit before any work that grows with it (expression
+    /// starts are counted by the `Budget` as they are met, after JSON unescaping).
     static func checkSize(_ template: String) throws(TemplateError) {
         guard template.utf8.count <= maximumTemplateLength else {
             throw TemplateError("a template is at most \(maximumTemplateLength) bytes, not \(template.utf8.count)")
         }
-        var expressions = 0
-        var previous: UInt8 = 0
-        for byte in template.utf8 {
-            if byte == UInt8(ascii: "("), previous == UInt8(ascii: "$") || previous == UInt8(ascii: "#") || previous == UInt8(ascii: "%") || previous == UInt8(ascii: ".") {
-                expressions += 1
-            }
-            previous = byte
-        }
-        guard expressions <= maximumExpressions else {
-            throw TemplateError("a template holds at most \(maximumExpressions) expressions, not \(expressions)")
-        }
     }
 
     /// Counts what an expression produced, refusing a rendering that would grow past `maximumOutput`.
-    private static func spend(_ value: String, _ budget: Budget) throws(TemplateError) {
+    private static func spend(_ value: String, _ budget: inout Budget) throws(TemplateError) {
         budget.produced += value.utf8.count
         guard budget.produced <= maximumOutput else { throw TemplateError("the filled template is over \(maximumOutput) bytes") }
     }
 
-    /// Refuses a filled template that grew past `maximumOutput`.
-    private static func checkOutput(_ output: String) throws(TemplateError) {
-        guard output.utf8.count <= maximumOutput else {
-            throw TemplateError("the filled template is over \(maximumOutput) bytes")
-        }
-    }
 
     /// Checks that a template's expressions can be read and, for JSON, that it fills to JSON.
     public static func validate(_ body: String, as document: TemplateDocument) throws(TemplateError) {
@@ -125,7 +110,7 @@ public struct TemplateRenderer: Sendable {
 
     // MARK: Documents
 
-    private func renderJSON(_ body: String, _ budget: Budget) throws(TemplateError) -> String {
+    private func renderJSON(_ body: String, _ budget: inout Budget) throws(TemplateError) -> String {
         let characters = Array(body)
         var output = ""
         output.reserveCapacity(body.count + 64)
@@ -156,30 +141,28 @@ public struct TemplateRenderer: Sendable {
                 output += "\"" + raw + "\""
             } else {
                 let decoded = try Self.decodeJSONString(raw)
-                let pieces = try fill(decoded, budget)
+                let pieces = try fill(decoded, &budget)
                 if pieces.count == 1, pieces[0].fromNumberExpression, Self.isJSONNumber(pieces[0].text) {
                     output += pieces[0].text
                 } else {
                     output += Self.encodeJSONString(pieces.map(\.text).joined())
                 }
-                try Self.checkOutput(output)
             }
             index = end + 1
         }
         return output
     }
 
-    private func renderXML(_ body: String, _ budget: Budget) throws(TemplateError) -> String {
+    private func renderXML(_ body: String, _ budget: inout Budget) throws(TemplateError) -> String {
         var output = ""
         output.reserveCapacity(body.count + 64)
         var rest = Substring(body)
         while !rest.isEmpty {
             guard let open = rest.firstIndex(of: "<") else {
-                output += try fillXMLText(rest, budget)
+                output += try fillXMLText(rest, &budget)
                 break
             }
-            output += try fillXMLText(rest[..<open], budget)
-            try Self.checkOutput(output)
+            output += try fillXMLText(rest[..<open], &budget)
             rest = rest[open...]
             // Comments, CDATA, declarations and processing instructions are copied as they are.
             for (start, stop) in [("<!--", "-->"), ("<![CDATA[", "]]>"), ("<?", "?>"), ("<!", ">")] where rest.hasPrefix(start) {
@@ -198,8 +181,7 @@ public struct TemplateRenderer: Sendable {
                 let character = rest[tagEnd]
                 if let open = quote {
                     if character == open {
-                        tag += try fillXMLText(Substring(value), budget, attribute: true) + String(character)
-                        try Self.checkOutput(tag)
+                        tag += try fillXMLText(Substring(value), &budget, attribute: true) + String(character)
                         value = ""
                         quote = nil
                     } else {
@@ -221,9 +203,9 @@ public struct TemplateRenderer: Sendable {
 
     /// Fills XML character data as written in the document (entities stay as they are; what
     /// expressions produce is escaped).
-    private func fillXMLText(_ text: Substring, _ budget: Budget, attribute: Bool = false) throws(TemplateError) -> String {
+    private func fillXMLText(_ text: Substring, _ budget: inout Budget, attribute: Bool = false) throws(TemplateError) -> String {
         guard text.contains(where: { "$.%#{".contains($0) }) else { return String(text) }
-        return try fill(String(text), budget).map { piece in
+        return try fill(String(text), &budget).map { piece in
             piece.isLiteral ? piece.text : Self.escapeXML(piece.text)
         }.joined()
     }
@@ -238,7 +220,7 @@ public struct TemplateRenderer: Sendable {
     }
 
     /// Splits text into literal runs and evaluated expressions.
-    private func fill(_ text: String, _ budget: Budget) throws(TemplateError) -> [Piece] {
+    private func fill(_ text: String, _ budget: inout Budget) throws(TemplateError) -> [Piece] {
         let characters = Array(text)
         var pieces: [Piece] = []
         var literal = ""
@@ -267,7 +249,7 @@ public struct TemplateRenderer: Sendable {
                 }
                 flush()
                 let value = evaluate(call)
-                try Self.spend(value, budget)
+                try Self.spend(value, &budget)
                 pieces.append(Piece(text: value, isLiteral: false, fromNumberExpression: call.function == "#"))
                 index = parser.index
             } else if character == "{", var parser = Optional(ExpressionParser(characters: characters, index: index)),
@@ -286,7 +268,7 @@ public struct TemplateRenderer: Sendable {
                         }
                         part = evaluate(call)
                     }
-                    try Self.spend(part, budget)
+                    try Self.spend(part, &budget)
                     value += part
                 }
                 pieces.append(Piece(text: value, isLiteral: false))

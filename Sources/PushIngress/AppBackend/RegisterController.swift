@@ -71,8 +71,6 @@ struct RegisterController: Sendable {
             throw AppBackendError(.badRequest, error.description)
         } catch let error as StoreError {
             throw AppBackendError(.conflict, error.description)
-        } catch let error as SQLError where error.isConstraintViolation {
-            throw AppBackendError(.conflict, "registration \(id) was changed at the same time; try again")
         }
         return Response(status: .ok)
     }

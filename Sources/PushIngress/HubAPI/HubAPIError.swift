@@ -43,9 +43,6 @@ func storeCall<T>(_ body: () async throws -> T) async throws -> T {
         return try await body()
     } catch let error as StoreError {
         throw HubAPIError.from(error)
-    } catch let error as SQLError where error.isConstraintViolation {
-        // Two writers of one id at once, or an id another resource already holds.
-        throw HubAPIError(.conflict, "the id is already taken by another registration or installation, or was written at the same time; try again")
     }
 }
 

@@ -30,37 +30,29 @@ public struct XMLNode: Sendable {
     /// True when `data` holds a processing instruction (`<?…?>`) anywhere but a well-formed XML
     /// declaration at its start; CDATA sections and comments are skipped, as a parser would.
     static func hasProcessingInstruction(_ data: Data) -> Bool {
-        let bytes = [UInt8](data)
-        var index = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
-        func matches(_ text: String, at position: Int) -> Bool {
-            let pattern = Array(text.utf8)
-            return position + pattern.count <= bytes.count && Array(bytes[position..<position + pattern.count]) == pattern
+        func find(_ text: String, from position: Data.Index) -> Range<Data.Index>? {
+            data.range(of: Data(text.utf8), in: position..<data.endIndex)
         }
-        func find(_ text: String, from position: Int) -> Int? {
-            var position = position
-            while position < bytes.count {
-                if matches(text, at: position) { return position }
-                position += 1
-            }
-            return nil
-        }
-        if matches("<?xml", at: index), index + 5 < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index + 5]) {
+        var index = data.starts(with: [0xEF, 0xBB, 0xBF]) ? data.startIndex + 3 : data.startIndex
+        let declaration = Data("<?xml".utf8)
+        if data[index...].starts(with: declaration), index + 5 < data.endIndex, [0x20, 0x09, 0x0A, 0x0D].contains(data[index + 5]) {
             // The declaration: closed by ?> before any other markup.
-            guard let end = find("?>", from: index + 5), !bytes[(index + 5)..<end].contains(where: { $0 == UInt8(ascii: "<") || $0 == UInt8(ascii: ">") })
+            guard let end = find("?>", from: index + 5), !data[(index + 5)..<end.lowerBound].contains(where: { $0 == UInt8(ascii: "<") || $0 == UInt8(ascii: ">") })
             else { return true }
-            index = end + 2
+            index = end.upperBound
         }
         while let open = find("<", from: index) {
-            if matches("<![CDATA[", at: open) {
-                guard let end = find("]]>", from: open + 9) else { return false }
-                index = end + 3
-            } else if matches("<!--", at: open) {
-                guard let end = find("-->", from: open + 4) else { return false }
-                index = end + 3
-            } else if matches("<?", at: open) {
+            let markup = data[open.lowerBound...]
+            if markup.starts(with: Data("<![CDATA[".utf8)) {
+                guard let end = find("]]>", from: open.upperBound) else { return false }
+                index = end.upperBound
+            } else if markup.starts(with: Data("<!--".utf8)) {
+                guard let end = find("-->", from: open.upperBound) else { return false }
+                index = end.upperBound
+            } else if markup.starts(with: Data("<?".utf8)) {
                 return true
             } else {
-                index = open + 1
+                index = open.upperBound
             }
         }
         return false

@@ -100,10 +100,14 @@ struct DevCommand: AsyncParsableCommand {
 
         var ingress = IngressConfiguration(hubs: hubs)
         ingress.port = port
+        ingress.embeddedKafka = cluster != nil
         let hub = hubs.hubs[hubIndex]
         let banner = Banner(hub: hub, demo: "\(Self.demoUser):\(password)", kafka: servers, simulator: (apnsURL, simURL))
         let ingressServices = try makeIngressServices(
-            configuration: ingress, store: store, kafka: (servers, topics), logger: logger, onListening: { banner.print(port: $0) })
+            configuration: ingress, store: store, kafka: (servers, topics), logger: logger, onListening: { banner.print(port: $0) },
+            onRecovered: { count in
+                emit("PushHub recovered \(count) unfinished send(s) from the store and published them again.")
+            })
 
         // Started in this order, stopped in reverse: workers hand back and finish first, then the
         // dispatcher, the ingress (outcomes last), the consumers commit, the producer flushes.

@@ -22,6 +22,12 @@ public struct IngressConfiguration: Sendable {
     /// for this long, or that sits idle this long between requests, is closed. This is the
     /// header-read and the idle time-out in one.
     public var idleTimeout: Duration = .seconds(30)
+    /// Kafka is the embedded cluster, which keeps nothing across a restart: accepted sends are
+    /// kept in the store and published again, whatever `recovery` says.
+    public var embeddedKafka = false
+
+    /// What happens to sends that stall, from `recovery` and where Kafka is.
+    public var recovery: SendRecoverySettings { SendRecoverySettings(hubs.sendRecovery, embeddedKafka: embeddedKafka) }
 
     public init(hubs: HubsConfiguration) {
         self.hubs = hubs
@@ -32,13 +38,17 @@ public struct IngressConfiguration: Sendable {
 public func buildIngressRouter(
     hubs: HubsConfiguration, store: any RegistrationStore, publisher: (any NotificationPublisher)? = nil,
     readiness: [ReadinessCheck] = [], richQuota: RichPayloadQuota = RichPayloadQuota(), logins: LoginLimits = LoginLimits(),
-    now: @escaping @Sendable () -> Date = { Date() }
+    recovery: SendRecoverySettings? = nil, now: @escaping @Sendable () -> Date = { Date() }
 ) throws -> Router<IngressContext> {
     let router = Router(context: IngressContext.self)
     router.add(middleware: HTTPMetricsMiddleware())
     router.add(middleware: StoreFailureMiddleware())
     let access = HubAccess(hubs: hubs, now: now)
-    let queue = publisher.map { NotificationQueue(publisher: $0, outcomes: store as? any OutcomeStore) }
+    let queue = publisher.map {
+        NotificationQueue(
+            publisher: $0, outcomes: store as? any OutcomeStore,
+            recovery: recovery ?? SendRecoverySettings(hubs.sendRecovery, embeddedKafka: false), now: now)
+    }
     addOperationsRoutes(to: router, checks: readiness)
     InstallationController(store: store, access: access).addRoutes(to: router)
     RegistrationController(store: store, access: access).addRoutes(to: router)
@@ -63,7 +73,8 @@ public func buildIngressApplication(
     readiness: [ReadinessCheck] = [], logins: LoginLimits = LoginLimits(), logger: Logger, onListening: @escaping @Sendable (Int) -> Void = { _ in }
 ) throws -> some ApplicationProtocol {
     Application(
-        router: try buildIngressRouter(hubs: configuration.hubs, store: store, publisher: publisher, readiness: readiness, logins: logins),
+        router: try buildIngressRouter(
+            hubs: configuration.hubs, store: store, publisher: publisher, readiness: readiness, logins: logins, recovery: configuration.recovery),
         server: .http1(configuration: .init(idleTimeout: .nanoseconds(Int64(configuration.idleTimeout.components.seconds) * 1_000_000_000
             + configuration.idleTimeout.components.attoseconds / 1_000_000_000))),
         configuration: .init(

@@ -7,12 +7,14 @@ import PushStore
 import ServiceLifecycle
 
 /// The ingress's services in start order: with Kafka, its producer and results consumer, the
-/// HTTP application, the outcome recorder and the scheduled-send releaser; without, the HTTP
-/// application only (registrations, no messages API). A ServiceGroup shuts them down in
-/// reverse: stop recording and releasing, stop taking requests, close the consumer, flush.
+/// HTTP application, the outcome recorder, the scheduled-send releaser and the recovery of
+/// stalled sends; without, the HTTP application only (registrations, no messages API). A
+/// ServiceGroup shuts them down in reverse: stop recovering, recording and releasing, stop
+/// taking requests, close the consumer, flush. `onRecovered` hears how many unfinished sends
+/// the first recovery check published again.
 public func makeIngressServices(
     configuration: IngressConfiguration, store: SQLRegistrationStore, kafka: (servers: [String], topics: PushTopics)?, logger: Logger,
-    onListening: @escaping @Sendable (Int) -> Void
+    onListening: @escaping @Sendable (Int) -> Void, onRecovered: @escaping @Sendable (Int) -> Void = { _ in }
 ) throws -> [ServiceGroupConfiguration.ServiceConfiguration] {
     let storeCheck = ReadinessCheck("store") { await store.isReachable() }
     guard let kafka else {
@@ -31,6 +33,7 @@ public func makeIngressServices(
     return [
         .init(service: producer), .init(service: results), .init(service: app),
         .init(service: OutcomeRecorder(consumer: results, store: store, producer: producer, topics: kafka.topics, logger: logger)),
-        .init(service: ScheduledReleaser(store: store, publisher: publisher, logger: logger)),
+        .init(service: ScheduledReleaser(store: store, publisher: publisher, recovery: configuration.recovery, logger: logger)),
+        .init(service: SendRecovery(store: store, publisher: publisher, settings: configuration.recovery, logger: logger, onStart: onRecovered)),
     ]
 }

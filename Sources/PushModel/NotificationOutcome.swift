@@ -7,7 +7,8 @@ public enum NotificationState: String, Codable, Sendable, CaseIterable {
     /// Every dispatched target has a result.
     case completed = "Completed"
     case noTargetFound = "NoTargetFound"
-    /// Expired before delivery, or refused as a request.
+    /// Expired before delivery, refused as a request, or given up after no progress past its
+    /// expiry (with the reason).
     case abandoned = "Abandoned"
     case cancelled = "Cancelled"
 }
@@ -23,10 +24,12 @@ public struct NotificationOutcome: Sendable, Equatable {
     /// Targets dispatched, once the dispatch summary arrived.
     public var expectedTargets: Int?
     public var counts: [Platform: [Outcome: Int]]
+    /// Why PushHub gave the notification up, when it did (state Abandoned).
+    public var reason: String?
 
     public init(
         notificationId: String, hub: String, state: NotificationState, enqueuedAt: Date, startedAt: Date? = nil, endedAt: Date? = nil,
-        expectedTargets: Int? = nil, counts: [Platform: [Outcome: Int]] = [:]
+        expectedTargets: Int? = nil, counts: [Platform: [Outcome: Int]] = [:], reason: String? = nil
     ) {
         self.notificationId = notificationId
         self.hub = hub
@@ -36,5 +39,6 @@ public struct NotificationOutcome: Sendable, Equatable {
         self.endedAt = endedAt
         self.expectedTargets = expectedTargets
         self.counts = counts
+        self.reason = reason
     }
 }

@@ -16,10 +16,13 @@ public struct PNSDelivery: Sendable {
     public var headers: [String: String]
     /// After this the PNS need not deliver it.
     public var expiresAt: Date?
+    /// What tells this push apart from the notification's other pushes to the same device (a
+    /// template's registration id); nil for a native push. Part of the derived collapse key.
+    public var collapseVariant: String?
 
     public init(
         hub: String, notificationId: String, handle: String, webPush: WebPushKeys? = nil, format: NotificationFormat, body: String,
-        headers: [String: String] = [:], expiresAt: Date? = nil
+        headers: [String: String] = [:], expiresAt: Date? = nil, collapseVariant: String? = nil
     ) {
         self.hub = hub
         self.notificationId = notificationId
@@ -29,6 +32,7 @@ public struct PNSDelivery: Sendable {
         self.body = body
         self.headers = headers
         self.expiresAt = expiresAt
+        self.collapseVariant = collapseVariant
     }
 
     /// The header named `name`, whatever its case.

@@ -134,6 +134,26 @@ enum Migrations {
             ]),
             // Each sender's stored rich payloads, for their quota and retention.
             (5, ["CREATE INDEX rich_payloads_by_sender ON rich_payloads (hub, sender, created_at)"]),
+            // Recovery: when a send must end (deadline), when it last moved (progress), what the
+            // dispatch summary announced per platform, why it was given up; and the accepted
+            // requests kept until they end, to publish again.
+            (6, [
+                "ALTER TABLE notifications ADD COLUMN deadline BIGINT",
+                "ALTER TABLE notifications ADD COLUMN progress_at BIGINT",
+                "ALTER TABLE notifications ADD COLUMN dispatched TEXT",
+                "ALTER TABLE notifications ADD COLUMN reason TEXT",
+                "CREATE INDEX notifications_open ON notifications (state, deadline)",
+                """
+                CREATE TABLE unfinished_sends (
+                    notification_id TEXT PRIMARY KEY,
+                    hub TEXT NOT NULL,
+                    request TEXT NOT NULL,
+                    published_at BIGINT NOT NULL,
+                    publishes BIGINT NOT NULL
+                )
+                """,
+                "CREATE INDEX unfinished_by_published ON unfinished_sends (published_at)",
+            ]),
         ]
     }
 

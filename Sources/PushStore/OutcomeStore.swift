@@ -4,10 +4,20 @@ import PushModel
 
 /// Per-notification outcomes, kept beside the registrations.
 public protocol OutcomeStore: Sendable {
-    /// Notes a notification accepted at `enqueuedAt` (state Enqueued).
-    func recordEnqueued(hub: String, notificationId: String, at enqueuedAt: Date) async throws
-    /// Forgets a notification that could not be queued after all.
+    /// Notes an accepted notification (state Enqueued) that must end by `deadline`. With
+    /// `keep`, the request itself is kept in the same transaction until the notification ends,
+    /// so `claimUnfinished` can publish it again.
+    func recordEnqueued(_ request: SendRequest, deadline: Date, keep: Bool, now: Date) async throws
+    /// Forgets a notification that could not be queued after all, and its kept request.
     func forgetEnqueued(hub: String, notificationId: String) async throws
+    /// Claims up to `limit` kept requests of notifications that have not ended, were last
+    /// published before `quietSince` and have not progressed since: their publish time becomes
+    /// `now`, so of several ingress replicas one claims each.
+    func claimUnfinished(now: Date, quietSince: Date, limit: Int) async throws -> [SendRequest]
+    /// Ends as Abandoned up to `limit` notifications past their deadline (before
+    /// `deadlineBefore`) that have not progressed since `quietSince`. Their unreported targets
+    /// count as expired; results arriving later change nothing.
+    func abandonStalled(now: Date, deadlineBefore: Date, quietSince: Date, limit: Int) async throws -> [AbandonedSend]
     /// Applies a dispatch summary or a batch of results, once per batch: a batch seen before
     /// (the same receipt) changes nothing and returns false.
     @discardableResult
@@ -16,6 +26,22 @@ public protocol OutcomeStore: Sendable {
     /// A dead handle: its registration is deleted; an installation's registrations are deleted
     /// and the installation marked `pushChannelExpired` until its push channel is replaced.
     func pruneInvalidHandle(hub: String, registrationId: String) async throws
+}
+
+/// A notification PushHub gave up.
+public struct AbandonedSend: Sendable, Equatable {
+    public var notificationId: String
+    public var hub: String
+    public var reason: String
+    /// Targets without a result, now counted as expired.
+    public var unreported: Int
+
+    public init(notificationId: String, hub: String, reason: String, unreported: Int) {
+        self.notificationId = notificationId
+        self.hub = hub
+        self.reason = reason
+        self.unreported = unreported
+    }
 }
 
 extension ResultBatch {

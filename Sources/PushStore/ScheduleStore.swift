@@ -11,8 +11,9 @@ public protocol ScheduleStore: Sendable {
     /// Claims up to `limit` due sends for `claimant`: pending ones, and ones claimed more than
     /// `staleAfter` ago and never marked released.
     func claimDueScheduled(now: Date, claimant: String, limit: Int, staleAfter: TimeInterval) async throws -> [SendRequest]
-    /// Records that a claimed send was published.
-    func markReleased(notificationId: String) async throws
+    /// Records that a claimed send was published at `now`: it must end by `deadline`, and with
+    /// `keep` its request is kept until it ends (as `OutcomeStore.recordEnqueued` keeps one).
+    func markReleased(_ request: SendRequest, deadline: Date, keep: Bool, now: Date) async throws
 }
 
 extension SQLRegistrationStore: ScheduleStore {
@@ -67,10 +68,15 @@ extension SQLRegistrationStore: ScheduleStore {
         }
     }
 
-    public func markReleased(notificationId: String) async throws {
+    public func markReleased(_ request: SendRequest, deadline: Date, keep: Bool, now: Date) async throws {
+        let text = keep ? String(decoding: try WireCoding.encode(request), as: UTF8.self) : nil
         try await database.write { connection in
             try await connection.execute(
-                "UPDATE scheduled_notifications SET state = ? WHERE notification_id = ?", [.text(ScheduleState.released.rawValue), .text(notificationId)])
+                "UPDATE scheduled_notifications SET state = ? WHERE notification_id = ?", [.text(ScheduleState.released.rawValue), .text(request.notificationId)])
+            try await connection.execute(
+                "UPDATE notifications SET deadline = ?, progress_at = ? WHERE notification_id = ?",
+                [SQLValue(deadline), SQLValue(now), .text(request.notificationId)])
+            if let text { try await Self.keep(request, text: text, publishedAt: now, on: connection) }
         }
     }
 }

@@ -242,6 +242,8 @@ public final class DeliveryWorker: Service, Sendable {
             hub: batch.hub, notificationId: batch.notificationId, handle: target.handle, webPush: target.webPush,
             format: batch.format ?? batch.platform.templateFormat, body: batch.body, headers: batch.headers, expiresAt: expiresAt)
         guard batch.kind == .template, let template = target.template else { return .success(delivery) }
+        delivery.collapseVariant = target.registrationId ?? ""
+
         do {
             delivery.body = try renderer.render(template.body, as: batch.platform == .wns ? .xml : .json)
             for (name, value) in template.headers ?? [:] { delivery.headers[name] = try renderer.render(value: value) }

@@ -37,7 +37,7 @@ struct ScheduleStoreTests {
         #expect(try await store.claimDueScheduled(now: later.addingTimeInterval(30), claimant: "c", limit: 10, staleAfter: 60).isEmpty)
         let retaken = try await store.claimDueScheduled(now: later.addingTimeInterval(61), claimant: "c", limit: 10, staleAfter: 60)
         #expect(retaken.map(\.notificationId) == [soon.notificationId])
-        try await store.markReleased(notificationId: soon.notificationId)
+        try await store.markReleased(soon, deadline: later.addingTimeInterval(1800), keep: false, now: later.addingTimeInterval(61))
         #expect(try await store.claimDueScheduled(now: later.addingTimeInterval(200), claimant: "d", limit: 10, staleAfter: 60).isEmpty)
     }
 }

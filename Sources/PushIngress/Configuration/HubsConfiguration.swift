@@ -13,6 +13,11 @@ public struct HubsConfiguration: Codable, Sendable, Equatable {
     public var publicBaseURL: String?
     /// Read `X-Forwarded-Proto` (set only when a proxy you trust sits in front and overwrites it).
     public var trustForwardedHeaders: Bool?
+    /// Keeping accepted sends and publishing them again; giving up stalled ones.
+    public var recovery: SendRecoveryConfiguration?
+
+    /// `recovery`, defaults filled in.
+    public var sendRecovery: SendRecoveryConfiguration { recovery ?? SendRecoveryConfiguration() }
 
     public init(hubs: [Hub], appBackend: AppBackend? = nil) {
         self.hubs = hubs

@@ -14,6 +14,8 @@ enum NotificationDetailsXML {
         var body = "<NotificationId>\(XML.escape(outcome.notificationId))</NotificationId>"
         body += "<Location>\(XML.escape(location))</Location>"
         body += "<State>\(outcome.state.rawValue)</State>"
+        // PushHub's own addition: why it gave the notification up.
+        if let reason = outcome.reason { body += "<Reason>\(XML.escape(reason))</Reason>" }
         body += "<EnqueueTime>\(RFC3339.format(outcome.enqueuedAt))</EnqueueTime>"
         if let started = outcome.startedAt { body += "<StartTime>\(RFC3339.format(started))</StartTime>" }
         if let ended = outcome.endedAt { body += "<EndTime>\(RFC3339.format(ended))</EndTime>" }

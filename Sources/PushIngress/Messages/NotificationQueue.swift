@@ -1,18 +1,23 @@
+import Foundation
 import PushModel
 import PushStore
 
 /// Puts an accepted send on its way: notes it Enqueued (so a GET right after the answer finds
-/// it), publishes it, and forgets the note again when publishing failed. Shared by the hub
-/// API and the app-backend API.
+/// it, and a send that stalls is given up by its deadline), keeping the request itself in the
+/// same transaction when sends are republished, then publishes it; when publishing failed, it
+/// forgets both again. Shared by the hub API and the app-backend API.
 struct NotificationQueue: Sendable {
     let publisher: any NotificationPublisher
     let outcomes: (any OutcomeStore)?
+    let recovery: SendRecoverySettings
+    let now: @Sendable () -> Date
 
     /// The send could not be queued; the caller answers 503 with Retry-After.
     struct NotQueued: Error {}
 
     func enqueue(_ request: SendRequest) async throws -> Void {
-        try await outcomes?.recordEnqueued(hub: request.hub, notificationId: request.notificationId, at: request.enqueuedAt)
+        let now = now()
+        try await outcomes?.recordEnqueued(request, deadline: recovery.deadline(of: request, acceptedAt: now), keep: recovery.republish, now: now)
         do {
             try await publisher.publish(request)
         } catch {

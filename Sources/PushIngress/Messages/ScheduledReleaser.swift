@@ -12,12 +12,15 @@ public final class ScheduledReleaser: Service, Sendable {
     let claimant: String
     let interval: Duration
     let staleAfter: TimeInterval
+    let recovery: SendRecoverySettings
     let logger: Logger
 
     public init(
         store: any ScheduleStore, publisher: any NotificationPublisher, claimant: String = UUID().uuidString,
-        interval: Duration = .seconds(1), staleAfter: TimeInterval = 60, logger: Logger
+        interval: Duration = .seconds(1), staleAfter: TimeInterval = 60,
+        recovery: SendRecoverySettings = SendRecoverySettings(SendRecoveryConfiguration(), embeddedKafka: false), logger: Logger
     ) {
+        self.recovery = recovery
         self.store = store
         self.publisher = publisher
         self.claimant = claimant
@@ -46,7 +49,9 @@ public final class ScheduledReleaser: Service, Sendable {
         for request in claimed {
             do {
                 try await publisher.publish(request)
-                try await store.markReleased(notificationId: request.notificationId)
+                // From here on it is an accepted send like any other: it has a deadline, and is kept
+                // for publishing again when sends are republished.
+                try await store.markReleased(request, deadline: recovery.deadline(of: request, acceptedAt: now), keep: recovery.republish, now: now)
                 published += 1
             } catch {
                 // Left claimed: this or another replica takes it over once the claim is stale.

@@ -104,6 +104,8 @@ public final class APNsProvider: PushProvider {
         if let collapseId = delivery.header("apns-collapse-id") {
             guard collapseId.utf8.count <= maximumCollapseId else { return .failure(HeaderProblem(description: "BadCollapseId")) }
             headers.append(("apns-collapse-id", collapseId))
+        } else {
+            headers.append(("apns-collapse-id", CollapseKey.apns(delivery)))
         }
         // Without one, APNs makes the apns-id itself and returns it.
         if let apnsId = delivery.header("apns-id") {

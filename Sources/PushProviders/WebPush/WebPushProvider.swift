@@ -71,6 +71,8 @@ public final class WebPushProvider: PushProvider {
         if let topic = delivery.header("Topic") {
             guard topic.count <= 32, Base64URL.decode(topic) != nil else { return .notSent(.payloadRejected, "Topic: at most 32 base64url characters") }
             headers.append(("topic", topic))
+        } else {
+            headers.append(("topic", CollapseKey.webPushTopic(delivery)))
         }
         do { headers.append(("authorization", try vapid.authorization(for: endpoint))) } catch {
             return .notSent(.misconfigured("VAPID"), "VAPID: \(error)")

@@ -1,0 +1,100 @@
+import Foundation
+
+/// `recovery` in `pushhub.yaml`: whether accepted sends are kept in the store and published
+/// again when they stall, and when a send that makes no progress is given up. Written either
+/// as `recovery: republish` (or `off`), or as a mapping:
+///
+/// ```yaml
+/// recovery:
+///   mode: republish
+///   checkEvery: 15s     # how often each ingress looks for stalled sends
+///   grace: 2m           # how long a send may make no progress before it is published again
+///   abandonAfter: 30m   # a send without expiresAt ends Abandoned this long after acceptance (plus grace)
+/// ```
+public struct SendRecoveryConfiguration: Codable, Sendable, Equatable {
+    public enum Mode: String, Codable, Sendable, CaseIterable {
+        /// Keep every accepted send until it ends, and publish it again when it stalls.
+        case republish
+        /// Trust the broker's acknowledgement (the default with a Kafka cluster).
+        case off
+    }
+
+    /// nil: `republish` on the embedded cluster, `off` on a Kafka cluster. The embedded
+    /// cluster keeps nothing across a restart, so it always republishes.
+    public var mode: Mode?
+    public var checkEvery: TimeInterval
+    public var grace: TimeInterval
+    /// Azure Notification Hubs gives a send 30 minutes.
+    public var abandonAfter: TimeInterval
+
+    public static let defaultCheckEvery: TimeInterval = 15
+    public static let defaultGrace: TimeInterval = 120
+    public static let defaultAbandonAfter: TimeInterval = 30 * 60
+
+    public init(
+        mode: Mode? = nil, checkEvery: TimeInterval = Self.defaultCheckEvery, grace: TimeInterval = Self.defaultGrace,
+        abandonAfter: TimeInterval = Self.defaultAbandonAfter
+    ) {
+        self.mode = mode
+        self.checkEvery = checkEvery
+        self.grace = grace
+        self.abandonAfter = abandonAfter
+    }
+
+    /// Whether accepted sends are kept and published again, given where Kafka is.
+    public func republishes(embeddedKafka: Bool) -> Bool {
+        embeddedKafka || mode == .republish
+    }
+
+    enum CodingKeys: String, CodingKey { case mode, checkEvery, grace, abandonAfter }
+
+    public init(from decoder: any Decoder) throws {
+        if let single = try? decoder.singleValueContainer(), let text = try? single.decode(String.self) {
+            guard let mode = Mode(rawValue: text) else {
+                throw DecodingError.dataCorruptedError(
+                    in: single, debugDescription: "must be \(Mode.allCases.map(\.rawValue).joined(separator: " or ")), or a mapping, not \(text)")
+            }
+            self.init(mode: mode)
+            return
+        }
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(mode: try container.decodeIfPresent(Mode.self, forKey: .mode))
+        for (key, bounds, path) in [(CodingKeys.checkEvery, 0.1...3600, \Self.checkEvery), (.grace, 0...86_400, \Self.grace), (.abandonAfter, 1...(7 * 86_400), \Self.abandonAfter)] {
+            guard let text = try container.decodeIfPresent(String.self, forKey: key) else { continue }
+            guard let seconds = Self.seconds(text), bounds.contains(seconds) else {
+                throw DecodingError.dataCorruptedError(
+                    forKey: key, in: container,
+                    debugDescription: "\(text) is not a duration from \(Self.format(bounds.lowerBound)) to \(Self.format(bounds.upperBound)) (such as 500ms, 15s, 2m, 1h)")
+            }
+            self[keyPath: path] = seconds
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encodeIfPresent(mode, forKey: .mode)
+        try container.encode(Self.format(checkEvery), forKey: .checkEvery)
+        try container.encode(Self.format(grace), forKey: .grace)
+        try container.encode(Self.format(abandonAfter), forKey: .abandonAfter)
+    }
+
+    /// `500ms`, `15s`, `2m`, `1h`, or a plain number of seconds.
+    static func seconds(_ text: String) -> TimeInterval? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        guard trimmed.count <= 32 else { return nil }
+        for (suffix, scale) in [("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)] where trimmed.hasSuffix(suffix) {
+            guard let number = Double(trimmed.dropLast(suffix.count)), number.isFinite, number >= 0 else { return nil }
+            return number * scale
+        }
+        guard let number = Double(trimmed), number.isFinite, number >= 0 else { return nil }
+        return number
+    }
+
+    static func format(_ seconds: TimeInterval) -> String {
+        if seconds < 1 { return "\(Int((seconds * 1000).rounded()))ms" }
+        if seconds.truncatingRemainder(dividingBy: 3600) == 0 { return "\(Int(seconds / 3600))h" }
+        if seconds.truncatingRemainder(dividingBy: 60) == 0 { return "\(Int(seconds / 60))m" }
+        if seconds.truncatingRemainder(dividingBy: 1) == 0 { return "\(Int(seconds))s" }
+        return "\(Int((seconds * 1000).rounded()))ms"
+    }
+}

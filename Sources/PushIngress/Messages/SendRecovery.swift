@@ -1,0 +1,128 @@
+import Foundation
+import Logging
+import PushMetrics
+import PushModel
+import PushStore
+import ServiceLifecycle
+
+/// What the ingress does about sends that stall, from `recovery` in `pushhub.yaml`.
+public struct SendRecoverySettings: Sendable {
+    /// Keep each accepted send in the store until it ends, and publish it again when it stalls.
+    public var republish: Bool
+    /// At start, publish every kept send at once: the broker lost everything (the embedded
+    /// cluster starts empty).
+    public var republishAllAtStart: Bool
+    public var checkEvery: Duration
+    /// How long a send may make no progress before it is published again, or, past its
+    /// deadline, given up.
+    public var grace: TimeInterval
+    /// The deadline of a send without `expiresAt`, after acceptance.
+    public var abandonAfter: TimeInterval
+
+    public init(republish: Bool, republishAllAtStart: Bool = false, checkEvery: Duration, grace: TimeInterval, abandonAfter: TimeInterval) {
+        self.republish = republish
+        self.republishAllAtStart = republishAllAtStart
+        self.checkEvery = checkEvery
+        self.grace = grace
+        self.abandonAfter = abandonAfter
+    }
+
+    /// From `pushhub.yaml`; `embeddedKafka` when the broker keeps nothing across a restart.
+    public init(_ configuration: SendRecoveryConfiguration, embeddedKafka: Bool) {
+        self.init(
+            republish: configuration.republishes(embeddedKafka: embeddedKafka), republishAllAtStart: embeddedKafka,
+            checkEvery: .milliseconds(Int64((configuration.checkEvery * 1000).rounded())), grace: configuration.grace,
+            abandonAfter: configuration.abandonAfter)
+    }
+
+    /// When `request` must have ended.
+    public func deadline(of request: SendRequest, acceptedAt: Date) -> Date {
+        request.expiresAt ?? acceptedAt.addingTimeInterval(abandonAfter)
+    }
+}
+
+/// Runs in every ingress with Kafka. Each `checkEvery` it gives up sends past their deadline
+/// plus `grace` that made no progress in the last `grace` (state Abandoned, unreported targets
+/// expired), and, when republishing, publishes again the kept sends that made no progress in
+/// the last `grace`. The store's claims make one replica handle each send.
+public final class SendRecovery: Service, Sendable {
+    let store: any OutcomeStore
+    let publisher: any NotificationPublisher
+    let settings: SendRecoverySettings
+    let now: @Sendable () -> Date
+    let logger: Logger
+    /// Told how many sends the first check published again.
+    let onStart: @Sendable (Int) -> Void
+    let republished: Counter
+    let abandoned: Counter
+
+    public init(
+        store: any OutcomeStore, publisher: any NotificationPublisher, settings: SendRecoverySettings, logger: Logger,
+        metrics: MetricsRegistry = .shared, now: @escaping @Sendable () -> Date = { Date() }, onStart: @escaping @Sendable (Int) -> Void = { _ in }
+    ) {
+        self.store = store
+        self.publisher = publisher
+        self.settings = settings
+        self.logger = logger
+        self.now = now
+        self.onStart = onStart
+        republished = metrics.counter("pushhub_sends_republished_total", help: "Accepted sends published again because they stalled or the broker lost them.")
+        abandoned = metrics.counter("pushhub_sends_abandoned_total", help: "Sends given up (Abandoned) after no progress past their deadline.")
+    }
+
+    public func run() async throws {
+        onStart(await check(everything: settings.republishAllAtStart))
+        while !Task.isShuttingDownGracefully, !Task.isCancelled {
+            try? await cancelOnGracefulShutdown { try await Task.sleep(for: self.settings.checkEvery) }
+            guard !Task.isShuttingDownGracefully, !Task.isCancelled else { break }
+            _ = await check(everything: false)
+        }
+    }
+
+    /// One round: gives up stalled sends past their deadline, then publishes again what
+    /// stalled (every kept send when `everything`). Returns how many it published.
+    @discardableResult
+    public func check(everything: Bool = false) async -> Int {
+        let now = now()
+        let quietSince = now.addingTimeInterval(-settings.grace)
+        do {
+            while true {
+                let ended = try await store.abandonStalled(now: now, deadlineBefore: quietSince, quietSince: quietSince, limit: 100)
+                for send in ended {
+                    abandoned.increment()
+                    logger.warning("send abandoned", metadata: [
+                        "pushhub.notification_id": "\(send.notificationId)", "pushhub.hub": "\(send.hub)", "pushhub.reason": "\(send.reason)",
+                    ])
+                }
+                if ended.count < 100 { break }
+            }
+        } catch {
+            logger.error("stalled sends could not be checked", metadata: ["pushhub.error": "\(error)"])
+        }
+        guard settings.republish else { return 0 }
+        var published = 0
+        do {
+            while true {
+                // A claimed send's publish time becomes `now`, so this loop does not claim it again.
+                let claimed = try await store.claimUnfinished(now: now, quietSince: everything ? now : quietSince, limit: 100)
+                for request in claimed {
+                    do {
+                        try await publisher.publish(request)
+                        published += 1
+                        republished.increment()
+                        logger.notice("unfinished send published again", metadata: ["pushhub.notification_id": "\(request.notificationId)"])
+                    } catch {
+                        // Claimed again once it has been quiet for `grace`.
+                        logger.error("unfinished send not published, will retry", metadata: [
+                            "pushhub.notification_id": "\(request.notificationId)", "pushhub.error": "\(error)",
+                        ])
+                    }
+                }
+                if claimed.count < 100 { break }
+            }
+        } catch {
+            logger.error("unfinished sends could not be claimed", metadata: ["pushhub.error": "\(error)"])
+        }
+        return published
+    }
+}

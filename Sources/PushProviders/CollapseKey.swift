@@ -1,0 +1,32 @@
+import Crypto
+import Foundation
+import PushModel
+
+/// The collapse key PushHub gives a push whose send set none: the same for every attempt of
+/// one notification to one registration, so a device that gets the push twice (a send
+/// published again after a crash) shows it once. Different notifications, and a notification's
+/// different templates for one device, get different keys.
+enum CollapseKey {
+    /// For `apns-collapse-id` (at most 64 bytes): the notification id when it fits, else a digest.
+    static func apns(_ delivery: PNSDelivery) -> String {
+        if delivery.collapseVariant == nil, delivery.notificationId.utf8.count <= 64 { return delivery.notificationId }
+        return digest(delivery)
+    }
+
+    /// For Web Push's `Topic` (at most 32 base64url characters): a UUID's 32 hex digits, else
+    /// a digest cut to 32 characters.
+    static func webPushTopic(_ delivery: PNSDelivery) -> String {
+        if delivery.collapseVariant == nil, UUID(uuidString: delivery.notificationId) != nil {
+            return delivery.notificationId.replacingOccurrences(of: "-", with: "").lowercased()
+        }
+        return String(digest(delivery).prefix(32))
+    }
+
+    /// 43 base64url characters of SHA-256 over the id and the variant.
+    private static func digest(_ delivery: PNSDelivery) -> String {
+        var hasher = SHA256()
+        hasher.update(data: Data(delivery.notificationId.utf8))
+        if let variant = delivery.collapseVariant { hasher.update(data: Data(("\n" + variant).utf8)) }
+        return Base64URL.encode(Data(hasher.finalize()))
+    }
+}

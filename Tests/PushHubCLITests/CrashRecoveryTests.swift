@@ -1,0 +1,107 @@
+import Foundation
+import PushTestSupport
+import Testing
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// `pushhub dev` killed with SIGKILL while a broadcast is on its way: the embedded cluster
+/// loses everything, the store keeps the accepted send, and a restart finishes it.
+@Suite("crash recovery on the embedded default", .serialized, .timeLimit(.minutes(6)))
+struct CrashRecoveryTests {
+    static let devices = 2_000
+
+    /// The outcome counts of a NotificationDetails answer, by Azure's outcome name, summed
+    /// over platforms.
+    static func counts(_ details: String) -> [String: Int] {
+        var counts: [String: Int] = [:]
+        var rest = details[...]
+        while let name = rest.range(of: "<Name>"), let nameEnd = rest.range(of: "</Name>", range: name.upperBound..<rest.endIndex),
+            let count = rest.range(of: "<Count>", range: nameEnd.upperBound..<rest.endIndex),
+            let countEnd = rest.range(of: "</Count>", range: count.upperBound..<rest.endIndex)
+        {
+            counts[String(rest[name.upperBound..<nameEnd.lowerBound]), default: 0] += Int(rest[count.upperBound..<countEnd.lowerBound]) ?? 0
+            rest = rest[countEnd.upperBound...]
+        }
+        return counts
+    }
+
+    /// A template send to every device; returns its id once it was answered 201.
+    static func broadcast(_ stack: DevCommandTests.Stack) async throws -> String {
+        let (status, body, response) = try await stack.call(
+            "POST", "/\(stack.hub)/messages", #"{"message":"after the crash"}"#, headers: ["ServiceBusNotification-Format": "template"])
+        try #require(status == 201, "\(body)")
+        return try #require(response?.value(forHTTPHeaderField: "TrackingId"))
+    }
+
+    /// Kills the stack as the OOM killer would, and starts it again on the same data.
+    static func crashAndRestart(_ stack: DevCommandTests.Stack, data: URL) async throws -> DevCommandTests.Stack {
+        stack.process.signal(SIGKILL)
+        #expect(await stack.process.exitStatus(within: .seconds(20)) != nil)
+        return try await DevCommandTests.Stack.start(data: data)
+    }
+
+    /// Waits for Completed and checks that every device counted one success, and nothing else.
+    static func expectEveryDeviceOnce(_ stack: DevCommandTests.Stack, _ id: String) async throws {
+        let details = try await stack.waitCompleted(id, timeout: .seconds(120))
+        #expect(details.contains("<State>Completed</State>"), "\(details)")
+        #expect(Self.counts(details) == ["Success": Self.devices], "\(details)")
+    }
+
+    @Test("SIGKILL right after a broadcast's 201, and again at part delivered: after each restart it ends Completed, one success per device")
+    func killedPushhubDev() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-crash-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let data = directory.appendingPathComponent("data")
+        var stack = try await DevCommandTests.Stack.start(data: data)
+        #expect(await stack.process.line(startingWith: "PushHub recovered 0 unfinished send(s)") != nil)
+        let kafka = String(try #require(await stack.process.line(startingWith: "PUSHHUB_KAFKA=")).dropFirst("PUSHHUB_KAFKA=".count))
+        let simURL = String(try #require(await stack.process.line(startingWith: "PUSHHUB_SIM_URL=")).dropFirst("PUSHHUB_SIM_URL=".count))
+        // APNs and FCM only: their handles do not name the simulator's address, which changes
+        // with every start.
+        let started = stack
+        let (succeeded, output) = try await Self.inThread {
+            let run = try LoadCommandTests.load(
+                ["register", "--devices", "\(Self.devices)", "--prefix", "crash", "--platforms", "apns=50,fcm=50"],
+                stack: started, kafka: kafka, simURL: simURL, in: directory)
+            return (LoadCommandTests.int(run.report, "registrations", "succeeded"), run.output)
+        }
+        try #require(succeeded == Self.devices, "\(output)")
+
+        // 1. Killed as soon as the send was accepted: nothing of it was dispatched yet.
+        let first = try await Self.broadcast(stack)
+        stack = try await Self.crashAndRestart(stack, data: data)
+        #expect(await stack.process.line(startingWith: "PushHub recovered 1 unfinished send(s)") != nil, "\(stack.process.output)")
+        try await Self.expectEveryDeviceOnce(stack, first)
+
+        // 2. Killed with half the results counted: the simulator answers slowly, so the batches
+        // of 500 end one after another. What was counted before the crash is not counted again.
+        let simulator = String(try #require(await stack.process.line(startingWith: "PUSHHUB_SIM_URL=")).dropFirst("PUSHHUB_SIM_URL=".count))
+        var faults = URLRequest(url: URL(string: "\(simulator)/sim/faults")!)
+        faults.httpMethod = "POST"
+        faults.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        faults.httpBody = Data(#"{"deadHandles":[],"throttleRate":0,"errorRate":0,"latencyMs":700,"retryAfterSeconds":1}"#.utf8)
+        #expect(((try await URLSession.shared.data(for: faults)).1 as? HTTPURLResponse)?.statusCode == 200)
+        let second = try await Self.broadcast(stack)
+        var counted = 0
+        let deadline = ContinuousClock.now + .seconds(60)
+        while counted < Self.devices / 2, ContinuousClock.now < deadline {
+            counted = Self.counts(try await stack.call("GET", "/\(stack.hub)/messages/\(second)").1).values.reduce(0, +)
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        stack = try await Self.crashAndRestart(stack, data: data)
+        try #require(counted >= Self.devices / 2 && counted < Self.devices, "killed with \(counted) of \(Self.devices) counted")
+        #expect(await stack.process.line(startingWith: "PushHub recovered 1 unfinished send(s)") != nil, "\(stack.process.output)")
+        try await Self.expectEveryDeviceOnce(stack, second)
+        stack.process.signal(SIGTERM)
+        #expect(await stack.process.exitStatus(within: .seconds(30)) == 0)
+    }
+
+    /// Runs blocking work on a thread of its own, off Swift's cooperative pool.
+    static func inThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread { continuation.resume(with: Result { try work() }) }.start()
+        }
+    }
+}

@@ -141,6 +141,80 @@ struct PipelineTests {
         }
     }
 
+    /// Waits until the simulator holds `count` deliveries for `handle`; their headers.
+    static func deliveredHeaders(_ sim: SimulatorFixture, _ handle: String, _ count: Int) async throws -> [[String: String]] {
+        let deadline = ContinuousClock.now + .seconds(30)
+        var deliveries: [[String: Any]] = []
+        while deliveries.count < count, ContinuousClock.now < deadline {
+            deliveries = try await sim.deliveries(handle)
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return deliveries.map { $0["headers"] as? [String: String] ?? [:] }
+    }
+
+    /// The same request published twice, as recovery publishes a send again.
+    static func publishTwice(_ request: SendRequest, _ pipeline: PipelineFixture) async throws {
+        for _ in 0..<2 {
+            try await pipeline.producer.send(
+                KafkaOutgoingRecord(topic: pipeline.topics.requests, key: request.notificationId, value: try WireCoding.encode(request)))
+        }
+    }
+
+    @Test("a send published twice reaches the device twice under one collapse key and counts once; each template has its own key; a send's own key stays")
+    func collapseKeys() async throws {
+        let pipeline = try await PipelineFixture(workers: [.apns, .webpush])
+        defer { Task { await pipeline.stop() } }
+        let sim = pipeline.sim
+        let token = SimulatedHandle.apns("collapse-phone")
+        let subscription = SimulatedSubscription(id: "collapse-browser")
+        let endpoint = subscription.endpoint(base: sim.http)
+        try await Application(router: try pipeline.router()).test(.router) { client in
+            try await Self.put(client, "c-apns", Self.installation(
+                "c-apns", platform: "apns", channel: "\"\(token)\"", tags: ["collapse"],
+                templates: #"{"a":{"body":"{\"aps\":{\"alert\":\"a $(m)\"}}"},"b":{"body":"{\"aps\":{\"alert\":\"b $(m)\"}}"}}"#))
+            try await Self.put(client, "c-web", Self.installation(
+                "c-web", platform: "browser",
+                channel: #"{"endpoint":"\#(endpoint)","p256dh":"\#(subscription.keys.p256dh)","auth":"\#(subscription.keys.auth)"}"#, tags: ["collapse"]))
+        }
+        func request(_ format: NotificationFormat, _ body: String, headers: [String: String] = [:]) -> SendRequest {
+            SendRequest(
+                notificationId: UUID().uuidString.lowercased(), hub: "myhub", audience: .tags("collapse"), format: format, body: body,
+                headers: headers, enqueuedAt: Date())
+        }
+
+        // Native, twice: both pushes carry the notification id as their key; one success.
+        let native = request(.apple, #"{"aps":{"alert":"twice"}}"#)
+        try await Self.publishTwice(native, pipeline)
+        let apns = try await Self.deliveredHeaders(sim, token, 2)
+        #expect(apns.map { $0["apns-collapse-id"] } == [native.notificationId, native.notificationId], "\(apns)")
+        let deadline = ContinuousClock.now + .seconds(30)
+        var outcome = try await pipeline.store.notification(hub: "myhub", id: native.notificationId)
+        while outcome?.state != .completed, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+            outcome = try await pipeline.store.notification(hub: "myhub", id: native.notificationId)
+        }
+        #expect(outcome?.counts == [.apns: [.delivered: 1]], "\(String(describing: outcome))")
+
+        let web = request(.browser, #"{"title":"twice"}"#)
+        try await Self.publishTwice(web, pipeline)
+        let topics = try await Self.deliveredHeaders(sim, endpoint, 2).map { $0["Topic"] }
+        #expect(topics == Array(repeating: web.notificationId.replacingOccurrences(of: "-", with: ""), count: 2), "\(topics)")
+
+        // A template send, twice: each template's push has a key of its own, the same on
+        // both attempts.
+        let template = request(.template, #"{"m":"x"}"#)
+        try await Self.publishTwice(template, pipeline)
+        let keys = try await Self.deliveredHeaders(sim, token, 6).dropFirst(2).compactMap { $0["apns-collapse-id"] }
+        #expect(keys.count == 4 && Set(keys).count == 2 && !keys.contains(template.notificationId), "\(keys)")
+
+        // A send's own keys are left alone.
+        for own in [request(.apple, #"{"aps":{"alert":"own"}}"#, headers: ["apns-collapse-id": "mine"]), request(.browser, #"{"title":"own"}"#, headers: ["Topic": "news"])] {
+            try await pipeline.producer.send(KafkaOutgoingRecord(topic: pipeline.topics.requests, key: own.notificationId, value: try WireCoding.encode(own)))
+        }
+        #expect(try await Self.deliveredHeaders(sim, token, 7).last?["apns-collapse-id"] == "mine")
+        #expect(try await Self.deliveredHeaders(sim, endpoint, 3).last?["Topic"] == "news")
+    }
+
     /// A SendRequest produced straight into Kafka, to `count` direct FCM handles.
     static func produceDirect(_ pipeline: PipelineFixture, platform: Platform, handles: [String]) async throws -> String {
         let id = UUID().uuidString.lowercased()

@@ -65,6 +65,35 @@ struct ConfigurationTests {
         #expect(error?.message.contains(reason) == true, "\(String(describing: error))")
     }
 
+    @Test("recovery: a mode alone, or a mapping with durations; defaults per broker; a round trip through YAML")
+    func recovery() throws {
+        #expect(try HubsConfiguration.parse(Self.yaml()).sendRecovery == SendRecoveryConfiguration())
+        #expect(try HubsConfiguration.parse(Self.yaml() + "\nrecovery: republish").recovery == SendRecoveryConfiguration(mode: .republish))
+        let mapping = try HubsConfiguration.parse(Self.yaml() + "\nrecovery:\n  mode: off\n  checkEvery: 500ms\n  grace: 90s\n  abandonAfter: 1h")
+        #expect(mapping.recovery == SendRecoveryConfiguration(mode: .off, checkEvery: 0.5, grace: 90, abandonAfter: 3600))
+        #expect(try HubsConfiguration.parse(try mapping.yaml()) == mapping)
+
+        // Republished on the embedded cluster whatever the file says; on Kafka only when asked.
+        #expect(SendRecoveryConfiguration().republishes(embeddedKafka: true))
+        #expect(SendRecoveryConfiguration(mode: .off).republishes(embeddedKafka: true))
+        #expect(!SendRecoveryConfiguration().republishes(embeddedKafka: false))
+        #expect(SendRecoveryConfiguration(mode: .republish).republishes(embeddedKafka: false))
+        let defaults = SendRecoverySettings(SendRecoveryConfiguration(), embeddedKafka: false)
+        #expect(defaults.checkEvery == .seconds(15) && defaults.grace == 120 && defaults.abandonAfter == 1800)
+    }
+
+    @Test("bad recovery settings are refused with the place and the reason", arguments: [
+        ("recovery: always", "recovery: must be republish or off"),
+        ("recovery:\n  grace: soon", "recovery.grace: soon is not a duration"),
+        ("recovery:\n  checkEvery: 0s", "recovery.checkEvery: 0s is not a duration from 100ms to 1h"),
+        ("recovery:\n  abandonAfter: 30d", "recovery.abandonAfter: 30d is not a duration"),
+        ("recovery:\n  mode: sometimes", "recovery.mode"),
+    ])
+    func badRecovery(_ text: String, _ expected: String) throws {
+        let error = #expect(throws: ConfigurationError.self) { try HubsConfiguration.parse(Self.yaml() + "\n" + text) }
+        #expect(error?.message.contains(expected) == true, "\(error?.message ?? "")")
+    }
+
     @Test("an FCM service account's key must be RSA")
     func fcmKey() throws {
         let rsa = try _RSA.Signing.PrivateKey(keySize: .bits2048).pemRepresentation

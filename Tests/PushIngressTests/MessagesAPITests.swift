@@ -18,7 +18,10 @@ struct MessagingFixture {
     let topics = PushTopics(prefix: "t\(UUID().uuidString.prefix(8).lowercased()).")
     static let logger = Logger(label: "pushhub.tests") { _ in SwiftLogNoOpLogHandler() }
 
-    init(deliveryTimeout: Duration = .seconds(30), hubs: HubsConfiguration = IngressFixture.hubs, richQuota: RichPayloadQuota = RichPayloadQuota()) async throws {
+    init(
+        deliveryTimeout: Duration = .seconds(30), hubs: HubsConfiguration = IngressFixture.hubs, richQuota: RichPayloadQuota = RichPayloadQuota(),
+        recovery: SendRecoverySettings? = nil, now: @escaping @Sendable () -> Date = { Date() }
+    ) async throws {
         cluster = try EmbeddedKafkaCluster.start(brokers: 1, logger: Self.logger)
         for topic in topics.all { try cluster.createTopic(topic, partitions: 2) }
         var configuration = KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers)
@@ -27,7 +30,8 @@ struct MessagingFixture {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
         store = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
         app = Application(router: try buildIngressRouter(
-            hubs: hubs, store: store, publisher: KafkaNotificationPublisher(producer: producer, topics: topics), richQuota: richQuota))
+            hubs: hubs, store: store, publisher: KafkaNotificationPublisher(producer: producer, topics: topics), richQuota: richQuota,
+            recovery: recovery, now: now))
     }
 
     /// The SendRequests on the requests topic, waiting for `count` of them.

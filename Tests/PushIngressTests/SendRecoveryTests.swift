@@ -1,0 +1,94 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import PushIngress
+import PushKafka
+import PushMetrics
+import PushModel
+import Synchronization
+import Testing
+
+/// Sends kept in the store, published again, and given up, with the clock in the test's hands.
+@Suite("Send recovery", .timeLimit(.minutes(2)))
+struct SendRecoveryTests {
+    /// A clock the test moves.
+    final class TestClock: Sendable {
+        private let current = Mutex(Date())
+        var now: Date { current.withLock { $0 } }
+        func advance(_ seconds: TimeInterval) { current.withLock { $0 += seconds } }
+    }
+
+    static func send(_ fixture: MessagingFixture) async throws -> (HTTPResponse.Status, String?) {
+        try await fixture.app.test(.router) { client in
+            let response = try await client.execute(
+                uri: "/myhub/messages", method: .post,
+                headers: MessagesAPITests.headers([("ServiceBusNotification-Format", "gcm"), ("Content-Type", "application/json")]),
+                body: ByteBuffer(string: #"{"data":{"message":"hi"}}"#))
+            return (response.status, response.headers[HTTPField.Name("TrackingId")!])
+        }
+    }
+
+    /// The send's NotificationDetails, asked with a token valid at the test clock's time.
+    static func details(_ fixture: MessagingFixture, _ id: String, at now: Date) async throws -> String {
+        let token = SharedAccessSignature.token(
+            resourceURI: "https://localhost/myhub", keyName: "DefaultFullSharedAccessSignature", key: IngressFixture.fullKey, expiry: now.addingTimeInterval(600))
+        return try await fixture.app.test(.router) { client in
+            try await client.execute(uri: "/myhub/messages/\(id)", method: .get, headers: [.authorization: token]).text
+        }
+    }
+
+    @Test("by default (Azure's 30 minutes) a send that never progresses ends Abandoned at its deadline plus the grace, with its reason and a metric")
+    func abandonedAfterThirtyMinutes() async throws {
+        let clock = TestClock()
+        let fixture = try await MessagingFixture(now: { clock.now })
+        let (status, tracking) = try await Self.send(fixture)
+        #expect(status == .created)
+        let id = try #require(tracking)
+        let settings = SendRecoverySettings(SendRecoveryConfiguration(), embeddedKafka: false)
+        #expect(!settings.republish, "a Kafka cluster's acknowledgement is the durability by default")
+        let metrics = MetricsRegistry()
+        let recovery = SendRecovery(
+            store: fixture.store, publisher: KafkaNotificationPublisher(producer: fixture.producer, topics: fixture.topics), settings: settings,
+            logger: MessagingFixture.logger, metrics: metrics, now: { clock.now })
+
+        clock.advance(31 * 60)
+        await recovery.check()
+        #expect(try await Self.details(fixture, id, at: clock.now).contains("<State>Enqueued</State>"), "past 30 minutes, within the grace of 2")
+        clock.advance(90)
+        await recovery.check()
+        let details = try await Self.details(fixture, id, at: clock.now)
+        #expect(details.contains("<State>Abandoned</State>"), "\(details)")
+        #expect(details.contains("<Reason>no progress by the deadline: never dispatched"), "\(details)")
+        #expect(metrics.render().contains("pushhub_sends_abandoned_total 1"))
+        #expect(metrics.render().contains("pushhub_sends_republished_total 0"))
+    }
+
+    @Test("republishing keeps each accepted send and publishes the same request again; a send Kafka refused (503) is not kept")
+    func republishes() async throws {
+        let clock = TestClock()
+        let settings = SendRecoverySettings(SendRecoveryConfiguration(mode: .republish, grace: 60), embeddedKafka: false)
+        let fixture = try await MessagingFixture(deliveryTimeout: .seconds(2), recovery: settings, now: { clock.now })
+        let (status, tracking) = try await Self.send(fixture)
+        #expect(status == .created)
+        let id = try #require(tracking)
+        let recovery = SendRecovery(
+            store: fixture.store, publisher: KafkaNotificationPublisher(producer: fixture.producer, topics: fixture.topics), settings: settings,
+            logger: MessagingFixture.logger, metrics: MetricsRegistry(), now: { clock.now })
+        clock.advance(30)
+        #expect(await recovery.check() == 0, "within the grace")
+        clock.advance(31)
+        #expect(await recovery.check() == 1)
+        let requests = try await fixture.requests(2)
+        #expect(requests.count == 2 && requests[0] == requests[1] && requests[0].notificationId == id, "the same request, twice")
+
+        try fixture.cluster.setBrokerDown(1)
+        let (refused, _) = try await Self.send(fixture)
+        #expect(refused == .serviceUnavailable)
+        let kept = try await fixture.store.claimUnfinished(now: clock.now, quietSince: clock.now.addingTimeInterval(1), limit: 10)
+        #expect(kept.map(\.notificationId) == [id], "the refused send is not kept")
+        clock.advance(3600)
+        await recovery.check()
+        #expect(try await Self.details(fixture, id, at: clock.now).contains("<State>Abandoned</State>"), "given up after its deadline, republished or not")
+    }
+}

@@ -20,92 +20,6 @@ struct OutcomeStoreTests {
         SendRequest(notificationId: id, hub: hub, audience: .broadcast, format: .apple, body: "{}", enqueuedAt: enqueuedAt)
     }
 
-    /// A time long past, different for each test. Recovery looks across hubs and PostgreSQL is
-    /// shared by every test, so each test's sends live in a time of their own, and the tests
-    /// look only at their own hub's.
-    static func era() -> Date {
-        Date(timeIntervalSince1970: 1_000_000_000 + Double(UInt32.random(in: 0...UInt32.max)) * 100)
-    }
-
-    static func claim(_ store: any OutcomeStore, _ hub: String, now: Date, quietSince: Date, limit: Int) async throws -> [SendRequest] {
-        try await store.claimUnfinished(now: now, quietSince: quietSince, limit: limit).filter { $0.hub == hub }
-    }
-
-    static func abandon(_ store: any OutcomeStore, _ hub: String, now: Date, deadlineBefore: Date, quietSince: Date, limit: Int) async throws -> [AbandonedSend] {
-        try await store.abandonStalled(now: now, deadlineBefore: deadlineBefore, quietSince: quietSince, limit: limit).filter { $0.hub == hub }
-    }
-
-    @Test("a kept send is claimed again once quiet for the grace, by one replica, and forgotten when it ends", arguments: StoreKind.available)
-    func unfinishedClaims(_ kind: StoreKind) async throws {
-        let (store, hub) = try await Self.outcomes(kind)
-        let t0 = Self.era()
-        func at(_ seconds: TimeInterval) -> Date { t0.addingTimeInterval(seconds) }
-        let kept = Self.request(UUID().uuidString.lowercased(), hub, at: t0)
-        let unkept = Self.request(UUID().uuidString.lowercased(), hub, at: t0)
-        try await store.recordEnqueued(kept, deadline: at(1800), keep: true, now: t0)
-        try await store.recordEnqueued(unkept, deadline: at(1800), keep: false, now: t0)
-        #expect(try await Self.claim(store, hub, now: at(10), quietSince: at(-50), limit: 10).isEmpty, "published 10 s ago")
-
-        // Two replicas look at once: the send goes to exactly one of them.
-        async let first = Self.claim(store, hub, now: at(61), quietSince: at(1), limit: 10)
-        async let second = Self.claim(store, hub, now: at(61), quietSince: at(1), limit: 10)
-        let claimed = try await first + second
-        #expect(claimed == [kept], "the kept request as accepted, once; the send not kept never")
-        #expect(try await Self.claim(store, hub, now: at(62), quietSince: at(2), limit: 10).isEmpty, "just published again")
-
-        // Progress holds it back; results that stop short of the summary let it go again.
-        try await store.recordOutcomes(ResultBatch(notificationId: kept.notificationId, hub: hub, dispatched: [.apns: 2]), now: at(100))
-        #expect(try await Self.claim(store, hub, now: at(130), quietSince: at(70), limit: 10).isEmpty, "it progressed 30 s ago")
-        try await store.recordOutcomes(Self.results(kept.notificationId, hub, .apns, [("r1", .delivered)]), now: at(110))
-        #expect(try await Self.claim(store, hub, now: at(200), quietSince: at(140), limit: 10).map(\.notificationId) == [kept.notificationId])
-        try await store.recordOutcomes(Self.results(kept.notificationId, hub, .apns, [("r2", .delivered)]), now: at(210))
-        #expect(try await store.notification(hub: hub, id: kept.notificationId)?.state == .completed)
-        #expect(try await Self.claim(store, hub, now: at(2000), quietSince: at(1000), limit: 10).isEmpty, "ended: no longer kept")
-
-        // A send that could not be queued is forgotten with its kept request.
-        let failed = Self.request(UUID().uuidString.lowercased(), hub, at: t0)
-        try await store.recordEnqueued(failed, deadline: at(1800), keep: true, now: at(5))
-        try await store.forgetEnqueued(hub: hub, notificationId: failed.notificationId)
-        #expect(try await store.notification(hub: hub, id: failed.notificationId) == nil)
-        #expect(try await Self.claim(store, hub, now: at(3000), quietSince: at(2900), limit: 10).isEmpty)
-    }
-
-    @Test("a send quiet past its deadline ends Abandoned with its reason; unreported targets expire; later results change nothing", arguments: StoreKind.available)
-    func abandonment(_ kind: StoreKind) async throws {
-        let (store, hub) = try await Self.outcomes(kind)
-        let t0 = Self.era()
-        func at(_ seconds: TimeInterval) -> Date { t0.addingTimeInterval(seconds) }
-        let lost = Self.request(UUID().uuidString.lowercased(), hub, at: t0)
-        let partial = Self.request(UUID().uuidString.lowercased(), hub, at: t0)
-        let moving = Self.request(UUID().uuidString.lowercased(), hub, at: t0)
-        for request in [lost, partial, moving] { try await store.recordEnqueued(request, deadline: at(1800), keep: true, now: t0) }
-        try await store.recordOutcomes(ResultBatch(notificationId: partial.notificationId, hub: hub, dispatched: [.apns: 3, .fcm: 2, .wns: 0]), now: at(10))
-        try await store.recordOutcomes(Self.results(partial.notificationId, hub, .apns, [("r1", .delivered)]), now: at(20))
-        try await store.recordOutcomes(ResultBatch(notificationId: moving.notificationId, hub: hub, dispatched: [.apns: 2]), now: at(10))
-        try await store.recordOutcomes(Self.results(moving.notificationId, hub, .apns, [("m1", .delivered)]), now: at(1950))
-
-        #expect(try await Self.abandon(store, hub, now: at(1900), deadlineBefore: at(1780), quietSince: at(1780), limit: 10).isEmpty, "within the grace")
-        async let first = Self.abandon(store, hub, now: at(2000), deadlineBefore: at(1880), quietSince: at(1880), limit: 10)
-        async let second = Self.abandon(store, hub, now: at(2000), deadlineBefore: at(1880), quietSince: at(1880), limit: 10)
-        let abandoned = try await (first + second).sorted { $0.unreported < $1.unreported }
-        #expect(abandoned.map(\.notificationId) == [lost.notificationId, partial.notificationId], "each once; the send still moving is left")
-        #expect(abandoned.map(\.unreported) == [0, 4])
-        #expect(abandoned[0].reason.contains("never dispatched"), "\(abandoned[0].reason)")
-        #expect(abandoned[1].reason.contains("4 of 5 targets"), "\(abandoned[1].reason)")
-
-        let ended = try #require(try await store.notification(hub: hub, id: partial.notificationId))
-        #expect(ended.state == .abandoned)
-        #expect(ended.reason == abandoned[1].reason)
-        #expect(ended.endedAt != nil)
-        #expect(ended.counts == [.apns: [.delivered: 1, .expired: 2], .fcm: [.expired: 2]])
-        try await store.recordOutcomes(Self.results(partial.notificationId, hub, .fcm, [("f1", .delivered), ("f2", .delivered)]), now: at(2100))
-        #expect(try await store.notification(hub: hub, id: partial.notificationId) == ended, "given up: later results change nothing")
-        #expect(try await store.notification(hub: hub, id: lost.notificationId)?.state == .abandoned)
-        #expect(try await store.notification(hub: hub, id: moving.notificationId)?.state == .processing)
-        #expect(try await Self.claim(store, hub, now: at(2200), quietSince: at(2100), limit: 10).map(\.notificationId) == [moving.notificationId],
-            "abandoned sends are no longer kept")
-    }
-
     @Test("Enqueued → Processing → Completed, with counts; a batch seen twice counts once", arguments: StoreKind.available)
     func lifecycle(_ kind: StoreKind) async throws {
         let (store, hub) = try await Self.outcomes(kind)
@@ -171,4 +85,95 @@ struct OutcomeStoreTests {
         #expect(try await store.installation(hub: hub, id: "i")?.pushChannelExpired == false)
         #expect(try await store.all(hub: hub, matching: .installation("i")).count == 2)
     }
+}
+
+/// Keeping, claiming and abandoning sends: these look across hubs, so they run one at a time.
+@Suite("Recovery store conformance (SQLite and PostgreSQL)", .serialized)
+struct RecoveryStoreTests {
+    /// A time long past (1973 to 2001), different for each run. Recovery looks across hubs and
+    /// PostgreSQL is shared by every test: these tests run one at a time, in times before any
+    /// other test's deadlines, and look only at their own hub's sends.
+    static func era() -> Date {
+        Date(timeIntervalSince1970: 100_000_000 + Double(Int.random(in: 0..<900_000)) * 1_000)
+    }
+
+    static func claim(_ store: any OutcomeStore, _ hub: String, now: Date, quietSince: Date, limit: Int) async throws -> [SendRequest] {
+        try await store.claimUnfinished(now: now, quietSince: quietSince, limit: limit).filter { $0.hub == hub }
+    }
+
+    static func abandon(_ store: any OutcomeStore, _ hub: String, now: Date, deadlineBefore: Date, quietSince: Date, limit: Int) async throws -> [AbandonedSend] {
+        try await store.abandonStalled(now: now, deadlineBefore: deadlineBefore, quietSince: quietSince, limit: limit).filter { $0.hub == hub }
+    }
+
+    @Test("a kept send is claimed again once quiet for the grace, by one replica, and forgotten when it ends", arguments: StoreKind.available)
+    func unfinishedClaims(_ kind: StoreKind) async throws {
+        let (store, hub) = try await OutcomeStoreTests.outcomes(kind)
+        let t0 = Self.era()
+        func at(_ seconds: TimeInterval) -> Date { t0.addingTimeInterval(seconds) }
+        let kept = OutcomeStoreTests.request(UUID().uuidString.lowercased(), hub, at: t0)
+        let unkept = OutcomeStoreTests.request(UUID().uuidString.lowercased(), hub, at: t0)
+        try await store.recordEnqueued(kept, deadline: at(1800), keep: true, now: t0)
+        try await store.recordEnqueued(unkept, deadline: at(1800), keep: false, now: t0)
+        #expect(try await Self.claim(store, hub, now: at(10), quietSince: at(-50), limit: 10).isEmpty, "published 10 s ago")
+
+        // Two replicas look at once: the send goes to exactly one of them.
+        async let first = Self.claim(store, hub, now: at(61), quietSince: at(1), limit: 10)
+        async let second = Self.claim(store, hub, now: at(61), quietSince: at(1), limit: 10)
+        let claimed = try await first + second
+        #expect(claimed == [kept], "the kept request as accepted, once; the send not kept never")
+        #expect(try await Self.claim(store, hub, now: at(62), quietSince: at(2), limit: 10).isEmpty, "just published again")
+
+        // Progress holds it back; results that stop short of the summary let it go again.
+        try await store.recordOutcomes(ResultBatch(notificationId: kept.notificationId, hub: hub, dispatched: [.apns: 2]), now: at(100))
+        #expect(try await Self.claim(store, hub, now: at(130), quietSince: at(70), limit: 10).isEmpty, "it progressed 30 s ago")
+        try await store.recordOutcomes(OutcomeStoreTests.results(kept.notificationId, hub, .apns, [("r1", .delivered)]), now: at(110))
+        #expect(try await Self.claim(store, hub, now: at(200), quietSince: at(140), limit: 10).map(\.notificationId) == [kept.notificationId])
+        try await store.recordOutcomes(OutcomeStoreTests.results(kept.notificationId, hub, .apns, [("r2", .delivered)]), now: at(210))
+        #expect(try await store.notification(hub: hub, id: kept.notificationId)?.state == .completed)
+        #expect(try await Self.claim(store, hub, now: at(2000), quietSince: at(1000), limit: 10).isEmpty, "ended: no longer kept")
+
+        // A send that could not be queued is forgotten with its kept request.
+        let failed = OutcomeStoreTests.request(UUID().uuidString.lowercased(), hub, at: t0)
+        try await store.recordEnqueued(failed, deadline: at(1800), keep: true, now: at(5))
+        try await store.forgetEnqueued(hub: hub, notificationId: failed.notificationId)
+        #expect(try await store.notification(hub: hub, id: failed.notificationId) == nil)
+        #expect(try await Self.claim(store, hub, now: at(3000), quietSince: at(2900), limit: 10).isEmpty)
+    }
+
+    @Test("a send quiet past its deadline ends Abandoned with its reason; unreported targets expire; later results change nothing", arguments: StoreKind.available)
+    func abandonment(_ kind: StoreKind) async throws {
+        let (store, hub) = try await OutcomeStoreTests.outcomes(kind)
+        let t0 = Self.era()
+        func at(_ seconds: TimeInterval) -> Date { t0.addingTimeInterval(seconds) }
+        let lost = OutcomeStoreTests.request(UUID().uuidString.lowercased(), hub, at: t0)
+        let partial = OutcomeStoreTests.request(UUID().uuidString.lowercased(), hub, at: t0)
+        let moving = OutcomeStoreTests.request(UUID().uuidString.lowercased(), hub, at: t0)
+        for request in [lost, partial, moving] { try await store.recordEnqueued(request, deadline: at(1800), keep: true, now: t0) }
+        try await store.recordOutcomes(ResultBatch(notificationId: partial.notificationId, hub: hub, dispatched: [.apns: 3, .fcm: 2, .wns: 0]), now: at(10))
+        try await store.recordOutcomes(OutcomeStoreTests.results(partial.notificationId, hub, .apns, [("r1", .delivered)]), now: at(20))
+        try await store.recordOutcomes(ResultBatch(notificationId: moving.notificationId, hub: hub, dispatched: [.apns: 2]), now: at(10))
+        try await store.recordOutcomes(OutcomeStoreTests.results(moving.notificationId, hub, .apns, [("m1", .delivered)]), now: at(1950))
+
+        #expect(try await Self.abandon(store, hub, now: at(1900), deadlineBefore: at(1780), quietSince: at(1780), limit: 10).isEmpty, "within the grace")
+        async let first = Self.abandon(store, hub, now: at(2000), deadlineBefore: at(1880), quietSince: at(1880), limit: 10)
+        async let second = Self.abandon(store, hub, now: at(2000), deadlineBefore: at(1880), quietSince: at(1880), limit: 10)
+        let abandoned = try await (first + second).sorted { $0.unreported < $1.unreported }
+        #expect(abandoned.map(\.notificationId) == [lost.notificationId, partial.notificationId], "each once; the send still moving is left")
+        #expect(abandoned.map(\.unreported) == [0, 4])
+        #expect(abandoned[0].reason.contains("never dispatched"), "\(abandoned[0].reason)")
+        #expect(abandoned[1].reason.contains("4 of 5 targets"), "\(abandoned[1].reason)")
+
+        let ended = try #require(try await store.notification(hub: hub, id: partial.notificationId))
+        #expect(ended.state == .abandoned)
+        #expect(ended.reason == abandoned[1].reason)
+        #expect(ended.endedAt != nil)
+        #expect(ended.counts == [.apns: [.delivered: 1, .expired: 2], .fcm: [.expired: 2]])
+        try await store.recordOutcomes(OutcomeStoreTests.results(partial.notificationId, hub, .fcm, [("f1", .delivered), ("f2", .delivered)]), now: at(2100))
+        #expect(try await store.notification(hub: hub, id: partial.notificationId) == ended, "given up: later results change nothing")
+        #expect(try await store.notification(hub: hub, id: lost.notificationId)?.state == .abandoned)
+        #expect(try await store.notification(hub: hub, id: moving.notificationId)?.state == .processing)
+        #expect(try await Self.claim(store, hub, now: at(2200), quietSince: at(2100), limit: 10).map(\.notificationId) == [moving.notificationId],
+            "abandoned sends are no longer kept")
+    }
+
 }

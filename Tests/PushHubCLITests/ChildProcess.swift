@@ -98,3 +98,15 @@ final class LineBuffer: Sendable {
         }
     }
 }
+
+/// Asks for a notification's details (`fetch`) until they show `state`, or `timeout` passes;
+/// the last details.
+func detailsOnceIn(_ state: String, timeout: Duration, fetch: () async throws -> String) async throws -> String {
+    var details = ""
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline, !details.contains("<State>\(state)</State>") {
+        details = try await fetch()
+        try await Task.sleep(for: .milliseconds(100))
+    }
+    return details
+}

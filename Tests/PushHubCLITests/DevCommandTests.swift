@@ -54,13 +54,7 @@ struct DevCommandTests {
         }
 
         func waitCompleted(_ id: String, timeout: Duration = .seconds(60)) async throws -> String {
-            var details = ""
-            let deadline = ContinuousClock.now + timeout
-            while ContinuousClock.now < deadline, !details.contains("<State>Completed</State>") {
-                details = try await call("GET", "/\(hub)/messages/\(id)").1
-                try await Task.sleep(for: .milliseconds(100))
-            }
-            return details
+            try await detailsOnceIn("Completed", timeout: timeout) { try await call("GET", "/\(hub)/messages/\(id)").1 }
         }
     }
 

@@ -193,13 +193,7 @@ struct KafkaLossProcessTests {
         }
 
         func waitFor(_ state: String, _ id: String, timeout: Duration = .seconds(60)) async throws -> String {
-            var details = ""
-            let deadline = ContinuousClock.now + timeout
-            while ContinuousClock.now < deadline, !details.contains("<State>\(state)</State>") {
-                details = try await call("GET", "/\(hub)/messages/\(id)").1
-                try await Task.sleep(for: .milliseconds(100))
-            }
-            return details
+            try await detailsOnceIn(state, timeout: timeout) { try await call("GET", "/\(hub)/messages/\(id)").1 }
         }
 
         func stop() async {

@@ -72,6 +72,16 @@ let package = Package(
         ),
         // Hub domain and wire types; no I/O.
         .target(name: "PushModel"),
+        // `pushhub.yaml`: hubs, SAS keys, PNS credentials, recovery; loading and validation.
+        .target(
+            name: "PushConfiguration",
+            dependencies: [
+                "PushModel",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Yams", package: "Yams"),
+            ]
+        ),
         // The fuzz targets' harness (PushFuzzing) and libFuzzer's executable (PushFuzz, built by `make fuzz`).
         .target(name: "PushFuzzing", dependencies: ["PushModel"]),
         .executableTarget(name: "PushFuzz", dependencies: ["PushFuzzing"]),
@@ -90,6 +100,7 @@ let package = Package(
         .target(
             name: "PushIngress",
             dependencies: [
+                "PushConfiguration",
                 "PushKafka",
                 "PushMetrics",
                 "PushOps",
@@ -101,7 +112,6 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
-                .product(name: "Yams", package: "Yams"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -131,6 +141,7 @@ let package = Package(
         .target(
             name: "PushProviders",
             dependencies: [
+                "PushConfiguration",
                 "PushModel",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
@@ -148,11 +159,10 @@ let package = Package(
         .target(
             name: "PushWorker",
             dependencies: [
-                "PushDispatcher",
+                "PushConfiguration",
                 "PushMetrics",
                 "PushOps",
                 "PushEnvironment",
-                "PushIngress",
                 "PushKafka",
                 "PushModel",
                 "PushProviders",
@@ -165,7 +175,7 @@ let package = Package(
         .target(
             name: "PushSimulator",
             dependencies: [
-                "PushIngress",
+                "PushConfiguration",
                 "PushOps",
                 "PushModel",
                 "PushProviders",
@@ -220,10 +230,10 @@ let package = Package(
         .executableTarget(
             name: "PushDispatcherMain",
             dependencies: [
+                "PushConfiguration",
                 "PushDispatcher",
                 "PushOps",
                 "PushEnvironment",
-                "PushIngress",
                 "PushKafka",
                 "PushStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -2,11 +2,11 @@ import ArgumentParser
 import Foundation
 import PushDispatcher
 import PushEnvironment
-import PushIngress
 import PushKafka
 import PushOps
 import PushStore
 import ServiceLifecycle
+import PushConfiguration
 
 /// `pushhub-dispatcher`: SendRequests from `pushhub.requests` to DeliveryBatches per platform.
 @main

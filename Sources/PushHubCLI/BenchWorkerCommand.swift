@@ -7,6 +7,7 @@ import PushLoad
 import PushModel
 import PushProviders
 import PushSimulator
+import PushConfiguration
 
 extension BenchCommand {
     /// Feeds a running worker and times it: DeliveryBatches straight into its topic, results counted.

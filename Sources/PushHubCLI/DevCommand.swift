@@ -12,6 +12,7 @@ import PushSimulator
 import PushStore
 import PushWorker
 import ServiceLifecycle
+import PushConfiguration
 
 /// `pushhub dev`: the whole stack in one process on the embedded defaults.
 struct DevCommand: AsyncParsableCommand {

@@ -5,6 +5,7 @@ import PushIngress
 import PushProviders
 import PushSimulator
 import ServiceLifecycle
+import PushConfiguration
 
 /// `pushhub sim`: the PNS simulators on loopback.
 struct SimCommand: AsyncParsableCommand {

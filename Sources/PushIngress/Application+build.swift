@@ -4,6 +4,7 @@ import HummingbirdCore
 import PushOps
 import Logging
 import PushStore
+import PushConfiguration
 
 /// The hash PushHub stores for an app-backend user's password (bcrypt).
 public func hashPassword(_ password: String) -> String {

@@ -7,6 +7,7 @@ import PushIngress
 import PushKafka
 import PushStore
 import ServiceLifecycle
+import PushConfiguration
 
 /// `pushhub-ingress`: the hub API and the app-backend API over HTTP.
 @main

@@ -1,8 +1,8 @@
 import Crypto
 import Foundation
-import PushIngress
 import PushModel
 import _CryptoExtras
+import PushConfiguration
 
 extension HubsConfiguration.Credentials {
     /// Fresh credentials for all four platforms whose endpoints are a simulator's: an APNs

@@ -5,13 +5,13 @@ import Hummingbird
 import Logging
 import NIOCore
 import NIOSSL
-import PushIngress
 import PushModel
 import PushOps
 import PushProviders
 import ServiceLifecycle
 import Synchronization
 import _CryptoExtras
+import PushConfiguration
 
 /// What the simulator does wrong on purpose.
 public struct SimulatorFaults: Codable, Sendable, Equatable {

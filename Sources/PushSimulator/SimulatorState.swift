@@ -6,11 +6,11 @@ import FoundationXML
 import HTTPTypes
 import Hummingbird
 import NIOCore
-import PushIngress
 import PushModel
 import PushProviders
 import Synchronization
 import _CryptoExtras
+import PushConfiguration
 
 /// The simulator's credentials, counters, recorded deliveries and faults, and the handlers.
 final class SimulatorState: Sendable {

@@ -1,9 +1,9 @@
 import Foundation
-import PushIngress
 import PushModel
 import PushProviders
 import PushKafka
 import Logging
+import PushConfiguration
 
 /// The provider of one platform, with the credentials of every hub that has some.
 public enum ProviderFactory {

@@ -7,6 +7,7 @@ import PushModel
 import PushStore
 import Testing
 import _CryptoExtras
+import PushConfiguration
 
 @Suite("App-backend API: users and /api/register")
 struct AppBackendTests {

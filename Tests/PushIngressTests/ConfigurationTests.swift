@@ -4,6 +4,7 @@ import Foundation
 import PushIngress
 import Testing
 import _CryptoExtras
+import PushConfiguration
 
 @Suite("pushhub.yaml")
 struct ConfigurationTests {

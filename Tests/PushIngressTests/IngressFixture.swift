@@ -4,6 +4,7 @@ import HummingbirdTesting
 import PushIngress
 import PushModel
 import PushStore
+import PushConfiguration
 
 /// A hub `myhub` with a full, a listen-only and a send-only key, on a fresh SQLite store.
 struct IngressFixture {

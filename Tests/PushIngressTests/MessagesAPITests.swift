@@ -8,6 +8,7 @@ import PushKafka
 import PushModel
 import PushStore
 import Testing
+import PushConfiguration
 
 /// The ingress with a publisher on an embedded cluster, and a reader of `pushhub.requests`.
 struct MessagingFixture {

@@ -3,6 +3,7 @@ import Hummingbird
 import HummingbirdTesting
 import PushIngress
 import Testing
+import PushConfiguration
 
 @Suite("SAS authentication on the hub API")
 struct SASTests {

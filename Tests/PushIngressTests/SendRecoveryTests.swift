@@ -8,6 +8,7 @@ import PushMetrics
 import PushModel
 import Synchronization
 import Testing
+import PushConfiguration
 
 /// Sends kept in the store, published again, and given up, with the clock in the test's hands.
 @Suite("Send recovery", .timeLimit(.minutes(2)))

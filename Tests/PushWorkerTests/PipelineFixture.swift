@@ -11,6 +11,7 @@ import PushProviders
 import PushSimulator
 import PushStore
 import PushWorker
+import PushConfiguration
 
 /// The whole pipeline in process: the simulator, an embedded Kafka cluster, a SQLite store,
 /// the ingress router, the dispatcher, the outcome recorder and the four workers.

@@ -5,6 +5,7 @@ import PushProviders
 import PushSimulator
 import PushWorker
 import Testing
+import PushConfiguration
 
 /// Each provider against the simulator over the real wire protocols: every answer mapped.
 @Suite("Providers against pushhub sim", .timeLimit(.minutes(2)))

@@ -6,6 +6,7 @@ import PushProviders
 import PushSimulator
 import PushWorker
 import ServiceLifecycle
+import PushConfiguration
 
 /// Quiet unless `PUSHHUB_TEST_LOG` names a level.
 let testLogger: Logger = {

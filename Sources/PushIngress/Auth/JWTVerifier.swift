@@ -2,6 +2,7 @@ import PushModel
 import Crypto
 import Foundation
 import _CryptoExtras
+import PushConfiguration
 
 /// Checks Bearer JWTs for the app-backend API: the configured algorithm only (never `none`),
 /// the signature, `exp` (required), `nbf`, `iss` and `aud`; the user is the configured claim.

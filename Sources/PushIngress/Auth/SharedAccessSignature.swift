@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import PushConfiguration
 
 /// A SAS token as Azure Notification Hubs clients send it:
 /// `SharedAccessSignature sr=<url-encoded resource>&sig=<url-encoded base64>&se=<unix expiry>&skn=<rule>`.

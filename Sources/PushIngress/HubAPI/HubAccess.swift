@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import PushModel
+import PushConfiguration
 
 /// Decides whether a hub API request may do what it asks: the hub exists, and its SAS token
 /// is valid for this resource and carries the right.

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import PushModel
 import PushStore
+import PushConfiguration
 
 /// `/{hub}/installations/{id}`: PUT (create or overwrite), GET, PATCH (JSON-Patch), DELETE.
 /// Listen right; installation JSON as Azure Notification Hubs has it.

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import PushModel
 import PushStore
+import PushConfiguration
 
 /// Registrations in Atom XML, as the Azure Notification Hubs REST API has them.
 /// Listen: one registration at a time and listing by channel; Manage: listing all and by tag.

@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import PushModel
 import PushStore
+import PushConfiguration
 
 /// `POST /{hub}/messages` (Send right): a native or template notification to a tag expression,
 /// to everyone, or with `?direct` to one device handle. 201 only after the request is queued

@@ -4,6 +4,7 @@ import PushMetrics
 import PushModel
 import PushStore
 import ServiceLifecycle
+import PushConfiguration
 
 /// What the ingress does about sends that stall, from `recovery` in `pushhub.yaml`.
 public struct SendRecoverySettings: Sendable {

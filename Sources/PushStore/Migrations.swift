@@ -153,6 +153,14 @@ enum Migrations {
                 )
                 """,
                 "CREATE INDEX unfinished_by_published ON unfinished_sends (published_at)",
+                // The targets of open notifications that have a result, each counted once.
+                """
+                CREATE TABLE result_targets (
+                    notification_id TEXT NOT NULL,
+                    target TEXT NOT NULL,
+                    PRIMARY KEY (notification_id, target)
+                )
+                """,
             ]),
         ]
     }

@@ -10,16 +10,18 @@ public protocol OutcomeStore: Sendable {
     func recordEnqueued(_ request: SendRequest, deadline: Date, keep: Bool, now: Date) async throws
     /// Forgets a notification that could not be queued after all, and its kept request.
     func forgetEnqueued(hub: String, notificationId: String) async throws
-    /// Claims up to `limit` kept requests of notifications that have not ended, were last
-    /// published before `quietSince` and have not progressed since: their publish time becomes
-    /// `now`, so of several ingress replicas one claims each.
-    func claimUnfinished(now: Date, quietSince: Date, limit: Int) async throws -> [SendRequest]
-    /// Ends as Abandoned up to `limit` notifications past their deadline (before
-    /// `deadlineBefore`) that have not progressed since `quietSince`. Their unreported targets
-    /// count as expired; results arriving later change nothing.
-    func abandonStalled(now: Date, deadlineBefore: Date, quietSince: Date, limit: Int) async throws -> [AbandonedSend]
-    /// Applies a dispatch summary or a batch of results, once per batch: a batch seen before
-    /// (the same receipt) changes nothing and returns false.
+    /// Claims up to `limit` kept requests of notifications that have not ended and have not
+    /// progressed for `grace`, published fewer than `maximumPublishes` times, the last time
+    /// more than `grace` ago, doubling after each publish up to 16 × `grace`. Their publish
+    /// time becomes `now`, so of several ingress replicas one claims each.
+    func claimUnfinished(now: Date, grace: TimeInterval, maximumPublishes: Int, limit: Int) async throws -> [SendRequest]
+    /// Ends as Abandoned up to `limit` notifications more than `grace` past their deadline
+    /// (`abandonAfter` after they were first seen when they have none) that have not
+    /// progressed for `grace`. Their unreported targets count as expired; results arriving
+    /// later change nothing. Scheduled sends not yet released are left alone.
+    func abandonStalled(now: Date, grace: TimeInterval, abandonAfter: TimeInterval, limit: Int) async throws -> [AbandonedSend]
+    /// Applies a dispatch summary (the first one counts) or a batch of results (each target
+    /// counts once, however its results are batched); returns false when nothing in it was new.
     @discardableResult
     func recordOutcomes(_ batch: ResultBatch, now: Date) async throws -> Bool
     func notification(hub: String, id: String) async throws -> NotificationOutcome?
@@ -45,7 +47,21 @@ public struct AbandonedSend: Sendable, Equatable {
 }
 
 extension ResultBatch {
-    /// Identifies a batch's content, so a batch delivered or published twice counts once.
+    /// One key per result, naming its target: each target of a notification counts once. A
+    /// rejected record's result names none, so it is keyed by its batch and place.
+    public var targetKeys: [String] {
+        let platform = platform?.rawValue ?? "-"
+        var batchReceipt: String?
+        return (results ?? []).enumerated().map { index, result in
+            if result.registrationId == nil, result.handle == nil {
+                if batchReceipt == nil { batchReceipt = receipt }
+                return "\(platform)\t#\(batchReceipt!)\t\(index)"
+            }
+            return "\(platform)\t\(result.registrationId ?? "")\t\(result.handle ?? "")"
+        }
+    }
+
+    /// Identifies a batch's content: the dispatch summary, or a digest of its targets.
     public var receipt: String {
         if dispatched != nil { return "dispatch" }
         var hasher = SHA256()

@@ -42,7 +42,12 @@ extension SQLRegistrationStore: OutcomeStore {
     /// States in which a notification has not ended.
     static let openStates = "('\(NotificationState.enqueued.rawValue)', '\(NotificationState.processing.rawValue)')"
 
-    public func claimUnfinished(now: Date, quietSince: Date, limit: Int) async throws -> [SendRequest] {
+    /// How many graces a kept send waits after its n-th publish before the next: 1, 2, 4, 8,
+    /// then 16.
+    static let backoffGraces = "(CASE WHEN u.publishes <= 1 THEN 1 WHEN u.publishes = 2 THEN 2 WHEN u.publishes = 3 THEN 4 WHEN u.publishes = 4 THEN 8 ELSE 16 END)"
+
+    public func claimUnfinished(now: Date, grace: TimeInterval, maximumPublishes: Int, limit: Int) async throws -> [SendRequest] {
+        let graceMs = Int64((grace * 1000).rounded())
         let rows = try await database.write { connection in
             // The condition is checked again by the UPDATE itself: of replicas racing for a row,
             // the one whose update lands first takes it.
@@ -51,60 +56,100 @@ extension SQLRegistrationStore: OutcomeStore {
                 UPDATE unfinished_sends SET published_at = ?, publishes = publishes + 1
                 WHERE notification_id IN (
                     SELECT u.notification_id FROM unfinished_sends u JOIN notifications n ON n.notification_id = u.notification_id
-                    WHERE u.published_at < ? AND (n.progress_at IS NULL OR n.progress_at < ?) AND n.state IN \(Self.openStates)
-                    ORDER BY u.published_at LIMIT ?)
-                AND published_at < ?
-                RETURNING request
-                """, [SQLValue(now), SQLValue(quietSince), SQLValue(quietSince), .integer(Int64(limit)), SQLValue(quietSince)])
+                    WHERE u.published_at + ? * \(Self.backoffGraces) < ? AND u.publishes < ?
+                        AND (n.progress_at IS NULL OR n.progress_at < ?) AND n.state IN \(Self.openStates)
+                    ORDER BY u.published_at, u.notification_id LIMIT ?)
+                AND published_at + ? * \(Self.backoffGraces.replacingOccurrences(of: "u.", with: "")) < ? AND publishes < ?
+                RETURNING notification_id, request
+                """,
+                [SQLValue(now), .integer(graceMs), SQLValue(now), .integer(Int64(maximumPublishes)),
+                 SQLValue(now.addingTimeInterval(-grace)), .integer(Int64(limit)),
+                 .integer(graceMs), SQLValue(now), .integer(Int64(maximumPublishes))])
         }
-        return try rows.compactMap { $0.text("request") }.map { try WireCoding.decode(SendRequest.self, from: Data($0.utf8)) }
+        var requests: [SendRequest] = []
+        for row in rows {
+            guard let text = row.text("request"), let request = try? WireCoding.decode(SendRequest.self, from: Data(text.utf8)) else {
+                // Kept by an older build in a shape this one cannot read: it can never be
+                // published again, and its deadline ends it.
+                if let id = row.text("notification_id") {
+                    try await database.write { try await $0.execute("DELETE FROM unfinished_sends WHERE notification_id = ?", [.text(id)]) }
+                }
+                continue
+            }
+            requests.append(request)
+        }
+        return requests
     }
 
-    public func abandonStalled(now: Date, deadlineBefore: Date, quietSince: Date, limit: Int) async throws -> [AbandonedSend] {
-        try await database.write { connection in
+    public func abandonStalled(now: Date, grace: TimeInterval, abandonAfter: TimeInterval, limit: Int) async throws -> [AbandonedSend] {
+        let quietSince = now.addingTimeInterval(-grace)
+        return try await database.write { connection in
+            // A send seen first through its results (produced straight into Kafka) has no
+            // deadline of its own: it gets `abandonAfter` from then. Scheduled sends wait for
+            // their time.
             let stalled = try await connection.query(
                 """
-                SELECT notification_id, hub, expected, received, dispatched FROM notifications
-                WHERE state IN \(Self.openStates) AND deadline < ? AND (progress_at IS NULL OR progress_at < ?)
-                ORDER BY deadline LIMIT ?
-                """, [SQLValue(deadlineBefore), SQLValue(quietSince), .integer(Int64(limit))])
+                SELECT notification_id FROM notifications
+                WHERE state IN \(Self.openStates) AND COALESCE(deadline, enqueued_at + ?) < ?
+                    AND (progress_at IS NULL OR progress_at < ?)
+                    AND notification_id NOT IN (SELECT notification_id FROM scheduled_notifications WHERE state IN ('pending', 'claimed'))
+                ORDER BY deadline, notification_id LIMIT ?
+                """,
+                [.integer(Int64((abandonAfter * 1000).rounded())), SQLValue(quietSince), SQLValue(quietSince), .integer(Int64(limit))])
             var abandoned: [AbandonedSend] = []
-            for row in stalled {
-                guard let id = row.text("notification_id"), let hub = row.text("hub") else { continue }
+            for candidate in stalled {
+                guard let id = candidate.text("notification_id") else { continue }
+                // The state changes first, under the row's lock and with the same conditions, so
+                // a result recorded meanwhile either keeps the send open (it progressed) or comes
+                // after and is not counted.
+                guard let row = try await connection.query(
+                    """
+                    UPDATE notifications SET state = ?, ended_at = ?
+                    WHERE notification_id = ? AND state IN \(Self.openStates) AND (progress_at IS NULL OR progress_at < ?)
+                    RETURNING hub, expected, dispatched
+                    """,
+                    [.text(NotificationState.abandoned.rawValue), SQLValue(now), .text(id), SQLValue(quietSince)]
+                ).first, let hub = row.text("hub") else { continue }
                 // Per platform: what the summary announced, less what was reported.
                 var unreported: [String: Int64] = [:]
-                if let text = row.text("dispatched"), let announced = try? JSONDecoder().decode([String: Int64].self, from: Data(text.utf8)) {
-                    unreported = announced
-                    for count in try await connection.query(
-                        "SELECT platform, CAST(SUM(count) AS BIGINT) AS reported FROM notification_counts WHERE notification_id = ? GROUP BY platform", [.text(id)])
-                    {
-                        guard let platform = count.text("platform"), unreported[platform] != nil else { continue }
-                        unreported[platform]! -= count.integer("reported") ?? 0
-                    }
-                    unreported = unreported.filter { $0.value > 0 }
+                var reported: Int64 = 0
+                let announced = row.text("dispatched").flatMap { try? JSONDecoder().decode([String: Int64].self, from: Data($0.utf8)) } ?? [:]
+                unreported = announced
+                for count in try await connection.query(
+                    "SELECT platform, CAST(SUM(count) AS BIGINT) AS reported FROM notification_counts WHERE notification_id = ? GROUP BY platform",
+                    [.text(id)])
+                {
+                    reported += count.integer("reported") ?? 0
+                    guard let platform = count.text("platform"), unreported[platform] != nil else { continue }
+                    unreported[platform]! -= count.integer("reported") ?? 0
                 }
+                unreported = unreported.filter { $0.value > 0 }
                 let total = unreported.values.reduce(0, +)
                 let reason: String
                 if let expected = row.integer("expected") {
                     reason = "no progress by the deadline: \(total) of \(expected) targets had no result and count as expired"
+                } else if reported > 0 {
+                    reason = "no progress by the deadline: \(reported) targets reported, but the dispatcher never said how many it dispatched"
                 } else {
                     reason = "no progress by the deadline: never dispatched (the request was lost before the dispatcher read it, or no dispatcher ran)"
                 }
-                let won = try await connection.query(
-                    """
-                    UPDATE notifications SET state = ?, reason = ?, ended_at = ?, received = received + ?, expired = expired + ?
-                    WHERE notification_id = ? AND state IN \(Self.openStates) RETURNING notification_id
-                    """,
-                    [.text(NotificationState.abandoned.rawValue), .text(reason), SQLValue(now), .integer(total), .integer(total), .text(id)])
-                guard !won.isEmpty else { continue }
+                try await connection.execute(
+                    "UPDATE notifications SET reason = ?, received = received + ?, expired = expired + ? WHERE notification_id = ?",
+                    [.text(reason), .integer(total), .integer(total), .text(id)])
                 for (platform, count) in unreported.sorted(by: { $0.key < $1.key }) {
                     try await Self.addCount(id, platform: platform, outcome: .expired, count: count, on: connection)
                 }
-                try await connection.execute("DELETE FROM unfinished_sends WHERE notification_id = ?", [.text(id)])
+                try await Self.forgetWork(of: id, on: connection)
                 abandoned.append(AbandonedSend(notificationId: id, hub: hub, reason: reason, unreported: Int(total)))
             }
             return abandoned
         }
+    }
+
+    /// What an ended notification no longer needs: its kept request and its counted targets.
+    static func forgetWork(of id: String, on connection: any SQLConnection) async throws {
+        try await connection.execute("DELETE FROM unfinished_sends WHERE notification_id = ?", [.text(id)])
+        try await connection.execute("DELETE FROM result_targets WHERE notification_id = ?", [.text(id)])
     }
 
     static func addCount(_ id: String, platform: String, outcome: Outcome, count: Int64, on connection: any SQLConnection) async throws {
@@ -115,44 +160,73 @@ extension SQLRegistrationStore: OutcomeStore {
             """, [.text(id), .text(platform), .text(outcome.rawValue), .integer(count)])
     }
 
+    /// Rows of `result_targets` inserted per statement.
+    static let targetsPerStatement = 250
+
     @discardableResult
     public func recordOutcomes(_ batch: ResultBatch, now: Date) async throws -> Bool {
-        let receipt = batch.receipt
+        let id = batch.notificationId
+        let lock = database.dialect == .postgres ? " FOR UPDATE" : ""
         return try await database.write { connection in
-            let fresh = try await connection.query(
-                "INSERT INTO result_receipts (notification_id, receipt) VALUES (?, ?) ON CONFLICT DO NOTHING RETURNING receipt",
-                [.text(batch.notificationId), .text(receipt)])
-            guard !fresh.isEmpty else { return false }
             // Results of a request sent straight into Kafka arrive for a notification the
             // ingress never saw: it starts here, with no deadline of its own.
-            try await Self.insertEnqueued(batch.notificationId, hub: batch.hub, enqueuedAt: now, deadline: nil, now: now, on: connection)
-            // A notification given up has its final counts: what arrives after changes nothing.
-            let given = try await connection.query(
-                "UPDATE notifications SET progress_at = ? WHERE notification_id = ? RETURNING reason", [SQLValue(now), .text(batch.notificationId)])
-            guard given.first?.text("reason") == nil else { return true }
+            try await Self.insertEnqueued(id, hub: batch.hub, enqueuedAt: now, deadline: nil, now: now, on: connection)
+            // Locked, so the send is not given up while these results are counted. A send that
+            // ended has its final counts: what arrives after (a duplicate, or a result past the
+            // deadline) changes nothing.
+            let current = try await connection.query("SELECT state FROM notifications WHERE notification_id = ?\(lock)", [.text(id)])
+            guard let state = current.first?.text("state"), [NotificationState.enqueued.rawValue, NotificationState.processing.rawValue].contains(state)
+            else { return false }
+            var fresh = false
             if let dispatched = batch.dispatched {
-                let perPlatform = Dictionary(uniqueKeysWithValues: dispatched.map { ($0.key.rawValue, $0.value) })
-                let text = String(decoding: try JSONEncoder().encode(perPlatform), as: UTF8.self)
-                try await connection.execute(
-                    "UPDATE notifications SET expected = ?, dispatched = ?, started_at = COALESCE(started_at, ?) WHERE notification_id = ?",
-                    [.integer(Int64(dispatched.values.reduce(0, +))), .text(text), SQLValue(now), .text(batch.notificationId)])
-            }
-            if let results = batch.results {
-                var counts: [Outcome: Int] = [:]
-                for result in results { counts[result.outcome, default: 0] += 1 }
-                let platform = batch.platform?.rawValue ?? "none"
-                for (outcome, count) in counts {
-                    try await Self.addCount(batch.notificationId, platform: platform, outcome: outcome, count: Int64(count), on: connection)
+                let first = try await connection.query(
+                    "INSERT INTO result_receipts (notification_id, receipt) VALUES (?, ?) ON CONFLICT DO NOTHING RETURNING receipt",
+                    [.text(id), .text("dispatch")])
+                if !first.isEmpty {
+                    fresh = true
+                    let perPlatform = Dictionary(uniqueKeysWithValues: dispatched.map { ($0.key.rawValue, $0.value) })
+                    let text = String(decoding: try JSONEncoder().encode(perPlatform), as: UTF8.self)
+                    try await connection.execute(
+                        "UPDATE notifications SET expected = ?, dispatched = ?, started_at = COALESCE(started_at, ?) WHERE notification_id = ?",
+                        [.integer(Int64(dispatched.values.reduce(0, +))), .text(text), SQLValue(now), .text(id)])
                 }
-                try await connection.execute(
-                    """
-                    UPDATE notifications SET received = received + ?, expired = expired + ?, rejected = rejected + ?,
-                        started_at = COALESCE(started_at, ?) WHERE notification_id = ?
-                    """,
-                    [.integer(Int64(results.count)), .integer(Int64(counts[.expired] ?? 0)), .integer(Int64(counts[.rejected] ?? 0)),
-                     SQLValue(now), .text(batch.notificationId)])
             }
-            try await Self.settleState(batch.notificationId, now: now, on: connection)
+            if let results = batch.results, !results.isEmpty {
+                // Each target counts once, however its results were batched: a send published
+                // again is dispatched again, and its batches may be cut differently.
+                let keys = batch.targetKeys
+                var counted = Set<String>()
+                var start = 0
+                while start < keys.count {
+                    let chunk = keys[start..<min(start + Self.targetsPerStatement, keys.count)]
+                    let placeholders = Array(repeating: "(?, ?)", count: chunk.count).joined(separator: ", ")
+                    let rows = try await connection.query(
+                        "INSERT INTO result_targets (notification_id, target) VALUES \(placeholders) ON CONFLICT DO NOTHING RETURNING target",
+                        chunk.flatMap { [SQLValue.text(id), .text($0)] })
+                    for row in rows { if let target = row.text("target") { counted.insert(target) } }
+                    start += Self.targetsPerStatement
+                }
+                var counts: [Outcome: Int] = [:]
+                for (result, key) in zip(results, keys) where counted.remove(key) != nil { counts[result.outcome, default: 0] += 1 }
+                let total = counts.values.reduce(0, +)
+                if total > 0 {
+                    fresh = true
+                    let platform = batch.platform?.rawValue ?? "none"
+                    for (outcome, count) in counts.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+                        try await Self.addCount(id, platform: platform, outcome: outcome, count: Int64(count), on: connection)
+                    }
+                    try await connection.execute(
+                        """
+                        UPDATE notifications SET received = received + ?, expired = expired + ?, rejected = rejected + ?,
+                            started_at = COALESCE(started_at, ?) WHERE notification_id = ?
+                        """,
+                        [.integer(Int64(total)), .integer(Int64(counts[.expired] ?? 0)), .integer(Int64(counts[.rejected] ?? 0)),
+                         SQLValue(now), .text(id)])
+                }
+            }
+            guard fresh else { return false }
+            try await connection.execute("UPDATE notifications SET progress_at = ? WHERE notification_id = ?", [SQLValue(now), .text(id)])
+            try await Self.settleState(id, now: now, on: connection)
             return true
         }
     }
@@ -179,8 +253,7 @@ extension SQLRegistrationStore: OutcomeStore {
         try await connection.execute(
             "UPDATE notifications SET state = ?, ended_at = CASE WHEN ? = 1 THEN COALESCE(ended_at, ?) ELSE NULL END WHERE notification_id = ?",
             [.text(state.rawValue), SQLValue(ended), SQLValue(now), .text(id)])
-        // An ended notification's request need not be kept for publishing again.
-        if ended { try await connection.execute("DELETE FROM unfinished_sends WHERE notification_id = ?", [.text(id)]) }
+        if ended { try await forgetWork(of: id, on: connection) }
     }
 
     public func notification(hub: String, id: String) async throws -> NotificationOutcome? {

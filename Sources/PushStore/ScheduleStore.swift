@@ -73,10 +73,12 @@ extension SQLRegistrationStore: ScheduleStore {
         try await database.write { connection in
             try await connection.execute(
                 "UPDATE scheduled_notifications SET state = ? WHERE notification_id = ?", [.text(ScheduleState.released.rawValue), .text(request.notificationId)])
-            try await connection.execute(
-                "UPDATE notifications SET deadline = ?, progress_at = ? WHERE notification_id = ?",
+            // The send may have ended already (a small one on a fast pipeline): then there is
+            // nothing to keep.
+            let open = try await connection.query(
+                "UPDATE notifications SET deadline = ?, progress_at = ? WHERE notification_id = ? AND state IN \(Self.openStates) RETURNING notification_id",
                 [SQLValue(deadline), SQLValue(now), .text(request.notificationId)])
-            if let text { try await Self.keep(request, text: text, publishedAt: now, on: connection) }
+            if let text, !open.isEmpty { try await Self.keep(request, text: text, publishedAt: now, on: connection) }
         }
     }
 }

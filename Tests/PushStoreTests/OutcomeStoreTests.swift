@@ -43,6 +43,33 @@ struct OutcomeStoreTests {
         #expect(try await store.notification(hub: hub + "-other", id: id) == nil, "only through its own hub")
     }
 
+    @Test("a target counts once however its results are batched: a send dispatched twice, cut differently, and rejected records", arguments: StoreKind.available)
+    func targetsCountOnce(_ kind: StoreKind) async throws {
+        let (store, hub) = try await Self.outcomes(kind)
+        let id = UUID().uuidString.lowercased()
+        try await store.recordOutcomes(ResultBatch(notificationId: id, hub: hub, dispatched: [.apns: 4]), now: Date())
+        // First attempt: two of a batch of four finished, two were handed back; then a crash.
+        #expect(try await store.recordOutcomes(Self.results(id, hub, .apns, [("a", .delivered), ("b", .delivered)]), now: Date()))
+        // Published again: the summary again, and the whole batch at once, cut differently.
+        #expect(try await store.recordOutcomes(ResultBatch(notificationId: id, hub: hub, dispatched: [.apns: 4]), now: Date()) == false)
+        #expect(try await store.recordOutcomes(
+            Self.results(id, hub, .apns, [("a", .delivered), ("b", .throttled), ("c", .delivered), ("d", .invalidHandle)]), now: Date()))
+        let outcome = try #require(try await store.notification(hub: hub, id: id))
+        #expect(outcome.state == .completed)
+        #expect(outcome.counts == [.apns: [.delivered: 3, .invalidHandle: 1]], "a and b as first reported")
+        #expect(try await store.recordOutcomes(Self.results(id, hub, .apns, [("c", .delivered)]), now: Date()) == false)
+
+        // Rejected records name no target: a rejected batch delivered twice counts once.
+        let refused = UUID().uuidString.lowercased()
+        let rejected = ResultBatch(notificationId: refused, hub: hub, results: [
+            DeliveryResult(registrationId: nil, handle: nil, outcome: .rejected, pnsReason: "bad", attempts: 0, dwellMs: 0),
+            DeliveryResult(registrationId: nil, handle: nil, outcome: .rejected, pnsReason: "bad", attempts: 0, dwellMs: 0),
+        ])
+        #expect(try await store.recordOutcomes(rejected, now: Date()))
+        #expect(try await store.recordOutcomes(rejected, now: Date()) == false)
+        #expect(try await store.notification(hub: hub, id: refused)?.state == .abandoned)
+    }
+
     @Test("results before the summary, no target, all expired, rejected", arguments: StoreKind.available)
     func otherEndings(_ kind: StoreKind) async throws {
         let (store, hub) = try await Self.outcomes(kind)
@@ -97,12 +124,15 @@ struct RecoveryStoreTests {
         Date(timeIntervalSince1970: 100_000_000 + Double(Int.random(in: 0..<900_000)) * 1_000)
     }
 
-    static func claim(_ store: any OutcomeStore, _ hub: String, now: Date, quietSince: Date, limit: Int) async throws -> [SendRequest] {
-        try await store.claimUnfinished(now: now, quietSince: quietSince, limit: limit).filter { $0.hub == hub }
+    /// Claims with a grace of 60 s (each test's own hub only; the limit is large, as earlier
+    /// runs on a shared PostgreSQL leave sends behind).
+    static func claim(_ store: any OutcomeStore, _ hub: String, now: Date, grace: TimeInterval = 60, maximumPublishes: Int = 10) async throws -> [SendRequest] {
+        try await store.claimUnfinished(now: now, grace: grace, maximumPublishes: maximumPublishes, limit: 10_000).filter { $0.hub == hub }
     }
 
-    static func abandon(_ store: any OutcomeStore, _ hub: String, now: Date, deadlineBefore: Date, quietSince: Date, limit: Int) async throws -> [AbandonedSend] {
-        try await store.abandonStalled(now: now, deadlineBefore: deadlineBefore, quietSince: quietSince, limit: limit).filter { $0.hub == hub }
+    /// Abandons with a grace of 120 s and 30 minutes for sends without a deadline.
+    static func abandon(_ store: any OutcomeStore, _ hub: String, now: Date) async throws -> [AbandonedSend] {
+        try await store.abandonStalled(now: now, grace: 120, abandonAfter: 1800, limit: 10_000).filter { $0.hub == hub }
     }
 
     @Test("a kept send is claimed again once quiet for the grace, by one replica, and forgotten when it ends", arguments: StoreKind.available)
@@ -112,32 +142,41 @@ struct RecoveryStoreTests {
         func at(_ seconds: TimeInterval) -> Date { t0.addingTimeInterval(seconds) }
         let kept = OutcomeStoreTests.request(UUID().uuidString.lowercased(), hub, at: t0)
         let unkept = OutcomeStoreTests.request(UUID().uuidString.lowercased(), hub, at: t0)
-        try await store.recordEnqueued(kept, deadline: at(1800), keep: true, now: t0)
-        try await store.recordEnqueued(unkept, deadline: at(1800), keep: false, now: t0)
-        #expect(try await Self.claim(store, hub, now: at(10), quietSince: at(-50), limit: 10).isEmpty, "published 10 s ago")
+        try await store.recordEnqueued(kept, deadline: at(10_000), keep: true, now: t0)
+        try await store.recordEnqueued(unkept, deadline: at(10_000), keep: false, now: t0)
+        #expect(try await Self.claim(store, hub, now: at(10)).isEmpty, "published 10 s ago")
 
         // Two replicas look at once: the send goes to exactly one of them.
-        async let first = Self.claim(store, hub, now: at(61), quietSince: at(1), limit: 10)
-        async let second = Self.claim(store, hub, now: at(61), quietSince: at(1), limit: 10)
+        async let first = Self.claim(store, hub, now: at(61))
+        async let second = Self.claim(store, hub, now: at(61))
         let claimed = try await first + second
         #expect(claimed == [kept], "the kept request as accepted, once; the send not kept never")
-        #expect(try await Self.claim(store, hub, now: at(62), quietSince: at(2), limit: 10).isEmpty, "just published again")
+        // Published twice now: the next wait is two graces.
+        #expect(try await Self.claim(store, hub, now: at(150)).isEmpty, "the second wait is 120 s")
+        #expect(try await Self.claim(store, hub, now: at(182)).map(\.notificationId) == [kept.notificationId])
 
         // Progress holds it back; results that stop short of the summary let it go again.
-        try await store.recordOutcomes(ResultBatch(notificationId: kept.notificationId, hub: hub, dispatched: [.apns: 2]), now: at(100))
-        #expect(try await Self.claim(store, hub, now: at(130), quietSince: at(70), limit: 10).isEmpty, "it progressed 30 s ago")
-        try await store.recordOutcomes(OutcomeStoreTests.results(kept.notificationId, hub, .apns, [("r1", .delivered)]), now: at(110))
-        #expect(try await Self.claim(store, hub, now: at(200), quietSince: at(140), limit: 10).map(\.notificationId) == [kept.notificationId])
-        try await store.recordOutcomes(OutcomeStoreTests.results(kept.notificationId, hub, .apns, [("r2", .delivered)]), now: at(210))
+        try await store.recordOutcomes(ResultBatch(notificationId: kept.notificationId, hub: hub, dispatched: [.apns: 2]), now: at(200))
+        #expect(try await Self.claim(store, hub, now: at(410)).isEmpty, "3 publishes: the next wait is 240 s")
+        try await store.recordOutcomes(OutcomeStoreTests.results(kept.notificationId, hub, .apns, [("r1", .delivered)]), now: at(415))
+        #expect(try await Self.claim(store, hub, now: at(440)).isEmpty, "it progressed 25 s ago")
+        #expect(try await Self.claim(store, hub, now: at(480)).map(\.notificationId) == [kept.notificationId])
+        try await store.recordOutcomes(OutcomeStoreTests.results(kept.notificationId, hub, .apns, [("r2", .delivered)]), now: at(490))
         #expect(try await store.notification(hub: hub, id: kept.notificationId)?.state == .completed)
-        #expect(try await Self.claim(store, hub, now: at(2000), quietSince: at(1000), limit: 10).isEmpty, "ended: no longer kept")
+        #expect(try await Self.claim(store, hub, now: at(9000)).isEmpty, "ended: no longer kept")
+
+        // At most `maximumPublishes` publishes, the first included.
+        let stuck = OutcomeStoreTests.request(UUID().uuidString.lowercased(), hub, at: t0)
+        try await store.recordEnqueued(stuck, deadline: at(100_000), keep: true, now: at(1000))
+        #expect(try await Self.claim(store, hub, now: at(1100), maximumPublishes: 2).count == 1)
+        #expect(try await Self.claim(store, hub, now: at(5000), maximumPublishes: 2).isEmpty, "published twice: no more")
 
         // A send that could not be queued is forgotten with its kept request.
         let failed = OutcomeStoreTests.request(UUID().uuidString.lowercased(), hub, at: t0)
-        try await store.recordEnqueued(failed, deadline: at(1800), keep: true, now: at(5))
+        try await store.recordEnqueued(failed, deadline: at(10_000), keep: true, now: at(5))
         try await store.forgetEnqueued(hub: hub, notificationId: failed.notificationId)
         #expect(try await store.notification(hub: hub, id: failed.notificationId) == nil)
-        #expect(try await Self.claim(store, hub, now: at(3000), quietSince: at(2900), limit: 10).isEmpty)
+        #expect(try await Self.claim(store, hub, now: at(9000), maximumPublishes: 100).map(\.notificationId) == [stuck.notificationId])
     }
 
     @Test("a send quiet past its deadline ends Abandoned with its reason; unreported targets expire; later results change nothing", arguments: StoreKind.available)
@@ -154,9 +193,9 @@ struct RecoveryStoreTests {
         try await store.recordOutcomes(ResultBatch(notificationId: moving.notificationId, hub: hub, dispatched: [.apns: 2]), now: at(10))
         try await store.recordOutcomes(OutcomeStoreTests.results(moving.notificationId, hub, .apns, [("m1", .delivered)]), now: at(1950))
 
-        #expect(try await Self.abandon(store, hub, now: at(1900), deadlineBefore: at(1780), quietSince: at(1780), limit: 10).isEmpty, "within the grace")
-        async let first = Self.abandon(store, hub, now: at(2000), deadlineBefore: at(1880), quietSince: at(1880), limit: 10)
-        async let second = Self.abandon(store, hub, now: at(2000), deadlineBefore: at(1880), quietSince: at(1880), limit: 10)
+        #expect(try await Self.abandon(store, hub, now: at(1900)).isEmpty, "within the grace")
+        async let first = Self.abandon(store, hub, now: at(2000))
+        async let second = Self.abandon(store, hub, now: at(2000))
         let abandoned = try await (first + second).sorted { $0.unreported < $1.unreported }
         #expect(abandoned.map(\.notificationId) == [lost.notificationId, partial.notificationId], "each once; the send still moving is left")
         #expect(abandoned.map(\.unreported) == [0, 4])
@@ -172,8 +211,16 @@ struct RecoveryStoreTests {
         #expect(try await store.notification(hub: hub, id: partial.notificationId) == ended, "given up: later results change nothing")
         #expect(try await store.notification(hub: hub, id: lost.notificationId)?.state == .abandoned)
         #expect(try await store.notification(hub: hub, id: moving.notificationId)?.state == .processing)
-        #expect(try await Self.claim(store, hub, now: at(2200), quietSince: at(2100), limit: 10).map(\.notificationId) == [moving.notificationId],
+        #expect(try await Self.claim(store, hub, now: at(2200), grace: 100).map(\.notificationId) == [moving.notificationId],
             "abandoned sends are no longer kept")
+
+        // Seen first through its results (produced straight into Kafka): no deadline of its own,
+        // given up 30 minutes after it was first seen.
+        let direct = UUID().uuidString.lowercased()
+        try await store.recordOutcomes(OutcomeStoreTests.results(direct, hub, .fcm, [("d1", .delivered)]), now: at(3000))
+        #expect(try await Self.abandon(store, hub, now: at(4900)).filter { $0.notificationId == direct }.isEmpty, "30 minutes and the grace not yet past")
+        let late = try await Self.abandon(store, hub, now: at(5000)).filter { $0.notificationId == direct }
+        #expect(late.first?.reason.contains("1 targets reported, but the dispatcher never said") == true, "\(late)")
     }
 
 }

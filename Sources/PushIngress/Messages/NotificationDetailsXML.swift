@@ -14,8 +14,6 @@ enum NotificationDetailsXML {
         var body = "<NotificationId>\(XML.escape(outcome.notificationId))</NotificationId>"
         body += "<Location>\(XML.escape(location))</Location>"
         body += "<State>\(outcome.state.rawValue)</State>"
-        // PushHub's own addition: why it gave the notification up.
-        if let reason = outcome.reason { body += "<Reason>\(XML.escape(reason))</Reason>" }
         body += "<EnqueueTime>\(RFC3339.format(outcome.enqueuedAt))</EnqueueTime>"
         if let started = outcome.startedAt { body += "<StartTime>\(RFC3339.format(started))</StartTime>" }
         if let ended = outcome.endedAt { body += "<EndTime>\(RFC3339.format(ended))</EndTime>" }
@@ -25,6 +23,9 @@ enum NotificationDetailsXML {
                 "<Outcome><Name>\(outcomeNames[$0.key] ?? $0.key.rawValue)</Name><Count>\($0.value)</Count></Outcome>"
             }.joined() + "</\(element)>"
         }
+        // PushHub's own addition, last so Azure's elements keep their order: why it gave the
+        // notification up.
+        if let reason = outcome.reason { body += "<Reason>\(XML.escape(reason))</Reason>" }
         return "<NotificationDetails xmlns=\"\(RegistrationDescription.connectNamespace)\" xmlns:i=\"http://www.w3.org/2001/XMLSchema-instance\">\(body)</NotificationDetails>"
     }
 }

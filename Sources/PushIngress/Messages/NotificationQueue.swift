@@ -15,14 +15,18 @@ struct NotificationQueue: Sendable {
     /// The send could not be queued; the caller answers 503 with Retry-After.
     struct NotQueued: Error {}
 
-    func enqueue(_ request: SendRequest) async throws -> Void {
+    /// Returns the request as published (with its `expiresAt`).
+    @discardableResult
+    func enqueue(_ request: SendRequest) async throws -> SendRequest {
         let now = now()
-        try await outcomes?.recordEnqueued(request, deadline: recovery.deadline(of: request, acceptedAt: now), keep: recovery.republish, now: now)
+        let request = recovery.stamped(request, acceptedAt: now)
+        try await outcomes?.recordEnqueued(request, deadline: request.expiresAt!, keep: recovery.republish, now: now)
         do {
             try await publisher.publish(request)
         } catch {
             try? await outcomes?.forgetEnqueued(hub: request.hub, notificationId: request.notificationId)
             throw NotQueued()
         }
+        return request
     }
 }

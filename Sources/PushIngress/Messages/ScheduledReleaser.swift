@@ -49,10 +49,12 @@ public final class ScheduledReleaser: Service, Sendable {
         var published = 0
         for request in claimed {
             do {
-                try await publisher.publish(request)
-                // From here on it is an accepted send like any other: it has a deadline, and is kept
-                // for publishing again when sends are republished.
-                try await store.markReleased(request, deadline: recovery.deadline(of: request, acceptedAt: now), keep: recovery.republish, now: now)
+                // From here on it is an accepted send like any other: it expires `abandonAfter` from
+                // its release, not its scheduling, and is kept for publishing again when sends are
+                // republished.
+                let released = recovery.stamped(request, acceptedAt: now)
+                try await publisher.publish(released)
+                try await store.markReleased(released, deadline: released.expiresAt!, keep: recovery.republish, now: now)
                 published += 1
             } catch {
                 // Left claimed: this or another replica takes it over once the claim is stale.

@@ -19,6 +19,8 @@ public struct SendRecoverySettings: Sendable {
     public var grace: TimeInterval
     /// The deadline of a send without `expiresAt`, after acceptance.
     public var abandonAfter: TimeInterval
+    /// How often one send is published, at most (the first time included).
+    public var maximumPublishes = 10
 
     public init(republish: Bool, republishAllAtStart: Bool = false, checkEvery: Duration, grace: TimeInterval, abandonAfter: TimeInterval) {
         self.republish = republish
@@ -36,9 +38,14 @@ public struct SendRecoverySettings: Sendable {
             abandonAfter: configuration.abandonAfter)
     }
 
-    /// When `request` must have ended.
-    public func deadline(of request: SendRequest, acceptedAt: Date) -> Date {
-        request.expiresAt ?? acceptedAt.addingTimeInterval(abandonAfter)
+    /// `request` as it goes out when accepted (or released) at `now`: without an `expiresAt`
+    /// of its own it gets `abandonAfter` from now, so the workers expire its targets when the
+    /// ingress gives it up.
+    public func stamped(_ request: SendRequest, acceptedAt now: Date) -> SendRequest {
+        guard request.expiresAt == nil else { return request }
+        var stamped = request
+        stamped.expiresAt = max(now, request.enqueuedAt).addingTimeInterval(abandonAfter)
+        return stamped
     }
 }
 
@@ -85,10 +92,9 @@ public final class SendRecovery: Service, Sendable {
     @discardableResult
     public func check(everything: Bool = false) async -> Int {
         let now = now()
-        let quietSince = now.addingTimeInterval(-settings.grace)
         do {
             while true {
-                let ended = try await store.abandonStalled(now: now, deadlineBefore: quietSince, quietSince: quietSince, limit: 100)
+                let ended = try await store.abandonStalled(now: now, grace: settings.grace, abandonAfter: settings.abandonAfter, limit: 100)
                 for send in ended {
                     abandoned.increment()
                     logger.warning("send abandoned", metadata: [
@@ -102,18 +108,20 @@ public final class SendRecovery: Service, Sendable {
         }
         guard settings.republish else { return 0 }
         var published = 0
+        var failed = 0
         do {
             while true {
                 // A claimed send's publish time becomes `now`, so this loop does not claim it again.
-                let claimed = try await store.claimUnfinished(now: now, quietSince: everything ? now : quietSince, limit: 100)
+                let claimed = try await store.claimUnfinished(
+                    now: now, grace: everything ? 0 : settings.grace, maximumPublishes: settings.maximumPublishes, limit: 100)
                 for request in claimed {
                     do {
                         try await publisher.publish(request)
                         published += 1
                         republished.increment()
-                        logger.notice("unfinished send published again", metadata: ["pushhub.notification_id": "\(request.notificationId)"])
                     } catch {
-                        // Claimed again once it has been quiet for `grace`.
+                        // Claimed again after the next, longer wait.
+                        failed += 1
                         logger.error("unfinished send not published, will retry", metadata: [
                             "pushhub.notification_id": "\(request.notificationId)", "pushhub.error": "\(error)",
                         ])
@@ -123,6 +131,9 @@ public final class SendRecovery: Service, Sendable {
             }
         } catch {
             logger.error("unfinished sends could not be claimed", metadata: ["pushhub.error": "\(error)"])
+        }
+        if published > 0 || failed > 0 {
+            logger.notice("unfinished sends published again", metadata: ["pushhub.sends": "\(published)", "pushhub.failed": "\(failed)"])
         }
         return published
     }

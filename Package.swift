@@ -259,8 +259,10 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // posix_spawn's Linux extensions, for starting test children without Foundation's Process.
+        .systemLibrary(name: "CSpawn"),
         // Helpers shared by the test targets.
-        .target(name: "PushTestSupport", dependencies: ["PushModel", "PushStore"]),
+        .target(name: "PushTestSupport", dependencies: ["CSpawn", "PushModel", "PushStore"]),
         .testTarget(
             name: "PushKafkaTests",
             dependencies: [

@@ -22,25 +22,22 @@ let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
 /// A child process whose standard output is read line by line and whose standard input
 /// takes lines.
 final class ChildProcess: Sendable {
-    private let process: Process
-    private let input: Pipe
+    private let process: SpawnedProcess
     private let buffer = LineBuffer()
 
     init(_ executable: URL = pushhubExecutable, arguments: [String], environment: [String: String] = [:]) throws {
-        process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-        input = Pipe()
-        let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = FileHandle.standardError
-        output.fileHandleForReading.readabilityHandler = { [buffer] handle in
-            let chunk = handle.availableData
-            if !chunk.isEmpty { buffer.append(chunk) }
-        }
-        try ProcessLaunch.run(process)
+        process = try SpawnedProcess(
+            executable.path, arguments: arguments, environment: ProcessInfo.processInfo.environment.merging(environment) { _, new in new },
+            input: true, error: .inherit)
+        // Standard output is read on a thread of its own: reading blocks.
+        let output = process.output!
+        Thread { [buffer] in
+            while true {
+                let chunk = output.availableData
+                if chunk.isEmpty { break }
+                buffer.append(chunk)
+            }
+        }.start()
     }
 
     var output: [String] { buffer.lines }
@@ -56,24 +53,21 @@ final class ChildProcess: Sendable {
     }
 
     func send(_ line: String) {
-        input.fileHandleForWriting.write(Data((line + "\n").utf8))
+        process.input?.write(Data((line + "\n").utf8))
     }
 
     func signal(_ signal: Int32) {
-        kill(process.processIdentifier, signal)
+        process.signal(signal)
     }
 
-    /// The exit status, or nil if the process is still running after `timeout`.
+    /// The exit status (128 + the signal when one ended it), or nil if the process is still
+    /// running after `timeout`.
     func exitStatus(within timeout: Duration) async -> Int32? {
         let deadline = ContinuousClock.now + timeout
-        while process.isRunning, ContinuousClock.now < deadline {
+        while process.exitStatus == nil, ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(20))
         }
-        return process.isRunning ? nil : process.terminationStatus
-    }
-
-    deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        return process.exitStatus
     }
 }
 

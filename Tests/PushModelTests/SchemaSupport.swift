@@ -55,17 +55,9 @@ func samples(in folder: String) throws -> [URL] {
 /// Runs the JSON Schema validator (Python `jsonschema`, see scripts/check-json-schema.py)
 /// on `documents`; returns its exit status and output.
 func checkAgainstSchema(_ type: MessageType, _ documents: [URL], expectInvalid: Bool = false) throws -> (status: Int32, output: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["python3", packageRoot.appendingPathComponent("scripts/check-json-schema.py").path]
-        + (expectInvalid ? ["--expect-invalid"] : []) + [type.schemaFile.path] + documents.map(\.path)
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = pipe
-    try ProcessLaunch.run(process)
-    let output = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+    try ProcessLaunch.output(
+        ["python3", packageRoot.appendingPathComponent("scripts/check-json-schema.py").path]
+            + (expectInvalid ? ["--expect-invalid"] : []) + [type.schemaFile.path] + documents.map(\.path))
 }
 
 /// Writes `documents` to files in a fresh temporary directory.

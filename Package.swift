@@ -68,6 +68,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         // Hub domain and wire types; no I/O.
@@ -220,6 +221,7 @@ let package = Package(
                 "PushEnvironment",
                 "PushIngress",
                 "PushKafka",
+                "PushOps",
                 "PushStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -243,7 +245,9 @@ let package = Package(
         .executableTarget(
             name: "PushHubCLI",
             dependencies: [
+                "PushConfiguration",
                 "PushEnvironment",
+                "PushOps",
                 "PushKafka",
                 "PushLoad",
                 "PushIngress",

@@ -33,25 +33,14 @@ struct DispatcherCommand: AsyncParsableCommand {
         let logger = makeLogger("pushhub.dispatcher")
         let hubs = try HubsConfiguration.load(from: config ?? environment.configPath)
         let store = try await StoreLocation(database ?? environment.database).open(logger: logger)
-        let servers = try kafka.servers()
-        let producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: servers), logger: logger)
-        let consumer = try KafkaConsumer.make(
-            configuration: KafkaConsumerConfiguration(bootstrapServers: servers, groupID: group), topics: [kafka.topics.requests], logger: logger)
-        let dispatcher = Dispatcher(
-            consumer: consumer, producer: producer, store: store,
-            settings: DispatcherSettings(topics: kafka.topics, hubs: hubs.hubs.map(\.name)), logger: logger)
+        let wiring = try KafkaWiring.make(servers: try kafka.servers(), topics: kafka.topics, logger: logger)
+        let dispatcher = try makeDispatcherServices(
+            kafka: wiring, store: store, settings: DispatcherSettings(topics: kafka.topics, hubs: hubs.hubs.map(\.name)), group: group, logger: logger)
+        let operations = operations.application(
+            checks: [ReadinessCheck("kafka") { await wiring.producer.isReachable() }, ReadinessCheck("store") { await store.isReachable() }],
+            logger: logger)
         // Shut down in reverse: stop dispatching, commit and leave the group, flush.
-        let group = ServiceGroup(
-            configuration: .init(
-                services: [
-                    .init(service: producer), .init(service: consumer),
-                    .init(service: operations.application(
-                        checks: [ReadinessCheck("kafka") { await producer.isReachable() }, ReadinessCheck("store") { await store.isReachable() }],
-                        logger: logger)),
-                    .init(service: dispatcher),
-                ],
-                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        try await group.run()
+        try await ProcessLifecycle.group([.init(service: wiring.producer), .init(service: operations)] + dispatcher, logger: logger).run()
         await store.close()
     }
 }

@@ -7,6 +7,7 @@ import PushEnvironment
 import PushIngress
 import PushKafka
 import PushModel
+import PushOps
 import PushProviders
 import PushSimulator
 import PushStore
@@ -85,18 +86,14 @@ struct DevCommand: AsyncParsableCommand {
         let password = try Self.demoPassword(at: data.appendingPathComponent("demo-user.secret").path)
         try await store.setUser(name: Self.demoUser, passwordHash: hashPassword(password))
 
-        // One producer for everything; consumers and workers per part.
-        let producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: servers), logger: logger)
-        let requests = try KafkaConsumer.make(
-            configuration: KafkaConsumerConfiguration(bootstrapServers: servers, groupID: "pushhub-dispatcher"), topics: [topics.requests], logger: logger)
-        let dispatcher = Dispatcher(
-            consumer: requests, producer: producer, store: store, settings: DispatcherSettings(topics: topics, hubs: hubs.hubs.map(\.name)), logger: logger)
+        // One producer for everything; each part makes its consumers.
+        let wiring = try KafkaWiring.make(servers: servers, topics: topics, logger: logger)
+        let dispatcher = try makeDispatcherServices(
+            kafka: wiring, store: store, settings: DispatcherSettings(topics: topics, hubs: hubs.hubs.map(\.name)), logger: logger)
         let http = PNSHTTPClient(trustRootsFile: caPath)
         var workers: [ServiceGroupConfiguration.ServiceConfiguration] = []
         for platform in Platform.allCases {
-            let (consumer, worker) = try DeliveryWorker.make(
-                settings: WorkerSettings(platform: platform, topics: topics), hubs: hubs, servers: servers, producer: producer, http: http, logger: logger)
-            workers += [.init(service: consumer), .init(service: worker)]
+            workers += try makeWorkerServices(settings: WorkerSettings(platform: platform, topics: topics), hubs: hubs, kafka: wiring, http: http, logger: logger)
         }
 
         var ingress = IngressConfiguration(hubs: hubs)
@@ -105,17 +102,14 @@ struct DevCommand: AsyncParsableCommand {
         let hub = hubs.hubs[hubIndex]
         let banner = Banner(hub: hub, demo: "\(Self.demoUser):\(password)", kafka: servers, simulator: (apnsURL, simURL))
         let ingressServices = try makeIngressServices(
-            configuration: ingress, store: store, kafka: (servers, topics), logger: logger, onListening: { banner.print(port: $0) },
+            configuration: ingress, store: store, kafka: wiring, logger: logger, onListening: { banner.print(port: $0) },
             onRecovered: { count in
                 emit("PushHub recovered \(count) unfinished send(s) from the store and published them again.")
             })
 
         // Started in this order, stopped in reverse: workers hand back and finish first, then the
         // dispatcher, the ingress (outcomes last), the consumers commit, the producer flushes.
-        let group = ServiceGroup(
-            configuration: .init(
-                services: [.init(service: producer), .init(service: requests)] + ingressServices + [.init(service: dispatcher)] + workers,
-                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        let group = ProcessLifecycle.group([.init(service: wiring.producer)] + ingressServices + dispatcher + workers, logger: logger)
         try await group.run()
         await http.shutdown()
         await simulatorGroup.triggerGracefulShutdown()

@@ -6,14 +6,15 @@ import PushOps
 import PushStore
 import ServiceLifecycle
 
-/// The ingress's services in start order: with Kafka, its producer and results consumer, the
-/// HTTP application, the outcome recorder, the scheduled-send releaser and the recovery of
-/// stalled sends; without, the HTTP application only (registrations, no messages API). A
-/// ServiceGroup shuts them down in reverse: stop recovering, recording and releasing, stop
-/// taking requests, close the consumer, flush. `onRecovered` hears how many unfinished sends
-/// the first recovery check published again.
+/// The ingress's part of a process, in start order: with Kafka, its results consumer, the HTTP
+/// application, the outcome recorder, the scheduled-send releaser and the recovery of stalled
+/// sends; without, the HTTP application only (registrations, no messages API). The producer in
+/// `kafka` runs before them, as its maker's service. A ServiceGroup shuts them down in
+/// reverse: stop recovering, recording and releasing, stop taking requests, close the
+/// consumer. `onRecovered` hears how many unfinished sends the first recovery check published
+/// again.
 public func makeIngressServices(
-    configuration: IngressConfiguration, store: SQLRegistrationStore, kafka: (servers: [String], topics: PushTopics)?, logger: Logger,
+    configuration: IngressConfiguration, store: SQLRegistrationStore, kafka: KafkaWiring?, logger: Logger,
     onListening: @escaping @Sendable (Int) -> Void, onRecovered: @escaping @Sendable (Int) -> Void = { _ in }
 ) throws -> [ServiceGroupConfiguration.ServiceConfiguration] {
     let storeCheck = ReadinessCheck("store") { await store.isReachable() }
@@ -22,16 +23,14 @@ public func makeIngressServices(
         return [.init(service: try buildIngressApplication(
             configuration: configuration, store: store, readiness: [storeCheck], logger: logger, onListening: onListening))]
     }
-    let producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: kafka.servers), logger: logger)
-    let results = try KafkaConsumer.make(
-        configuration: KafkaConsumerConfiguration(bootstrapServers: kafka.servers, groupID: "pushhub-ingress-outcomes"),
-        topics: [kafka.topics.results], logger: logger)
+    let producer = kafka.producer
+    let results = try kafka.consumer(group: "pushhub-ingress-outcomes", topics: [kafka.topics.results], logger: logger)
     let publisher = KafkaNotificationPublisher(producer: producer, topics: kafka.topics)
     let app = try buildIngressApplication(
         configuration: configuration, store: store, publisher: publisher,
         readiness: [storeCheck, ReadinessCheck("kafka") { await producer.isReachable() }], logger: logger, onListening: onListening)
     return [
-        .init(service: producer), .init(service: results), .init(service: app),
+        .init(service: results), .init(service: app),
         .init(service: OutcomeRecorder(consumer: results, store: store, producer: producer, topics: kafka.topics, logger: logger)),
         .init(service: ScheduledReleaser(store: store, publisher: publisher, recovery: configuration.recovery, logger: logger)),
         .init(service: SendRecovery(store: store, publisher: publisher, settings: configuration.recovery, logger: logger, onStart: onRecovered)),

@@ -5,6 +5,7 @@ import Logging
 import PushEnvironment
 import PushIngress
 import PushKafka
+import PushOps
 import PushStore
 import ServiceLifecycle
 import PushConfiguration
@@ -47,8 +48,8 @@ struct IngressCommand: AsyncParsableCommand {
         configuration.host = host
         configuration.port = port
         let host = self.host
-        let kafkaSettings = kafka.isConfigured ? (servers: try kafka.servers(), topics: kafka.topics) : nil
-        let services = try makeIngressServices(configuration: configuration, store: store, kafka: kafkaSettings, logger: logger) { boundPort in
+        let wiring = kafka.isConfigured ? try KafkaWiring.make(servers: try kafka.servers(), topics: kafka.topics, logger: logger) : nil
+        let services = try makeIngressServices(configuration: configuration, store: store, kafka: wiring, logger: logger) { boundPort in
             let endpoint = "\(host):\(boundPort)"
             var lines = ["PUSHHUB_URL=http://\(endpoint)"]
             // Keys are printed only for a development hub this start created.
@@ -63,9 +64,7 @@ struct IngressCommand: AsyncParsableCommand {
             // Straight to the file descriptor: scripts read these lines as they come.
             FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
         }
-        let group = ServiceGroup(
-            configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        try await group.run()
+        try await ProcessLifecycle.group((wiring.map { [.init(service: $0.producer)] } ?? []) + services, logger: logger).run()
         await store.close()
     }
 }

@@ -3,6 +3,7 @@ import PushModel
 import PushProviders
 import PushKafka
 import Logging
+import ServiceLifecycle
 import PushConfiguration
 
 /// The provider of one platform, with the credentials of every hub that has some.
@@ -51,18 +52,18 @@ public enum ProviderFactory {
     }
 }
 
-extension DeliveryWorker {
-    /// A worker for `settings.platform` with its own consumer (group `pushhub-<pns>-worker`
-    /// unless named) and the hubs' credentials; the consumer must run as a service beside it.
-    public static func make(
-        settings: WorkerSettings, hubs: HubsConfiguration, servers: [String], group: String? = nil, producer: KafkaProducer,
-        http: PNSHTTPClient, logger: Logger
-    ) throws -> (KafkaConsumer, DeliveryWorker) {
-        let platform = settings.platform
-        var configuration = KafkaConsumerConfiguration(bootstrapServers: servers, groupID: group ?? "pushhub-\(platform.rawValue)-worker")
-        configuration.clientID = "pushhub-\(platform.rawValue)-worker"
-        let consumer = try KafkaConsumer.make(configuration: configuration, topics: [settings.topics.deliveries(platform)], logger: logger)
-        let provider = try ProviderFactory.make(platform, hubs: hubs, http: http)
-        return (consumer, DeliveryWorker(consumer: consumer, producer: producer, provider: provider, settings: settings, logger: logger))
-    }
+/// One platform's worker as part of a process, in start order: its consumer of
+/// `pushhub.deliveries.<pns>` (group `pushhub-<pns>-worker` unless named) and the worker, with
+/// the hubs' credentials (or `provider`). The producer in `kafka` runs before them, as its
+/// maker's service.
+public func makeWorkerServices(
+    settings: WorkerSettings, hubs: HubsConfiguration, kafka: KafkaWiring, http: PNSHTTPClient, group: String? = nil,
+    provider: (any PushProvider)? = nil, logger: Logger
+) throws -> [ServiceGroupConfiguration.ServiceConfiguration] {
+    let name = "pushhub-\(settings.platform.rawValue)-worker"
+    let consumer = try kafka.consumer(group: group ?? name, clientID: name, topics: [settings.topics.deliveries(settings.platform)], logger: logger)
+    let worker = DeliveryWorker(
+        consumer: consumer, producer: kafka.producer, provider: try provider ?? ProviderFactory.make(settings.platform, hubs: hubs, http: http),
+        settings: settings, logger: logger)
+    return [.init(service: consumer), .init(service: worker)]
 }

@@ -46,22 +46,14 @@ public struct WorkerOptions: ParsableArguments {
         let http = PNSHTTPClient(
             trustRootsFile: trustCA ?? environment.pnsTrustRoots, connections: connections, connectionsPerHost: http1Connections,
             maximumInFlight: maxRequests)
-        let producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: servers), logger: logger)
+        let wiring = try KafkaWiring.make(servers: servers, topics: kafka.topics, logger: logger)
         var settings = WorkerSettings(platform: platform, topics: kafka.topics)
         settings.window = window
-        let (consumer, worker) = try DeliveryWorker.make(
-            settings: settings, hubs: hubs, servers: servers, group: group, producer: producer, http: http, logger: logger)
+        let worker = try makeWorkerServices(settings: settings, hubs: hubs, kafka: wiring, http: http, group: group, logger: logger)
         logger.info("worker starting", metadata: ["pushhub.platform": "\(platform.rawValue)", "pushhub.hubs": "\(hubs.hubs.count)"])
         // Shut down in reverse: finish or hand back in-flight targets, commit and leave the group, flush.
-        let serviceGroup = ServiceGroup(
-            configuration: .init(
-                services: [
-                    .init(service: producer), .init(service: consumer),
-                    .init(service: operations.application(checks: [ReadinessCheck("kafka") { await consumer.isReachable() }], logger: logger)),
-                    .init(service: worker),
-                ],
-                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        try await serviceGroup.run()
+        let operations = operations.application(checks: [ReadinessCheck("kafka") { await wiring.producer.isReachable() }], logger: logger)
+        try await ProcessLifecycle.group([.init(service: wiring.producer), .init(service: operations)] + worker, logger: logger).run()
         await http.shutdown()
     }
 }

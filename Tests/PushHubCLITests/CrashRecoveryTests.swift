@@ -65,14 +65,10 @@ struct CrashRecoveryTests {
         let simURL = String(try #require(await stack.process.line(startingWith: "PUSHHUB_SIM_URL=")).dropFirst("PUSHHUB_SIM_URL=".count))
         // APNs and FCM only: their handles do not name the simulator's address, which changes
         // with every start.
-        let started = stack
-        let (succeeded, output) = try await Self.inThread {
-            let run = try LoadCommandTests.load(
-                ["register", "--devices", "\(Self.devices)", "--prefix", "crash", "--platforms", "apns=50,fcm=50"],
-                stack: started, kafka: kafka, simURL: simURL, in: directory)
-            return (LoadCommandTests.int(run.report, "registrations", "succeeded"), run.output)
-        }
-        try #require(succeeded == Self.devices, "\(output)")
+        let registered = try await LoadCommandTests.load(
+            ["register", "--devices", "\(Self.devices)", "--prefix", "crash", "--platforms", "apns=50,fcm=50"],
+            stack: stack, kafka: kafka, simURL: simURL, in: directory)
+        try #require(LoadCommandTests.int(registered.report, "registrations", "succeeded") == Self.devices, "\(registered.output)")
 
         // 1. Killed as soon as the send was accepted: nothing of it was dispatched yet.
         let first = try await Self.broadcast(stack)
@@ -108,12 +104,5 @@ struct CrashRecoveryTests {
         try await Self.expectEveryDeviceOnce(stack, second)
         stack.process.signal(SIGTERM)
         #expect(await stack.process.exitStatus(within: .seconds(30)) == 0)
-    }
-
-    /// Runs blocking work on a thread of its own, off Swift's cooperative pool.
-    static func inThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread { continuation.resume(with: Result { try work() }) }.start()
-        }
     }
 }

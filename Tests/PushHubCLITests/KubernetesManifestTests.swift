@@ -7,19 +7,19 @@ import Testing
 struct KubernetesManifestTests {
     static let root = repositoryRoot
 
-    static func check(_ directory: URL? = nil) throws -> (Int32, String) {
-        try ProcessLaunch.output(["python3", root.appendingPathComponent("scripts/check-kubernetes.py").path] + (directory.map { [$0.path] } ?? []))
+    static func check(_ directory: URL? = nil) async throws -> (Int32, String) {
+        try await ProcessLaunch.output(["python3", root.appendingPathComponent("scripts/check-kubernetes.py").path] + (directory.map { [$0.path] } ?? []))
     }
 
     @Test("the base and every overlay render and validate")
-    func valid() throws {
-        let (status, output) = try Self.check()
+    func valid() async throws {
+        let (status, output) = try await Self.check()
         #expect(status == 0, "\(output)")
         #expect(output.contains("ok: base, overlays/strimzi"), "\(output)")
     }
 
     @Test("a broken copy is refused, with each problem named")
-    func broken() throws {
+    func broken() async throws {
         let copy = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-k8s-\(UUID().uuidString)")
         try FileManager.default.copyItem(at: Self.root.appendingPathComponent("deploy/kubernetes"), to: copy)
         defer { try? FileManager.default.removeItem(at: copy) }
@@ -32,7 +32,7 @@ struct KubernetesManifestTests {
         try String(contentsOf: scaling, encoding: .utf8).replacingOccurrences(of: "name: pushhub-fcm-worker\n  minReplicaCount", with: "name: pushhub-gcm-worker\n  minReplicaCount")
             .write(to: scaling, atomically: true, encoding: .utf8)
 
-        let (status, output) = try Self.check(copy)
+        let (status, output) = try await Self.check(copy)
         #expect(status == 1)
         #expect(output.contains("Deployment/pushhub-ingress: readinessProbe must GET /health/ready"), "\(output)")
         #expect(output.contains("Deployment/pushhub-ingress") && output.contains("two"), "\(output)")

@@ -20,14 +20,14 @@ struct LoadCommandTests {
     }
 
     /// Runs `pushhub load` with the stack's banner values in its environment.
-    static func load(_ arguments: [String], stack: DevCommandTests.Stack, kafka: String, simURL: String, in directory: URL) throws -> Run {
+    static func load(_ arguments: [String], stack: DevCommandTests.Stack, kafka: String, simURL: String, in directory: URL) async throws -> Run {
         let json = directory.appendingPathComponent("report-\(UUID().uuidString).json")
         let html = directory.appendingPathComponent("report-\(UUID().uuidString).html")
         let environment = [
             "PUSHHUB_URL": stack.url, "PUSHHUB_HUB": stack.hub, "PUSHHUB_KAFKA": kafka, "PUSHHUB_SIM_URL": simURL,
             "PUSHHUB_CONNECTION_STRING": "Endpoint=sb://\(stack.full.endpoint.host!):\(stack.full.endpoint.port!)/;SharedAccessKeyName=\(stack.full.keyName);SharedAccessKey=\(stack.full.key)",
         ]
-        let (status, output) = try ProcessLaunch.output(
+        let (status, output) = try await ProcessLaunch.output(
             [pushhubExecutable.path, "load"] + arguments + ["--json", json.path, "--html", html.path, "--quiet"], environment: environment)
         let report = (try? Data(contentsOf: json)).flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] } ?? [:]
         return Run(status: status, output: output, report: report, html: (try? String(contentsOf: html, encoding: .utf8)) ?? "")
@@ -53,11 +53,11 @@ struct LoadCommandTests {
         let stack = try await DevCommandTests.Stack.start(data: directory.appendingPathComponent("data"))
         let kafka = String(try #require(await stack.process.line(startingWith: "PUSHHUB_KAFKA=")).dropFirst("PUSHHUB_KAFKA=".count))
         let simURL = String(try #require(await stack.process.line(startingWith: "PUSHHUB_SIM_URL=")).dropFirst("PUSHHUB_SIM_URL=".count))
-        func load(_ arguments: [String]) throws -> Run { try Self.load(arguments, stack: stack, kafka: kafka, simURL: simURL, in: directory) }
+        func load(_ arguments: [String]) async throws -> Run { try await Self.load(arguments, stack: stack, kafka: kafka, simURL: simURL, in: directory) }
         let population = ["--devices", "200", "--prefix", "lt"]
 
         // 200 installations through the hub API, each as the population says.
-        let registered = try load(["register"] + population)
+        let registered = try await load(["register"] + population)
         #expect(registered.status == 0, "\(registered.output)")
         #expect(Self.int(registered.report, "registrations", "succeeded") == 200)
         #expect(Self.int(registered.report, "registrations", "failed") == 0)
@@ -71,7 +71,7 @@ struct LoadCommandTests {
 
         // Native sends to single users at a rate: every send's one target delivered.
         var before = try await Self.simulatorDelivered(simURL)
-        let sent = try load(["send"] + population + ["--rate", "40", "--duration", "2", "--format", "native", "--audience", "user"])
+        let sent = try await load(["send"] + population + ["--rate", "40", "--duration", "2", "--format", "native", "--audience", "user"])
         #expect(sent.status == 0, "\(sent.output)")
         #expect(Self.int(sent.report, "sends", "accepted") == 80)
         #expect(Self.int(sent.report, "results", "expected") == 80)
@@ -87,7 +87,7 @@ struct LoadCommandTests {
 
         // One template broadcast reaches every device on all four platforms.
         before = try await Self.simulatorDelivered(simURL)
-        let broadcast = try load(["broadcast"] + population)
+        let broadcast = try await load(["broadcast"] + population)
         #expect(broadcast.status == 0, "\(broadcast.output)")
         #expect(Self.int(broadcast.report, "results", "expected") == 200)
         #expect(Self.int(broadcast.report, "results", "byOutcome", "delivered") == 200)
@@ -96,13 +96,13 @@ struct LoadCommandTests {
 
         // A native broadcast reaches only the devices of its platform.
         let wns = (0..<200).count { PlatformMix.default.platform(of: $0) == .wns }
-        let native = try load(["broadcast"] + population + ["--format", "native", "--platform", "wns"])
+        let native = try await load(["broadcast"] + population + ["--format", "native", "--platform", "wns"])
         #expect(native.status == 0, "\(native.output)")
         #expect(Self.int(native.report, "results", "expected") == wns)
         #expect(Self.int(native.report, "results", "byOutcome", "delivered") == wns)
 
         // Sends produced straight into Kafka while devices re-register.
-        let mixed = try load(["mixed"] + population + ["--via", "kafka", "--rate", "20", "--duration", "2", "--register-rate", "10"])
+        let mixed = try await load(["mixed"] + population + ["--via", "kafka", "--rate", "20", "--duration", "2", "--register-rate", "10"])
         #expect(mixed.status == 0, "\(mixed.output)")
         #expect(Self.int(mixed.report, "sends", "accepted") == 40)
         #expect(Self.int(mixed.report, "registrations", "succeeded") == 20)
@@ -115,7 +115,7 @@ struct LoadCommandTests {
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         _ = try await URLSession.shared.data(for: request)
         let fcm = (0..<200).count { PlatformMix.default.platform(of: $0) == .fcm }
-        let dead = try load(["broadcast"] + population)
+        let dead = try await load(["broadcast"] + population)
         #expect(dead.status == 0, "\(dead.output)")
         let errors = try #require(dead.report["errors"] as? [String: Int])
         #expect(errors.count == 1)
@@ -128,7 +128,7 @@ struct LoadCommandTests {
     }
 
     @Test("bad options are refused, naming the option, and non-loopback targets need --allow-remote")
-    func refusals() throws {
+    func refusals() async throws {
         let environment = ["PUSHHUB_CONNECTION_STRING": "Endpoint=sb://127.0.0.1:1/;SharedAccessKeyName=n;SharedAccessKey=k", "PUSHHUB_KAFKA": "127.0.0.1:1"]
         let cases: [([String], String)] = [
             (["send", "--url", "http://10.1.2.3:8080"], "--url http://10.1.2.3:8080 is not on this machine"),
@@ -145,11 +145,11 @@ struct LoadCommandTests {
             (["send", "--audience", "everyone"], "--audience must be user, tag or broadcast"),
         ]
         for (arguments, message) in cases {
-            let (status, output) = try ProcessLaunch.output([pushhubExecutable.path, "load"] + arguments, environment: environment)
+            let (status, output) = try await ProcessLaunch.output([pushhubExecutable.path, "load"] + arguments, environment: environment)
             #expect(status != 0, "\(arguments)")
             #expect(output.contains(message), "\(arguments): \(output)")
         }
-        let (status, output) = try ProcessLaunch.output(
+        let (status, output) = try await ProcessLaunch.output(
             [pushhubExecutable.path, "load", "send"], environment: ["PUSHHUB_KAFKA": "127.0.0.1:1"], removing: ["PUSHHUB_CONNECTION_STRING"])
         #expect(status != 0 && output.contains("--connection-string or PUSHHUB_CONNECTION_STRING"), "\(output)")
     }
@@ -161,7 +161,7 @@ struct LoadCommandTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let started = ContinuousClock.now
-        let (status, output) = try ProcessLaunch.output(
+        let (status, output) = try await ProcessLaunch.output(
             [pushhubExecutable.path, "load", "register", "--devices", "1000000", "--register-rate", "50", "--timeout", "2", "--url", "http://127.0.0.1:1",
              "--json", directory.appendingPathComponent("r.json").path, "--html", directory.appendingPathComponent("r.html").path, "--quiet"],
             environment: ["PUSHHUB_CONNECTION_STRING": "Endpoint=sb://127.0.0.1:1/;SharedAccessKeyName=n;SharedAccessKey=k"])

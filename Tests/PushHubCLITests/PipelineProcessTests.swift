@@ -161,14 +161,15 @@ struct KafkaLossProcessTests {
         }
 
         /// SIGKILL of kafka-dev, a new one, and PushHub's processes started again against it.
+        /// PushHub's processes go first, so none of them acts on the loss before its successor.
         func loseKafka(pipeline: Bool = true) async throws {
-            kafkaDev.signal(SIGKILL)
-            _ = await kafkaDev.exitStatus(within: .seconds(10))
             let sim = processes[0]
             for process in processes.dropFirst() {
                 process.signal(SIGKILL)
                 _ = await process.exitStatus(within: .seconds(10))
             }
+            kafkaDev.signal(SIGKILL)
+            _ = await kafkaDev.exitStatus(within: .seconds(10))
             processes = [sim]
             (kafkaDev, servers) = try await Self.startKafka()
             try await startPushHub(pipeline: pipeline)

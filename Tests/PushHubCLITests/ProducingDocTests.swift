@@ -25,9 +25,9 @@ struct ProducingDocTests {
         defer { kafkaDev.signal(SIGTERM) }
         let servers = String(try #require(await kafkaDev.line(startingWith: "PUSHHUB_KAFKA=")).dropFirst("PUSHHUB_KAFKA=".count))
         let environment = ["PUSHHUB_KAFKA": servers]
-        let kcat = try ProcessLaunch.output(["bash", "-c", try Self.block("sh")], environment: environment)
+        let kcat = try await ProcessLaunch.output(["bash", "-c", try Self.block("sh")], environment: environment)
         #expect(kcat.0 == 0, "\(kcat.1)")
-        let python = try ProcessLaunch.output(["python3", "-c", try Self.block("python")], environment: environment)
+        let python = try await ProcessLaunch.output(["python3", "-c", try Self.block("python")], environment: environment)
         #expect(python.0 == 0, "\(python.1)")
 
         var configuration = KafkaConsumerConfiguration(bootstrapServers: [servers], groupID: "doc-check")

@@ -24,7 +24,7 @@ struct OpenAPITests {
         #expect(routes.count > 25, "\(routes)")
         let list = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-routes-\(UUID().uuidString).txt")
         try routes.joined(separator: "\n").write(to: list, atomically: true, encoding: .utf8)
-        let (status, output) = try ProcessLaunch.output([
+        let (status, output) = try await ProcessLaunch.output([
             "python3", root.appendingPathComponent("scripts/check-openapi.py").path,
             "--spec", root.appendingPathComponent("docs/openapi.yaml").path, list.path,
         ])

@@ -54,8 +54,8 @@ func samples(in folder: String) throws -> [URL] {
 
 /// Runs the JSON Schema validator (Python `jsonschema`, see scripts/check-json-schema.py)
 /// on `documents`; returns its exit status and output.
-func checkAgainstSchema(_ type: MessageType, _ documents: [URL], expectInvalid: Bool = false) throws -> (status: Int32, output: String) {
-    try ProcessLaunch.output(
+func checkAgainstSchema(_ type: MessageType, _ documents: [URL], expectInvalid: Bool = false) async throws -> (status: Int32, output: String) {
+    try await ProcessLaunch.output(
         ["python3", packageRoot.appendingPathComponent("scripts/check-json-schema.py").path]
             + (expectInvalid ? ["--expect-invalid"] : []) + [type.schemaFile.path] + documents.map(\.path))
 }

@@ -1,0 +1,38 @@
+import Logging
+import PushModel
+
+/// What the parts of one process share on Kafka: the cluster, the topic names, one producer,
+/// and how their consumers are made. The process builders (`makeIngressServices`,
+/// `makeDispatcherServices`, `makeWorkerServices`) take one; whoever made the producer runs it
+/// as a service before theirs.
+public struct KafkaWiring: Sendable {
+    public var servers: [String]
+    public var topics: PushTopics
+    public var producer: KafkaProducer
+    /// Applied to every consumer's configuration (tests shorten the session time-out).
+    public var tuneConsumer: @Sendable (inout KafkaConsumerConfiguration) -> Void
+
+    public init(
+        servers: [String], topics: PushTopics, producer: KafkaProducer,
+        tuneConsumer: @escaping @Sendable (inout KafkaConsumerConfiguration) -> Void = { _ in }
+    ) {
+        self.servers = servers
+        self.topics = topics
+        self.producer = producer
+        self.tuneConsumer = tuneConsumer
+    }
+
+    /// A producer for `servers` and the wiring around it.
+    public static func make(servers: [String], topics: PushTopics, logger: Logger) throws(KafkaError) -> KafkaWiring {
+        KafkaWiring(
+            servers: servers, topics: topics, producer: try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: servers), logger: logger))
+    }
+
+    /// A consumer in `group` of `topics`.
+    public func consumer(group: String, clientID: String? = nil, topics names: [String], logger: Logger) throws(KafkaError) -> KafkaConsumer {
+        var configuration = KafkaConsumerConfiguration(bootstrapServers: servers, groupID: group)
+        if let clientID { configuration.clientID = clientID }
+        tuneConsumer(&configuration)
+        return try KafkaConsumer.make(configuration: configuration, topics: names, logger: logger)
+    }
+}

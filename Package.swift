@@ -295,8 +295,9 @@ let package = Package(
         .testTarget(
             name: "PushDispatcherTests",
             dependencies: [
-                "PushDispatcher", "PushKafka", "PushModel", "PushStore", "PushTestSupport",
+                "PushDispatcher", "PushKafka", "PushModel", "PushOps", "PushStore", "PushTestSupport",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .testTarget(
@@ -309,7 +310,8 @@ let package = Package(
         .testTarget(
             name: "PushWorkerTests",
             dependencies: [
-                "PushWorker", "PushSimulator", "PushProviders", "PushDispatcher", "PushIngress", "PushKafka", "PushModel", "PushStore",
+                "PushWorker", "PushSimulator", "PushProviders", "PushDispatcher", "PushIngress", "PushKafka", "PushModel", "PushOps", "PushStore",
+                "PushConfiguration",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -324,6 +326,7 @@ let package = Package(
             dependencies: [
                 "PushOps", "PushMetrics", "PushEnvironment", .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .testTarget(

@@ -3,7 +3,10 @@ import Logging
 import PushDispatcher
 import PushKafka
 import PushModel
+import PushOps
 import PushStore
+import ServiceLifecycle
+import Testing
 
 let quietLogger = Logger(label: "pushhub.tests") { _ in SwiftLogNoOpLogHandler() }
 
@@ -15,6 +18,7 @@ final class DispatcherFixture: Sendable {
     let store: any RegistrationStore
     let producer: KafkaProducer
     let collected = Produced()
+    private let group: ServiceGroup
     private let tasks: [Task<Void, Never>]
 
     /// `wrap` puts something between the dispatcher and the SQLite store (a store that refuses).
@@ -26,13 +30,17 @@ final class DispatcherFixture: Sendable {
         producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers), logger: quietLogger)
         var settings = DispatcherSettings(topics: topics, hubs: ["myhub"])
         settings.retryBudget = budget
-        let dispatcher = Dispatcher(
-            consumer: try Self.consumer(cluster, group: "dispatcher", topics: [topics.requests]), producer: producer, store: store,
-            settings: settings, logger: quietLogger)
+        // As a process composes it: the dispatcher's part from its builder, the producer before it.
+        let wiring = KafkaWiring(servers: cluster.bootstrapServers, topics: topics, producer: producer, tuneConsumer: { $0.sessionTimeout = .seconds(3) })
+        let services = try makeDispatcherServices(kafka: wiring, store: store, settings: settings, group: "dispatcher", logger: quietLogger)
+        let group = ProcessLifecycle.group([.init(service: producer)] + services, signals: false, logger: quietLogger)
+        self.group = group
         let reader = try Self.consumer(cluster, group: "collector", topics: Platform.allCases.map(topics.deliveries) + [topics.results, topics.deadLetter])
         let collected = self.collected
         tasks = [
-            Task { try? await dispatcher.run() },
+            Task {
+                do { try await group.run() } catch { Issue.record("the dispatcher stopped: \(error)") }
+            },
             Task {
                 for await record in reader.records { await collected.add(record) }
             },

@@ -12,6 +12,9 @@ import PushSimulator
 import PushStore
 import PushWorker
 import PushConfiguration
+import Testing
+import ServiceLifecycle
+import PushOps
 
 /// The whole pipeline in process: the simulator, an embedded Kafka cluster, a SQLite store,
 /// the ingress router, the dispatcher, the outcome recorder and the four workers.
@@ -28,48 +31,78 @@ final class PipelineFixture: Sendable {
     let store: SQLRegistrationStore
     let producer: KafkaProducer
     let hubs: HubsConfiguration
-    let tasks: [Task<Void, Never>]
+    let group: ServiceGroup
+    let running: Task<Void, Never>
 
-    init(faults: SimulatorFaults = SimulatorFaults(), workerSettings: @Sendable (inout WorkerSettings) -> Void = { _ in }, workers: [Platform] = Platform.allCases) async throws {
+    /// Composed as a process would be, from the builders: the producer, the ingress's part (its
+    /// HTTP server on a free port; tests drive a router of their own), the dispatcher's, and
+    /// each worker's. A part that fails records an issue in the test at once.
+    init(faults: SimulatorFaults = SimulatorFaults(), workerSettings: @escaping @Sendable (inout WorkerSettings) -> Void = { _ in }, workers: [Platform] = Platform.allCases) async throws {
         sim = try await SimulatorFixture.start(faults: faults)
         cluster = try EmbeddedKafkaCluster.start(brokers: 1, logger: testLogger)
         topics = PushTopics(prefix: "w\(UUID().uuidString.prefix(8).lowercased()).")
         for topic in topics.all { try cluster.createTopic(topic, partitions: 2) }
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
         store = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
-        producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers), logger: testLogger)
+        let wiring = Self.wiring(cluster, topics)
+        producer = wiring.producer
         var hubs = sim.hubs
         hubs.hubs[0].sasRules = [.init(name: "DefaultFullSharedAccessSignature", key: Self.fullKey, rights: [.manage, .listen, .send])]
         hubs.appBackend = .init(hub: "myhub")
         self.hubs = hubs
-        let dispatcher = Dispatcher(
-            consumer: try Self.consumer(cluster, "dispatcher", [topics.requests]), producer: producer, store: store,
-            settings: DispatcherSettings(topics: topics, hubs: ["myhub"]), logger: testLogger)
-        let recorder = OutcomeRecorder(consumer: try Self.consumer(cluster, "outcomes", [topics.results]), store: store, producer: producer, topics: topics, logger: testLogger)
-        var tasks: [Task<Void, Never>] = [Task { _ = try? await dispatcher.run() }, Task { _ = try? await recorder.run() }]
+        var ingress = IngressConfiguration(hubs: hubs)
+        ingress.port = 0
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: producer)]
+        services += try makeIngressServices(configuration: ingress, store: store, kafka: wiring, logger: testLogger, onListening: { _ in })
+        services += try makeDispatcherServices(
+            kafka: wiring, store: store, settings: DispatcherSettings(topics: topics, hubs: ["myhub"]), group: "dispatcher", logger: testLogger)
         for platform in workers {
-            let worker = try Self.worker(platform, cluster: cluster, topics: topics, producer: producer, hubs: hubs, client: sim.client, adjust: workerSettings)
-            tasks.append(Task { _ = try? await worker.run() })
+            services += try makeWorkerServices(
+                settings: Self.settings(platform, topics, workerSettings), hubs: hubs, kafka: wiring, http: sim.client,
+                group: "\(platform.rawValue)-worker", logger: testLogger)
         }
-        self.tasks = tasks
+        (group, running) = Self.run(services)
+    }
+
+    /// A KafkaWiring on `cluster` with its own producer; consumers leave and join quickly.
+    static func wiring(_ cluster: EmbeddedKafkaCluster, _ topics: PushTopics, producer: KafkaProducer? = nil) -> KafkaWiring {
+        KafkaWiring(
+            servers: cluster.bootstrapServers, topics: topics,
+            producer: producer ?? (try! KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers), logger: testLogger)),
+            tuneConsumer: { $0.sessionTimeout = .seconds(3) })
+    }
+
+    static func settings(_ platform: Platform, _ topics: PushTopics, _ adjust: (inout WorkerSettings) -> Void) -> WorkerSettings {
+        var settings = WorkerSettings(platform: platform, topics: topics)
+        settings.baseBackoff = .milliseconds(20)
+        adjust(&settings)
+        return settings
+    }
+
+    /// Runs `services` in a group of their own; a failure is recorded in the running test.
+    static func run(_ services: [ServiceGroupConfiguration.ServiceConfiguration]) -> (ServiceGroup, Task<Void, Never>) {
+        let group = ProcessLifecycle.group(services, signals: false, logger: testLogger)
+        let running = Task {
+            do { try await group.run() } catch { Issue.record("the pipeline stopped: \(error)") }
+        }
+        return (group, running)
+    }
+
+    /// One more worker for `platform`, as another process's part, with its own producer and
+    /// HTTP client when given; it runs until its group is shut down or its task cancelled.
+    func startWorker(
+        _ platform: Platform, producer: KafkaProducer? = nil, client: PNSHTTPClient? = nil, adjust: @escaping @Sendable (inout WorkerSettings) -> Void = { _ in }
+    ) throws -> (ServiceGroup, Task<Void, Never>) {
+        let services = try makeWorkerServices(
+            settings: Self.settings(platform, topics, adjust), hubs: hubs, kafka: Self.wiring(cluster, topics, producer: producer ?? self.producer),
+            http: client ?? sim.client, group: "\(platform.rawValue)-worker", logger: testLogger)
+        return Self.run(services)
     }
 
     static func consumer(_ cluster: EmbeddedKafkaCluster, _ group: String, _ names: [String]) throws -> KafkaConsumer {
         var configuration = KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: group)
         configuration.sessionTimeout = .seconds(3)
         return try KafkaConsumer.make(configuration: configuration, topics: names, logger: testLogger)
-    }
-
-    static func worker(
-        _ platform: Platform, cluster: EmbeddedKafkaCluster, topics: PushTopics, producer: KafkaProducer, hubs: HubsConfiguration,
-        client: PNSHTTPClient, consumer: KafkaConsumer? = nil, adjust: (inout WorkerSettings) -> Void = { _ in }
-    ) throws -> DeliveryWorker {
-        var settings = WorkerSettings(platform: platform, topics: topics)
-        settings.baseBackoff = .milliseconds(20)
-        adjust(&settings)
-        return DeliveryWorker(
-            consumer: try consumer ?? Self.consumer(cluster, "\(platform.rawValue)-worker", [topics.deliveries(platform)]), producer: producer,
-            provider: try ProviderFactory.make(platform, hubs: hubs, http: client), settings: settings, logger: testLogger)
     }
 
     func router() throws -> Router<IngressContext> {
@@ -128,7 +161,8 @@ final class PipelineFixture: Sendable {
     }
 
     func stop() async {
-        tasks.forEach { $0.cancel() }
+        await group.triggerGracefulShutdown()
+        await running.value
         await sim.stop()
     }
 }

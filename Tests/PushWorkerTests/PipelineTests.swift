@@ -260,11 +260,7 @@ struct PipelineTests {
         // loses whatever it had not published.
         let firstClient = PNSHTTPClient(trustRootsFile: pipeline.sim.caFile)
         let firstProducer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: pipeline.cluster.bootstrapServers), logger: testLogger)
-        let firstConsumer = try PipelineFixture.consumer(pipeline.cluster, "apns-worker", [pipeline.topics.deliveries(.apns)])
-        let first = try PipelineFixture.worker(
-            .apns, cluster: pipeline.cluster, topics: pipeline.topics, producer: firstProducer, hubs: pipeline.hubs, client: firstClient,
-            consumer: firstConsumer, adjust: { $0.window = 500 })
-        let firstTask = Task { try? await first.run() }
+        let (_, firstTask) = try pipeline.startWorker(.apns, producer: firstProducer, client: firstClient, adjust: { $0.window = 500 })
         // Mid-batch: some requests reached the simulator, not all.
         let deadline = ContinuousClock.now + .seconds(30)
         // A poll that times out on a loaded machine is only a poll: the next one asks again.
@@ -272,15 +268,14 @@ struct PipelineTests {
             try await Task.sleep(for: .milliseconds(20))
         }
         #expect(((try? await pipeline.sim.stats(.apns))?["requests"] as? Int ?? 0) < handles.count)
+        // Killed: nothing more is published, and the group is cancelled, not shut down.
         await firstProducer.shutdown()
         firstTask.cancel()
         _ = await firstTask.value
-        await firstConsumer.close()
         await firstClient.shutdown()
 
-        let second = try PipelineFixture.worker(.apns, cluster: pipeline.cluster, topics: pipeline.topics, producer: pipeline.producer, hubs: pipeline.hubs, client: pipeline.sim.client)
-        let secondTask = Task { try? await second.run() }
-        defer { secondTask.cancel() }
+        let (second, secondTask) = try pipeline.startWorker(.apns)
+        defer { Task { await second.triggerGracefulShutdown(); await secondTask.value } }
         let results = try await pipeline.results(for: id, count: handles.count)
         let delivered = Set(results.filter { $0.outcome == .delivered }.compactMap(\.handle))
         #expect(delivered.count == handles.count && delivered.isSubset(of: Set(handles)), "lost: \(Set(handles).subtracting(delivered).count)")
@@ -296,12 +291,7 @@ struct PipelineTests {
         let handles = (0..<400).map { SimulatedHandle.apns("graceful-\($0)") }
         let id = try await Self.produceDirect(pipeline, platform: .apns, handles: handles)
 
-        let firstConsumer = try PipelineFixture.consumer(pipeline.cluster, "apns-worker", [pipeline.topics.deliveries(.apns)])
-        let first = try PipelineFixture.worker(
-            .apns, cluster: pipeline.cluster, topics: pipeline.topics, producer: pipeline.producer, hubs: pipeline.hubs, client: pipeline.sim.client,
-            consumer: firstConsumer)
-        let group = ServiceGroup(configuration: .init(services: [.init(service: first)], logger: testLogger))
-        let running = Task { try await group.run() }
+        let (group, running) = try pipeline.startWorker(.apns)
         let deadline = ContinuousClock.now + .seconds(30)
         while (try await pipeline.sim.stats(.apns)["statuses"] as? [String: Int])?["429"] ?? 0 < 50, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
@@ -309,14 +299,12 @@ struct PipelineTests {
         // Targets now sleep out a 30 s Retry-After; shutdown must not wait for them.
         let stopping = ContinuousClock.now
         await group.triggerGracefulShutdown()
-        try await running.value
+        await running.value
         #expect(ContinuousClock.now - stopping < .seconds(15), "waiting retries were handed back, not slept out")
-        await firstConsumer.close()
 
         try await pipeline.sim.setFaults(SimulatorFaults())
-        let second = try PipelineFixture.worker(.apns, cluster: pipeline.cluster, topics: pipeline.topics, producer: pipeline.producer, hubs: pipeline.hubs, client: pipeline.sim.client)
-        let secondTask = Task { _ = try? await second.run() }
-        defer { secondTask.cancel() }
+        let (second, secondTask) = try pipeline.startWorker(.apns)
+        defer { Task { await second.triggerGracefulShutdown(); await secondTask.value } }
         let results = try await pipeline.results(for: id, count: handles.count)
         let delivered = Set(results.filter { $0.outcome == .delivered }.compactMap(\.handle))
         #expect(delivered.count == handles.count, "lost: \(Set(handles).subtracting(delivered).count)")

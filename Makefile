@@ -23,7 +23,7 @@ dev: build
 test:
 	scripts/install-deps.sh test
 	$(SWIFT) build $(SWIFTFLAGS) --build-tests
-	scripts/with-postgres.sh $(SWIFT) test $(SWIFTFLAGS) --skip-build
+	PUSHHUB_REQUIRE_POSTGRES=1 scripts/with-postgres.sh $(SWIFT) test $(SWIFTFLAGS) --skip-build
 	FUZZ_SECONDS=$(CI_FUZZ_SECONDS) FUZZ_SEED=1 scripts/fuzz.sh
 	python3 scripts/schemathesis-dev.py --pushhub $(SCRATCH)/debug/pushhub --examples 10 --max-time 60
 

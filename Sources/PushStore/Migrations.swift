@@ -1,7 +1,10 @@
 import Foundation
 
 /// The schema, as numbered steps run once each at start-up, in order.
-enum Migrations {
+public enum Migrations {
+    /// The newest schema version.
+    public static var latest: Int { steps(.sqlite).last!.version }
+
     static func steps(_ dialect: SQLDialect) -> [(version: Int, statements: [String])] {
         let serialType =
             switch dialect {

@@ -203,6 +203,16 @@ struct MigrationTests {
             }
             try await group.waitForAll()
         }
+        // Each step is recorded once, whoever applied it.
+        let database: any SQLDatabase
+        switch kind {
+        case .sqlite: database = try SQLiteDatabase(path: path)
+        case .postgres: database = try await PostgresDatabase(url: StoreKind.postgresURL!, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        }
+        let applied = try await database.read { try await $0.query("SELECT version FROM schema_migrations ORDER BY version", []) }
+        let versions = applied.compactMap { $0.integer("version") }
+        #expect(!versions.isEmpty && versions == Array(Set(versions)).sorted(), "\(versions)")
+        #expect(versions.last == Int64(Migrations.latest), "\(versions)")
     }
 }
 

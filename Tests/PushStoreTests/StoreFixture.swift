@@ -11,7 +11,14 @@ enum StoreKind: String, CaseIterable, Sendable, CustomStringConvertible {
 
     static let postgresURL = ProcessInfo.processInfo.environment["PUSHHUB_TEST_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
 
-    static var available: [StoreKind] { postgresURL == nil ? [.sqlite] : [.sqlite, .postgres] }
+    /// Both stores; PostgreSQL only when a server is named. Under `make test`
+    /// (`PUSHHUB_REQUIRE_POSTGRES=1`) a missing server fails the run instead of shrinking it.
+    static var available: [StoreKind] {
+        if postgresURL == nil, ProcessInfo.processInfo.environment["PUSHHUB_REQUIRE_POSTGRES"] == "1" {
+            fatalError("PUSHHUB_REQUIRE_POSTGRES=1 but PUSHHUB_TEST_POSTGRES_URL names no server: run the tests through scripts/with-postgres.sh")
+        }
+        return postgresURL == nil ? [.sqlite] : [.sqlite, .postgres]
+    }
 
     var description: String { rawValue }
 }

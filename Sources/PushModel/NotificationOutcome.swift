@@ -11,6 +11,39 @@ public enum NotificationState: String, Codable, Sendable, CaseIterable {
     /// expiry (with the reason).
     case abandoned = "Abandoned"
     case cancelled = "Cancelled"
+
+    /// Completed, NoTargetFound, Abandoned or Cancelled: nothing more changes it.
+    public var hasEnded: Bool { ![.enqueued, .processing].contains(self) }
+
+    /// What a notification's tallies so far make of it. Ended states stay as they are; a
+    /// rejected request is Abandoned; a summary of zero is NoTargetFound; once every dispatched
+    /// target has a result it is Completed, or Abandoned when every result was `expired`;
+    /// before that, Processing as soon as anything arrived.
+    public func settled(by tally: Tally) -> NotificationState {
+        guard !hasEnded else { return self }
+        if tally.rejected > 0 { return .abandoned }
+        if tally.expected == 0 { return .noTargetFound }
+        if let expected = tally.expected, tally.received >= expected {
+            return tally.expired == tally.received ? .abandoned : .completed
+        }
+        return tally.expected != nil || tally.received > 0 ? .processing : self
+    }
+
+    /// The counts a notification's state follows from.
+    public struct Tally: Sendable, Equatable {
+        /// Targets the dispatch summary announced; nil before it arrived.
+        public var expected: Int?
+        public var received: Int
+        public var expired: Int
+        public var rejected: Int
+
+        public init(expected: Int?, received: Int = 0, expired: Int = 0, rejected: Int = 0) {
+            self.expected = expected
+            self.received = received
+            self.expired = expired
+            self.rejected = rejected
+        }
+    }
 }
 
 /// What became of one notification: its state, times, and outcome counts per platform.

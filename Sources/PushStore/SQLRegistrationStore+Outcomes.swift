@@ -175,8 +175,7 @@ extension SQLRegistrationStore: OutcomeStore {
             // ended has its final counts: what arrives after (a duplicate, or a result past the
             // deadline) changes nothing.
             let current = try await connection.query("SELECT state FROM notifications WHERE notification_id = ?\(lock)", [.text(id)])
-            guard let state = current.first?.text("state"), [NotificationState.enqueued.rawValue, NotificationState.processing.rawValue].contains(state)
-            else { return false }
+            guard let state = current.first?.text("state").flatMap(NotificationState.init(rawValue:)), !state.hasEnded else { return false }
             var fresh = false
             if let dispatched = batch.dispatched {
                 let first = try await connection.query(
@@ -235,21 +234,12 @@ extension SQLRegistrationStore: OutcomeStore {
     private static func settleState(_ id: String, now: Date, on connection: any SQLConnection) async throws {
         guard let row = try await connection.query(
             "SELECT state, expected, received, expired, rejected FROM notifications WHERE notification_id = ?", [.text(id)]
-        ).first, let current = row.text("state").flatMap(NotificationState.init(rawValue:)), current != .cancelled
+        ).first, let current = row.text("state").flatMap(NotificationState.init(rawValue:)), !current.hasEnded
         else { return }
-        let expected = row.integer("expected")
-        let received = row.integer("received") ?? 0
-        let state: NotificationState
-        if (row.integer("rejected") ?? 0) > 0 {
-            state = .abandoned
-        } else if expected == 0 {
-            state = .noTargetFound
-        } else if let expected, received >= expected {
-            state = (row.integer("expired") ?? 0) == received ? .abandoned : .completed
-        } else {
-            state = .processing
-        }
-        let ended = [.completed, .noTargetFound, .abandoned].contains(state)
+        let state = current.settled(by: NotificationState.Tally(
+            expected: row.integer("expected").map(Int.init), received: Int(row.integer("received") ?? 0), expired: Int(row.integer("expired") ?? 0),
+            rejected: Int(row.integer("rejected") ?? 0)))
+        let ended = state.hasEnded
         try await connection.execute(
             "UPDATE notifications SET state = ?, ended_at = CASE WHEN ? = 1 THEN COALESCE(ended_at, ?) ELSE NULL END WHERE notification_id = ?",
             [.text(state.rawValue), SQLValue(ended), SQLValue(now), .text(id)])

@@ -280,6 +280,18 @@ let package = Package(
             dependencies: ["PushHubCLI", "PushIngressMain", "PushDispatcherMain", "PushAPNsWorkerMain", "PushKafka", "PushIngress", "PushLoad", "PushModel", "PushTestSupport"]
         ),
         .testTarget(
+            name: "PushLoadTests",
+            dependencies: ["PushLoad", "PushIngress", "PushModel"]
+        ),
+        .testTarget(
+            name: "PushSimulatorTests",
+            dependencies: [
+                "PushSimulator", "PushConfiguration",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .testTarget(
             name: "PushStoreTests",
             dependencies: ["PushStore", "PushModel", .product(name: "Logging", package: "swift-log")]
         ),

@@ -95,7 +95,7 @@ public final class PNSSimulator: Service, Sendable {
     }
 
     public func run() async throws {
-        var tls = TLSConfiguration.makeServerConfiguration(
+        let tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(settings.certificates.serverCertificatePEM.utf8), format: .pem))],
             privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(settings.certificates.serverKeyPEM.utf8), format: .pem)))
         var quiet = logger

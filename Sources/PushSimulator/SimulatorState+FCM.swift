@@ -1,0 +1,74 @@
+import Crypto
+import Foundation
+#if canImport(FoundationXML)
+import FoundationXML
+#endif
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import PushModel
+import PushProviders
+import Synchronization
+import _CryptoExtras
+import PushConfiguration
+
+/// The FCM v1 simulator and Google's token endpoint.
+extension SimulatorState {
+    func googleToken(_ request: Request) async throws -> Response {
+        let form = Self.form(try await request.body.collect(upTo: 64 * 1024))
+        mutable.withLock { $0.tokenRequests["fcm", default: 0] += 1 }
+        guard form["grant_type"] == "urn:ietf:params:oauth:grant-type:jwt-bearer", let assertion = form["assertion"] else {
+            return Self.json(400, #"{"error":"unsupported_grant_type"}"#)
+        }
+        let parts = assertion.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 3, let header = Self.jsonObject(parts[0]), let claims = Self.jsonObject(parts[1]),
+            header["alg"] as? String == "RS256", let email = claims["iss"] as? String, let client = fcmClients[email],
+            claims["scope"] as? String == FCMAccessTokens.scope, let expiry = claims["exp"] as? Int, expiry > Int(Date().timeIntervalSince1970),
+            let signature = Base64URL.decode(parts[2]), let key = try? _RSA.Signing.PublicKey(derRepresentation: client.publicKey),
+            key.isValidSignature(_RSA.Signing.RSASignature(rawRepresentation: signature), for: Data("\(parts[0]).\(parts[1])".utf8), padding: .insecurePKCS1v1_5)
+        else {
+            return Self.json(400, #"{"error":"invalid_grant","error_description":"Invalid JWT Signature."}"#)
+        }
+        let token = "ya29.sim-" + UUID().uuidString
+        mutable.withLock { $0.fcmAccessTokens[token] = client.projects }
+        return Self.json(200, #"{"access_token":"\#(token)","expires_in":3599,"token_type":"Bearer"}"#)
+    }
+
+    func fcm(_ request: Request, project: String) async throws -> Response {
+        let faults = await prelude()
+        let body = try await request.body.collect(upTo: 1 << 20)
+        let answer: Response = {
+            let bearer = request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
+            guard let bearer, let projects = mutable.withLock({ $0.fcmAccessTokens[bearer] }) else {
+                return fcmError(401, "UNAUTHENTICATED", nil, "Request had invalid authentication credentials.")
+            }
+            guard projects.contains(project) else { return fcmError(403, "PERMISSION_DENIED", "SENDER_ID_MISMATCH", "SenderId mismatch") }
+            guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
+                let message = object["message"] as? [String: Any], let token = message["token"] as? String, !token.isEmpty
+            else {
+                return fcmError(400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", "The message is missing or has no token.")
+            }
+            if let data = message["data"] as? [String: Any], data.values.contains(where: { !($0 is String) }) {
+                return fcmError(400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", "Invalid value at 'message.data': values must be strings.")
+            }
+            guard body.readableBytes <= 4096 + 512 else { return fcmError(400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", "Message is too big") }
+            if faults.isDead(token) { return fcmError(404, "NOT_FOUND", "UNREGISTERED", "Requested entity was not found.") }
+            if let injected = injected(
+                faults, throttle: { self.fcmError(429, "RESOURCE_EXHAUSTED", "QUOTA_EXCEEDED", "Quota exceeded.") },
+                error: { self.fcmError(503, "UNAVAILABLE", "UNAVAILABLE", "The service is currently unavailable.") })
+            {
+                return injected
+            }
+            record(.fcm, handle: token, payload: String(buffer: body), headers: request.headers, names: [])
+            return Self.json(200, #"{"name":"projects/\#(project)/messages/\#(UUID().uuidString)"}"#)
+        }()
+        return count(.fcm, answer)
+    }
+
+    func fcmError(_ status: Int, _ statusText: String, _ errorCode: String?, _ message: String) -> Response {
+        let details = errorCode.map { #","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"\#($0)"}]"# } ?? ""
+        var response = Self.json(status, #"{"error":{"code":\#(status),"message":"\#(message)","status":"\#(statusText)"\#(details)}}"#)
+        if status == 429 || status == 503 { response.headers[HTTPField.Name("Retry-After")!] = String(faults.retryAfterSeconds) }
+        return response
+    }
+}

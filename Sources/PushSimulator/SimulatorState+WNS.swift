@@ -1,0 +1,64 @@
+import Crypto
+import Foundation
+#if canImport(FoundationXML)
+import FoundationXML
+#endif
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import PushModel
+import PushProviders
+import Synchronization
+import _CryptoExtras
+import PushConfiguration
+
+/// The WNS simulator and its token endpoint.
+extension SimulatorState {
+    func wnsToken(_ request: Request) async throws -> Response {
+        let form = Self.form(try await request.body.collect(upTo: 64 * 1024))
+        mutable.withLock { $0.tokenRequests["wns", default: 0] += 1 }
+        guard form["grant_type"] == "client_credentials", form["scope"] == "notify.windows.com" else {
+            return Self.json(400, #"{"error":"invalid_request"}"#)
+        }
+        guard let sid = form["client_id"], let secret = wnsClients[sid], secret == form["client_secret"] else {
+            return Self.json(400, #"{"error":"invalid_client"}"#)
+        }
+        let token = "EgAcAQMAAAAALYAAY/c+Huwi3Fv4Ck10UrKNmtxRO6Njk2MgA=sim-" + UUID().uuidString
+        mutable.withLock { _ = $0.wnsAccessTokens.insert(token) }
+        return Self.json(200, #"{"token_type":"bearer","access_token":"\#(token)","expires_in":86400}"#)
+    }
+
+    func wns(_ request: Request, channel: String) async throws -> Response {
+        let faults = await prelude()
+        let body = try await request.body.collect(upTo: 1 << 20)
+        let answer: Response = {
+            let bearer = request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
+            guard let bearer, mutable.withLock({ $0.wnsAccessTokens.contains(bearer) }) else { return wnsError(401, "Token expired or invalid") }
+            guard let type = request.headers[HTTPField.Name("X-WNS-Type")!], let expected = WNSResponse.contentType(forType: type) else {
+                return wnsError(400, "X-WNS-Type missing or invalid")
+            }
+            guard request.headers[.contentType]?.lowercased().hasPrefix(expected) == true else { return wnsError(400, "Content-Type must be \(expected)") }
+            guard body.readableBytes <= 5000 else { return wnsError(413, "Payload exceeds 5000 bytes") }
+            if expected == "text/xml", !WellFormedXML.check(Data(body.readableBytesView)) { return wnsError(400, "Invalid XML payload") }
+            if faults.isDead(channel) { return wnsError(410, "Channel expired") }
+            if let injected = injected(faults, throttle: { self.wnsError(406, "Throttle limit exceeded") }, error: { self.wnsError(503, "Service unavailable") }) {
+                return injected
+            }
+            record(.wns, handle: "wns/channel/\(channel)", payload: String(buffer: body), headers: request.headers, names: [
+                "X-WNS-Type", "X-WNS-TTL", "X-WNS-Tag", "X-WNS-Cache-Policy", "Content-Type",
+            ])
+            var headers = HTTPFields()
+            headers[HTTPField.Name("X-WNS-Status")!] = "received"
+            headers[HTTPField.Name("X-WNS-Msg-ID")!] = String(UUID().uuidString.prefix(16))
+            return Response(status: .ok, headers: headers)
+        }()
+        return count(.wns, answer)
+    }
+
+    func wnsError(_ status: Int, _ description: String) -> Response {
+        var headers = HTTPFields()
+        headers[HTTPField.Name("X-WNS-Error-Description")!] = description
+        if status == 406 || status == 503 { headers[HTTPField.Name("Retry-After")!] = String(faults.retryAfterSeconds) }
+        return Response(status: .init(code: status), headers: headers)
+    }
+}

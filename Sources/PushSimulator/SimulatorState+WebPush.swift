@@ -1,0 +1,66 @@
+import Crypto
+import Foundation
+#if canImport(FoundationXML)
+import FoundationXML
+#endif
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import PushModel
+import PushProviders
+import Synchronization
+import _CryptoExtras
+import PushConfiguration
+
+/// The Web Push simulator: VAPID checked, payloads decrypted and recorded.
+extension SimulatorState {
+    func webPush(_ request: Request, subscription id: String) async throws -> Response {
+        let faults = await prelude()
+        let body = try await request.body.collect(upTo: 1 << 20)
+        let answer: Response = {
+            guard let authorization = request.headers[.authorization], let origin = request.head.authority.map({ "http://\($0)" }),
+                verifyVAPID(authorization, audience: origin)
+            else { return Self.text(401, "VAPID: missing or invalid authorization") }
+            guard let ttl = request.headers[HTTPField.Name("TTL")!], Int(ttl) != nil else { return Self.text(400, "TTL header missing") }
+            guard request.headers[HTTPField.Name("Content-Encoding")!] == "aes128gcm" else { return Self.text(415, "Content-Encoding must be aes128gcm") }
+            guard body.readableBytes <= 4096 else { return Self.text(413, "Payload too large") }
+            if faults.isDead(id) { return Self.text(410, "push subscription has unsubscribed or expired") }
+            let subscription = SimulatedSubscription(id: id)
+            let plaintext: Data
+            do throws(WebPushEncryption.Failure) {
+                plaintext = try WebPushEncryption.decrypt(Data(body.readableBytesView), userAgentKey: subscription.agreementKey, auth: subscription.auth)
+            } catch {
+                return Self.text(400, "decryption failed: \(error.message)")
+            }
+            if let injected = injected(
+                faults, throttle: { Self.withRetryAfter(Self.text(429, "Too Many Requests"), faults.retryAfterSeconds) },
+                error: { Self.withRetryAfter(Self.text(503, "Service Unavailable"), faults.retryAfterSeconds) })
+            {
+                return injected
+            }
+            record(.webpush, handle: "webpush/\(id)", payload: String(decoding: plaintext, as: UTF8.self), headers: request.headers, names: ["TTL", "Urgency", "Topic"])
+            var headers = HTTPFields()
+            headers[.location] = "/message/\(UUID().uuidString)"
+            return Response(status: .created, headers: headers)
+        }()
+        return count(.webpush, answer)
+    }
+
+    func verifyVAPID(_ authorization: String, audience: String) -> Bool {
+        guard authorization.hasPrefix("vapid ") else { return false }
+        var fields: [String: String] = [:]
+        for part in authorization.dropFirst(6).split(separator: ",") {
+            let pair = part.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1).map(String.init)
+            if pair.count == 2 { fields[pair[0]] = pair[1] }
+        }
+        guard let jwt = fields["t"], let key = fields["k"], vapidKeys.isEmpty || vapidKeys.contains(key) else { return false }
+        let parts = jwt.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        let now = Int(Date().timeIntervalSince1970)
+        guard parts.count == 3, let claims = Self.jsonObject(parts[1]), claims["aud"] as? String == audience,
+            let expiry = claims["exp"] as? Int, expiry > now, expiry <= now + 86400, claims["sub"] is String,
+            let publicBytes = Base64URL.decode(key), let publicKey = try? P256.Signing.PublicKey(x963Representation: publicBytes),
+            let signature = Base64URL.decode(parts[2]), let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature)
+        else { return false }
+        return publicKey.isValidSignature(ecdsa, for: Data("\(parts[0]).\(parts[1])".utf8))
+    }
+}

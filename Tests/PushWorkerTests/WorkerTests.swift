@@ -1,1 +1,143 @@
+import Foundation
+import Logging
+@testable import PushKafka
+import PushModel
+import PushProviders
+@testable import PushWorker
+import Synchronization
 import Testing
+
+/// The worker engine without a cluster or a PNS: its window, its retries in place and its
+/// hand-backs, against a provider that answers from a script. (The Kafka handles exist but are
+/// never used: nothing here reaches a broker.)
+@Suite("Worker engine")
+struct WorkerTests {
+    /// Answers each handle's deliveries from its script, the last answer repeating.
+    final class ScriptedProvider: PushProvider {
+        let platform = Platform.apns
+        let scripts: [String: [PNSAnswer]]
+        let calls = Mutex<[String: Int]>([:])
+
+        init(_ scripts: [String: [PNSAnswer]]) { self.scripts = scripts }
+
+        func deliver(_ delivery: PNSDelivery) async -> PNSAnswer {
+            let index = calls.withLock { calls -> Int in
+                defer { calls[delivery.handle, default: 0] += 1 }
+                return calls[delivery.handle, default: 0]
+            }
+            let script = scripts[delivery.handle] ?? [PNSAnswer(.delivered, status: 200)]
+            return script[min(index, script.count - 1)]
+        }
+
+        func count(_ handle: String) -> Int { calls.withLock { $0[handle] ?? 0 } }
+    }
+
+    static let logger = Logger(label: "pushhub.tests") { _ in SwiftLogNoOpLogHandler() }
+    static let topics = PushTopics(prefix: "unit.")
+    static let throttled = PNSAnswer(.throttled(retryAfter: .zero), status: 429, reason: "TooManyRequests")
+
+    static func worker(_ provider: ScriptedProvider, adjust: (inout WorkerSettings) -> Void = { _ in }) throws -> DeliveryWorker {
+        var settings = WorkerSettings(platform: .apns, topics: topics)
+        settings.baseBackoff = .milliseconds(1)
+        adjust(&settings)
+        // Handles on a port where nothing listens: created, never used.
+        let consumer = try KafkaConsumer.make(
+            configuration: KafkaConsumerConfiguration(bootstrapServers: ["127.0.0.1:1"], groupID: "unit"), topics: [topics.deliveries(.apns)], logger: logger)
+        let producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: ["127.0.0.1:1"]), logger: logger)
+        return DeliveryWorker(consumer: consumer, producer: producer, provider: provider, settings: settings, logger: logger)
+    }
+
+    static func batch(_ handles: [String], attempt: Int = 1, expiresAt: Date? = nil) -> DeliveryBatch {
+        DeliveryBatch(
+            notificationId: UUID().uuidString.lowercased(), hub: "myhub", platform: .apns, kind: .native, format: .apple, body: #"{"aps":{}}"#,
+            expiresAt: expiresAt, enqueuedAt: Date(), attempt: attempt, targets: handles.map { .init(registrationId: "r-\($0)", handle: $0) })
+    }
+
+    static func end(_ worker: DeliveryWorker, _ handle: String, in batch: DeliveryBatch) async -> DeliveryWorker.TargetEnd {
+        let target = batch.targets.first { $0.handle == handle }!
+        return await worker.deliver(target, of: batch, renderer: TemplateRenderer(properties: [:]), expiresAt: batch.expiresAt ?? .distantFuture)
+    }
+
+    @Test("retried in place: throttling twice, then delivered, is one final answer after three calls")
+    func retriesInPlace() async throws {
+        let provider = ScriptedProvider(["a": [Self.throttled, Self.throttled, PNSAnswer(.delivered, status: 200)]])
+        let worker = try Self.worker(provider)
+        guard case .final(_, let answer, let calls) = await Self.end(worker, "a", in: Self.batch(["a"])) else {
+            Issue.record("not final")
+            return
+        }
+        #expect(answer.classification == .delivered && calls == 3)
+    }
+
+    @Test("past the retries in place a target is handed back with the last answer; on the last attempt it ends with it")
+    func handBackAndLastAttempt() async throws {
+        let provider = ScriptedProvider(["a": [Self.throttled]])
+        let worker = try Self.worker(provider) { $0.retriesInPlace = 2 }
+        guard case .handBack(_, _, let answer) = await Self.end(worker, "a", in: Self.batch(["a"])) else {
+            Issue.record("not handed back")
+            return
+        }
+        #expect(answer?.status == 429)
+        #expect(provider.count("a") == 3, "the first call and two retries")
+
+        guard case .final(_, let last, _) = await Self.end(worker, "a", in: Self.batch(["a"], attempt: 8)) else {
+            Issue.record("the 8th attempt must end")
+            return
+        }
+        #expect(last.classification == .throttled(retryAfter: .zero) && last.classification.finalOutcome == .throttled)
+    }
+
+    @Test("never retried: a dead handle ends at its first answer; past expiresAt nothing is sent")
+    func neverRetried() async throws {
+        let provider = ScriptedProvider(["dead": [PNSAnswer(.invalidHandle, status: 410, reason: "Unregistered")]])
+        let worker = try Self.worker(provider)
+        guard case .final(_, let answer, let calls) = await Self.end(worker, "dead", in: Self.batch(["dead"])) else {
+            Issue.record("not final")
+            return
+        }
+        #expect(answer.classification == .invalidHandle && calls == 1)
+        guard case .expired(_, let none) = await Self.end(worker, "late", in: Self.batch(["late"], expiresAt: Date().addingTimeInterval(-1))) else {
+            Issue.record("not expired")
+            return
+        }
+        #expect(none == 0 && provider.count("late") == 0)
+    }
+
+    @Test("a batch ends as its results and one hand-back of what must wait, with the next attempt and a not-before time")
+    func resultsAndHandBack() async throws {
+        let provider = ScriptedProvider(["slow": [Self.throttled], "dead": [PNSAnswer(.invalidHandle, status: 410)]])
+        let worker = try Self.worker(provider) { $0.retriesInPlace = 1 }
+        let batch = Self.batch(["ok", "slow", "dead"])
+        let record = KafkaRecord(
+            topic: Self.topics.deliveries(.apns), partition: 0, offset: 7, key: Data("k".utf8), value: try WireCoding.encode(batch), headers: [],
+            timestampMilliseconds: nil, generation: 0)
+        let outgoing = try #require(try await worker.work(record, .success(batch)))
+        #expect(outgoing.count == 2)
+        let results = try WireCoding.decode(ResultBatch.self, from: try #require(outgoing.first { $0.topic == Self.topics.results }).value)
+        #expect(Dictionary(uniqueKeysWithValues: (results.results ?? []).map { ($0.handle!, $0.outcome) }) == ["ok": .delivered, "dead": .invalidHandle])
+        let handedBack = try WireCoding.decode(DeliveryBatch.self, from: try #require(outgoing.first { $0.topic == Self.topics.deliveries(.apns) }).value)
+        #expect(handedBack.targets.map(\.handle) == ["slow"])
+        #expect(handedBack.attempt == 2 && handedBack.notBefore != nil && handedBack.expiresAt != nil)
+    }
+
+    @Test("the window: full at its limit, room again when targets end; waiting batches count against their own limit")
+    func window() async {
+        let window = DeliveryWindow(limit: 10, sleepingLimit: 2)
+        await window.take(10)
+        #expect(await window.isFull)
+        let woke = Task {
+            await window.waitForRoom()
+            return true
+        }
+        try? await Task.sleep(for: .milliseconds(50))
+        await window.give(4)
+        #expect(await woke.value, "a waiter wakes once there is room")
+        #expect(await !window.isFull)
+        // Two batches sleeping out their not-before time give their room back, but no more may sleep.
+        await window.sleep(3)
+        await window.sleep(3)
+        #expect(await window.isFull, "the sleeping limit")
+        await window.wake(3)
+        #expect(await !window.isFull)
+    }
+}

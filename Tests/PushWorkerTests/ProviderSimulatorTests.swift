@@ -195,7 +195,7 @@ struct ProviderSimulatorTests {
         #expect((1...600).contains(Int(web["TTL"] ?? "") ?? 0), "seconds left until expiresAt, not the 4-week default: \(web)")
     }
 
-    @Test("APNs ExpiredProviderToken renews the token at once and resends")
+    @Test("APNs ExpiredProviderToken renews the token; the resend (the worker's) carries the new one")
     func apnsTokenRenewal() async throws {
         let sim = try await SimulatorFixture.start()
         defer { Task { await sim.stop() } }
@@ -206,7 +206,10 @@ struct ProviderSimulatorTests {
         var faults = SimulatorFaults()
         faults.expireProviderTokensBefore = Int(Date().timeIntervalSince1970)
         try await sim.setFaults(faults)
-        #expect(await provider.deliver(delivery).classification == .delivered)
+        let refused = await provider.deliver(delivery)
+        #expect(refused.classification == .renewToken && refused.reason == "ExpiredProviderToken")
+        #expect(refused.classification.isRetried, "the worker sends it again")
+        #expect(await provider.deliver(delivery).classification == .delivered, "with a renewed token")
         let statuses = try #require(try await sim.stats(.apns)["statuses"] as? [String: Int])
         #expect(statuses == ["200": 2, "403": 1], "one refusal, one renewal, one resend")
     }

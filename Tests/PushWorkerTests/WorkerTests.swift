@@ -69,6 +69,20 @@ struct WorkerTests {
         #expect(answer.classification == .delivered && calls == 3)
     }
 
+    @Test("an expired provider token is sent again at once, one call more, within the same budget")
+    func renewedToken() async throws {
+        let expired = PNSAnswer(.renewToken, status: 403, reason: "ExpiredProviderToken")
+        let provider = ScriptedProvider(["a": [expired, PNSAnswer(.delivered, status: 200)]])
+        let worker = try Self.worker(provider) { $0.baseBackoff = .seconds(30) }
+        let started = ContinuousClock.now
+        guard case .final(_, let answer, let calls) = await Self.end(worker, "a", in: Self.batch(["a"])) else {
+            Issue.record("not final")
+            return
+        }
+        #expect(answer.classification == .delivered && calls == 2)
+        #expect(ContinuousClock.now - started < .seconds(5), "no backoff before the resend")
+    }
+
     @Test("past the retries in place a target is handed back with the last answer; on the last attempt it ends with it")
     func handBackAndLastAttempt() async throws {
         let provider = ScriptedProvider(["a": [Self.throttled]])

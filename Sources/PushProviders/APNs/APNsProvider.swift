@@ -57,31 +57,27 @@ public final class APNsProvider: PushProvider {
         }
         let payload = Data(delivery.body.utf8)
         guard payload.count <= Self.maximumPayload else { return .notSent(.payloadRejected, "PayloadTooLarge") }
-        var headers: [(String, String)]
+        let headers: [(String, String)]
         switch Self.headers(for: delivery, payload: payload, bundleId: credentials.bundleId) {
         case .success(let built): headers = built
         case .failure(let reason): return .notSent(.payloadRejected, reason.description)
         }
         let path = "/3/device/\(token)"
-        // One renewal and resend when APNs says the provider token expired.
-        for attempt in 0..<2 {
-            let jwt: String
-            do { jwt = try await tokens.token() } catch { return .notSent(.misconfigured("InvalidProviderKey"), "the APNs key could not sign") }
-            let sent = headers + [("authorization", "bearer \(jwt)")]
-            let response: PNSHTTPClient.Response
-            do { response = try await http.sendHTTP2(origin: credentials.endpoint, path: path, headers: sent, body: payload) } catch {
-                return PNSAnswer(.retry(retryAfter: nil), reason: "transport: \(error)")
-            }
-            let reason = response.status == 200 ? nil : response.json?["reason"] as? String
-            let classification = APNsResponse.classify(
-                status: response.status, reason: reason, retryAfter: RetryAfter.parse(response.headers.first(name: "retry-after")))
-            if classification == .renewToken, attempt == 0 {
-                await tokens.expired(jwt)
-                continue
-            }
-            return PNSAnswer(classification, status: response.status, reason: reason)
+        let jwt: String
+        do { jwt = try await tokens.token() } catch { return .notSent(.misconfigured("InvalidProviderKey"), "the APNs key could not sign") }
+        let response: PNSHTTPClient.Response
+        do {
+            response = try await http.sendHTTP2(origin: credentials.endpoint, path: path, headers: headers + [("authorization", "bearer \(jwt)")], body: payload)
+        } catch {
+            return PNSAnswer(.retry(retryAfter: nil), reason: "transport: \(error)")
         }
-        return PNSAnswer(.renewToken, status: 403, reason: "ExpiredProviderToken")
+        let reason = response.status == 200 ? nil : response.json?["reason"] as? String
+        let classification = APNsResponse.classify(
+            status: response.status, reason: reason, retryAfter: RetryAfter.parse(response.headers.first(name: "retry-after")))
+        // The token is renewed here; resending is the worker's, which retries `renewToken` at
+        // once within its retry budget (one place, so one target cannot cost two budgets).
+        if classification == .renewToken { await tokens.expired(jwt) }
+        return PNSAnswer(classification, status: response.status, reason: reason)
     }
 
     struct HeaderProblem: Error, CustomStringConvertible { var description: String }

@@ -59,8 +59,9 @@ public final class Dispatcher: Service, Sendable {
     /// and is dead-lettered; anything else is retried within the budget.
     func dispatch(_ record: KafkaRecord) async throws {
         let request: SendRequest
+        let expression: TagExpression?
         do {
-            request = try WireCoding.decode(SendRequest.self, from: record.value)
+            (request, expression) = try WireCoding.decodeRequest(from: record.value)
         } catch {
             throw PermanentFailure(error.description)
         }
@@ -69,12 +70,10 @@ public final class Dispatcher: Service, Sendable {
         }
         var queries: [RegistrationQuery] = []
         switch request.audience {
-        case .tags(let text):
-            do {
-                queries = [.tagExpression(try TagExpression.parse(text))]
-            } catch {
-                throw PermanentFailure("audience.tags: \(error)")
-            }
+        case .tags:
+            // Parsed once, while the record was checked.
+            guard let expression else { throw PermanentFailure("audience.tags: not parsed") }
+            queries = [.tagExpression(expression)]
         case .broadcast: queries = [.all]
         case .installationIds(let ids): queries = ids.map(RegistrationQuery.installation)
         case .handles: break

@@ -50,15 +50,22 @@ public struct SendRequest: WireMessage, Equatable {
     }
 
     public func validate() throws(WireError) {
+        _ = try validatedExpression()
+    }
+
+    /// Checks the request as `validate()` does, and returns its tag expression parsed (nil for
+    /// other audiences), so whoever needs the expression parses it once.
+    public func validatedExpression() throws(WireError) -> TagExpression? {
         try FieldCheck.uuid(notificationId, "notificationId")
         try FieldCheck.hubName(hub, "hub")
-        try audience.validate(for: format)
+        let expression = try audience.validate(for: format)
         try FieldCheck.notEmpty(body, "body")
         if format == .template { try TemplateProperties.validate(body, field: "body") }
         try FieldCheck.headers(headers, "headers")
         if let expiresAt, expiresAt <= enqueuedAt {
             throw .invalidField(field: "expiresAt", reason: "must be after enqueuedAt")
         }
+        return expression
     }
 }
 
@@ -106,11 +113,12 @@ public enum Audience: Codable, Sendable, Equatable {
         }
     }
 
-    func validate(for format: NotificationFormat) throws(WireError) {
+    /// The tag expression, parsed, for a `tags` audience.
+    func validate(for format: NotificationFormat) throws(WireError) -> TagExpression? {
         switch self {
         case .tags(let expression):
             try FieldCheck.notEmpty(expression.trimmingCharacters(in: .whitespaces), "audience.tags")
-            do { _ = try TagExpression.parse(expression) } catch { throw .invalidField(field: "audience.tags", reason: error.description) }
+            do { return try TagExpression.parse(expression) } catch { throw .invalidField(field: "audience.tags", reason: error.description) }
         case .broadcast:
             break
         case .installationIds(let ids):
@@ -125,6 +133,7 @@ public enum Audience: Codable, Sendable, Equatable {
                 try handle.validate(field: "audience.handles[\(index)]", format: format, platform: platform)
             }
         }
+        return nil
     }
 
     private static func checkCount(_ count: Int, _ field: String) throws(WireError) {

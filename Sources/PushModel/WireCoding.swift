@@ -21,14 +21,25 @@ public enum WireCoding {
 
     /// Decodes and validates a message of type `T`.
     public static func decode<T: WireMessage>(_ type: T.Type, from data: Data) throws(WireError) -> T {
+        let message = try decodeUnchecked(T.self, from: data)
+        try message.validate()
+        return message
+    }
+
+    /// A SendRequest and its tag expression, parsed once while it is checked.
+    public static func decodeRequest(from data: Data) throws(WireError) -> (request: SendRequest, expression: TagExpression?) {
+        let request = try decodeUnchecked(SendRequest.self, from: data)
+        return (request, try request.validatedExpression())
+    }
+
+    /// Decodes without `validate()`: for callers that validate themselves.
+    private static func decodeUnchecked<T: WireMessage>(_ type: T.Type, from data: Data) throws(WireError) -> T {
         let schema = try schema(of: data)
         guard schema == T.schema else {
             guard knownSchemas.contains(schema) else { throw .unknownSchema(schema) }
             throw .invalidField(field: "schema", reason: "is \(schema) where \(T.schema) was expected")
         }
-        let message = try decodeJSON(T.self, data)
-        try message.validate()
-        return message
+        return try decodeJSON(T.self, data)
     }
 
     /// Encodes a message, `schema` field included, with sorted keys.

@@ -53,12 +53,6 @@ public struct SendRequestBuilder: Sendable {
         if let handle {
             audience = .handles([handle])
         } else if let tags, !tags.trimmingCharacters(in: .whitespaces).isEmpty {
-            do {
-                _ = try TagExpression.parse(tags)
-            } catch {
-                let shown = tags.count > 64 ? "\(tags.prefix(64))…" : tags
-                throw .invalidField(field: "ServiceBusNotification-Tags", reason: "\"\(shown)\" \(error)")
-            }
             audience = .tags(tags)
         } else {
             audience = .broadcast
@@ -66,7 +60,13 @@ public struct SendRequestBuilder: Sendable {
         let request = SendRequest(
             notificationId: UUID().uuidString.lowercased(), hub: hub, audience: audience, format: format, body: text,
             headers: headers.filter { Self.passThrough($0.key) }, expiresAt: nil, enqueuedAt: RFC3339.truncated(now))
-        try request.validate()
+        // Checked once, the tag expression parsed once; its errors name the header it came from.
+        do {
+            _ = try request.validatedExpression()
+        } catch .invalidField(field: "audience.tags", let reason) {
+            let shown = tags.map { $0.count > 64 ? "\($0.prefix(64))…" : $0 } ?? ""
+            throw .invalidField(field: "ServiceBusNotification-Tags", reason: "\"\(shown)\" \(reason)")
+        }
         return request
     }
 

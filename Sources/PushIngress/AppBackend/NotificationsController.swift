@@ -150,7 +150,7 @@ struct NotificationsController: Sendable {
         let request: SendRequest
         do {
             request = try SendRequestBuilder().build(
-                hub: hub, format: format.rawValue, tags: "username:\(recipient)", handle: nil, headers: headers, body: Data(body.utf8),
+                hub: hub, format: format.rawValue, tags: "username:\(recipient)", headers: headers, body: Data(body.utf8),
                 contentType: contentType)
         } catch {
             throw AppBackendError(.badRequest, error.description)

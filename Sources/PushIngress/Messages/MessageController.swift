@@ -73,13 +73,11 @@ struct MessageController: Sendable {
         }
         var headers: [String: String] = [:]
         for field in request.headers { headers[field.name.rawName] = field.value }
-        var sendRequest: SendRequest
+        let sendRequest: SendRequest
         do {
             sendRequest = try SendRequestBuilder().build(
-                hub: hub.name, format: formatText, tags: nil, handle: DirectHandle(platform: platform, handle: handles[0]), headers: headers,
+                hub: hub.name, format: formatText, tags: nil, handles: handles.map { DirectHandle(platform: platform, handle: $0) }, headers: headers,
                 body: notification.body, contentType: notification.contentType)
-            sendRequest.audience = .handles(handles.map { DirectHandle(platform: platform, handle: $0) })
-            try sendRequest.validate()
             for (index, handle) in handles.enumerated() { try hub.checkEndpoint(handle, platform: platform, field: "devices[\(index)]") }
         } catch {
             throw HubAPIError.invalid(error)
@@ -122,7 +120,7 @@ struct MessageController: Sendable {
         }
         do {
             let built = try SendRequestBuilder().build(
-                hub: hub.name, format: request.headers[.notificationFormat], tags: request.headers[.notificationTags], handle: handle,
+                hub: hub.name, format: request.headers[.notificationFormat], tags: request.headers[.notificationTags], handles: handle.map { [$0] } ?? [],
                 headers: headers, body: Data(buffer: body), contentType: request.headers[.contentType])
             if let handle { try hub.checkEndpoint(handle.handle, platform: handle.platform, field: "ServiceBusNotification-DeviceHandle") }
             return built

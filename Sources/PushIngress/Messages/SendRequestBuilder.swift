@@ -27,9 +27,9 @@ public struct SendRequestBuilder: Sendable {
 
     /// - Parameters:
     ///   - tags: a tag or tag expression; nil for every registration of the hub.
-    ///   - handle: a device handle for a direct send (no registration).
+    ///   - handles: the device handles of a direct send (no registration); empty otherwise.
     public func build(
-        hub: String, format formatText: String?, tags: String?, handle: DirectHandle?, headers: [String: String], body: Data,
+        hub: String, format formatText: String?, tags: String?, handles: [DirectHandle] = [], headers: [String: String], body: Data,
         contentType: String?, now: Date = Date()
     ) throws(WireError) -> SendRequest {
         guard let formatText, let format = NotificationFormat(rawValue: formatText.lowercased()) else {
@@ -50,8 +50,8 @@ public struct SendRequestBuilder: Sendable {
             }
         }
         let audience: Audience
-        if let handle {
-            audience = .handles([handle])
+        if !handles.isEmpty {
+            audience = .handles(handles)
         } else if let tags, !tags.trimmingCharacters(in: .whitespaces).isEmpty {
             audience = .tags(tags)
         } else {

@@ -162,7 +162,7 @@ struct Sender: Sendable {
         do {
             let contentType = try SendRequestBuilder.acceptedContentTypes(for: planned.format, headers: headers).first
             let request = try SendRequestBuilder().build(
-                hub: settings.hub, format: planned.format.rawValue, tags: planned.audience, handle: nil, headers: headers, body: Data(body.utf8),
+                hub: settings.hub, format: planned.format.rawValue, tags: planned.audience, headers: headers, body: Data(body.utf8),
                 contentType: contentType)
             try await KafkaNotificationPublisher(producer: producer, topics: settings.topics).publish(request)
             recorder.sendAccepted(notificationId: request.notificationId, latency: LoadRecorder.seconds(ContinuousClock.now - due))

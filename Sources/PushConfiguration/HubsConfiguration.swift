@@ -90,74 +90,10 @@ public struct HubsConfiguration: Codable, Sendable, Equatable {
             self.webPush = webPush
         }
 
-        /// Token-based APNs: a .p8 key.
-        public struct APNs: Codable, Sendable, Equatable {
-            public enum Environment: String, Codable, Sendable { case production, sandbox }
-            public var keyId: String
-            public var teamId: String
-            public var bundleId: String
-            public var environment: Environment
-            /// The .p8 file's contents (PEM, PKCS#8, P-256).
-            public var privateKey: String
-            /// Where APNs is; the production or sandbox URL when absent.
-            public var endpoint: String?
-
-            public init(keyId: String, teamId: String, bundleId: String, environment: Environment, privateKey: String, endpoint: String? = nil) {
-                self.keyId = keyId
-                self.teamId = teamId
-                self.bundleId = bundleId
-                self.environment = environment
-                self.privateKey = privateKey
-                self.endpoint = endpoint
-            }
-        }
-
-        /// FCM HTTP v1: a Google service account.
-        public struct FCM: Codable, Sendable, Equatable {
-            public var projectId: String
-            public var clientEmail: String
-            /// PEM, RSA.
-            public var privateKey: String
-            public var tokenURI: String?
-            public var endpoint: String?
-            /// Sends a minute to the project, at most (default 600,000, FCM's quota).
-            public var ratePerMinute: Int?
-
-            public init(projectId: String, clientEmail: String, privateKey: String, tokenURI: String?, endpoint: String?, ratePerMinute: Int? = nil) {
-                self.projectId = projectId
-                self.clientEmail = clientEmail
-                self.privateKey = privateKey
-                self.tokenURI = tokenURI
-                self.endpoint = endpoint
-                self.ratePerMinute = ratePerMinute
-            }
-        }
-
-        /// WNS: the app's package SID and secret.
-        public struct WNS: Codable, Sendable, Equatable {
-            public var packageSid: String
-            public var secret: String
-            public var tokenURI: String?
-
-            public init(packageSid: String, secret: String, tokenURI: String? = nil) {
-                self.packageSid = packageSid
-                self.secret = secret
-                self.tokenURI = tokenURI
-            }
-        }
-
-        /// Web Push: the VAPID key pair (base64url, as browsers take the public key) and subject.
-        public struct WebPush: Codable, Sendable, Equatable {
-            public var subject: String
-            public var publicKey: String
-            public var privateKey: String
-
-            public init(subject: String, publicKey: String, privateKey: String) {
-                self.subject = subject
-                self.publicKey = publicKey
-                self.privateKey = privateKey
-            }
-        }
+        public typealias APNs = APNsCredentials
+        public typealias FCM = FCMCredentials
+        public typealias WNS = WNSCredentials
+        public typealias WebPush = WebPushCredentials
     }
 
     /// The tutorials' app-backend API, bound to one hub.
@@ -343,3 +279,96 @@ extension HubsConfiguration.AppBackend.JWT {
     }
 }
 
+// The PNS credentials of a hub, one type per platform: what pushhub.yaml holds and what the
+// providers use.
+
+/// Token-based APNs: a .p8 key.
+public struct APNsCredentials: Codable, Sendable, Equatable {
+    public enum Environment: String, Codable, Sendable { case production, sandbox }
+    public var keyId: String
+    public var teamId: String
+    public var bundleId: String
+    public var environment: Environment
+    /// The .p8 file's contents (PEM, PKCS#8, P-256).
+    public var privateKey: String
+    /// Where APNs is; the production or sandbox URL when absent.
+    public var endpoint: String?
+
+    public init(keyId: String, teamId: String, bundleId: String, environment: Environment, privateKey: String, endpoint: String? = nil) {
+        self.keyId = keyId
+        self.teamId = teamId
+        self.bundleId = bundleId
+        self.environment = environment
+        self.privateKey = privateKey
+        self.endpoint = endpoint
+    }
+}
+
+/// FCM HTTP v1: a Google service account.
+public struct FCMCredentials: Codable, Sendable, Equatable {
+    public var projectId: String
+    public var clientEmail: String
+    /// PEM, RSA.
+    public var privateKey: String
+    public var tokenURI: String?
+    public var endpoint: String?
+    /// Sends a minute to the project, at most (default 600,000, FCM's quota).
+    public var ratePerMinute: Int?
+
+    public init(projectId: String, clientEmail: String, privateKey: String, tokenURI: String?, endpoint: String?, ratePerMinute: Int? = nil) {
+        self.projectId = projectId
+        self.clientEmail = clientEmail
+        self.privateKey = privateKey
+        self.tokenURI = tokenURI
+        self.endpoint = endpoint
+        self.ratePerMinute = ratePerMinute
+    }
+}
+
+/// WNS: the app's package SID and secret.
+public struct WNSCredentials: Codable, Sendable, Equatable {
+    public var packageSid: String
+    public var secret: String
+    public var tokenURI: String?
+
+    public init(packageSid: String, secret: String, tokenURI: String? = nil) {
+        self.packageSid = packageSid
+        self.secret = secret
+        self.tokenURI = tokenURI
+    }
+}
+
+/// Web Push: the VAPID key pair (base64url, as browsers take the public key) and subject.
+public struct WebPushCredentials: Codable, Sendable, Equatable {
+    public var subject: String
+    public var publicKey: String
+    public var privateKey: String
+
+    public init(subject: String, publicKey: String, privateKey: String) {
+        self.subject = subject
+        self.publicKey = publicKey
+        self.privateKey = privateKey
+    }
+}
+
+extension APNsCredentials {
+    public static let production = "https://api.push.apple.com"
+    public static let sandbox = "https://api.sandbox.push.apple.com"
+
+    /// `endpoint`, else Apple's production or sandbox URL from `environment`.
+    public var resolvedEndpoint: String { endpoint ?? (environment == .production ? Self.production : Self.sandbox) }
+}
+
+extension FCMCredentials {
+    public static let production = "https://fcm.googleapis.com"
+    public static let defaultRatePerMinute = 600_000
+
+    public var resolvedEndpoint: String { endpoint ?? Self.production }
+    public var resolvedRatePerMinute: Int { ratePerMinute ?? Self.defaultRatePerMinute }
+}
+
+extension WNSCredentials {
+    public static let defaultTokenURI = "https://login.live.com/accesstoken.srf"
+
+    public var resolvedTokenURI: String { tokenURI ?? Self.defaultTokenURI }
+}

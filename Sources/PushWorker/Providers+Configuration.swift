@@ -13,30 +13,11 @@ public enum ProviderFactory {
     ) throws -> any PushProvider {
         switch platform {
         case .apns:
-            var credentials: [String: APNsCredentials] = [:]
-            for hub in hubs.hubs {
-                guard let apns = hub.credentials.apns else { continue }
-                let endpoint = apns.endpoint ?? (apns.environment == .production ? APNsCredentials.production : APNsCredentials.sandbox)
-                credentials[hub.name] = APNsCredentials(
-                    keyId: apns.keyId, teamId: apns.teamId, bundleId: apns.bundleId, privateKeyPEM: apns.privateKey, endpoint: endpoint)
-            }
-            return try APNsProvider(hubs: credentials, http: http, now: now)
+            return try APNsProvider(hubs: hubs.hubs.reduce(into: [:]) { $0[$1.name] = $1.credentials.apns }, http: http, now: now)
         case .fcm:
-            var credentials: [String: FCMCredentials] = [:]
-            for hub in hubs.hubs {
-                guard let fcm = hub.credentials.fcm else { continue }
-                credentials[hub.name] = FCMCredentials(
-                    projectId: fcm.projectId, clientEmail: fcm.clientEmail, privateKeyPEM: fcm.privateKey, tokenURI: fcm.tokenURI,
-                    endpoint: fcm.endpoint ?? FCMCredentials.production, ratePerMinute: fcm.ratePerMinute ?? FCMCredentials.defaultRatePerMinute)
-            }
-            return try FCMProvider(hubs: credentials, http: http, now: now)
+            return try FCMProvider(hubs: hubs.hubs.reduce(into: [:]) { $0[$1.name] = $1.credentials.fcm }, http: http, now: now)
         case .wns:
-            var credentials: [String: WNSCredentials] = [:]
-            for hub in hubs.hubs {
-                guard let wns = hub.credentials.wns else { continue }
-                credentials[hub.name] = WNSCredentials(packageSid: wns.packageSid, secret: wns.secret, tokenURI: wns.tokenURI)
-            }
-            return WNSProvider(hubs: credentials, endpoints: endpoints(hubs), http: http, now: now)
+            return WNSProvider(hubs: hubs.hubs.reduce(into: [:]) { $0[$1.name] = $1.credentials.wns }, endpoints: endpoints(hubs), http: http, now: now)
         case .webpush:
             var keys: [String: VAPID] = [:]
             for hub in hubs.hubs {

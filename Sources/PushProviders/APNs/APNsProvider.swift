@@ -1,26 +1,6 @@
 import Foundation
+import PushConfiguration
 import PushModel
-
-/// A hub's APNs credentials: a .p8 signing key and the app it sends for.
-public struct APNsCredentials: Sendable {
-    public var keyId: String
-    public var teamId: String
-    public var bundleId: String
-    public var privateKeyPEM: String
-    /// `https://api.push.apple.com`, the sandbox, or a simulator.
-    public var endpoint: String
-
-    public static let production = "https://api.push.apple.com"
-    public static let sandbox = "https://api.sandbox.push.apple.com"
-
-    public init(keyId: String, teamId: String, bundleId: String, privateKeyPEM: String, endpoint: String) {
-        self.keyId = keyId
-        self.teamId = teamId
-        self.bundleId = bundleId
-        self.privateKeyPEM = privateKeyPEM
-        self.endpoint = endpoint
-    }
-}
 
 /// APNs over HTTP/2: `POST /3/device/{token}` with a provider token shared by every hub and
 /// connection that uses the same key.
@@ -39,7 +19,7 @@ public final class APNsProvider: PushProvider {
         for (hub, credentials) in hubs {
             let key = "\(credentials.teamId)/\(credentials.keyId)"
             let manager = try managers[key]
-                ?? APNsTokenManager(keyId: credentials.keyId, teamId: credentials.teamId, privateKeyPEM: credentials.privateKeyPEM, now: now)
+                ?? APNsTokenManager(keyId: credentials.keyId, teamId: credentials.teamId, privateKeyPEM: credentials.privateKey, now: now)
             managers[key] = manager
             entries[hub.lowercased()] = (credentials, manager)
         }
@@ -67,7 +47,7 @@ public final class APNsProvider: PushProvider {
         do { jwt = try await tokens.token() } catch { return .notSent(.misconfigured("InvalidProviderKey"), "the APNs key could not sign") }
         let response: PNSHTTPClient.Response
         do {
-            response = try await http.sendHTTP2(origin: credentials.endpoint, path: path, headers: headers + [("authorization", "bearer \(jwt)")], body: payload)
+            response = try await http.sendHTTP2(origin: credentials.resolvedEndpoint, path: path, headers: headers + [("authorization", "bearer \(jwt)")], body: payload)
         } catch {
             return PNSAnswer(.retry(retryAfter: nil), reason: "transport: \(error)")
         }

@@ -1,29 +1,6 @@
 import Foundation
+import PushConfiguration
 import PushModel
-
-/// A hub's FCM HTTP v1 credentials: a Google service account.
-public struct FCMCredentials: Sendable {
-    public var projectId: String
-    public var clientEmail: String
-    public var privateKeyPEM: String
-    public var tokenURI: String?
-    /// `https://fcm.googleapis.com` or a simulator.
-    public var endpoint: String
-    /// Sends a minute to this project (FCM's default quota is 600,000).
-    public var ratePerMinute: Int
-
-    public static let production = "https://fcm.googleapis.com"
-    public static let defaultRatePerMinute = 600_000
-
-    public init(projectId: String, clientEmail: String, privateKeyPEM: String, tokenURI: String?, endpoint: String, ratePerMinute: Int) {
-        self.projectId = projectId
-        self.clientEmail = clientEmail
-        self.privateKeyPEM = privateKeyPEM
-        self.tokenURI = tokenURI
-        self.endpoint = endpoint
-        self.ratePerMinute = ratePerMinute
-    }
-}
 
 /// FCM HTTP v1: `POST /v1/projects/{project}/messages:send` with an OAuth access token from
 /// the service account; one rate limit per project.
@@ -46,17 +23,17 @@ public final class FCMProvider: PushProvider {
         var projects: [String: Project] = [:]
         for (hub, credentials) in hubs {
             let tokens = try FCMAccessTokens(
-                clientEmail: credentials.clientEmail, privateKeyPEM: credentials.privateKeyPEM, tokenURI: credentials.tokenURI,
+                clientEmail: credentials.clientEmail, privateKeyPEM: credentials.privateKey, tokenURI: credentials.tokenURI,
                 exchange: { assertion, tokenURI in
                     let response = try await http.postForm(tokenURI, [
                         ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"), ("assertion", assertion),
                     ])
                     return try OAuthTokenAnswer.parse(response, endpoint: tokenURI)
                 }, now: now)
-            let limiter = limiters[credentials.projectId] ?? RateLimiter(perMinute: credentials.ratePerMinute)
+            let limiter = limiters[credentials.projectId] ?? RateLimiter(perMinute: credentials.resolvedRatePerMinute)
             limiters[credentials.projectId] = limiter
             projects[hub.lowercased()] = Project(
-                url: "\(credentials.endpoint)/v1/projects/\(credentials.projectId)/messages:send", tokens: tokens, limiter: limiter)
+                url: "\(credentials.resolvedEndpoint)/v1/projects/\(credentials.projectId)/messages:send", tokens: tokens, limiter: limiter)
         }
         self.hubs = projects
         self.http = http

@@ -1,21 +1,6 @@
 import Foundation
+import PushConfiguration
 import PushModel
-
-/// A hub's WNS credentials: the app's package SID and secret.
-public struct WNSCredentials: Sendable {
-    public var packageSid: String
-    public var secret: String
-    /// `https://login.live.com/accesstoken.srf` or a simulator.
-    public var tokenURI: String
-
-    public static let defaultTokenURI = "https://login.live.com/accesstoken.srf"
-
-    public init(packageSid: String, secret: String, tokenURI: String?) {
-        self.packageSid = packageSid
-        self.secret = secret
-        self.tokenURI = tokenURI ?? Self.defaultTokenURI
-    }
-}
 
 /// WNS: `POST` to the channel URI with an access token from the client-credentials flow.
 public final class WNSProvider: PushProvider {
@@ -35,11 +20,11 @@ public final class WNSProvider: PushProvider {
         self.endpoints = Dictionary(endpoints.map { ($0.key.lowercased(), $0.value) }) { first, _ in first }
         self.hubs = Dictionary(uniqueKeysWithValues: hubs.map { hub, credentials in
             (hub.lowercased(), CachedAccessToken(now: now) {
-                let response = try await http.postForm(credentials.tokenURI, [
+                let response = try await http.postForm(credentials.resolvedTokenURI, [
                     ("grant_type", "client_credentials"), ("client_id", credentials.packageSid), ("client_secret", credentials.secret),
                     ("scope", "notify.windows.com"),
                 ])
-                return try OAuthTokenAnswer.parse(response, endpoint: credentials.tokenURI)
+                return try OAuthTokenAnswer.parse(response, endpoint: credentials.resolvedTokenURI)
             })
         })
         self.http = http

@@ -98,7 +98,7 @@ public final class Dispatcher: Service, Sendable {
                     try await batcher.add(
                         DeliveryBatch.Target(
                             registrationId: registration.registrationId, handle: registration.handle, webPush: registration.webPush,
-                            template: registration.template.map { .init(body: $0.body, headers: $0.headers, expiry: $0.expiry) }),
+                            template: registration.template?.forDelivery),
                         on: registration.platform)
                 }
                 cursor = page.next

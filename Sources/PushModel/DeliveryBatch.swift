@@ -67,20 +67,6 @@ public struct DeliveryBatch: WireMessage, Equatable {
         }
     }
 
-    /// A registration's template: the body with its expressions, and the headers (WNS) and
-    /// expiry (APNs) that may hold expressions too.
-    public struct Template: Codable, Sendable, Equatable {
-        public var body: String
-        public var headers: [String: String]?
-        public var expiry: String?
-
-        public init(body: String, headers: [String: String]? = nil, expiry: String? = nil) {
-            self.body = body
-            self.headers = headers
-            self.expiry = expiry
-        }
-    }
-
     enum CodingKeys: String, CodingKey {
         case notificationId, hub, platform, kind, format, body, headers, expiresAt, enqueuedAt, attempt, notBefore, targets
     }

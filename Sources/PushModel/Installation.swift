@@ -29,21 +29,6 @@ public struct Installation: Codable, Sendable, Equatable {
         }
     }
 
-    /// A template of the installation, by name.
-    public struct Template: Codable, Sendable, Equatable {
-        public var body: String
-        public var headers: [String: String]?
-        public var expiry: String?
-        public var tags: [String]?
-
-        public init(body: String, headers: [String: String]? = nil, expiry: String? = nil, tags: [String]? = nil) {
-            self.body = body
-            self.headers = headers
-            self.expiry = expiry
-            self.tags = tags
-        }
-    }
-
     public var installationId: String
     public var userId: String?
     public var platform: InstallationPlatform
@@ -182,7 +167,7 @@ public struct Installation: Codable, Sendable, Equatable {
                     registrationId: Registration.installationRegistrationId(installationId, template: name), hub: hub,
                     format: platform.format, handle: pushChannel, webPush: webPush,
                     tags: Tags.normalized(common + (template.tags ?? [])),
-                    template: RegistrationTemplate(name: name, body: template.body, headers: template.headers, expiry: template.expiry),
+                    template: Template(name: name, body: template.body, headers: template.headers, expiry: template.expiry),
                     installationId: installationId, userId: userId, expiresAt: expirationTime, updatedAt: now))
         }
         return registrations

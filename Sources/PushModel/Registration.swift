@@ -12,7 +12,7 @@ public struct Registration: Sendable, Equatable {
     /// Sorted, without duplicates.
     public var tags: [String]
     /// Set for template registrations.
-    public var template: RegistrationTemplate?
+    public var template: Template?
     /// Set for registrations an installation is stored as.
     public var installationId: String?
     public var userId: String?
@@ -23,7 +23,7 @@ public struct Registration: Sendable, Equatable {
 
     public init(
         registrationId: String, hub: String, format: NotificationFormat, handle: String, webPush: WebPushKeys? = nil,
-        tags: [String], template: RegistrationTemplate? = nil, installationId: String? = nil, userId: String? = nil,
+        tags: [String], template: Template? = nil, installationId: String? = nil, userId: String? = nil,
         expiresAt: Date? = nil, version: Int64 = 1, updatedAt: Date
     ) {
         self.registrationId = registrationId
@@ -68,25 +68,6 @@ public struct Registration: Sendable, Equatable {
             }
         }
         return escaped
-    }
-}
-
-/// The template of a template registration.
-public struct RegistrationTemplate: Codable, Sendable, Equatable {
-    /// The installation's name for it; registrations made through the registrations API may
-    /// name it too (`TemplateName`).
-    public var name: String?
-    public var body: String
-    /// WNS headers, which may hold expressions.
-    public var headers: [String: String]?
-    /// The APNs expiry, which may be an expression.
-    public var expiry: String?
-
-    public init(name: String? = nil, body: String, headers: [String: String]? = nil, expiry: String? = nil) {
-        self.name = name
-        self.body = body
-        self.headers = headers
-        self.expiry = expiry
     }
 }
 

@@ -48,7 +48,7 @@ public enum RegistrationDescription {
         }
         let tags = (description.child("Tags")?.text ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         try Tags.validate(tags, field: "\(description.name).Tags")
-        var template: RegistrationTemplate?
+        var template: Template?
         if isTemplate {
             guard let body = description.child("BodyTemplate")?.text, !body.isEmpty else {
                 throw .invalidField(field: "\(description.name).BodyTemplate", reason: "missing")
@@ -63,7 +63,7 @@ public enum RegistrationDescription {
                     headers?[name] = header.child("Value")?.text ?? ""
                 }
             }
-            template = RegistrationTemplate(
+            template = Template(
                 name: description.child("TemplateName")?.text, body: body, headers: headers,
                 expiry: description.child("Expiry")?.text)
             try TemplateRenderer.validate(body: body, headers: headers, expiry: template?.expiry, format: kind.format, field: "\(description.name).BodyTemplate")

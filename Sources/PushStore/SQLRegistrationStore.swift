@@ -330,7 +330,7 @@ public final class SQLRegistrationStore: RegistrationStore {
         // Comma-joined: no tag, implicit tag or installation id can hold a comma.
         let tags = row.text("tags").map { $0.split(separator: ",").map(String.init) } ?? []
         let template = try row.text("template_body").map { body in
-            RegistrationTemplate(
+            Template(
                 name: row.text("template_name"), body: body,
                 headers: try row.text("template_headers").map { try JSONDecoder().decode([String: String].self, from: Data($0.utf8)) },
                 expiry: row.text("template_expiry"))

@@ -19,7 +19,7 @@ struct DispatcherTests {
             let registration = Registration(
                 registrationId: "r\(index)", hub: "myhub", format: format, handle: "handle-\(index)",
                 webPush: format == .browser ? WebPushKeys(p256dh: "p\(index)", auth: "a\(index)") : nil, tags: tags,
-                template: index % 5 == 0 ? RegistrationTemplate(name: "t", body: #"{"alert":"$(messageParam)"}"#, headers: ["X-WNS-Type": "wns/toast"], expiry: "0") : nil,
+                template: index % 5 == 0 ? Template(name: "t", body: #"{"alert":"$(messageParam)"}"#, headers: ["X-WNS-Type": "wns/toast"], expiry: "0") : nil,
                 updatedAt: Date())
             registrations.append(try await store.upsertRegistration(registration, ifMatch: nil))
         }

@@ -70,7 +70,7 @@ struct RegistrationAPITests {
         }
         let stored = try #require(try await fixture.store.registration(hub: "myhub", id: "t-1"))
         #expect(stored.tags == ["a", "b"])
-        #expect(stored.template == RegistrationTemplate(body: "<toast/>", headers: ["X-WNS-Type": "wns/toast", "X-WNS-Tag": "$(tag)"]))
+        #expect(stored.template == Template(body: "<toast/>", headers: ["X-WNS-Type": "wns/toast", "X-WNS-Tag": "$(tag)"]))
     }
 
     @Test("registration ids, create-or-update with If-Match, delete")

@@ -6,7 +6,7 @@ import Testing
 
 @Suite("Registration store conformance (SQLite and PostgreSQL)", .timeLimit(.minutes(2)))
 struct StoreConformanceTests {
-    static func installation(_ id: String, user: String? = nil, tags: [String] = [], templates: [String: Installation.Template] = [:]) -> Installation {
+    static func installation(_ id: String, user: String? = nil, tags: [String] = [], templates: [String: Template] = [:]) -> Installation {
         Installation(installationId: id, userId: user, platform: .apns, pushChannel: "token-\(id)", tags: tags, templates: templates)
     }
 
@@ -74,7 +74,7 @@ struct StoreConformanceTests {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for writer in 0..<100 {
                 group.addTask {
-                    let templates = Dictionary(uniqueKeysWithValues: (0..<(writer % 3)).map { ("t\($0)", Installation.Template(body: "{}")) })
+                    let templates = Dictionary(uniqueKeysWithValues: (0..<(writer % 3)).map { ("t\($0)", Template(body: "{}")) })
                     _ = try await fixture.store.upsertInstallation(
                         Self.installation("shared", tags: ["writer-\(writer)"], templates: templates), hub: fixture.hub)
                 }

@@ -173,7 +173,7 @@ public enum LoadPayloads {
         platform == .wns ? ["X-WNS-Type": "wns/toast"] : [:]
     }
 
-    public static func template(_ platform: Platform) -> Installation.Template {
+    public static func template(_ platform: Platform) -> Template {
         let property = "$(\(LoadPopulation.templateProperty))"
         switch platform {
         case .apns: return .init(body: #"{"aps":{"alert":"\#(property)"}}"#)

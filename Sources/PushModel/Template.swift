@@ -1,0 +1,27 @@
+/// A template: a body with expressions, and the WNS headers and APNs expiry that may hold
+/// expressions too. One type wherever a template lives: an installation's (by name, with tags
+/// of its own), a registration's (which may name it), and a delivery target's (body, headers
+/// and expiry only: `forDelivery`).
+public struct Template: Codable, Sendable, Equatable {
+    /// The installation's name for it; registrations made through the registrations API may
+    /// name it too (`TemplateName`).
+    public var name: String?
+    public var body: String
+    /// WNS headers, which may hold expressions.
+    public var headers: [String: String]?
+    /// The APNs expiry, which may be an expression.
+    public var expiry: String?
+    /// An installation template's own tags, added to the installation's.
+    public var tags: [String]?
+
+    public init(name: String? = nil, body: String, headers: [String: String]? = nil, expiry: String? = nil, tags: [String]? = nil) {
+        self.name = name
+        self.body = body
+        self.headers = headers
+        self.expiry = expiry
+        self.tags = tags
+    }
+
+    /// What a delivery target carries of it: the wire schema has body, headers and expiry.
+    public var forDelivery: Template { Template(body: body, headers: headers, expiry: expiry) }
+}

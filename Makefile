@@ -4,7 +4,7 @@ SWIFT ?= swift
 SCRATCH ?= .build
 SWIFTFLAGS := --scratch-path $(SCRATCH)
 
-.PHONY: all build release dev test fuzz bench-kafka bench-ingress bench-store bench-dispatch bench-apns bench-load clean
+.PHONY: all build release dev test format fuzz bench-kafka bench-ingress bench-store bench-dispatch bench-apns bench-load clean
 
 all: build
 
@@ -22,10 +22,16 @@ dev: build
 
 test:
 	scripts/install-deps.sh test
+	$(SWIFT) format lint --strict --recursive Sources Tests Package.swift
+	python3 scripts/check-dependencies.py
 	$(SWIFT) build $(SWIFTFLAGS) --build-tests
 	PUSHHUB_REQUIRE_POSTGRES=1 scripts/with-postgres.sh $(SWIFT) test $(SWIFTFLAGS) --skip-build
 	FUZZ_SECONDS=$(CI_FUZZ_SECONDS) FUZZ_SEED=1 scripts/fuzz.sh
 	python3 scripts/schemathesis-dev.py --pushhub $(SCRATCH)/debug/pushhub --examples 10 --max-time 60
+
+# Formats the code as .swift-format says (make test checks it).
+format:
+	$(SWIFT) format --in-place --recursive Sources Tests Package.swift
 
 # Every libFuzzer target for FUZZ_SECONDS each (make test runs them for CI_FUZZ_SECONDS).
 FUZZ_SECONDS ?= 60

@@ -277,7 +277,10 @@ let package = Package(
         ),
         .testTarget(
             name: "PushHubCLITests",
-            dependencies: ["PushHubCLI", "PushIngressMain", "PushDispatcherMain", "PushAPNsWorkerMain", "PushKafka", "PushIngress", "PushLoad", "PushModel", "PushTestSupport"]
+            dependencies: [
+                "PushHubCLI", "PushIngressMain", "PushDispatcherMain", "PushAPNsWorkerMain", "PushKafka", "PushIngress", "PushLoad", "PushModel",
+                "PushTestSupport",
+            ]
         ),
         .testTarget(
             name: "PushLoadTests",

@@ -7,10 +7,12 @@ extension HubsConfiguration {
     public static func development(hubName: String = "pushhub-dev") -> HubsConfiguration {
         HubsConfiguration(
             hubs: [
-                Hub(name: hubName, sasRules: [
-                    SASRule(name: "DefaultFullSharedAccessSignature", key: generateKey(), rights: [.listen, .send, .manage]),
-                    SASRule(name: "DefaultListenSharedAccessSignature", key: generateKey(), rights: [.listen]),
-                ])
+                Hub(
+                    name: hubName,
+                    sasRules: [
+                        SASRule(name: "DefaultFullSharedAccessSignature", key: generateKey(), rights: [.listen, .send, .manage]),
+                        SASRule(name: "DefaultListenSharedAccessSignature", key: generateKey(), rights: [.listen]),
+                    ])
             ],
             appBackend: AppBackend(hub: hubName))
     }

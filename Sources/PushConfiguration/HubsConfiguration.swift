@@ -184,7 +184,8 @@ extension HubsConfiguration {
             let at = "\(source): hubs[\(index)]"
             do { try FieldCheck.hubName(hub.name, "name") } catch { throw ConfigurationError("\(at).\(error)") }
             guard !Self.reservedHubNames.contains(hub.name.lowercased()) else {
-                throw ConfigurationError("\(at).name: \(hub.name) is a path of the ingress itself (\(Self.reservedHubNames.sorted().joined(separator: ", ")))")
+                throw ConfigurationError(
+                    "\(at).name: \(hub.name) is a path of the ingress itself (\(Self.reservedHubNames.sorted().joined(separator: ", ")))")
             }
             guard names.insert(hub.name.lowercased()).inserted else { throw ConfigurationError("\(at).name: hub \(hub.name) is configured twice") }
             guard !hub.sasRules.isEmpty else { throw ConfigurationError("\(at).sasRules: a hub needs at least one SAS rule") }
@@ -206,7 +207,8 @@ extension HubsConfiguration {
             }
         }
         if let publicBaseURL {
-            guard let url = URLComponents(string: publicBaseURL), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host?.isEmpty == false,
+            guard let url = URLComponents(string: publicBaseURL), ["http", "https"].contains(url.scheme?.lowercased() ?? ""),
+                url.host?.isEmpty == false,
                 url.query == nil, url.fragment == nil, url.user == nil
             else { throw ConfigurationError("\(source): publicBaseURL: an http(s) URL such as https://push.example.com, not \(publicBaseURL)") }
         }

@@ -59,14 +59,19 @@ public struct SendRecoveryConfiguration: Codable, Sendable, Equatable {
         }
         let container = try decoder.container(keyedBy: CodingKeys.self)
         self.init(mode: try container.decodeIfPresent(Mode.self, forKey: .mode))
-        for (key, bounds, path) in [(CodingKeys.checkEvery, 0.1...3600, \Self.checkEvery), (.grace, 1...86_400, \Self.grace), (.abandonAfter, 1...(7 * 86_400), \Self.abandonAfter)] {
+        for (key, bounds, path) in [
+            (CodingKeys.checkEvery, 0.1...3600, \Self.checkEvery), (.grace, 1...86_400, \Self.grace),
+            (.abandonAfter, 1...(7 * 86_400), \Self.abandonAfter),
+        ] {
             guard container.contains(key) else { continue }
             // A duration as text (`15s`), or a plain number of seconds.
             let text = (try? container.decode(String.self, forKey: key)) ?? (try? container.decode(Double.self, forKey: key)).map { "\($0)" } ?? ""
             guard let seconds = Self.seconds(text), bounds.contains(seconds) else {
                 throw DecodingError.dataCorruptedError(
                     forKey: key, in: container,
-                    debugDescription: "\(text) is not a duration from \(Self.format(bounds.lowerBound)) to \(Self.format(bounds.upperBound)) (such as 500ms, 15s, 2m, 1h)")
+                    debugDescription:
+                        "\(text) is not a duration from \(Self.format(bounds.lowerBound)) to \(Self.format(bounds.upperBound)) (such as 500ms, 15s, 2m, 1h)"
+                )
             }
             self[keyPath: path] = seconds
         }

@@ -107,7 +107,8 @@ public final class Dispatcher: Service, Sendable {
         let dispatched = try await batcher.finish()
         for (platform, count) in dispatched where count > 0 {
             MetricsRegistry.shared.counter(
-                "pushhub_targets_dispatched_total", help: "Targets dispatched to a platform's deliveries topic.", labels: ["platform": platform.rawValue]
+                "pushhub_targets_dispatched_total", help: "Targets dispatched to a platform's deliveries topic.",
+                labels: ["platform": platform.rawValue]
             ).increment(by: count)
         }
         let summary = ResultBatch(notificationId: request.notificationId, hub: hub, dispatched: dispatched)
@@ -178,8 +179,9 @@ struct BatchBuilder {
             notificationId: request.notificationId, hub: hub, platform: platform, kind: request.format == .template ? .template : .native,
             format: request.format == .template ? nil : request.format, body: request.body, headers: request.headers,
             expiresAt: request.expiresAt, enqueuedAt: request.enqueuedAt, attempt: 1, targets: targets)
-        unacknowledged.append(KafkaOutgoingRecord(
-            topic: settings.topics.deliveries(platform), key: "\(request.notificationId):\(batchIndex)", value: try WireCoding.encode(batch)))
+        unacknowledged.append(
+            KafkaOutgoingRecord(
+                topic: settings.topics.deliveries(platform), key: "\(request.notificationId):\(batchIndex)", value: try WireCoding.encode(batch)))
         batchIndex += 1
         if unacknowledged.count >= settings.batchesInFlight { try await flush() }
     }

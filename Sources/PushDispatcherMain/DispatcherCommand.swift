@@ -1,12 +1,12 @@
 import ArgumentParser
 import Foundation
+import PushConfiguration
 import PushDispatcher
 import PushEnvironment
 import PushKafka
 import PushOps
 import PushStore
 import ServiceLifecycle
-import PushConfiguration
 
 /// `pushhub-dispatcher`: SendRequests from `pushhub.requests` to DeliveryBatches per platform.
 @main
@@ -35,7 +35,8 @@ struct DispatcherCommand: AsyncParsableCommand {
         let store = try await StoreLocation(database ?? environment.database).open(logger: logger)
         let wiring = try KafkaWiring.make(servers: try kafka.servers(), topics: kafka.topics, logger: logger)
         let dispatcher = try makeDispatcherServices(
-            kafka: wiring, store: store, settings: DispatcherSettings(topics: kafka.topics, hubs: hubs.hubs.map(\.name)), group: group, logger: logger)
+            kafka: wiring, store: store, settings: DispatcherSettings(topics: kafka.topics, hubs: hubs.hubs.map(\.name)), group: group, logger: logger
+        )
         let operations = operations.application(
             checks: [ReadinessCheck("kafka") { await wiring.producer.isReachable() }, ReadinessCheck("store") { await store.isReachable() }],
             logger: logger)

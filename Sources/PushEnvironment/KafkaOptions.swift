@@ -1,5 +1,6 @@
 import ArgumentParser
 import PushModel
+
 /// Where Kafka is and what its topics are called.
 public struct KafkaOptions: ParsableArguments {
     @Option(name: .customLong("kafka"), help: "Bootstrap servers, comma-separated (default: $PUSHHUB_KAFKA).")

@@ -99,7 +99,9 @@ public struct JSONLogHandler: LogHandler {
 
     public func log(event: LogEvent) {
         var fields: [String: Any] = [:]
-        for (key, value) in metadata.merging(metadataProvider?.get() ?? [:], uniquingKeysWith: { $1 }).merging(event.metadata ?? [:], uniquingKeysWith: { $1 }) {
+        for (key, value) in metadata.merging(metadataProvider?.get() ?? [:], uniquingKeysWith: { $1 }).merging(
+            event.metadata ?? [:], uniquingKeysWith: { $1 })
+        {
             fields[key] = Self.plain(value)
         }
         fields["time"] = ISO8601DateFormatter().string(from: Date())

@@ -27,7 +27,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             // First byte picks the document; the rest is the template, filled with properties.
             let document: TemplateDocument = (data.first ?? 0) & 1 == 0 ? .json : .xml
             let template = String(decoding: data.dropFirst(), as: UTF8.self)
-            let renderer = TemplateRenderer(properties: ["p": "value with \"quotes\" & <tags>", "n": "42", "long": String(repeating: "x", count: 300)])
+            let renderer = TemplateRenderer(properties: [
+                "p": "value with \"quotes\" & <tags>", "n": "42", "long": String(repeating: "x", count: 300),
+            ])
             _ = try? renderer.render(template, as: document)
             _ = try? renderer.render(value: template)
             _ = try? TemplateRenderer.validate(template, as: document)

@@ -1,13 +1,14 @@
-import PushEnvironment
 import ArgumentParser
 import Foundation
+import PushEnvironment
 import PushLoad
 import PushStore
 
 /// `pushhub bench`: measurements, not tests.
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "bench", abstract: "Benchmarks of PushHub's parts.", subcommands: [Kafka.self, Store.self, Dispatch.self, Worker.self, APNsToken.self])
+        commandName: "bench", abstract: "Benchmarks of PushHub's parts.",
+        subcommands: [Kafka.self, Store.self, Dispatch.self, Worker.self, APNsToken.self])
 
     struct Kafka: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

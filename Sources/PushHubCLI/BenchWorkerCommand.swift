@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import PushConfiguration
 import PushEnvironment
 import PushIngress
 import PushKafka
@@ -7,14 +8,15 @@ import PushLoad
 import PushModel
 import PushProviders
 import PushSimulator
-import PushConfiguration
 
 extension BenchCommand {
     /// Feeds a running worker and times it: DeliveryBatches straight into its topic, results counted.
     struct Worker: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Produce DeliveryBatches of simulator handles for a running worker and count its results.",
-            discussion: "Start pushhub sim --attach HUB and the platform's worker first. Prints deliveries/s from the first batch produced to the last result.")
+            discussion:
+                "Start pushhub sim --attach HUB and the platform's worker first. Prints deliveries/s from the first batch produced to the last result."
+        )
 
         @OptionGroup var kafka: KafkaOptions
 
@@ -66,8 +68,10 @@ extension BenchCommand {
                 let batch = DeliveryBatch(
                     notificationId: notificationId, hub: hub, platform: platform, kind: .native, format: platform.templateFormat,
                     body: LoadPayloads.native(platform), headers: LoadPayloads.nativeHeaders(platform), enqueuedAt: Date(), targets: batchTargets)
-                records.append(KafkaOutgoingRecord(
-                    topic: topics.deliveries(platform), key: "\(notificationId):\(index / DeliveryBatch.maximumTargets)", value: try WireCoding.encode(batch)))
+                records.append(
+                    KafkaOutgoingRecord(
+                        topic: topics.deliveries(platform), key: "\(notificationId):\(index / DeliveryBatch.maximumTargets)",
+                        value: try WireCoding.encode(batch)))
                 index += count
             }
             let started = ContinuousClock.now

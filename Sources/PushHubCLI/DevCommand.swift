@@ -2,6 +2,7 @@ import ArgumentParser
 import Crypto
 import Foundation
 import Logging
+import PushConfiguration
 import PushDispatcher
 import PushEnvironment
 import PushIngress
@@ -13,7 +14,6 @@ import PushSimulator
 import PushStore
 import PushWorker
 import ServiceLifecycle
-import PushConfiguration
 
 /// `pushhub dev`: the whole stack in one process on the embedded defaults.
 struct DevCommand: AsyncParsableCommand {
@@ -66,9 +66,13 @@ struct DevCommand: AsyncParsableCommand {
 
         // The development hub, with simulated credentials pointed at the simulators.
         let configPath = data.appendingPathComponent("pushhub.yaml").path
-        var hubs = try HubsConfiguration.loadOrCreateDevelopment(at: configPath) { _ in logger.notice("development hub created", metadata: ["pushhub.config": "\(configPath)"]) }
+        var hubs = try HubsConfiguration.loadOrCreateDevelopment(at: configPath) { _ in
+            logger.notice("development hub created", metadata: ["pushhub.config": "\(configPath)"])
+        }
         let hubName = hubs.appBackend?.hub ?? hubs.hubs[0].name
-        guard let hubIndex = hubs.hubs.firstIndex(where: { $0.name == hubName }) else { throw CommandFailure(description: "\(configPath): no hub \(hubName)") }
+        guard let hubIndex = hubs.hubs.firstIndex(where: { $0.name == hubName }) else {
+            throw CommandFailure(description: "\(configPath): no hub \(hubName)")
+        }
         try hubs.attachSimulatedCredentials(to: [hubName])
 
         let certificates = try SimulatorCertificates.generate()
@@ -93,7 +97,8 @@ struct DevCommand: AsyncParsableCommand {
         let http = PNSHTTPClient(trustRootsFile: caPath)
         var workers: [ServiceGroupConfiguration.ServiceConfiguration] = []
         for platform in Platform.allCases {
-            workers += try makeWorkerServices(settings: WorkerSettings(platform: platform, topics: topics), hubs: hubs, kafka: wiring, http: http, logger: logger)
+            workers += try makeWorkerServices(
+                settings: WorkerSettings(platform: platform, topics: topics), hubs: hubs, kafka: wiring, http: http, logger: logger)
         }
 
         var ingress = IngressConfiguration(hubs: hubs)
@@ -142,7 +147,8 @@ struct DevCommand: AsyncParsableCommand {
             let endpoint = "127.0.0.1:\(port)"
             let full = hub.sasRules.first { $0.rights.contains(.manage) } ?? hub.sasRules[0]
             let listen = hub.sasRules.first { $0.rights == [.listen] } ?? full
-            emit("""
+            emit(
+                """
                 PushHub is running: ingress at http://\(endpoint), hub \(hub.name), embedded defaults.
                 PNS simulators: APNs at \(simulator.apns), FCM/WNS/Web Push at \(simulator.http) (see /sim/stats and /sim/deliveries?handle=).
                 Stop with Ctrl-C.

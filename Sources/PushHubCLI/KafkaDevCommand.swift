@@ -1,7 +1,7 @@
-import PushEnvironment
 import ArgumentParser
 import Foundation
 import Logging
+import PushEnvironment
 import PushKafka
 import PushModel
 import ServiceLifecycle
@@ -37,7 +37,9 @@ struct KafkaDevCommand: AsyncParsableCommand {
         for topic in topics.all {
             try cluster.createTopic(topic, partitions: partitions, replicationFactor: min(3, brokers))
         }
-        emit("PushHub embedded Kafka: \(brokers) broker(s), memory only; topics \(topics.all.joined(separator: ", ")) with \(partitions) partitions each.")
+        emit(
+            "PushHub embedded Kafka: \(brokers) broker(s), memory only; topics \(topics.all.joined(separator: ", ")) with \(partitions) partitions each."
+        )
         emit("PUSHHUB_KAFKA=\(cluster.bootstrapServers.joined(separator: ","))")
         emit("Control commands on standard input (`help` lists them). Stop with Ctrl-C or SIGTERM.")
 

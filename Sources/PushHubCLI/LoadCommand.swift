@@ -139,7 +139,9 @@ struct LoadCommand: AsyncParsableCommand {
     }
 
     func makeSettings(_ environment: PushHubEnvironment) throws(LoadFailure) -> LoadSettings {
-        guard let scenario = LoadScenario(rawValue: scenario) else { throw LoadFailure("the scenario must be register, send, broadcast or mixed, not \(scenario)") }
+        guard let scenario = LoadScenario(rawValue: scenario) else {
+            throw LoadFailure("the scenario must be register, send, broadcast or mixed, not \(scenario)")
+        }
         guard let via = LoadVia(rawValue: via) else { throw LoadFailure("--via must be http or kafka, not \(via)") }
         guard let audience = LoadAudience(rawValue: audience) else { throw LoadFailure("--audience must be user, tag or broadcast, not \(audience)") }
         guard let format = LoadFormat(rawValue: format) else { throw LoadFailure("--format must be template or native, not \(format)") }

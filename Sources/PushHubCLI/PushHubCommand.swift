@@ -1,10 +1,13 @@
-import PushEnvironment
 import ArgumentParser
+import PushEnvironment
 
 @main
 struct PushHubCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pushhub",
         abstract: "PushHub: a self-hosted notification hub on Kafka.",
-        subcommands: [KafkaDevCommand.self, TopicsCommand.self, SendCommand.self, UsersCommand.self, TokenCommand.self, BenchCommand.self, SimCommand.self, DevCommand.self, LoadCommand.self])
+        subcommands: [
+            KafkaDevCommand.self, TopicsCommand.self, SendCommand.self, UsersCommand.self, TokenCommand.self, BenchCommand.self, SimCommand.self,
+            DevCommand.self, LoadCommand.self,
+        ])
 }

@@ -1,11 +1,11 @@
 import ArgumentParser
 import Foundation
+import PushConfiguration
 import PushEnvironment
 import PushIngress
 import PushProviders
 import PushSimulator
 import ServiceLifecycle
-import PushConfiguration
 
 /// `pushhub sim`: the PNS simulators on loopback.
 struct SimCommand: AsyncParsableCommand {

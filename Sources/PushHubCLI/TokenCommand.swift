@@ -1,6 +1,6 @@
-import PushEnvironment
 import ArgumentParser
 import Foundation
+import PushEnvironment
 import PushIngress
 
 /// `pushhub token`: a SAS token from a connection string, for curl and scripts.

@@ -1,5 +1,5 @@
-import PushEnvironment
 import ArgumentParser
+import PushEnvironment
 import PushKafka
 import PushModel
 
@@ -40,7 +40,10 @@ struct TopicsCommand: AsyncParsableCommand {
             } catch {
                 // librdkafka's embedded cluster has no controller and cannot create topics over the protocol.
                 guard error.detail?.contains("controller") == true else { throw error }
-                throw CommandFailure(description: "\(error)\n(An embedded cluster cannot create topics over the protocol; `pushhub kafka-dev` creates PushHub's topics itself, and its `topic create` command adds others.)")
+                throw CommandFailure(
+                    description:
+                        "\(error)\n(An embedded cluster cannot create topics over the protocol; `pushhub kafka-dev` creates PushHub's topics itself, and its `topic create` command adds others.)"
+                )
             }
         }
     }
@@ -60,7 +63,9 @@ struct TopicsCommand: AsyncParsableCommand {
             for topic in metadata.topics {
                 let leaders = topic.partitions.map { "\($0.id):\($0.leader)" }.joined(separator: " ")
                 let error = topic.error.map { " error \($0)" } ?? ""
-                emit("topic \(topic.name) partitions \(topic.partitions.count) replicas \(topic.partitions.first?.replicas.count ?? 0) leaders \(leaders)\(error)")
+                emit(
+                    "topic \(topic.name) partitions \(topic.partitions.count) replicas \(topic.partitions.first?.replicas.count ?? 0) leaders \(leaders)\(error)"
+                )
             }
         }
     }

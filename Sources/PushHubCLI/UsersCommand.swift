@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
-import PushIngress
 import PushEnvironment
+import PushIngress
 import PushStore
 
 /// `pushhub users add NAME`: app-backend users, with bcrypt password hashes in the store.
@@ -20,9 +20,12 @@ struct UsersCommand: AsyncParsableCommand {
         var database: String?
 
         func validate() throws {
-            guard !name.isEmpty, name.count <= 100, name.unicodeScalars.allSatisfy({ scalar in
-                ("a"..."z").contains(scalar) || ("A"..."Z").contains(scalar) || ("0"..."9").contains(scalar) || "_@#.-".unicodeScalars.contains(scalar)
-            }) else {
+            guard !name.isEmpty, name.count <= 100,
+                name.unicodeScalars.allSatisfy({ scalar in
+                    ("a"..."z").contains(scalar) || ("A"..."Z").contains(scalar) || ("0"..."9").contains(scalar)
+                        || "_@#.-".unicodeScalars.contains(scalar)
+                })
+            else {
                 throw ValidationError("a user name is 1 to 100 letters, digits and _ @ # . - (it becomes a tag)")
             }
         }
@@ -33,7 +36,9 @@ struct UsersCommand: AsyncParsableCommand {
             }
             guard password.utf8.count <= UserAuthenticator.maximumPasswordBytes else {
                 throw CommandFailure(
-                    description: "a password is at most \(UserAuthenticator.maximumPasswordBytes) bytes (bcrypt ignores the rest, so a longer one would be weaker than it looks)")
+                    description:
+                        "a password is at most \(UserAuthenticator.maximumPasswordBytes) bytes (bcrypt ignores the rest, so a longer one would be weaker than it looks)"
+                )
             }
             let location = StoreLocation(database ?? PushHubEnvironment.current.database)
             let store = try await location.open(logger: makeLogger("pushhub.users"))

@@ -1,10 +1,10 @@
 import Foundation
 import Hummingbird
 import HummingbirdCore
-import PushOps
 import Logging
-import PushStore
 import PushConfiguration
+import PushOps
+import PushStore
 
 /// The hash PushHub stores for an app-backend user's password (bcrypt).
 public func hashPassword(_ password: String) -> String {
@@ -76,8 +76,11 @@ public func buildIngressApplication(
     Application(
         router: try buildIngressRouter(
             hubs: configuration.hubs, store: store, publisher: publisher, readiness: readiness, logins: logins, recovery: configuration.recovery),
-        server: .http1(configuration: .init(idleTimeout: .nanoseconds(Int64(configuration.idleTimeout.components.seconds) * 1_000_000_000
-            + configuration.idleTimeout.components.attoseconds / 1_000_000_000))),
+        server: .http1(
+            configuration: .init(
+                idleTimeout: .nanoseconds(
+                    Int64(configuration.idleTimeout.components.seconds) * 1_000_000_000
+                        + configuration.idleTimeout.components.attoseconds / 1_000_000_000))),
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port), serverName: "PushHub",
             availableConnectionsDelegate: MaximumAvailableConnections(configuration.maximumConnections)),

@@ -20,8 +20,11 @@ public func makeIngressServices(
     let storeCheck = ReadinessCheck("store") { await store.isReachable() }
     guard let kafka else {
         logger.notice("no Kafka configured (--kafka or PUSHHUB_KAFKA): the messages API is off")
-        return [.init(service: try buildIngressApplication(
-            configuration: configuration, store: store, readiness: [storeCheck], logger: logger, onListening: onListening))]
+        return [
+            .init(
+                service: try buildIngressApplication(
+                    configuration: configuration, store: store, readiness: [storeCheck], logger: logger, onListening: onListening))
+        ]
     }
     let producer = kafka.producer
     let results = try kafka.consumer(group: "pushhub-ingress-outcomes", topics: [kafka.topics.results], logger: logger)

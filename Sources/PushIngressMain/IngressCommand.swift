@@ -2,13 +2,13 @@ import ArgumentParser
 import Foundation
 import Hummingbird
 import Logging
+import PushConfiguration
 import PushEnvironment
 import PushIngress
 import PushKafka
 import PushOps
 import PushStore
 import ServiceLifecycle
-import PushConfiguration
 
 /// `pushhub-ingress`: the hub API and the app-backend API over HTTP.
 @main

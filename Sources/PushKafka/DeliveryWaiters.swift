@@ -58,7 +58,8 @@ final class DeliveryGroup: Sendable {
     }
 
     func complete(_ index: Int, with result: Result<KafkaDeliveryReport, KafkaError>) {
-        let resume = state.withLock { state -> (CheckedContinuation<[Result<KafkaDeliveryReport, KafkaError>], Never>, [Result<KafkaDeliveryReport, KafkaError>])? in
+        let resume = state.withLock {
+            state -> (CheckedContinuation<[Result<KafkaDeliveryReport, KafkaError>], Never>, [Result<KafkaDeliveryReport, KafkaError>])? in
             guard state.results[index] == nil else { return nil }
             state.results[index] = result
             state.remaining -= 1

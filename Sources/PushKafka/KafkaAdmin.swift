@@ -73,9 +73,10 @@ public final class KafkaAdmin: Sendable {
             var newTopics: [OpaquePointer?] = []
             defer { newTopics.forEach { rd_kafka_NewTopic_destroy($0) } }
             for specification in specifications {
-                guard let topic = rd_kafka_NewTopic_new(
-                    specification.name, Int32(specification.partitions), Int32(specification.replicationFactor),
-                    &errorText, errorText.count)
+                guard
+                    let topic = rd_kafka_NewTopic_new(
+                        specification.name, Int32(specification.partitions), Int32(specification.replicationFactor),
+                        &errorText, errorText.count)
                 else {
                     return .failure(KafkaError(kind: .operation, context: "invalid topic \(specification.name)", detail: text(ofCString: errorText)))
                 }
@@ -114,7 +115,8 @@ public final class KafkaAdmin: Sendable {
                 case RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS: outcomes[name] = .alreadyExisted
                 default:
                     let detail = rd_kafka_topic_result_error_string(result).map { String(cString: $0) }
-                    return .failure(KafkaError(kind: .operation, code: KafkaErrorCode(code), context: "could not create topic \(name)", detail: detail))
+                    return .failure(
+                        KafkaError(kind: .operation, code: KafkaErrorCode(code), context: "could not create topic \(name)", detail: detail))
                 }
             }
             return .success(outcomes)

@@ -16,12 +16,14 @@ public struct KafkaProducerConfiguration: Sendable {
     }
 
     var properties: [String: String] {
-        baseProperties(bootstrapServers, clientID, additionalProperties, [
-            "enable.idempotence": "true",
-            "acks": "all",
-            "message.timeout.ms": String(deliveryTimeout.milliseconds),
-            "linger.ms": String(linger.milliseconds),
-        ])
+        baseProperties(
+            bootstrapServers, clientID, additionalProperties,
+            [
+                "enable.idempotence": "true",
+                "acks": "all",
+                "message.timeout.ms": String(deliveryTimeout.milliseconds),
+                "linger.ms": String(linger.milliseconds),
+            ])
     }
 }
 
@@ -54,16 +56,18 @@ public struct KafkaConsumerConfiguration: Sendable {
     }
 
     var properties: [String: String] {
-        baseProperties(bootstrapServers, clientID, additionalProperties, [
-            "group.id": groupID,
-            "auto.offset.reset": offsetReset.rawValue,
-            "enable.auto.commit": "true",
-            "enable.auto.offset.store": "false",
-            "auto.commit.interval.ms": String(commitInterval.milliseconds),
-            "session.timeout.ms": String(sessionTimeout.milliseconds),
-            "heartbeat.interval.ms": String(max(100, sessionTimeout.milliseconds / 4)),
-            "fetch.wait.max.ms": String(fetchWait.milliseconds),
-        ])
+        baseProperties(
+            bootstrapServers, clientID, additionalProperties,
+            [
+                "group.id": groupID,
+                "auto.offset.reset": offsetReset.rawValue,
+                "enable.auto.commit": "true",
+                "enable.auto.offset.store": "false",
+                "auto.commit.interval.ms": String(commitInterval.milliseconds),
+                "session.timeout.ms": String(sessionTimeout.milliseconds),
+                "heartbeat.interval.ms": String(max(100, sessionTimeout.milliseconds / 4)),
+                "fetch.wait.max.ms": String(fetchWait.milliseconds),
+            ])
     }
 }
 

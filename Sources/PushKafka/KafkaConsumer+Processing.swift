@@ -20,7 +20,9 @@ public struct RetryBudget: Sendable {
     public var firstBackoff: Duration = .milliseconds(100)
     public var maximumBackoff: Duration = .seconds(10)
 
-    public init(attempts: Int = 10, duration: Duration = .seconds(300), firstBackoff: Duration = .milliseconds(100), maximumBackoff: Duration = .seconds(10)) {
+    public init(
+        attempts: Int = 10, duration: Duration = .seconds(300), firstBackoff: Duration = .milliseconds(100), maximumBackoff: Duration = .seconds(10)
+    ) {
         self.attempts = attempts
         self.duration = duration
         self.firstBackoff = firstBackoff
@@ -94,7 +96,8 @@ extension KafkaConsumer {
                     logger.error(
                         "\(kind)",
                         metadata: [
-                            "kafka.topic": "\(record.topic)", "kafka.offset": "\(record.offset)", "pushhub.notification_id": "\(record.keyString ?? "")",
+                            "kafka.topic": "\(record.topic)", "kafka.offset": "\(record.offset)",
+                            "pushhub.notification_id": "\(record.keyString ?? "")",
                             "pushhub.error": "\(error)", "pushhub.retry_in": "\(delay)", "pushhub.attempt": "\(attempts)",
                             "pushhub.not_logged": "\(suppressed)",
                         ])

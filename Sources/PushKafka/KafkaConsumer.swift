@@ -54,7 +54,8 @@ public final class KafkaConsumer: Service, Sendable {
         guard let queue = rd_kafka_queue_get_consumer(client.handle) else {
             throw KafkaError(kind: .clientCreation, context: "the consumer has no queue")
         }
-        return KafkaConsumer(client: client, queue: RDKafkaQueue(pointer: queue, client: client), progress: progress, configuration: configuration, logger: logger)
+        return KafkaConsumer(
+            client: client, queue: RDKafkaQueue(pointer: queue, client: client), progress: progress, configuration: configuration, logger: logger)
     }
 
     /// The records of the assigned partitions, in offset order per partition. Ends when the
@@ -228,13 +229,14 @@ public final class KafkaConsumer: Service, Sendable {
     }
 }
 
-private let rebalanceCallback: @convention(c) (OpaquePointer?, rd_kafka_resp_err_t, UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?, UnsafeMutableRawPointer?) -> Void = {
-    rk, code, list, _ in
-    guard let rk else { return }
-    let handler = ClientCallbacks.from(rk)?.rebalance.withLock { $0 }
-    if let handler {
-        handler(rk, code, list)
-    } else {
-        rd_kafka_assign(rk, code == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS ? list : nil)
+private let rebalanceCallback:
+    @convention(c) (OpaquePointer?, rd_kafka_resp_err_t, UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?, UnsafeMutableRawPointer?) -> Void = {
+        rk, code, list, _ in
+        guard let rk else { return }
+        let handler = ClientCallbacks.from(rk)?.rebalance.withLock { $0 }
+        if let handler {
+            handler(rk, code, list)
+        } else {
+            rd_kafka_assign(rk, code == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS ? list : nil)
+        }
     }
-}

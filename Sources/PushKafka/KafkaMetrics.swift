@@ -28,7 +28,8 @@ enum KafkaMetrics {
         for record in records { counts[record.topic, default: 0] += 1 }
         for (topic, count) in counts {
             MetricsRegistry.shared.counter(
-                "pushhub_kafka_records_consumed_total", help: "Records consumed, by consumer group and topic.", labels: ["group": group, "topic": topic]
+                "pushhub_kafka_records_consumed_total", help: "Records consumed, by consumer group and topic.",
+                labels: ["group": group, "topic": topic]
             ).increment(by: count)
         }
     }
@@ -38,7 +39,8 @@ enum KafkaMetrics {
         for (partition, next) in positions {
             var low: Int64 = 0
             var high: Int64 = 0
-            guard rd_kafka_get_watermark_offsets(handle, partition.topic, partition.partition, &low, &high) == RD_KAFKA_RESP_ERR_NO_ERROR, high >= 0 else {
+            guard rd_kafka_get_watermark_offsets(handle, partition.topic, partition.partition, &low, &high) == RD_KAFKA_RESP_ERR_NO_ERROR, high >= 0
+            else {
                 continue
             }
             MetricsRegistry.shared.gauge(

@@ -25,7 +25,8 @@ public struct KafkaWiring: Sendable {
     /// A producer for `servers` and the wiring around it.
     public static func make(servers: [String], topics: PushTopics, logger: Logger) throws(KafkaError) -> KafkaWiring {
         KafkaWiring(
-            servers: servers, topics: topics, producer: try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: servers), logger: logger))
+            servers: servers, topics: topics,
+            producer: try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: servers), logger: logger))
     }
 
     /// A consumer in `group` of `topics`.

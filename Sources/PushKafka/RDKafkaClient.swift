@@ -1,10 +1,11 @@
 import CRdKafka
-#if canImport(Glibc)
-import Glibc
-#endif
 import Dispatch
 import Logging
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// librdkafka calls back into Swift through C function pointers that cannot capture
 /// context; this object is registered as the client's opaque and holds what they need.

@@ -29,9 +29,11 @@ public enum RecordRejection {
         MetricsRegistry.shared.counter(
             "pushhub_dead_letters_total", help: "Records sent to the dead-letter topic, by the topic they came from.", labels: ["topic": record.topic]
         ).increment()
-        logger.warning("record rejected", metadata: [
-            "pushhub.notification_id": "\(record.keyString ?? "")", "kafka.topic": "\(record.topic)", "pushhub.reason": "\(reason.prefix(500))",
-        ])
+        logger.warning(
+            "record rejected",
+            metadata: [
+                "pushhub.notification_id": "\(record.keyString ?? "")", "kafka.topic": "\(record.topic)", "pushhub.reason": "\(reason.prefix(500))",
+            ])
         // A record near Kafka's size limit cannot be produced again with headers added: its
         // copy is cut, and says so, so giving it up cannot fail for ever.
         var headers = [
@@ -41,8 +43,9 @@ public enum RecordRejection {
         var value = record.value
         var key = record.key
         if value.count + (key?.count ?? 0) > maximumCopy {
-            headers.append(KafkaHeader(
-                key: "pushhub-truncated", value: "value of \(value.count) bytes and key of \(key?.count ?? 0) cut to \(maximumCopy / 2) each"))
+            headers.append(
+                KafkaHeader(
+                    key: "pushhub-truncated", value: "value of \(value.count) bytes and key of \(key?.count ?? 0) cut to \(maximumCopy / 2) each"))
             value = value.prefix(maximumCopy / 2)
             key = key.map { $0.prefix(maximumCopy / 2) }
         }

@@ -10,14 +10,17 @@ public enum BenchmarkReport {
             "|---|---:|---:|---:|---:|",
         ]
         for figure in figures {
-            lines.append("| \(figure.name) | \(figure.records) | \(String(format: "%.2f", figure.seconds)) | \(Int(figure.recordsPerSecond.rounded())) | \(String(format: "%.1f", figure.megabytesPerSecond)) |")
+            lines.append(
+                "| \(figure.name) | \(figure.records) | \(String(format: "%.2f", figure.seconds)) | \(Int(figure.recordsPerSecond.rounded())) | \(String(format: "%.1f", figure.megabytesPerSecond)) |"
+            )
         }
         for kind in ["produce", "consume"] {
             let pair = figures.filter { $0.name.hasPrefix(kind) }
             if pair.count == 2 {
                 let ratio = pair[0].recordsPerSecond / pair[1].recordsPerSecond
                 lines.append("")
-                lines.append("\(kind.capitalized): PushHub / kcat = **\(String(format: "%.2f", ratio))×**" + (kind == "produce" ? " (target ≥ 0.8×)." : "."))
+                lines.append(
+                    "\(kind.capitalized): PushHub / kcat = **\(String(format: "%.2f", ratio))×**" + (kind == "produce" ? " (target ≥ 0.8×)." : "."))
             }
         }
         return lines.joined(separator: "\n")
@@ -31,7 +34,9 @@ public enum BenchmarkReport {
             "|---|---:|---:|---:|",
         ]
         for figure in figures {
-            lines.append("| `\(figure.expression)` | \(figure.targets) | \(String(format: "%.2f", figure.seconds)) | \(Int(figure.targetsPerSecond.rounded())) |")
+            lines.append(
+                "| `\(figure.expression)` | \(figure.targets) | \(String(format: "%.2f", figure.seconds)) | \(Int(figure.targetsPerSecond.rounded())) |"
+            )
         }
         return lines.joined(separator: "\n")
     }

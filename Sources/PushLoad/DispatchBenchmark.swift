@@ -34,9 +34,12 @@ public struct DispatchBenchmark: Sendable {
         let seedStart = ContinuousClock.now
         let now = Date()
         for start in stride(from: 0, to: registrations, by: 10_000) {
-            try await store.importRegistrations((start..<min(start + 10_000, registrations)).map { index in
-                Registration(registrationId: "r\(index)", hub: "bench", format: .apple, handle: String(format: "%064x", index), tags: ["all"], updatedAt: now)
-            })
+            try await store.importRegistrations(
+                (start..<min(start + 10_000, registrations)).map { index in
+                    Registration(
+                        registrationId: "r\(index)", hub: "bench", format: .apple, handle: String(format: "%064x", index), tags: ["all"],
+                        updatedAt: now)
+                })
         }
         let seedSeconds = (ContinuousClock.now - seedStart).seconds
         progress("seeded \(registrations) registrations in \(String(format: "%.1f", seedSeconds)) s")
@@ -49,7 +52,8 @@ public struct DispatchBenchmark: Sendable {
         var configuration = KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: "bench-dispatcher")
         configuration.sessionTimeout = .seconds(3)
         let consumer = try KafkaConsumer.make(configuration: configuration, topics: [topics.requests], logger: logger)
-        let dispatcher = Dispatcher(consumer: consumer, producer: producer, store: store, settings: DispatcherSettings(topics: topics, hubs: ["bench"]), logger: logger)
+        let dispatcher = Dispatcher(
+            consumer: consumer, producer: producer, store: store, settings: DispatcherSettings(topics: topics, hubs: ["bench"]), logger: logger)
         let running = Task { try? await dispatcher.run() }
         defer { running.cancel() }
 

@@ -98,7 +98,9 @@ public struct KafkaThroughputBenchmark: Sendable {
         let seconds = (ContinuousClock.now - start).seconds
         await producer.shutdown()
         guard failures == 0 else { throw BenchmarkError(message: "\(failures) records were not acknowledged") }
-        return Figure(name: "produce, PushHub KafkaProducer (acks=all, idempotent)", records: options.records, seconds: seconds, megabytesPerSecond: megabytes(options.records) / seconds)
+        return Figure(
+            name: "produce, PushHub KafkaProducer (acks=all, idempotent)", records: options.records, seconds: seconds,
+            megabytesPerSecond: megabytes(options.records) / seconds)
     }
 
     private func produceWithKcat(_ kcat: String, servers: [String], topic: String) throws -> Figure {
@@ -114,11 +116,15 @@ public struct KafkaThroughputBenchmark: Sendable {
             text.append(0x0A)
         }
         try text.write(to: file)
-        let seconds = try runTimed(kcat, [
-            "-P", "-b", servers.joined(separator: ","), "-t", topic, "-K", ":", "-l", file.path,
-            "-X", "enable.idempotence=true", "-X", "acks=all", "-X", "linger.ms=5",
-        ])
-        return Figure(name: "produce, kcat -P (acks=all, idempotent)", records: options.records, seconds: seconds, megabytesPerSecond: megabytes(options.records) / seconds)
+        let seconds = try runTimed(
+            kcat,
+            [
+                "-P", "-b", servers.joined(separator: ","), "-t", topic, "-K", ":", "-l", file.path,
+                "-X", "enable.idempotence=true", "-X", "acks=all", "-X", "linger.ms=5",
+            ])
+        return Figure(
+            name: "produce, kcat -P (acks=all, idempotent)", records: options.records, seconds: seconds,
+            megabytesPerSecond: megabytes(options.records) / seconds)
     }
 
     private func consumeWithPushHub(servers: [String], topic: String) async throws -> Figure {
@@ -144,15 +150,20 @@ public struct KafkaThroughputBenchmark: Sendable {
         let seconds = (ContinuousClock.now - (start ?? .now)).seconds
         await consumer.close()
         guard count == total else { throw BenchmarkError(message: "consumed \(count) of \(total) records") }
-        return Figure(name: "consume, PushHub KafkaConsumer (group, offsets stored per record)", records: total, seconds: seconds, megabytesPerSecond: megabytes(total) / seconds)
+        return Figure(
+            name: "consume, PushHub KafkaConsumer (group, offsets stored per record)", records: total, seconds: seconds,
+            megabytesPerSecond: megabytes(total) / seconds)
     }
 
     private func consumeWithKcat(_ kcat: String, servers: [String], topic: String) throws -> Figure {
-        let seconds = try runTimed(kcat, [
-            "-C", "-b", servers.joined(separator: ","), "-t", topic, "-o", "beginning", "-e", "-q",
-            "-c", String(options.records), "-f", "%o\\n",
-        ])
-        return Figure(name: "consume, kcat -C (no group)", records: options.records, seconds: seconds, megabytesPerSecond: megabytes(options.records) / seconds)
+        let seconds = try runTimed(
+            kcat,
+            [
+                "-C", "-b", servers.joined(separator: ","), "-t", topic, "-o", "beginning", "-e", "-q",
+                "-c", String(options.records), "-f", "%o\\n",
+            ])
+        return Figure(
+            name: "consume, kcat -C (no group)", records: options.records, seconds: seconds, megabytesPerSecond: megabytes(options.records) / seconds)
     }
 
     /// Runs a command to its end with its output discarded; returns the seconds it took.

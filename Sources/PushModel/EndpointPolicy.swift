@@ -1,6 +1,7 @@
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Where PushHub may send a handle that is a URL (WNS channel URIs, Web Push endpoints). The
@@ -71,7 +72,9 @@ public struct EndpointPolicy: Sendable, Equatable, Codable {
             }
             return .success(url)
         case .webpush:
-            if Self.matchesExplicitly(webPushHosts, host: host, port: port) || (scheme == "https" && Self.matches(webPushHosts, host: host, port: port)) {
+            if Self.matchesExplicitly(webPushHosts, host: host, port: port)
+                || (scheme == "https" && Self.matches(webPushHosts, host: host, port: port))
+            {
                 return .success(url)
             }
             guard scheme == "https" else { return .failure(.init("must be https")) }

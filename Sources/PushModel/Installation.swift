@@ -120,9 +120,12 @@ public struct Installation: Codable, Sendable, Equatable {
         // tag list: no commas, braces, spaces or control characters, and a tag's length.
         if let userId {
             guard !userId.isEmpty, userId.unicodeScalars.count <= Tags.maximumLength,
-                userId.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F && !",{}".unicodeScalars.contains($0) && !$0.properties.isWhitespace })
+                userId.unicodeScalars.allSatisfy({
+                    $0.value > 0x20 && $0.value != 0x7F && !",{}".unicodeScalars.contains($0) && !$0.properties.isWhitespace
+                })
             else {
-                throw .invalidField(field: "userId", reason: "must be 1 to \(Tags.maximumLength) characters without commas, braces, spaces or control characters")
+                throw .invalidField(
+                    field: "userId", reason: "must be 1 to \(Tags.maximumLength) characters without commas, braces, spaces or control characters")
             }
         }
         try FieldCheck.notEmpty(pushChannel, "pushChannel")

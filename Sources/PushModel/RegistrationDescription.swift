@@ -34,7 +34,9 @@ public enum RegistrationDescription {
         guard let kind = kinds.first(where: { $0.typeName == typeName }) else {
             throw .invalidField(
                 field: description.name,
-                reason: "unknown description type; known are \(kinds.map { $0.typeName + "RegistrationDescription" }.joined(separator: ", ")) and their Template variants")
+                reason:
+                    "unknown description type; known are \(kinds.map { $0.typeName + "RegistrationDescription" }.joined(separator: ", ")) and their Template variants"
+            )
         }
         guard let handle = description.child(kind.handleElement)?.text, !handle.isEmpty else {
             throw .invalidField(field: "\(description.name).\(kind.handleElement)", reason: "missing")
@@ -46,7 +48,9 @@ public enum RegistrationDescription {
             }
             webPush = WebPushKeys(p256dh: p256dh, auth: auth)
         }
-        let tags = (description.child("Tags")?.text ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        let tags = (description.child("Tags")?.text ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter {
+            !$0.isEmpty
+        }
         try Tags.validate(tags, field: "\(description.name).Tags")
         var template: Template?
         if isTemplate {
@@ -66,7 +70,8 @@ public enum RegistrationDescription {
             template = Template(
                 name: description.child("TemplateName")?.text, body: body, headers: headers,
                 expiry: description.child("Expiry")?.text)
-            try TemplateRenderer.validate(body: body, headers: headers, expiry: template?.expiry, format: kind.format, field: "\(description.name).BodyTemplate")
+            try TemplateRenderer.validate(
+                body: body, headers: headers, expiry: template?.expiry, format: kind.format, field: "\(description.name).BodyTemplate")
         }
         var expiresAt: Date?
         if let expiration = description.child("ExpirationTime")?.text, !expiration.isEmpty {
@@ -95,9 +100,11 @@ public enum RegistrationDescription {
         if let template = registration.template {
             fields += "<BodyTemplate><![CDATA[\(template.body.replacingOccurrences(of: "]]>", with: "]]]]><![CDATA[>"))]]></BodyTemplate>"
             if let headers = template.headers, !headers.isEmpty {
-                fields += "<WnsHeaders>" + headers.sorted { $0.key < $1.key }.map {
-                    "<WnsHeader><Header>\(TemplateRenderer.escapeXML($0.key))</Header><Value>\(TemplateRenderer.escapeXML($0.value))</Value></WnsHeader>"
-                }.joined() + "</WnsHeaders>"
+                fields +=
+                    "<WnsHeaders>"
+                    + headers.sorted { $0.key < $1.key }.map {
+                        "<WnsHeader><Header>\(TemplateRenderer.escapeXML($0.key))</Header><Value>\(TemplateRenderer.escapeXML($0.value))</Value></WnsHeader>"
+                    }.joined() + "</WnsHeaders>"
             }
             if let expiry = template.expiry { fields += "<Expiry>\(TemplateRenderer.escapeXML(expiry))</Expiry>" }
             if let name = template.name { fields += "<TemplateName>\(TemplateRenderer.escapeXML(name))</TemplateName>" }

@@ -159,10 +159,14 @@ public struct DirectHandle: Codable, Sendable, Equatable {
     func validate(field: String, format: NotificationFormat, platform formatPlatform: Platform) throws(WireError) {
         try FieldCheck.notEmpty(handle, "\(field).handle")
         guard platform == formatPlatform else {
-            throw .invalidField(field: "\(field).platform", reason: "format \(format.rawValue) is delivered through \(formatPlatform.rawValue), not \(platform.rawValue)")
+            throw .invalidField(
+                field: "\(field).platform",
+                reason: "format \(format.rawValue) is delivered through \(formatPlatform.rawValue), not \(platform.rawValue)")
         }
         if platform == .webpush {
-            guard let webPush else { throw .invalidField(field: "\(field).webPush", reason: "missing: a Web Push subscription needs p256dh and auth") }
+            guard let webPush else {
+                throw .invalidField(field: "\(field).webPush", reason: "missing: a Web Push subscription needs p256dh and auth")
+            }
             try webPush.validate(field: "\(field).webPush")
         }
     }

@@ -247,7 +247,8 @@ private struct Parser {
             index += 1
             let tag = String(characters[start..<index])
             guard tag.hasPrefix("$InstallationId:{") || tag.hasPrefix("$UserId:{") else {
-                throw TagExpressionError(position: start, message: "unknown implicit tag \"\(tag)\"; PushHub knows $InstallationId:{…} and $UserId:{…}")
+                throw TagExpressionError(
+                    position: start, message: "unknown implicit tag \"\(tag)\"; PushHub knows $InstallationId:{…} and $UserId:{…}")
             }
             return tag
         }

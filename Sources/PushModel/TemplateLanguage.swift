@@ -47,10 +47,11 @@ public struct TemplateRenderer: Sendable {
     public func render(_ body: String, as document: TemplateDocument) throws(TemplateError) -> String {
         try Self.checkSize(body)
         var budget = Budget()
-        let output = switch document {
-        case .json: try renderJSON(body, &budget)
-        case .xml: try renderXML(body, &budget)
-        }
+        let output =
+            switch document {
+            case .json: try renderJSON(body, &budget)
+            case .xml: try renderXML(body, &budget)
+            }
         return output
     }
 
@@ -82,7 +83,6 @@ public struct TemplateRenderer: Sendable {
         guard budget.produced <= maximumOutput else { throw TemplateError("the filled template is over \(maximumOutput) bytes") }
     }
 
-
     /// Checks that a template's expressions can be read and, for JSON, that it fills to JSON.
     public static func validate(_ body: String, as document: TemplateDocument) throws(TemplateError) {
         let filled = try TemplateRenderer(properties: [:]).render(body, as: document)
@@ -93,7 +93,9 @@ public struct TemplateRenderer: Sendable {
 
     /// Checks a template registration's parts: the body, and the expiry and headers, which may
     /// hold expressions too. `field` names the template in errors.
-    public static func validate(body: String, headers: [String: String]?, expiry: String?, format: NotificationFormat, field: String) throws(WireError) {
+    public static func validate(body: String, headers: [String: String]?, expiry: String?, format: NotificationFormat, field: String)
+        throws(WireError)
+    {
         let renderer = TemplateRenderer(properties: [:])
         do {
             try validate(body, as: format == .windows ? .xml : .json)

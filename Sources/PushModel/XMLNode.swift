@@ -1,6 +1,7 @@
 import Foundation
+
 #if canImport(FoundationXML)
-import FoundationXML
+    import FoundationXML
 #endif
 
 /// A parsed XML element: enough of a tree to read Atom registration entries.
@@ -37,7 +38,8 @@ public struct XMLNode: Sendable {
         let declaration = Data("<?xml".utf8)
         if data[index...].starts(with: declaration), index + 5 < data.endIndex, [0x20, 0x09, 0x0A, 0x0D].contains(data[index + 5]) {
             // The declaration: closed by ?> before any other markup.
-            guard let end = find("?>", from: index + 5), !data[(index + 5)..<end.lowerBound].contains(where: { $0 == UInt8(ascii: "<") || $0 == UInt8(ascii: ">") })
+            guard let end = find("?>", from: index + 5),
+                !data[(index + 5)..<end.lowerBound].contains(where: { $0 == UInt8(ascii: "<") || $0 == UInt8(ascii: ">") })
             else { return true }
             index = end.upperBound
         }
@@ -61,7 +63,9 @@ public struct XMLNode: Sendable {
     /// Parses a document; the error says where it is not well-formed or which limit it broke.
     public static func parse(_ data: Data) throws(WireError) -> XMLNode {
         // No document type declarations at all: entities are where XML bombs live.
-        if data.range(of: Data("<!DOCTYPE".utf8)) != nil || data.range(of: Data("<!doctype".utf8)) != nil || data.range(of: Data("<!ENTITY".utf8)) != nil {
+        if data.range(of: Data("<!DOCTYPE".utf8)) != nil || data.range(of: Data("<!doctype".utf8)) != nil
+            || data.range(of: Data("<!ENTITY".utf8)) != nil
+        {
             throw .invalidField(field: "body", reason: "the XML must not declare a document type or entities")
         }
         // Foundation's XMLParser traps on names that are not UTF-8: only UTF-8 goes in, and a
@@ -103,7 +107,9 @@ private final class TreeBuilder: NSObject, XMLParserDelegate {
     /// Why parsing was stopped early, when a limit was broken.
     var brokenLimit: String?
 
-    func parser(_ parser: XMLParser, didStartElement elementName: String, namespaceURI: String?, qualifiedName: String?, attributes: [String: String] = [:]) {
+    func parser(
+        _ parser: XMLParser, didStartElement elementName: String, namespaceURI: String?, qualifiedName: String?, attributes: [String: String] = [:]
+    ) {
         elements += 1
         if stack.count >= XMLNode.maximumDepth {
             brokenLimit = "the XML nests at most \(XMLNode.maximumDepth) elements deep"

@@ -28,7 +28,8 @@ public func addOperationsRoutes<Context: RequestContext>(to router: Router<Conte
         }
         let ready = results.values.allSatisfy { $0 }
         let body = "{" + results.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\"\($0.value ? "ok" : "failing")\"" }.joined(separator: ",") + "}"
-        return Response(status: ready ? .ok : .serviceUnavailable, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: body)))
+        return Response(
+            status: ready ? .ok : .serviceUnavailable, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: body)))
     }
     router.get("/metrics") { _, _ in
         Response(
@@ -71,8 +72,11 @@ public struct HTTPMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
 
     private func record(_ request: Request, route: String, status: Int, since started: ContinuousClock.Instant) {
         let labels = ["method": request.method.rawValue, "route": route]
-        metrics.counter("pushhub_http_requests_total", help: "HTTP requests by method, route and status.", labels: labels.merging(["status": String(status)]) { $1 })
-            .increment()
+        metrics.counter(
+            "pushhub_http_requests_total", help: "HTTP requests by method, route and status.",
+            labels: labels.merging(["status": String(status)]) { $1 }
+        )
+        .increment()
         metrics.histogram("pushhub_http_request_duration_seconds", help: "HTTP request latency by method and route.", labels: labels)
             .observe(ContinuousClock.now - started)
     }

@@ -14,7 +14,8 @@ public enum ProcessLifecycle {
         _ services: [ServiceGroupConfiguration.ServiceConfiguration], signals: Bool = true, maximumShutdown: Duration = Self.maximumShutdown,
         logger: Logger
     ) -> ServiceGroup {
-        var configuration = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: signals ? [.sigterm, .sigint] : [], logger: logger)
+        var configuration = ServiceGroupConfiguration(
+            services: services, gracefulShutdownSignals: signals ? [.sigterm, .sigint] : [], logger: logger)
         configuration.maximumGracefulShutdownDuration = maximumShutdown
         configuration.maximumCancellationDuration = nil
         return ServiceGroup(configuration: configuration)

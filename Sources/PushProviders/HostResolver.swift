@@ -2,8 +2,9 @@ import Foundation
 import NIOCore
 import NIOPosix
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Resolves host names to addresses (as text) off the cooperative pool, and remembers each
@@ -83,7 +84,9 @@ public final class HostResolver: Sendable {
                 case .failure(let error): finish(.failure(ResolutionFailed(host: host, reason: "\(error)")))
                 }
             }
-            Self.timerLoop.next().scheduleTask(in: .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)) {
+            Self.timerLoop.next().scheduleTask(
+                in: .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)
+            ) {
                 finish(.failure(ResolutionFailed(host: host, reason: "no answer in \(timeout)")))
             }
         }

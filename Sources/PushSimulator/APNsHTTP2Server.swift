@@ -38,13 +38,14 @@ enum APNsHTTP2Server {
                 connections.add(channel)
                 return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
-                    try channel.pipeline.syncOperations.addHandler(NIOHTTP2Handler(
-                        mode: .server,
-                        initialSettings: [
-                            HTTP2Setting(parameter: .maxConcurrentStreams, value: 1000),
-                            HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
-                            HTTP2Setting(parameter: .maxHeaderListSize, value: 16 * 1024),
-                        ]))
+                    try channel.pipeline.syncOperations.addHandler(
+                        NIOHTTP2Handler(
+                            mode: .server,
+                            initialSettings: [
+                                HTTP2Setting(parameter: .maxConcurrentStreams, value: 1000),
+                                HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
+                                HTTP2Setting(parameter: .maxHeaderListSize, value: 16 * 1024),
+                            ]))
                     try channel.pipeline.syncOperations.addHandler(APNsFrameHandler(state: state))
                 }
             }

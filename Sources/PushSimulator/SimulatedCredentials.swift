@@ -1,8 +1,8 @@
 import Crypto
 import Foundation
+import PushConfiguration
 import PushModel
 import _CryptoExtras
-import PushConfiguration
 
 extension HubsConfiguration.Credentials {
     /// Fresh credentials for all four platforms whose endpoints are a simulator's: an APNs
@@ -17,7 +17,9 @@ extension HubsConfiguration.Credentials {
             fcm: .init(
                 projectId: "\(hub)-project", clientEmail: "pushhub@\(hub)-project.iam.gserviceaccount.com", privateKey: rsa.pemRepresentation,
                 tokenURI: "\(http)/oauth2/token", endpoint: http),
-            wns: .init(packageSid: "ms-app://s-1-15-2-\(UUID().uuidString)", secret: Base64URL.encode(Data(SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) })),
+            wns: .init(
+                packageSid: "ms-app://s-1-15-2-\(UUID().uuidString)",
+                secret: Base64URL.encode(Data(SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) })),
                 tokenURI: "\(http)/wns/token"),
             webPush: .init(
                 subject: "mailto:push@example.com", publicKey: Base64URL.encode(vapid.publicKey.x963Representation),

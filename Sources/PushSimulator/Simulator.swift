@@ -5,13 +5,13 @@ import Hummingbird
 import Logging
 import NIOCore
 import NIOSSL
+import PushConfiguration
 import PushModel
 import PushOps
 import PushProviders
 import ServiceLifecycle
 import Synchronization
 import _CryptoExtras
-import PushConfiguration
 
 /// What the simulator does wrong on purpose.
 public struct SimulatorFaults: Codable, Sendable, Equatable {
@@ -80,7 +80,9 @@ public final class PNSSimulator: Service, Sendable {
     public init(settings: SimulatorSettings, logger: Logger) throws {
         self.settings = settings
         self.logger = logger
-        state = try SimulatorState(hubs: settings.hubs, faults: settings.faults, deliveriesPerHandle: settings.deliveriesPerHandle, recordedHandles: settings.recordedHandles)
+        state = try SimulatorState(
+            hubs: settings.hubs, faults: settings.faults, deliveriesPerHandle: settings.deliveriesPerHandle, recordedHandles: settings.recordedHandles
+        )
     }
 
     /// The APNs base URL (`https://127.0.0.1:PORT`) and the plain one, once both listen.

@@ -32,7 +32,8 @@ public struct SimulatorCertificates: Sendable {
                 Critical(BasicConstraints.notCertificateAuthority)
                 Critical(KeyUsage(digitalSignature: true))
                 try ExtendedKeyUsage([.serverAuth])
-                SubjectAlternativeNames([.dnsName("localhost"), .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1]))] + names.map { .dnsName($0) })
+                SubjectAlternativeNames(
+                    [.dnsName("localhost"), .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1]))] + names.map { .dnsName($0) })
             },
             issuerPrivateKey: .init(caKey))
         return SimulatorCertificates(

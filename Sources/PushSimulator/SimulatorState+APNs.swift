@@ -1,16 +1,17 @@
 import Crypto
 import Foundation
-#if canImport(FoundationXML)
-import FoundationXML
-#endif
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import PushConfiguration
 import PushModel
 import PushProviders
 import Synchronization
 import _CryptoExtras
-import PushConfiguration
+
+#if canImport(FoundationXML)
+    import FoundationXML
+#endif
 
 /// The APNs simulator: provider tokens checked against the configured keys, Apple's reasons.
 extension SimulatorState {
@@ -34,7 +35,9 @@ extension SimulatorState {
                 return apnsError(403, "ExpiredProviderToken", faults)
             }
             guard let topic = header("apns-topic") else { return apnsError(400, "MissingTopic", faults) }
-            guard verified.bundleIds.contains(where: { topic == $0 || topic.hasPrefix($0 + ".") }) else { return apnsError(400, "TopicDisallowed", faults) }
+            guard verified.bundleIds.contains(where: { topic == $0 || topic.hasPrefix($0 + ".") }) else {
+                return apnsError(400, "TopicDisallowed", faults)
+            }
             if let type = header("apns-push-type"),
                 !["alert", "background", "location", "voip", "complication", "fileprovider", "mdm", "liveactivity", "pushtotalk"].contains(type)
             {
@@ -47,12 +50,16 @@ extension SimulatorState {
             guard payload.count <= 4096 else { return apnsError(413, "PayloadTooLarge", faults) }
             guard (try? JSONSerialization.jsonObject(with: payload)) is [String: Any] else { return apnsError(400, "BadPayload", faults) }
             if faults.isDead(token) { return apnsError(410, "Unregistered", faults, timestamp: true) }
-            if let injected = injected(faults, throttle: { apnsError(429, "TooManyRequests", faults) }, error: { apnsError(503, "ServiceUnavailable", faults) }) {
+            if let injected = injected(
+                faults, throttle: { apnsError(429, "TooManyRequests", faults) }, error: { apnsError(503, "ServiceUnavailable", faults) })
+            {
                 return injected
             }
-            record(.apns, handle: token, payload: String(decoding: payload, as: UTF8.self), header: header, names: [
-                "apns-topic", "apns-push-type", "apns-priority", "apns-expiration", "apns-collapse-id", "apns-id",
-            ])
+            record(
+                .apns, handle: token, payload: String(decoding: payload, as: UTF8.self), header: header,
+                names: [
+                    "apns-topic", "apns-push-type", "apns-priority", "apns-expiration", "apns-collapse-id", "apns-id",
+                ])
             return APNsAnswer(status: 200, headers: [("apns-id", header("apns-id") ?? UUID().uuidString)])
         }()
         count(.apns, answer.status)

@@ -1,16 +1,17 @@
 import Crypto
 import Foundation
-#if canImport(FoundationXML)
-import FoundationXML
-#endif
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import PushConfiguration
 import PushModel
 import PushProviders
 import Synchronization
 import _CryptoExtras
-import PushConfiguration
+
+#if canImport(FoundationXML)
+    import FoundationXML
+#endif
 
 /// The FCM v1 simulator and Google's token endpoint.
 extension SimulatorState {
@@ -25,7 +26,8 @@ extension SimulatorState {
             header["alg"] as? String == "RS256", let email = claims["iss"] as? String, let client = fcmClients[email],
             claims["scope"] as? String == FCMAccessTokens.scope, let expiry = claims["exp"] as? Int, expiry > Int(Date().timeIntervalSince1970),
             let signature = Base64URL.decode(parts[2]), let key = try? _RSA.Signing.PublicKey(derRepresentation: client.publicKey),
-            key.isValidSignature(_RSA.Signing.RSASignature(rawRepresentation: signature), for: Data("\(parts[0]).\(parts[1])".utf8), padding: .insecurePKCS1v1_5)
+            key.isValidSignature(
+                _RSA.Signing.RSASignature(rawRepresentation: signature), for: Data("\(parts[0]).\(parts[1])".utf8), padding: .insecurePKCS1v1_5)
         else {
             return Self.json(400, #"{"error":"invalid_grant","error_description":"Invalid JWT Signature."}"#)
         }

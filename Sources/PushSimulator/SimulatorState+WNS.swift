@@ -1,16 +1,17 @@
 import Crypto
 import Foundation
-#if canImport(FoundationXML)
-import FoundationXML
-#endif
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import PushConfiguration
 import PushModel
 import PushProviders
 import Synchronization
 import _CryptoExtras
-import PushConfiguration
+
+#if canImport(FoundationXML)
+    import FoundationXML
+#endif
 
 /// The WNS simulator and its token endpoint.
 extension SimulatorState {
@@ -37,16 +38,22 @@ extension SimulatorState {
             guard let type = request.headers[HTTPField.Name("X-WNS-Type")!], let expected = WNSResponse.contentType(forType: type) else {
                 return wnsError(400, "X-WNS-Type missing or invalid")
             }
-            guard request.headers[.contentType]?.lowercased().hasPrefix(expected) == true else { return wnsError(400, "Content-Type must be \(expected)") }
+            guard request.headers[.contentType]?.lowercased().hasPrefix(expected) == true else {
+                return wnsError(400, "Content-Type must be \(expected)")
+            }
             guard body.readableBytes <= 5000 else { return wnsError(413, "Payload exceeds 5000 bytes") }
             if expected == "text/xml", !WellFormedXML.check(Data(body.readableBytesView)) { return wnsError(400, "Invalid XML payload") }
             if faults.isDead(channel) { return wnsError(410, "Channel expired") }
-            if let injected = injected(faults, throttle: { self.wnsError(406, "Throttle limit exceeded") }, error: { self.wnsError(503, "Service unavailable") }) {
+            if let injected = injected(
+                faults, throttle: { self.wnsError(406, "Throttle limit exceeded") }, error: { self.wnsError(503, "Service unavailable") })
+            {
                 return injected
             }
-            record(.wns, handle: "wns/channel/\(channel)", payload: String(buffer: body), headers: request.headers, names: [
-                "X-WNS-Type", "X-WNS-TTL", "X-WNS-Tag", "X-WNS-Cache-Policy", "Content-Type",
-            ])
+            record(
+                .wns, handle: "wns/channel/\(channel)", payload: String(buffer: body), headers: request.headers,
+                names: [
+                    "X-WNS-Type", "X-WNS-TTL", "X-WNS-Tag", "X-WNS-Cache-Policy", "Content-Type",
+                ])
             var headers = HTTPFields()
             headers[HTTPField.Name("X-WNS-Status")!] = "received"
             headers[HTTPField.Name("X-WNS-Msg-ID")!] = String(UUID().uuidString.prefix(16))

@@ -1,16 +1,17 @@
 import Crypto
 import Foundation
-#if canImport(FoundationXML)
-import FoundationXML
-#endif
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import PushConfiguration
 import PushModel
 import PushProviders
 import Synchronization
 import _CryptoExtras
-import PushConfiguration
+
+#if canImport(FoundationXML)
+    import FoundationXML
+#endif
 
 /// The Web Push simulator: VAPID checked, payloads decrypted and recorded.
 extension SimulatorState {
@@ -22,13 +23,16 @@ extension SimulatorState {
                 verifyVAPID(authorization, audience: origin)
             else { return Self.text(401, "VAPID: missing or invalid authorization") }
             guard let ttl = request.headers[HTTPField.Name("TTL")!], Int(ttl) != nil else { return Self.text(400, "TTL header missing") }
-            guard request.headers[HTTPField.Name("Content-Encoding")!] == "aes128gcm" else { return Self.text(415, "Content-Encoding must be aes128gcm") }
+            guard request.headers[HTTPField.Name("Content-Encoding")!] == "aes128gcm" else {
+                return Self.text(415, "Content-Encoding must be aes128gcm")
+            }
             guard body.readableBytes <= 4096 else { return Self.text(413, "Payload too large") }
             if faults.isDead(id) { return Self.text(410, "push subscription has unsubscribed or expired") }
             let subscription = SimulatedSubscription(id: id)
             let plaintext: Data
             do throws(WebPushEncryption.Failure) {
-                plaintext = try WebPushEncryption.decrypt(Data(body.readableBytesView), userAgentKey: subscription.agreementKey, auth: subscription.auth)
+                plaintext = try WebPushEncryption.decrypt(
+                    Data(body.readableBytesView), userAgentKey: subscription.agreementKey, auth: subscription.auth)
             } catch {
                 return Self.text(400, "decryption failed: \(error.message)")
             }
@@ -38,7 +42,9 @@ extension SimulatorState {
             {
                 return injected
             }
-            record(.webpush, handle: "webpush/\(id)", payload: String(decoding: plaintext, as: UTF8.self), headers: request.headers, names: ["TTL", "Urgency", "Topic"])
+            record(
+                .webpush, handle: "webpush/\(id)", payload: String(decoding: plaintext, as: UTF8.self), headers: request.headers,
+                names: ["TTL", "Urgency", "Topic"])
             var headers = HTTPFields()
             headers[.location] = "/message/\(UUID().uuidString)"
             return Response(status: .created, headers: headers)

@@ -1,16 +1,17 @@
 import Crypto
 import Foundation
-#if canImport(FoundationXML)
-import FoundationXML
-#endif
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import PushConfiguration
 import PushModel
 import PushProviders
 import Synchronization
 import _CryptoExtras
-import PushConfiguration
+
+#if canImport(FoundationXML)
+    import FoundationXML
+#endif
 
 /// The simulator's credentials, counters, recorded deliveries and faults, and the handlers.
 final class SimulatorState: Sendable {
@@ -144,10 +145,11 @@ final class SimulatorState: Sendable {
         var object: [String: Any] = [:]
         for platform in Platform.allCases {
             let count = counts[platform] ?? Counts()
-            object[platform.rawValue] = [
-                "requests": count.requests, "delivered": count.statuses.filter { (200..<300).contains($0.key) }.values.reduce(0, +),
-                "statuses": Dictionary(uniqueKeysWithValues: count.statuses.map { (String($0.key), $0.value) }),
-            ] as [String: Any]
+            object[platform.rawValue] =
+                [
+                    "requests": count.requests, "delivered": count.statuses.filter { (200..<300).contains($0.key) }.values.reduce(0, +),
+                    "statuses": Dictionary(uniqueKeysWithValues: count.statuses.map { (String($0.key), $0.value) }),
+                ] as [String: Any]
         }
         object["tokenRequests"] = tokens
         return String(decoding: try! JSONSerialization.data(withJSONObject: object, options: .sortedKeys), as: UTF8.self)
@@ -161,8 +163,10 @@ final class SimulatorState: Sendable {
         if let url = URL(string: handle), url.scheme != nil { key = String(url.path.drop { $0 == "/" }) }
         let deliveries = mutable.withLock { $0.deliveries[key] ?? [] }
         let array = deliveries.map { delivery -> [String: Any] in
-            ["platform": delivery.platform.rawValue, "handle": delivery.handle, "payload": delivery.payload, "headers": delivery.headers,
-             "receivedAt": RFC3339.format(delivery.receivedAt)]
+            [
+                "platform": delivery.platform.rawValue, "handle": delivery.handle, "payload": delivery.payload, "headers": delivery.headers,
+                "receivedAt": RFC3339.format(delivery.receivedAt),
+            ]
         }
         return String(decoding: try! JSONSerialization.data(withJSONObject: array, options: [.sortedKeys, .withoutEscapingSlashes]), as: UTF8.self)
     }
@@ -188,7 +192,9 @@ final class SimulatorState: Sendable {
     static func form(_ buffer: ByteBuffer) -> [String: String] {
         var fields: [String: String] = [:]
         for pair in String(buffer: buffer).split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "" }
+            let parts = pair.split(separator: "=", maxSplits: 1).map {
+                String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? ""
+            }
             if parts.count == 2 { fields[parts[0]] = parts[1] }
         }
         return fields
@@ -207,7 +213,9 @@ final class WellFormedXML: NSObject, XMLParserDelegate {
         return parser.parse() && checker.depth == 0 && checker.roots == 1
     }
 
-    func parser(_ parser: XMLParser, didStartElement elementName: String, namespaceURI: String?, qualifiedName: String?, attributes: [String: String] = [:]) {
+    func parser(
+        _ parser: XMLParser, didStartElement elementName: String, namespaceURI: String?, qualifiedName: String?, attributes: [String: String] = [:]
+    ) {
         if depth == 0 { roots += 1 }
         depth += 1
     }

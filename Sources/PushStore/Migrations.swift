@@ -13,158 +13,173 @@ public enum Migrations {
             }
         let serial = "seq \(serialType)"
         return [
-            (1, [
-                """
-                CREATE TABLE registrations (
-                    \(serial),
-                    hub TEXT NOT NULL,
-                    registration_id TEXT NOT NULL,
-                    format TEXT NOT NULL,
-                    handle TEXT NOT NULL,
-                    p256dh TEXT,
-                    auth TEXT,
-                    tags TEXT NOT NULL,
-                    template_name TEXT,
-                    template_body TEXT,
-                    template_headers TEXT,
-                    template_expiry TEXT,
-                    installation_id TEXT,
-                    user_id TEXT,
-                    expires_at BIGINT,
-                    version BIGINT NOT NULL,
-                    updated_at BIGINT NOT NULL
-                )
-                """,
-                "CREATE UNIQUE INDEX registrations_by_id ON registrations (hub, registration_id)",
-                "CREATE INDEX registrations_by_hub ON registrations (hub, seq)",
-                "CREATE INDEX registrations_by_handle ON registrations (hub, handle)",
-                "CREATE INDEX registrations_by_installation ON registrations (hub, installation_id)",
-                "CREATE INDEX registrations_by_user ON registrations (hub, user_id)",
-                """
-                CREATE TABLE registration_tags (
-                    hub TEXT NOT NULL,
-                    tag TEXT NOT NULL,
-                    seq BIGINT NOT NULL REFERENCES registrations (seq) ON DELETE CASCADE,
-                    PRIMARY KEY (hub, tag, seq)
-                )
-                """,
-                "CREATE INDEX registration_tags_by_registration ON registration_tags (seq)",
-                """
-                CREATE TABLE installations (
-                    hub TEXT NOT NULL,
-                    installation_id TEXT NOT NULL,
-                    document TEXT NOT NULL,
-                    updated_at BIGINT NOT NULL,
-                    PRIMARY KEY (hub, installation_id)
-                )
-                """,
-                """
-                CREATE TABLE registration_ids (
-                    hub TEXT NOT NULL,
-                    registration_id TEXT NOT NULL,
-                    issued_at BIGINT NOT NULL,
-                    PRIMARY KEY (hub, registration_id)
-                )
-                """,
-                """
-                CREATE TABLE users (
-                    name TEXT PRIMARY KEY,
-                    password_hash TEXT NOT NULL,
-                    created_at BIGINT NOT NULL
-                )
-                """,
-            ]),
-            (2, [
-                """
-                CREATE TABLE notifications (
-                    notification_id TEXT PRIMARY KEY,
-                    hub TEXT NOT NULL,
-                    state TEXT NOT NULL,
-                    enqueued_at BIGINT NOT NULL,
-                    started_at BIGINT,
-                    ended_at BIGINT,
-                    expected BIGINT,
-                    received BIGINT NOT NULL,
-                    expired BIGINT NOT NULL,
-                    rejected BIGINT NOT NULL
-                )
-                """,
-                """
-                CREATE TABLE notification_counts (
-                    notification_id TEXT NOT NULL,
-                    platform TEXT NOT NULL,
-                    outcome TEXT NOT NULL,
-                    count BIGINT NOT NULL,
-                    PRIMARY KEY (notification_id, platform, outcome)
-                )
-                """,
-                """
-                CREATE TABLE result_receipts (
-                    notification_id TEXT NOT NULL,
-                    receipt TEXT NOT NULL,
-                    PRIMARY KEY (notification_id, receipt)
-                )
-                """,
-            ]),
-            (3, [
-                """
-                CREATE TABLE rich_payloads (
-                    id \(serialType),
-                    hub TEXT NOT NULL,
-                    sender TEXT NOT NULL,
-                    recipient TEXT NOT NULL,
-                    content_type TEXT NOT NULL,
-                    rich_type TEXT NOT NULL,
-                    message TEXT NOT NULL,
-                    payload TEXT NOT NULL,
-                    created_at BIGINT NOT NULL
-                )
-                """
-            ]),
-            (4, [
-                """
-                CREATE TABLE scheduled_notifications (
-                    notification_id TEXT PRIMARY KEY,
-                    hub TEXT NOT NULL,
-                    due_at BIGINT NOT NULL,
-                    request TEXT NOT NULL,
-                    state TEXT NOT NULL,
-                    claimed_by TEXT,
-                    claimed_at BIGINT
-                )
-                """,
-                "CREATE INDEX scheduled_by_due ON scheduled_notifications (state, due_at)",
-            ]),
+            (
+                1,
+                [
+                    """
+                    CREATE TABLE registrations (
+                        \(serial),
+                        hub TEXT NOT NULL,
+                        registration_id TEXT NOT NULL,
+                        format TEXT NOT NULL,
+                        handle TEXT NOT NULL,
+                        p256dh TEXT,
+                        auth TEXT,
+                        tags TEXT NOT NULL,
+                        template_name TEXT,
+                        template_body TEXT,
+                        template_headers TEXT,
+                        template_expiry TEXT,
+                        installation_id TEXT,
+                        user_id TEXT,
+                        expires_at BIGINT,
+                        version BIGINT NOT NULL,
+                        updated_at BIGINT NOT NULL
+                    )
+                    """,
+                    "CREATE UNIQUE INDEX registrations_by_id ON registrations (hub, registration_id)",
+                    "CREATE INDEX registrations_by_hub ON registrations (hub, seq)",
+                    "CREATE INDEX registrations_by_handle ON registrations (hub, handle)",
+                    "CREATE INDEX registrations_by_installation ON registrations (hub, installation_id)",
+                    "CREATE INDEX registrations_by_user ON registrations (hub, user_id)",
+                    """
+                    CREATE TABLE registration_tags (
+                        hub TEXT NOT NULL,
+                        tag TEXT NOT NULL,
+                        seq BIGINT NOT NULL REFERENCES registrations (seq) ON DELETE CASCADE,
+                        PRIMARY KEY (hub, tag, seq)
+                    )
+                    """,
+                    "CREATE INDEX registration_tags_by_registration ON registration_tags (seq)",
+                    """
+                    CREATE TABLE installations (
+                        hub TEXT NOT NULL,
+                        installation_id TEXT NOT NULL,
+                        document TEXT NOT NULL,
+                        updated_at BIGINT NOT NULL,
+                        PRIMARY KEY (hub, installation_id)
+                    )
+                    """,
+                    """
+                    CREATE TABLE registration_ids (
+                        hub TEXT NOT NULL,
+                        registration_id TEXT NOT NULL,
+                        issued_at BIGINT NOT NULL,
+                        PRIMARY KEY (hub, registration_id)
+                    )
+                    """,
+                    """
+                    CREATE TABLE users (
+                        name TEXT PRIMARY KEY,
+                        password_hash TEXT NOT NULL,
+                        created_at BIGINT NOT NULL
+                    )
+                    """,
+                ]
+            ),
+            (
+                2,
+                [
+                    """
+                    CREATE TABLE notifications (
+                        notification_id TEXT PRIMARY KEY,
+                        hub TEXT NOT NULL,
+                        state TEXT NOT NULL,
+                        enqueued_at BIGINT NOT NULL,
+                        started_at BIGINT,
+                        ended_at BIGINT,
+                        expected BIGINT,
+                        received BIGINT NOT NULL,
+                        expired BIGINT NOT NULL,
+                        rejected BIGINT NOT NULL
+                    )
+                    """,
+                    """
+                    CREATE TABLE notification_counts (
+                        notification_id TEXT NOT NULL,
+                        platform TEXT NOT NULL,
+                        outcome TEXT NOT NULL,
+                        count BIGINT NOT NULL,
+                        PRIMARY KEY (notification_id, platform, outcome)
+                    )
+                    """,
+                    """
+                    CREATE TABLE result_receipts (
+                        notification_id TEXT NOT NULL,
+                        receipt TEXT NOT NULL,
+                        PRIMARY KEY (notification_id, receipt)
+                    )
+                    """,
+                ]
+            ),
+            (
+                3,
+                [
+                    """
+                    CREATE TABLE rich_payloads (
+                        id \(serialType),
+                        hub TEXT NOT NULL,
+                        sender TEXT NOT NULL,
+                        recipient TEXT NOT NULL,
+                        content_type TEXT NOT NULL,
+                        rich_type TEXT NOT NULL,
+                        message TEXT NOT NULL,
+                        payload TEXT NOT NULL,
+                        created_at BIGINT NOT NULL
+                    )
+                    """
+                ]
+            ),
+            (
+                4,
+                [
+                    """
+                    CREATE TABLE scheduled_notifications (
+                        notification_id TEXT PRIMARY KEY,
+                        hub TEXT NOT NULL,
+                        due_at BIGINT NOT NULL,
+                        request TEXT NOT NULL,
+                        state TEXT NOT NULL,
+                        claimed_by TEXT,
+                        claimed_at BIGINT
+                    )
+                    """,
+                    "CREATE INDEX scheduled_by_due ON scheduled_notifications (state, due_at)",
+                ]
+            ),
             // Each sender's stored rich payloads, for their quota and retention.
             (5, ["CREATE INDEX rich_payloads_by_sender ON rich_payloads (hub, sender, created_at)"]),
             // Recovery: when a send must end (deadline), when it last moved (progress), what the
             // dispatch summary announced per platform, why it was given up; and the accepted
             // requests kept until they end, to publish again.
-            (6, [
-                "ALTER TABLE notifications ADD COLUMN deadline BIGINT",
-                "ALTER TABLE notifications ADD COLUMN progress_at BIGINT",
-                "ALTER TABLE notifications ADD COLUMN dispatched TEXT",
-                "ALTER TABLE notifications ADD COLUMN reason TEXT",
-                "CREATE INDEX notifications_open ON notifications (state, deadline)",
-                """
-                CREATE TABLE unfinished_sends (
-                    notification_id TEXT PRIMARY KEY,
-                    hub TEXT NOT NULL,
-                    request TEXT NOT NULL,
-                    published_at BIGINT NOT NULL,
-                    publishes BIGINT NOT NULL
-                )
-                """,
-                "CREATE INDEX unfinished_by_published ON unfinished_sends (published_at)",
-                // The targets of open notifications that have a result, each counted once.
-                """
-                CREATE TABLE result_targets (
-                    notification_id TEXT NOT NULL,
-                    target TEXT NOT NULL,
-                    PRIMARY KEY (notification_id, target)
-                )
-                """,
-            ]),
+            (
+                6,
+                [
+                    "ALTER TABLE notifications ADD COLUMN deadline BIGINT",
+                    "ALTER TABLE notifications ADD COLUMN progress_at BIGINT",
+                    "ALTER TABLE notifications ADD COLUMN dispatched TEXT",
+                    "ALTER TABLE notifications ADD COLUMN reason TEXT",
+                    "CREATE INDEX notifications_open ON notifications (state, deadline)",
+                    """
+                    CREATE TABLE unfinished_sends (
+                        notification_id TEXT PRIMARY KEY,
+                        hub TEXT NOT NULL,
+                        request TEXT NOT NULL,
+                        published_at BIGINT NOT NULL,
+                        publishes BIGINT NOT NULL
+                    )
+                    """,
+                    "CREATE INDEX unfinished_by_published ON unfinished_sends (published_at)",
+                    // The targets of open notifications that have a result, each counted once.
+                    """
+                    CREATE TABLE result_targets (
+                        notification_id TEXT NOT NULL,
+                        target TEXT NOT NULL,
+                        PRIMARY KEY (notification_id, target)
+                    )
+                    """,
+                ]
+            ),
         ]
     }
 

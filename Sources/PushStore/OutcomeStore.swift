@@ -67,7 +67,8 @@ extension ResultBatch {
         var hasher = SHA256()
         hasher.update(data: Data((platform?.rawValue ?? "-").utf8))
         for result in (results ?? []).sorted(by: { ($0.registrationId ?? $0.handle ?? "") < ($1.registrationId ?? $1.handle ?? "") }) {
-            hasher.update(data: Data("\n\(result.registrationId ?? "")\t\(result.handle ?? "")\t\(result.outcome == .rejected ? "rejected" : "")".utf8))
+            hasher.update(
+                data: Data("\n\(result.registrationId ?? "")\t\(result.handle ?? "")\t\(result.outcome == .rejected ? "rejected" : "")".utf8))
         }
         return hasher.finalize().map { String(format: "%02x", $0) }.joined()
     }

@@ -52,7 +52,10 @@ public final class PostgresDatabase: SQLDatabase {
         } catch let error as PostgresTransactionError {
             // The store's own errors come back as they were thrown, as they do on SQLite.
             if let closureError = error.closureError { throw closureError }
-            throw SQLError(message: "the PostgreSQL transaction failed: \(error.beginError ?? error.commitError ?? error.rollbackError.map { $0 as any Error } ?? error)")
+            throw SQLError(
+                message:
+                    "the PostgreSQL transaction failed: \(error.beginError ?? error.commitError ?? error.rollbackError.map { $0 as any Error } ?? error)"
+            )
         }
     }
 
@@ -137,7 +140,8 @@ struct PostgresSQLConnection: SQLConnection {
             // A program limit such as "statement too complex" (54xxx) or a syntax error (42601)
             // fails the same way next time; a revoked grant or a missing table may not.
             let permanent = state?.hasPrefix("54") == true || state == "42601"
-            return SQLError(message: "\(message) in: \(sql.prefix(200))", isConstraintViolation: state?.hasPrefix("23") == true, isPermanent: permanent)
+            return SQLError(
+                message: "\(message) in: \(sql.prefix(200))", isConstraintViolation: state?.hasPrefix("23") == true, isPermanent: permanent)
         }
         return SQLError(message: "\(error) in: \(sql.prefix(200))")
     }

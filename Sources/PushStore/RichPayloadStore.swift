@@ -69,22 +69,28 @@ extension SQLRegistrationStore: RichPayloadStore {
                 [.text(payload.hub), .text(payload.sender), SQLValue(now.addingTimeInterval(-quota.retention))])
             let usage = try await connection.query(
                 "SELECT COUNT(*) AS stored, COALESCE(SUM(LENGTH(payload)), 0) AS encoded FROM rich_payloads WHERE hub = ? AND sender = ?",
-                [.text(payload.hub), .text(payload.sender)]).first
+                [.text(payload.hub), .text(payload.sender)]
+            ).first
             let count = Int(usage?.integer("stored") ?? 0)
             let bytes = Int(usage?.integer("encoded") ?? 0) / 4 * 3
             guard count < quota.maximumCount else {
-                throw RichPayloadQuotaExceeded(description: "a user keeps at most \(quota.maximumCount) rich payloads; older ones go after \(Int(quota.retention / 3600)) hours")
+                throw RichPayloadQuotaExceeded(
+                    description: "a user keeps at most \(quota.maximumCount) rich payloads; older ones go after \(Int(quota.retention / 3600)) hours")
             }
             guard bytes + payload.bytes.count <= quota.maximumBytes else {
-                throw RichPayloadQuotaExceeded(description: "a user keeps at most \(quota.maximumBytes) bytes of rich payloads; older ones go after \(Int(quota.retention / 3600)) hours")
+                throw RichPayloadQuotaExceeded(
+                    description:
+                        "a user keeps at most \(quota.maximumBytes) bytes of rich payloads; older ones go after \(Int(quota.retention / 3600)) hours")
             }
             let rows = try await connection.query(
                 """
                 INSERT INTO rich_payloads (hub, sender, recipient, content_type, rich_type, message, payload, created_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
                 """,
-                [.text(payload.hub), .text(payload.sender), .text(payload.recipient), .text(payload.contentType), .text(payload.richType),
-                 .text(payload.message), .text(payload.bytes.base64EncodedString()), SQLValue(now)])
+                [
+                    .text(payload.hub), .text(payload.sender), .text(payload.recipient), .text(payload.contentType), .text(payload.richType),
+                    .text(payload.message), .text(payload.bytes.base64EncodedString()), SQLValue(now),
+                ])
             guard let id = rows.first?.integer("id") else { throw SQLError(message: "the rich payload insert returned no id") }
             var stored = payload
             stored.id = id
@@ -101,8 +107,10 @@ extension SQLRegistrationStore: RichPayloadStore {
     public func richPayload(hub: String, id: Int64, retention: TimeInterval) async throws -> RichPayload? {
         let oldest = Date().addingTimeInterval(-retention)
         return try await database.read { connection in
-            guard let row = try await connection.query(
-                "SELECT * FROM rich_payloads WHERE hub = ? AND id = ? AND created_at >= ?", [.text(hub), .integer(id), SQLValue(oldest)]).first,
+            guard
+                let row = try await connection.query(
+                    "SELECT * FROM rich_payloads WHERE hub = ? AND id = ? AND created_at >= ?", [.text(hub), .integer(id), SQLValue(oldest)]
+                ).first,
                 let bytes = row.text("payload").flatMap({ Data(base64Encoded: $0) })
             else { return nil }
             return RichPayload(

@@ -5,13 +5,15 @@ extension SQLRegistrationStore: OutcomeStore {
     public func recordEnqueued(_ request: SendRequest, deadline: Date, keep: Bool, now: Date) async throws {
         let text = keep ? String(decoding: try WireCoding.encode(request), as: UTF8.self) : nil
         try await database.write { connection in
-            try await Self.insertEnqueued(request.notificationId, hub: request.hub, enqueuedAt: request.enqueuedAt, deadline: deadline, now: now, on: connection)
+            try await Self.insertEnqueued(
+                request.notificationId, hub: request.hub, enqueuedAt: request.enqueuedAt, deadline: deadline, now: now, on: connection)
             if let text { try await Self.keep(request, text: text, publishedAt: now, on: connection) }
         }
     }
 
     /// The notification's row, state Enqueued, unless it exists.
-    static func insertEnqueued(_ id: String, hub: String, enqueuedAt: Date, deadline: Date?, now: Date, on connection: any SQLConnection) async throws {
+    static func insertEnqueued(_ id: String, hub: String, enqueuedAt: Date, deadline: Date?, now: Date, on connection: any SQLConnection) async throws
+    {
         try await connection.execute(
             """
             INSERT INTO notifications (notification_id, hub, state, enqueued_at, deadline, progress_at, received, expired, rejected)
@@ -44,7 +46,8 @@ extension SQLRegistrationStore: OutcomeStore {
 
     /// How many graces a kept send waits after its n-th publish before the next: 1, 2, 4, 8,
     /// then 16.
-    static let backoffGraces = "(CASE WHEN u.publishes <= 1 THEN 1 WHEN u.publishes = 2 THEN 2 WHEN u.publishes = 3 THEN 4 WHEN u.publishes = 4 THEN 8 ELSE 16 END)"
+    static let backoffGraces =
+        "(CASE WHEN u.publishes <= 1 THEN 1 WHEN u.publishes = 2 THEN 2 WHEN u.publishes = 3 THEN 4 WHEN u.publishes = 4 THEN 8 ELSE 16 END)"
 
     public func claimUnfinished(now: Date, grace: TimeInterval, maximumPublishes: Int, limit: Int) async throws -> [SendRequest] {
         let graceMs = Int64((grace * 1000).rounded())
@@ -62,9 +65,11 @@ extension SQLRegistrationStore: OutcomeStore {
                 AND published_at + ? * \(Self.backoffGraces.replacingOccurrences(of: "u.", with: "")) < ? AND publishes < ?
                 RETURNING notification_id, request
                 """,
-                [SQLValue(now), .integer(graceMs), SQLValue(now), .integer(Int64(maximumPublishes)),
-                 SQLValue(now.addingTimeInterval(-grace)), .integer(Int64(limit)),
-                 .integer(graceMs), SQLValue(now), .integer(Int64(maximumPublishes))])
+                [
+                    SQLValue(now), .integer(graceMs), SQLValue(now), .integer(Int64(maximumPublishes)),
+                    SQLValue(now.addingTimeInterval(-grace)), .integer(Int64(limit)),
+                    .integer(graceMs), SQLValue(now), .integer(Int64(maximumPublishes)),
+                ])
         }
         var requests: [SendRequest] = []
         for row in rows {
@@ -102,14 +107,16 @@ extension SQLRegistrationStore: OutcomeStore {
                 // The state changes first, under the row's lock and with the same conditions, so
                 // a result recorded meanwhile either keeps the send open (it progressed) or comes
                 // after and is not counted.
-                guard let row = try await connection.query(
-                    """
-                    UPDATE notifications SET state = ?, ended_at = ?
-                    WHERE notification_id = ? AND state IN \(Self.openStates) AND (progress_at IS NULL OR progress_at < ?)
-                    RETURNING hub, expected, dispatched
-                    """,
-                    [.text(NotificationState.abandoned.rawValue), SQLValue(now), .text(id), SQLValue(quietSince)]
-                ).first, let hub = row.text("hub") else { continue }
+                guard
+                    let row = try await connection.query(
+                        """
+                        UPDATE notifications SET state = ?, ended_at = ?
+                        WHERE notification_id = ? AND state IN \(Self.openStates) AND (progress_at IS NULL OR progress_at < ?)
+                        RETURNING hub, expected, dispatched
+                        """,
+                        [.text(NotificationState.abandoned.rawValue), SQLValue(now), .text(id), SQLValue(quietSince)]
+                    ).first, let hub = row.text("hub")
+                else { continue }
                 // Per platform: what the summary announced, less what was reported.
                 var unreported: [String: Int64] = [:]
                 var reported: Int64 = 0
@@ -131,7 +138,8 @@ extension SQLRegistrationStore: OutcomeStore {
                 } else if reported > 0 {
                     reason = "no progress by the deadline: \(reported) targets reported, but the dispatcher never said how many it dispatched"
                 } else {
-                    reason = "no progress by the deadline: never dispatched (the request was lost before the dispatcher read it, or no dispatcher ran)"
+                    reason =
+                        "no progress by the deadline: never dispatched (the request was lost before the dispatcher read it, or no dispatcher ran)"
                 }
                 try await connection.execute(
                     "UPDATE notifications SET reason = ?, received = received + ?, expired = expired + ? WHERE notification_id = ?",
@@ -219,8 +227,10 @@ extension SQLRegistrationStore: OutcomeStore {
                         UPDATE notifications SET received = received + ?, expired = expired + ?, rejected = rejected + ?,
                             started_at = COALESCE(started_at, ?) WHERE notification_id = ?
                         """,
-                        [.integer(Int64(total)), .integer(Int64(counts[.expired] ?? 0)), .integer(Int64(counts[.rejected] ?? 0)),
-                         SQLValue(now), .text(id)])
+                        [
+                            .integer(Int64(total)), .integer(Int64(counts[.expired] ?? 0)), .integer(Int64(counts[.rejected] ?? 0)),
+                            SQLValue(now), .text(id),
+                        ])
                 }
             }
             guard fresh else { return false }
@@ -232,13 +242,16 @@ extension SQLRegistrationStore: OutcomeStore {
 
     /// Moves a notification to the state its counts call for; a cancelled one stays so.
     private static func settleState(_ id: String, now: Date, on connection: any SQLConnection) async throws {
-        guard let row = try await connection.query(
-            "SELECT state, expected, received, expired, rejected FROM notifications WHERE notification_id = ?", [.text(id)]
-        ).first, let current = row.text("state").flatMap(NotificationState.init(rawValue:)), !current.hasEnded
+        guard
+            let row = try await connection.query(
+                "SELECT state, expected, received, expired, rejected FROM notifications WHERE notification_id = ?", [.text(id)]
+            ).first, let current = row.text("state").flatMap(NotificationState.init(rawValue:)), !current.hasEnded
         else { return }
-        let state = current.settled(by: NotificationState.Tally(
-            expected: row.integer("expected").map(Int.init), received: Int(row.integer("received") ?? 0), expired: Int(row.integer("expired") ?? 0),
-            rejected: Int(row.integer("rejected") ?? 0)))
+        let state = current.settled(
+            by: NotificationState.Tally(
+                expected: row.integer("expected").map(Int.init), received: Int(row.integer("received") ?? 0),
+                expired: Int(row.integer("expired") ?? 0),
+                rejected: Int(row.integer("rejected") ?? 0)))
         let ended = state.hasEnded
         try await connection.execute(
             "UPDATE notifications SET state = ?, ended_at = CASE WHEN ? = 1 THEN COALESCE(ended_at, ?) ELSE NULL END WHERE notification_id = ?",
@@ -248,11 +261,14 @@ extension SQLRegistrationStore: OutcomeStore {
 
     public func notification(hub: String, id: String) async throws -> NotificationOutcome? {
         try await database.read { connection in
-            guard let row = try await connection.query(
-                "SELECT * FROM notifications WHERE notification_id = ? AND hub = ?", [.text(id), .text(hub)]
-            ).first else { return nil }
+            guard
+                let row = try await connection.query(
+                    "SELECT * FROM notifications WHERE notification_id = ? AND hub = ?", [.text(id), .text(hub)]
+                ).first
+            else { return nil }
             var counts: [Platform: [Outcome: Int]] = [:]
-            for count in try await connection.query("SELECT platform, outcome, count FROM notification_counts WHERE notification_id = ?", [.text(id)]) {
+            for count in try await connection.query("SELECT platform, outcome, count FROM notification_counts WHERE notification_id = ?", [.text(id)])
+            {
                 guard let platform = count.text("platform").flatMap(Platform.init(rawValue:)),
                     let outcome = count.text("outcome").flatMap(Outcome.init(rawValue:))
                 else { continue }
@@ -268,9 +284,11 @@ extension SQLRegistrationStore: OutcomeStore {
 
     public func pruneInvalidHandle(hub: String, registrationId: String) async throws {
         try await database.write { connection in
-            guard let row = try await connection.query(
-                "SELECT seq, installation_id FROM registrations WHERE hub = ? AND registration_id = ?", [.text(hub), .text(registrationId)]
-            ).first else { return }
+            guard
+                let row = try await connection.query(
+                    "SELECT seq, installation_id FROM registrations WHERE hub = ? AND registration_id = ?", [.text(hub), .text(registrationId)]
+                ).first
+            else { return }
             if let installationId = row.text("installation_id") {
                 try await connection.execute("DELETE FROM registrations WHERE hub = ? AND installation_id = ?", [.text(hub), .text(installationId)])
                 if let document = try await connection.query(

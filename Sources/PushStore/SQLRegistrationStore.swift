@@ -71,7 +71,8 @@ public final class SQLRegistrationStore: RegistrationStore {
         return try WireCoding.makeDecoder().decode(Installation.self, from: Data(document.utf8))
     }
 
-    private static func writeInstallation(_ installation: Installation, document: String, hub: String, on connection: any SQLConnection) async throws {
+    private static func writeInstallation(_ installation: Installation, document: String, hub: String, on connection: any SQLConnection) async throws
+    {
         let now = SQLValue(installation.lastUpdate ?? Date())
         // The installation row is written first: on PostgreSQL its lock orders concurrent
         // writers of the same installation, so their registration rewrites do not interleave.
@@ -194,7 +195,9 @@ public final class SQLRegistrationStore: RegistrationStore {
         }
     }
 
-    public func registrations(hub: String, matching query: RegistrationQuery, after cursor: RegistrationCursor?, limit: Int) async throws -> RegistrationPage {
+    public func registrations(hub: String, matching query: RegistrationQuery, after cursor: RegistrationCursor?, limit: Int) async throws
+        -> RegistrationPage
+    {
         let limit = max(1, limit)
         let after = Int64(cursor?.position ?? 0)
         return try await database.read { connection in
@@ -227,7 +230,9 @@ public final class SQLRegistrationStore: RegistrationStore {
     }
 
     /// Registrations in `seq` order with an optional filter.
-    private static func scan(hub: String, filter: (sql: String, binds: [SQLValue])?, after: Int64, limit: Int, on connection: any SQLConnection) async throws -> RegistrationPage {
+    private static func scan(hub: String, filter: (sql: String, binds: [SQLValue])?, after: Int64, limit: Int, on connection: any SQLConnection)
+        async throws -> RegistrationPage
+    {
         let condition = filter.map { " AND \($0.sql)" } ?? ""
         let rows = try await connection.query(
             "SELECT r.* FROM registrations r WHERE r.hub = ? AND r.seq > ?\(condition) ORDER BY r.seq LIMIT ?",
@@ -239,7 +244,9 @@ public final class SQLRegistrationStore: RegistrationStore {
 
     /// Starts from the tag index: the next `limit` registrations carrying any driving tag
     /// (each tag's index range read in order, merged), then the whole expression as a filter.
-    private static func pageByTags(hub: String, driving: [String], filter: (sql: String, binds: [SQLValue]), after: Int64, limit: Int, on connection: any SQLConnection) async throws -> RegistrationPage {
+    private static func pageByTags(
+        hub: String, driving: [String], filter: (sql: String, binds: [SQLValue]), after: Int64, limit: Int, on connection: any SQLConnection
+    ) async throws -> RegistrationPage {
         let perTag = "SELECT seq FROM (SELECT seq FROM registration_tags WHERE hub = ? AND tag = ? AND seq > ? ORDER BY seq LIMIT ?) AS t"
         let union = Array(repeating: perTag, count: driving.count).joined(separator: " UNION ")
         var binds: [SQLValue] = []

@@ -38,11 +38,12 @@ public final class SQLiteDatabase: SQLDatabase {
         try writerConnection.run("PRAGMA synchronous=NORMAL")
         try writerConnection.run("PRAGMA foreign_keys=ON")
         writer = ConnectionLease([writerConnection])
-        readers = ConnectionLease(try (0..<max(1, readerCount)).map { _ in
-            let reader = try SQLiteConnection(path: path)
-            try reader.run("PRAGMA foreign_keys=ON")
-            return reader
-        })
+        readers = ConnectionLease(
+            try (0..<max(1, readerCount)).map { _ in
+                let reader = try SQLiteConnection(path: path)
+                try reader.run("PRAGMA foreign_keys=ON")
+                return reader
+            })
     }
 
     public func read<T: Sendable>(_ body: @Sendable (any SQLConnection) async throws -> T) async throws -> T {
@@ -51,26 +52,26 @@ public final class SQLiteDatabase: SQLDatabase {
 
     public func write<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) async throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-                let job = WriteJob { connection in
-                    do {
-                        try connection.run("SAVEPOINT pushhub_write")
-                        let value = try await body(connection)
-                        try connection.run("RELEASE pushhub_write")
-                        return { outcome in continuation.resume(with: outcome.map { value }) }
-                    } catch {
-                        try? connection.run("ROLLBACK TO pushhub_write")
-                        try? connection.run("RELEASE pushhub_write")
-                        continuation.resume(throwing: error)
-                        return nil
-                    }
+            let job = WriteJob { connection in
+                do {
+                    try connection.run("SAVEPOINT pushhub_write")
+                    let value = try await body(connection)
+                    try connection.run("RELEASE pushhub_write")
+                    return { outcome in continuation.resume(with: outcome.map { value }) }
+                } catch {
+                    try? connection.run("ROLLBACK TO pushhub_write")
+                    try? connection.run("RELEASE pushhub_write")
+                    continuation.resume(throwing: error)
+                    return nil
                 }
-                let startCommitter = pending.withLock { state -> Bool in
-                    state.jobs.append(job)
-                    guard !state.committing else { return false }
-                    state.committing = true
-                    return true
-                }
-                if startCommitter { Task { await self.commitPending() } }
+            }
+            let startCommitter = pending.withLock { state -> Bool in
+                state.jobs.append(job)
+                guard !state.committing else { return false }
+                state.committing = true
+                return true
+            }
+            if startCommitter { Task { await self.commitPending() } }
         }
     }
 
@@ -120,7 +121,9 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
     static let maximumCachedStatements = 256
     /// What SQLite says of a statement too large or deep to compile; other errors (a missing
     /// table during an upgrade, a busy database) may pass later.
-    static let refusedShapes = ["parser stack overflow", "too many terms", "Expression tree is too large", "too many SQL variables", "pattern too complex"]
+    static let refusedShapes = [
+        "parser stack overflow", "too many terms", "Expression tree is too large", "too many SQL variables", "pattern too complex",
+    ]
 
     init(path: String) throws {
         var handle: OpaquePointer?

@@ -60,10 +60,14 @@ extension SQLRegistrationStore: ScheduleStore {
                 AND due_at <= ? AND (state = ? OR (state = ? AND claimed_at < ?))
                 RETURNING request
                 """,
-                [.text(ScheduleState.claimed.rawValue), .text(claimant), SQLValue(now),
-                 SQLValue(now), .text(ScheduleState.pending.rawValue), .text(ScheduleState.claimed.rawValue), SQLValue(now.addingTimeInterval(-staleAfter)),
-                 .integer(Int64(limit)),
-                 SQLValue(now), .text(ScheduleState.pending.rawValue), .text(ScheduleState.claimed.rawValue), SQLValue(now.addingTimeInterval(-staleAfter))])
+                [
+                    .text(ScheduleState.claimed.rawValue), .text(claimant), SQLValue(now),
+                    SQLValue(now), .text(ScheduleState.pending.rawValue), .text(ScheduleState.claimed.rawValue),
+                    SQLValue(now.addingTimeInterval(-staleAfter)),
+                    .integer(Int64(limit)),
+                    SQLValue(now), .text(ScheduleState.pending.rawValue), .text(ScheduleState.claimed.rawValue),
+                    SQLValue(now.addingTimeInterval(-staleAfter)),
+                ])
             return try rows.compactMap { $0.text("request") }.map { try WireCoding.decode(SendRequest.self, from: Data($0.utf8)) }
         }
     }
@@ -72,7 +76,8 @@ extension SQLRegistrationStore: ScheduleStore {
         let text = keep ? String(decoding: try WireCoding.encode(request), as: UTF8.self) : nil
         try await database.write { connection in
             try await connection.execute(
-                "UPDATE scheduled_notifications SET state = ? WHERE notification_id = ?", [.text(ScheduleState.released.rawValue), .text(request.notificationId)])
+                "UPDATE scheduled_notifications SET state = ? WHERE notification_id = ?",
+                [.text(ScheduleState.released.rawValue), .text(request.notificationId)])
             // The send may have ended already (a small one on a fast pipeline): then there is
             // nothing to keep.
             let open = try await connection.query(

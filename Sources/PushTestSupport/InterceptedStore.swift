@@ -19,7 +19,9 @@ public struct InterceptedStore: RegistrationStore {
         self.intercept = intercept
     }
 
-    public func registrations(hub: String, matching query: RegistrationQuery, after cursor: RegistrationCursor?, limit: Int) async throws -> RegistrationPage {
+    public func registrations(hub: String, matching query: RegistrationQuery, after cursor: RegistrationCursor?, limit: Int) async throws
+        -> RegistrationPage
+    {
         try await intercept(.registrations(hub: hub, query: query))
         return try await inner.registrations(hub: hub, matching: query, after: cursor, limit: limit)
     }
@@ -29,7 +31,9 @@ public struct InterceptedStore: RegistrationStore {
         return try await inner.installation(hub: hub, id: id)
     }
 
-    public func upsertInstallation(_ installation: Installation, hub: String) async throws -> Installation { try await inner.upsertInstallation(installation, hub: hub) }
+    public func upsertInstallation(_ installation: Installation, hub: String) async throws -> Installation {
+        try await inner.upsertInstallation(installation, hub: hub)
+    }
     public func patchInstallation(hub: String, id: String, _ operations: [InstallationPatchOperation]) async throws -> Installation {
         try await inner.patchInstallation(hub: hub, id: id, operations)
     }
@@ -42,7 +46,9 @@ public struct InterceptedStore: RegistrationStore {
     public func deleteRegistration(hub: String, id: String, ifMatch: Int64?) async throws -> Bool {
         try await inner.deleteRegistration(hub: hub, id: id, ifMatch: ifMatch)
     }
-    public func registrationIdState(hub: String, id: String) async throws -> RegistrationIdState { try await inner.registrationIdState(hub: hub, id: id) }
+    public func registrationIdState(hub: String, id: String) async throws -> RegistrationIdState {
+        try await inner.registrationIdState(hub: hub, id: id)
+    }
     public func importRegistrations(_ registrations: [Registration]) async throws { try await inner.importRegistrations(registrations) }
     public func setUser(name: String, passwordHash: String) async throws { try await inner.setUser(name: name, passwordHash: passwordHash) }
     public func passwordHash(user: String) async throws -> String? { try await inner.passwordHash(user: user) }

@@ -7,7 +7,9 @@ public enum ProcessLaunch {
     /// Runs `arguments` (the first looked up in PATH) to the end; its exit status and its
     /// standard output and error together. The waiting happens on a thread of its own, never
     /// on Swift's cooperative pool: two tests waiting there would stall every other test.
-    public static func output(_ arguments: [String], environment: [String: String] = [:], removing: [String] = []) async throws -> (status: Int32, output: String) {
+    public static func output(_ arguments: [String], environment: [String: String] = [:], removing: [String] = []) async throws -> (
+        status: Int32, output: String
+    ) {
         try await withCheckedThrowingContinuation { continuation in
             Thread { continuation.resume(with: Result { try blockingOutput(arguments, environment: environment, removing: removing) }) }.start()
         }

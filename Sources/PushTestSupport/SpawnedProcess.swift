@@ -1,8 +1,9 @@
 import CSpawn
 import Foundation
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Test support only (no production target depends on it).
@@ -52,7 +53,8 @@ public final class SpawnedProcess: Sendable {
             for pointer in envp { free(pointer) }
         }
         var child: pid_t = 0
-        let result = executable.contains("/")
+        let result =
+            executable.contains("/")
             ? posix_spawn(&child, executable, &actions, nil, argv, envp)
             : posix_spawnp(&child, executable, &actions, nil, argv, envp)
         for descriptor in [toChild[0], fromChild[1]] where descriptor >= 0 { close(descriptor) }

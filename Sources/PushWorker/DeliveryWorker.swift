@@ -100,10 +100,13 @@ public final class DeliveryWorker: Service, Sendable {
             } catch {
                 // Kafka away makes every batch fail alike: one line per kind every 10 s.
                 if let held = logLimiter.shouldLog("\(record.topic) \(type(of: error))") {
-                    logger.error("batch not finished, will retry", metadata: [
-                        "kafka.topic": "\(record.topic)", "kafka.offset": "\(record.offset)", "pushhub.notification_id": "\(record.keyString ?? "")",
-                        "pushhub.error": "\(error)", "pushhub.not_logged": "\(held)",
-                    ])
+                    logger.error(
+                        "batch not finished, will retry",
+                        metadata: [
+                            "kafka.topic": "\(record.topic)", "kafka.offset": "\(record.offset)",
+                            "pushhub.notification_id": "\(record.keyString ?? "")",
+                            "pushhub.error": "\(error)", "pushhub.not_logged": "\(held)",
+                        ])
                 }
                 if draining.isStarted || Task.isCancelled { return }
                 try? await Task.sleep(for: delay)
@@ -154,13 +157,15 @@ public final class DeliveryWorker: Service, Sendable {
             switch end {
             case .final(let target, let answer, let calls):
                 let outcome = answer.classification.finalOutcome
-                results.append(DeliveryResult(
-                    registrationId: target.registrationId, handle: target.handle, outcome: outcome, pnsStatus: answer.status,
-                    pnsReason: answer.reason ?? Self.reason(answer.classification), attempts: batch.attempt - 1 + calls, dwellMs: dwellMs))
+                results.append(
+                    DeliveryResult(
+                        registrationId: target.registrationId, handle: target.handle, outcome: outcome, pnsStatus: answer.status,
+                        pnsReason: answer.reason ?? Self.reason(answer.classification), attempts: batch.attempt - 1 + calls, dwellMs: dwellMs))
             case .expired(let target, let calls):
-                results.append(DeliveryResult(
-                    registrationId: target.registrationId, handle: target.handle, outcome: .expired, pnsReason: "expiresAt passed",
-                    attempts: batch.attempt - 1 + calls, dwellMs: dwellMs))
+                results.append(
+                    DeliveryResult(
+                        registrationId: target.registrationId, handle: target.handle, outcome: .expired, pnsReason: "expiresAt passed",
+                        attempts: batch.attempt - 1 + calls, dwellMs: dwellMs))
             case .handBack(let target, let after, let answer):
                 handBack.append(target)
                 wait = max(wait, after)
@@ -171,7 +176,8 @@ public final class DeliveryWorker: Service, Sendable {
         metrics.handedBack.increment(by: handBack.count)
         var outgoing: [KafkaOutgoingRecord] = []
         if !results.isEmpty {
-            let value = try WireCoding.encode(ResultBatch(notificationId: batch.notificationId, hub: batch.hub, platform: batch.platform, results: results))
+            let value = try WireCoding.encode(
+                ResultBatch(notificationId: batch.notificationId, hub: batch.hub, platform: batch.platform, results: results))
             outgoing.append(KafkaOutgoingRecord(topic: settings.topics.results, key: batch.notificationId, value: value))
         }
         if !handBack.isEmpty {
@@ -181,12 +187,16 @@ public final class DeliveryWorker: Service, Sendable {
             next.targets = handBack
             next.enqueuedAt = enqueuedAt
             next.expiresAt = expiresAt
-            outgoing.append(KafkaOutgoingRecord(
-                topic: settings.topics.deliveries(settings.platform), key: record.key, value: try WireCoding.encode(next)))
-            logger.info("targets handed back", metadata: [
-                "pushhub.notification_id": "\(batch.notificationId)", "pushhub.targets": "\(handBack.count)", "pushhub.attempt": "\(next.attempt)",
-                "pushhub.pns_status": "\(lastAnswer?.status.map(String.init) ?? "-")", "pushhub.pns_reason": "\(lastAnswer?.reason ?? "-")",
-            ])
+            outgoing.append(
+                KafkaOutgoingRecord(
+                    topic: settings.topics.deliveries(settings.platform), key: record.key, value: try WireCoding.encode(next)))
+            logger.info(
+                "targets handed back",
+                metadata: [
+                    "pushhub.notification_id": "\(batch.notificationId)", "pushhub.targets": "\(handBack.count)",
+                    "pushhub.attempt": "\(next.attempt)",
+                    "pushhub.pns_status": "\(lastAnswer?.status.map(String.init) ?? "-")", "pushhub.pns_reason": "\(lastAnswer?.reason ?? "-")",
+                ])
         }
         return outgoing
     }
@@ -237,7 +247,9 @@ public final class DeliveryWorker: Service, Sendable {
     struct PayloadProblem: Error, CustomStringConvertible { var description: String }
 
     /// The delivery for one target: the native body, or its template filled.
-    static func prepare(_ target: DeliveryBatch.Target, of batch: DeliveryBatch, renderer: TemplateRenderer, expiresAt: Date) -> Result<PNSDelivery, PayloadProblem> {
+    static func prepare(_ target: DeliveryBatch.Target, of batch: DeliveryBatch, renderer: TemplateRenderer, expiresAt: Date) -> Result<
+        PNSDelivery, PayloadProblem
+    > {
         var delivery = PNSDelivery(
             hub: batch.hub, notificationId: batch.notificationId, handle: target.handle, webPush: target.webPush,
             format: batch.format ?? batch.platform.templateFormat, body: batch.body, headers: batch.headers, expiresAt: expiresAt)
@@ -286,14 +298,19 @@ struct WorkerMetrics: Sendable {
 
     init(platform: Platform, metrics: MetricsRegistry = .shared) {
         let labels = ["platform": platform.rawValue]
-        outcomes = Dictionary(uniqueKeysWithValues: Outcome.allCases.map { outcome in
-            (outcome, metrics.counter(
-                "pushhub_deliveries_total", help: "Targets that ended, by platform and outcome.",
-                labels: labels.merging(["outcome": outcome.rawValue]) { $1 }))
-        })
+        outcomes = Dictionary(
+            uniqueKeysWithValues: Outcome.allCases.map { outcome in
+                (
+                    outcome,
+                    metrics.counter(
+                        "pushhub_deliveries_total", help: "Targets that ended, by platform and outcome.",
+                        labels: labels.merging(["outcome": outcome.rawValue]) { $1 })
+                )
+            })
         latency = metrics.histogram("pushhub_pns_request_duration_seconds", help: "Time a PNS took to answer, by platform.", labels: labels)
         retries = metrics.counter("pushhub_pns_retries_total", help: "Retried PNS requests, by platform.", labels: labels)
-        handedBack = metrics.counter("pushhub_targets_handed_back_total", help: "Targets handed back to wait for a later pass, by platform.", labels: labels)
+        handedBack = metrics.counter(
+            "pushhub_targets_handed_back_total", help: "Targets handed back to wait for a later pass, by platform.", labels: labels)
     }
 }
 

@@ -1,10 +1,10 @@
 import Foundation
+import Logging
+import PushConfiguration
+import PushKafka
 import PushModel
 import PushProviders
-import PushKafka
-import Logging
 import ServiceLifecycle
-import PushConfiguration
 
 /// The provider of one platform, with the credentials of every hub that has some.
 public enum ProviderFactory {
@@ -17,7 +17,8 @@ public enum ProviderFactory {
         case .fcm:
             return try FCMProvider(hubs: hubs.hubs.reduce(into: [:]) { $0[$1.name] = $1.credentials.fcm }, http: http, now: now)
         case .wns:
-            return WNSProvider(hubs: hubs.hubs.reduce(into: [:]) { $0[$1.name] = $1.credentials.wns }, endpoints: endpoints(hubs), http: http, now: now)
+            return WNSProvider(
+                hubs: hubs.hubs.reduce(into: [:]) { $0[$1.name] = $1.credentials.wns }, endpoints: endpoints(hubs), http: http, now: now)
         case .webpush:
             var keys: [String: VAPID] = [:]
             for hub in hubs.hubs {

@@ -1,12 +1,12 @@
 import ArgumentParser
 import Foundation
+import PushConfiguration
 import PushEnvironment
 import PushKafka
 import PushModel
 import PushOps
 import PushProviders
 import ServiceLifecycle
-import PushConfiguration
 
 /// The command line of `pushhub-apns-worker`, `-fcm-worker`, `-wns-worker` and `-webpush-worker`.
 public struct WorkerOptions: ParsableArguments {

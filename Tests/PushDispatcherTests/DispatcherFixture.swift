@@ -31,11 +31,13 @@ final class DispatcherFixture: Sendable {
         var settings = DispatcherSettings(topics: topics, hubs: ["myhub"])
         settings.retryBudget = budget
         // As a process composes it: the dispatcher's part from its builder, the producer before it.
-        let wiring = KafkaWiring(servers: cluster.bootstrapServers, topics: topics, producer: producer, tuneConsumer: { $0.sessionTimeout = .seconds(3) })
+        let wiring = KafkaWiring(
+            servers: cluster.bootstrapServers, topics: topics, producer: producer, tuneConsumer: { $0.sessionTimeout = .seconds(3) })
         let services = try makeDispatcherServices(kafka: wiring, store: store, settings: settings, group: "dispatcher", logger: quietLogger)
         let group = ProcessLifecycle.group([.init(service: producer)] + services, signals: false, logger: quietLogger)
         self.group = group
-        let reader = try Self.consumer(cluster, group: "collector", topics: Platform.allCases.map(topics.deliveries) + [topics.results, topics.deadLetter])
+        let reader = try Self.consumer(
+            cluster, group: "collector", topics: Platform.allCases.map(topics.deliveries) + [topics.results, topics.deadLetter])
         let collected = self.collected
         tasks = [
             Task {
@@ -68,7 +70,9 @@ final class DispatcherFixture: Sendable {
     func summary(_ notificationId: String, timeout: Duration = .seconds(30)) async -> ResultBatch? {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
-            if let summary = await collected.results.first(where: { $0.notificationId == notificationId && ($0.dispatched != nil || $0.results?.first?.outcome == .rejected) }) {
+            if let summary = await collected.results.first(where: {
+                $0.notificationId == notificationId && ($0.dispatched != nil || $0.results?.first?.outcome == .rejected)
+            }) {
                 return summary
             }
             try? await Task.sleep(for: .milliseconds(20))

@@ -19,7 +19,8 @@ struct DispatcherTests {
             let registration = Registration(
                 registrationId: "r\(index)", hub: "myhub", format: format, handle: "handle-\(index)",
                 webPush: format == .browser ? WebPushKeys(p256dh: "p\(index)", auth: "a\(index)") : nil, tags: tags,
-                template: index % 5 == 0 ? Template(name: "t", body: #"{"alert":"$(messageParam)"}"#, headers: ["X-WNS-Type": "wns/toast"], expiry: "0") : nil,
+                template: index % 5 == 0
+                    ? Template(name: "t", body: #"{"alert":"$(messageParam)"}"#, headers: ["X-WNS-Type": "wns/toast"], expiry: "0") : nil,
                 updatedAt: Date())
             registrations.append(try await store.upsertRegistration(registration, ifMatch: nil))
         }
@@ -63,9 +64,10 @@ struct DispatcherTests {
     @Test("a broadcast to 1,200 registrations comes in batches of at most 500, on the platform's topic")
     func broadcastBatches() async throws {
         let fixture = try await DispatcherFixture()
-        try await fixture.store.importRegistrations((0..<1_200).map {
-            Registration(registrationId: "b\($0)", hub: "myhub", format: .gcm, handle: "token-\($0)", tags: [], updatedAt: Date())
-        })
+        try await fixture.store.importRegistrations(
+            (0..<1_200).map {
+                Registration(registrationId: "b\($0)", hub: "myhub", format: .gcm, handle: "token-\($0)", tags: [], updatedAt: Date())
+            })
         let request = DispatcherFixture.request(.broadcast, format: .gcm, body: #"{"data":{"m":"hi"}}"#)
         try await fixture.send(request)
         let summary = try #require(await fixture.summary(request.notificationId))
@@ -100,12 +102,20 @@ struct DispatcherTests {
         #expect(await fixture.batches(request.notificationId).isEmpty)
     }
 
-    @Test("records it cannot use go to the dead-letter topic with the reason, and it goes on", arguments: [
-        ("not json", "not a JSON object"),
-        (#"{"schema":"pushhub.send-request.v9"}"#, "unknown schema"),
-        (#"{"schema":"pushhub.send-request.v1","notificationId":"5f0c8f7e-3b7a-4a53-9d1e-2b8c4f6a9e10","hub":"otherhub","audience":{"broadcast":true},"format":"apple","body":"{}","enqueuedAt":"2026-11-21T08:00:00Z"}"#, "no hub named otherhub"),
-        (#"{"schema":"pushhub.send-request.v1","notificationId":"5f0c8f7e-3b7a-4a53-9d1e-2b8c4f6a9e10","hub":"myhub","audience":{"tags":"a && (b"},"format":"apple","body":"{}","enqueuedAt":"2026-11-21T08:00:00Z"}"#, "audience.tags"),
-    ])
+    @Test(
+        "records it cannot use go to the dead-letter topic with the reason, and it goes on",
+        arguments: [
+            ("not json", "not a JSON object"),
+            (#"{"schema":"pushhub.send-request.v9"}"#, "unknown schema"),
+            (
+                #"{"schema":"pushhub.send-request.v1","notificationId":"5f0c8f7e-3b7a-4a53-9d1e-2b8c4f6a9e10","hub":"otherhub","audience":{"broadcast":true},"format":"apple","body":"{}","enqueuedAt":"2026-11-21T08:00:00Z"}"#,
+                "no hub named otherhub"
+            ),
+            (
+                #"{"schema":"pushhub.send-request.v1","notificationId":"5f0c8f7e-3b7a-4a53-9d1e-2b8c4f6a9e10","hub":"myhub","audience":{"tags":"a && (b"},"format":"apple","body":"{}","enqueuedAt":"2026-11-21T08:00:00Z"}"#,
+                "audience.tags"
+            ),
+        ])
     func deadLetters(_ text: String, _ reason: String) async throws {
         let fixture = try await DispatcherFixture()
         let key = UUID().uuidString.lowercased()
@@ -168,7 +178,8 @@ struct DispatcherTests {
             #expect(reasons.contains { $0.contains(limit) }, "a poison record's reason names \(limit)")
         }
         let refused = try #require(await fixture.summary(poison[0]))
-        #expect(refused.results?.first?.pnsReason?.contains("the store refused the audience's query") == true, "\(String(describing: refused.results))")
+        #expect(
+            refused.results?.first?.pnsReason?.contains("the store refused the audience's query") == true, "\(String(describing: refused.results))")
         #expect(await fixture.deadLetter(poison[0]) != nil)
         #expect(await RefusingStore.attempts.count(RefusingStore.refusedTag) == 10, "each refused query was tried once, not again")
     }
@@ -200,7 +211,10 @@ enum RefusingStore {
 
     actor Attempts {
         var counts: [String: Int] = [:]
-        func add(_ tag: String) -> Int { counts[tag, default: 0] += 1; return counts[tag]! }
+        func add(_ tag: String) -> Int {
+            counts[tag, default: 0] += 1
+            return counts[tag]!
+        }
         func count(_ tag: String) -> Int { counts[tag] ?? 0 }
     }
 

@@ -1,8 +1,9 @@
-import PushTestSupport
 import Foundation
+import PushTestSupport
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The `pushhub` executable built beside the test bundle.

@@ -10,10 +10,13 @@ struct ComposeFileTests {
     static let root = repositoryRoot
 
     /// Runs Compose with `arguments` on the project's file; its exit status and output.
-    static func compose(_ arguments: [String], environment: [String: String] = ["PUSHHUB_CONFIG_FILE": "/etc/pushhub/pushhub.yaml"]) async throws -> (Int32, String) {
+    static func compose(_ arguments: [String], environment: [String: String] = ["PUSHHUB_CONFIG_FILE": "/etc/pushhub/pushhub.yaml"]) async throws -> (
+        Int32, String
+    ) {
         let command = try await ProcessLaunch.output(["docker", "compose", "version"]).status == 0 ? ["docker", "compose"] : ["docker-compose"]
         return try await ProcessLaunch.output(
-            command + ["-f", root.appendingPathComponent("docker-compose.yml").path] + arguments, environment: environment, removing: ["PUSHHUB_CONFIG_FILE"])
+            command + ["-f", root.appendingPathComponent("docker-compose.yml").path] + arguments, environment: environment,
+            removing: ["PUSHHUB_CONFIG_FILE"])
     }
 
     @Test("Compose accepts the file; every part is there, the simulators only under the sim profile")
@@ -21,7 +24,8 @@ struct ComposeFileTests {
         let (status, output) = try await Self.compose(["config", "-q"])
         #expect(status == 0, "\(output)")
         let services = Set(try await Self.compose(["--profile", "sim", "config", "--services"]).1.split(separator: "\n").map(String.init))
-        #expect(services == ["kafka", "topics", "postgres", "ingress", "dispatcher", "apns-worker", "fcm-worker", "wns-worker", "webpush-worker", "sim"])
+        #expect(
+            services == ["kafka", "topics", "postgres", "ingress", "dispatcher", "apns-worker", "fcm-worker", "wns-worker", "webpush-worker", "sim"])
         // The normalized file: only the simulators carry a profile, and it is `sim`.
         let normalized = try await Self.compose(["config"]).1
         #expect(normalized.components(separatedBy: "profiles:").count == 2, "one service with profiles")

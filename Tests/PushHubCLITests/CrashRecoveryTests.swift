@@ -1,8 +1,9 @@
 import Foundation
 import PushTestSupport
 import Testing
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// `pushhub dev` killed with SIGKILL while a broadcast is on its way: the embedded cluster

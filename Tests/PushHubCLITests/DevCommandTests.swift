@@ -1,8 +1,9 @@
 import Foundation
 import PushIngress
 import Testing
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// `pushhub dev` as a child process, driven through HTTP only.
@@ -20,7 +21,8 @@ struct DevCommandTests {
         let demo: String
 
         static func start(data: URL, extra: [String] = []) async throws -> Stack {
-            let process = try ChildProcess(arguments: ["dev", "--port", "0", "--data-dir", data.path] + extra, environment: ["PUSHHUB_LOG_LEVEL": "error"])
+            let process = try ChildProcess(
+                arguments: ["dev", "--port", "0", "--data-dir", data.path] + extra, environment: ["PUSHHUB_LOG_LEVEL": "error"])
             func value(_ key: String) async throws -> String {
                 String(try #require(await process.line(startingWith: key, timeout: .seconds(60))).dropFirst(key.count))
             }
@@ -29,7 +31,9 @@ struct DevCommandTests {
                 full: try #require(ConnectionString(try await value("PUSHHUB_CONNECTION_STRING="))), demo: try await value("PUSHHUB_DEMO_USER="))
         }
 
-        func call(_ method: String, _ path: String, _ body: String? = nil, headers: [String: String] = [:], demoUser: Bool = false) async throws -> (Int, String, HTTPURLResponse?) {
+        func call(_ method: String, _ path: String, _ body: String? = nil, headers: [String: String] = [:], demoUser: Bool = false) async throws -> (
+            Int, String, HTTPURLResponse?
+        ) {
             var request = URLRequest(url: URL(string: url + path)!)
             request.httpMethod = method
             if demoUser {
@@ -64,9 +68,11 @@ struct DevCommandTests {
         let registrationId = try JSONDecoder().decode(String.self, from: Data(id.utf8))
         let device = #"{"Platform":"apns","Handle":"\#(String(repeating: "ef", count: 32))","Tags":["breaking"]}"#
         #expect(try await stack.call("PUT", "/api/register/\(registrationId)", device, demoUser: true).0 == 200)
-        let installation = #"{"installationId":"tablet","platform":"fcmv1","pushChannel":"fcm-tablet","tags":["breaking"],"templates":{"news":{"body":"{\"message\":{\"notification\":{\"title\":\"$(message)\"}}}"}}}"#
+        let installation =
+            #"{"installationId":"tablet","platform":"fcmv1","pushChannel":"fcm-tablet","tags":["breaking"],"templates":{"news":{"body":"{\"message\":{\"notification\":{\"title\":\"$(message)\"}}}"}}}"#
         #expect(try await stack.call("PUT", "/\(stack.hub)/installations/tablet", installation).0 == 200)
-        let phone = #"{"installationId":"phone","platform":"apns","pushChannel":"\#(String(repeating: "ab", count: 32))","tags":["breaking"],"templates":{"news":{"body":"{\"aps\":{\"alert\":\"$(message)\"}}"}}}"#
+        let phone =
+            #"{"installationId":"phone","platform":"apns","pushChannel":"\#(String(repeating: "ab", count: 32))","tags":["breaking"],"templates":{"news":{"body":"{\"aps\":{\"alert\":\"$(message)\"}}"}}}"#
         #expect(try await stack.call("PUT", "/\(stack.hub)/installations/phone", phone).0 == 200)
     }
 

@@ -1,9 +1,10 @@
 import Foundation
-import Testing
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import PushIngress
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 @Suite("pushhub-ingress and pushhub users", .timeLimit(.minutes(2)))
 struct IngressCommandTests {
@@ -20,9 +21,11 @@ struct IngressCommandTests {
         #expect(await users.exitStatus(within: .seconds(30)) == 0)
 
         let ingress = try ChildProcess(
-            Self.ingressExecutable, arguments: ["--port", "0", "--config", config, "--database", database], environment: ["PUSHHUB_LOG_LEVEL": "error"])
+            Self.ingressExecutable, arguments: ["--port", "0", "--config", config, "--database", database],
+            environment: ["PUSHHUB_LOG_LEVEL": "error"])
         let url = try #require(await ingress.line(startingWith: "PUSHHUB_URL=")).dropFirst("PUSHHUB_URL=".count)
-        let full = try #require(await ingress.line(startingWith: "DefaultFullSharedAccessSignature: ")).dropFirst("DefaultFullSharedAccessSignature: ".count)
+        let full = try #require(await ingress.line(startingWith: "DefaultFullSharedAccessSignature: ")).dropFirst(
+            "DefaultFullSharedAccessSignature: ".count)
         let hub = try #require(await ingress.line(startingWith: "PUSHHUB_HUB=")).dropFirst("PUSHHUB_HUB=".count)
         let attributes = try FileManager.default.attributesOfItem(atPath: config)
         #expect((attributes[.posixPermissions] as? Int) == 0o600, "the keys are readable by the owner only")
@@ -50,7 +53,8 @@ struct IngressCommandTests {
 
         // A second start reads the file it wrote and prints no keys.
         let again = try ChildProcess(
-            Self.ingressExecutable, arguments: ["--port", "0", "--config", config, "--database", database], environment: ["PUSHHUB_LOG_LEVEL": "error"])
+            Self.ingressExecutable, arguments: ["--port", "0", "--config", config, "--database", database],
+            environment: ["PUSHHUB_LOG_LEVEL": "error"])
         #expect(await again.line(startingWith: "PUSHHUB_URL=") != nil)
         #expect(!again.output.contains { $0.contains("SharedAccessKey=") })
         again.signal(SIGTERM)

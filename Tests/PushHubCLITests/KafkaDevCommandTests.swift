@@ -1,7 +1,7 @@
-import PushModel
 import Foundation
 import Logging
 import PushKafka
+import PushModel
 import Testing
 
 @Suite("pushhub kafka-dev and topics", .timeLimit(.minutes(2)))
@@ -17,7 +17,8 @@ struct KafkaDevCommandTests {
         #expect(kafkaDev.output.filter { $0.hasPrefix("PUSHHUB_KAFKA=") }.count == 1, "the banner line comes once")
 
         // `pushhub topics list` sees the topics kafka-dev created.
-        let list = try ChildProcess(arguments: ["topics", "list", "--kafka", servers.joined(separator: ",")], environment: ["PUSHHUB_LOG_LEVEL": "critical"])
+        let list = try ChildProcess(
+            arguments: ["topics", "list", "--kafka", servers.joined(separator: ",")], environment: ["PUSHHUB_LOG_LEVEL": "critical"])
         #expect(await list.exitStatus(within: .seconds(30)) == 0)
         for topic in ["pushhub.requests", "pushhub.deliveries.apns", "pushhub.deliveries.webpush", "pushhub.results", "pushhub.deadletter"] {
             #expect(list.output.contains { $0.hasPrefix("topic \(topic) partitions 3 replicas 2") }, "\(list.output)")
@@ -67,11 +68,16 @@ struct SendCommandTests {
         let cluster = try EmbeddedKafkaCluster.start(brokers: 1, logger: logger)
         try cluster.createTopic("pushhub.requests", partitions: 1)
         let servers = cluster.bootstrapServers.joined(separator: ",")
-        let refused = try ChildProcess(arguments: ["send", "--kafka", servers, "--hub", "myhub", "--format", "apple", "--tags", "a &&", "--body", "{}"])
+        let refused = try ChildProcess(arguments: [
+            "send", "--kafka", servers, "--hub", "myhub", "--format", "apple", "--tags", "a &&", "--body", "{}",
+        ])
         #expect(await refused.exitStatus(within: .seconds(30)) == 64, "an invalid tag expression is a usage error")
 
         let sent = try ChildProcess(
-            arguments: ["send", "--kafka", servers, "--hub", "myhub", "--format", "template", "--tags", "Sports || News", "--header", "apns-priority:5", "--body", #"{"messageParam":"hello"}"#],
+            arguments: [
+                "send", "--kafka", servers, "--hub", "myhub", "--format", "template", "--tags", "Sports || News", "--header", "apns-priority:5",
+                "--body", #"{"messageParam":"hello"}"#,
+            ],
             environment: ["PUSHHUB_LOG_LEVEL": "critical"])
         #expect(await sent.exitStatus(within: .seconds(30)) == 0)
         let id = try #require(sent.output.last)

@@ -8,7 +8,8 @@ struct KubernetesManifestTests {
     static let root = repositoryRoot
 
     static func check(_ directory: URL? = nil) async throws -> (Int32, String) {
-        try await ProcessLaunch.output(["python3", root.appendingPathComponent("scripts/check-kubernetes.py").path] + (directory.map { [$0.path] } ?? []))
+        try await ProcessLaunch.output(
+            ["python3", root.appendingPathComponent("scripts/check-kubernetes.py").path] + (directory.map { [$0.path] } ?? []))
     }
 
     @Test("the base and every overlay render and validate")
@@ -29,8 +30,10 @@ struct KubernetesManifestTests {
         text = text.replacingOccurrences(of: "replicas: 2", with: "replicas: two")
         try text.write(to: ingress, atomically: true, encoding: .utf8)
         let scaling = copy.appendingPathComponent("base/autoscaling.yaml")
-        try String(contentsOf: scaling, encoding: .utf8).replacingOccurrences(of: "name: pushhub-fcm-worker\n  minReplicaCount", with: "name: pushhub-gcm-worker\n  minReplicaCount")
-            .write(to: scaling, atomically: true, encoding: .utf8)
+        try String(contentsOf: scaling, encoding: .utf8).replacingOccurrences(
+            of: "name: pushhub-fcm-worker\n  minReplicaCount", with: "name: pushhub-gcm-worker\n  minReplicaCount"
+        )
+        .write(to: scaling, atomically: true, encoding: .utf8)
 
         let (status, output) = try await Self.check(copy)
         #expect(status == 1)

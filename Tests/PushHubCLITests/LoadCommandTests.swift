@@ -4,8 +4,9 @@ import PushLoad
 import PushModel
 import PushTestSupport
 import Testing
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// `pushhub load` as a child process against `pushhub dev`, checked by its reports and by what
@@ -25,7 +26,8 @@ struct LoadCommandTests {
         let html = directory.appendingPathComponent("report-\(UUID().uuidString).html")
         let environment = [
             "PUSHHUB_URL": stack.url, "PUSHHUB_HUB": stack.hub, "PUSHHUB_KAFKA": kafka, "PUSHHUB_SIM_URL": simURL,
-            "PUSHHUB_CONNECTION_STRING": "Endpoint=sb://\(stack.full.endpoint.host!):\(stack.full.endpoint.port!)/;SharedAccessKeyName=\(stack.full.keyName);SharedAccessKey=\(stack.full.key)",
+            "PUSHHUB_CONNECTION_STRING":
+                "Endpoint=sb://\(stack.full.endpoint.host!):\(stack.full.endpoint.port!)/;SharedAccessKeyName=\(stack.full.keyName);SharedAccessKey=\(stack.full.key)",
         ]
         let (status, output) = try await ProcessLaunch.output(
             [pushhubExecutable.path, "load"] + arguments + ["--json", json.path, "--html", html.path, "--quiet"], environment: environment)
@@ -53,7 +55,9 @@ struct LoadCommandTests {
         let stack = try await DevCommandTests.Stack.start(data: directory.appendingPathComponent("data"))
         let kafka = String(try #require(await stack.process.line(startingWith: "PUSHHUB_KAFKA=")).dropFirst("PUSHHUB_KAFKA=".count))
         let simURL = String(try #require(await stack.process.line(startingWith: "PUSHHUB_SIM_URL=")).dropFirst("PUSHHUB_SIM_URL=".count))
-        func load(_ arguments: [String]) async throws -> Run { try await Self.load(arguments, stack: stack, kafka: kafka, simURL: simURL, in: directory) }
+        func load(_ arguments: [String]) async throws -> Run {
+            try await Self.load(arguments, stack: stack, kafka: kafka, simURL: simURL, in: directory)
+        }
         let population = ["--devices", "200", "--prefix", "lt"]
 
         // 200 installations through the hub API, each as the population says.
@@ -129,7 +133,9 @@ struct LoadCommandTests {
 
     @Test("bad options are refused, naming the option, and non-loopback targets need --allow-remote")
     func refusals() async throws {
-        let environment = ["PUSHHUB_CONNECTION_STRING": "Endpoint=sb://127.0.0.1:1/;SharedAccessKeyName=n;SharedAccessKey=k", "PUSHHUB_KAFKA": "127.0.0.1:1"]
+        let environment = [
+            "PUSHHUB_CONNECTION_STRING": "Endpoint=sb://127.0.0.1:1/;SharedAccessKeyName=n;SharedAccessKey=k", "PUSHHUB_KAFKA": "127.0.0.1:1",
+        ]
         let cases: [([String], String)] = [
             (["send", "--url", "http://10.1.2.3:8080"], "--url http://10.1.2.3:8080 is not on this machine"),
             (["send", "--kafka", "kafka.example.com:9092"], "--kafka kafka.example.com:9092 is not on this machine"),
@@ -162,13 +168,17 @@ struct LoadCommandTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let started = ContinuousClock.now
         let (status, output) = try await ProcessLaunch.output(
-            [pushhubExecutable.path, "load", "register", "--devices", "1000000", "--register-rate", "50", "--timeout", "2", "--url", "http://127.0.0.1:1",
-             "--json", directory.appendingPathComponent("r.json").path, "--html", directory.appendingPathComponent("r.html").path, "--quiet"],
+            [
+                pushhubExecutable.path, "load", "register", "--devices", "1000000", "--register-rate", "50", "--timeout", "2", "--url",
+                "http://127.0.0.1:1",
+                "--json", directory.appendingPathComponent("r.json").path, "--html", directory.appendingPathComponent("r.html").path, "--quiet",
+            ],
             environment: ["PUSHHUB_CONNECTION_STRING": "Endpoint=sb://127.0.0.1:1/;SharedAccessKeyName=n;SharedAccessKey=k"])
         #expect(ContinuousClock.now - started < .seconds(30))
         #expect(status == 1)
         #expect(output.contains("stopped at --timeout"), "\(output)")
-        let report = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: directory.appendingPathComponent("r.json"))) as? [String: Any])
+        let report = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: directory.appendingPathComponent("r.json"))) as? [String: Any])
         #expect(report["timedOut"] as? Bool == true)
         let attempted = try #require(Self.int(report, "registrations", "attempted"))
         #expect(attempted > 0 && attempted <= 101, "at 50/s for 2 s: \(attempted)")

@@ -4,8 +4,9 @@ import PushIngress
 import PushKafka
 import PushModel
 import Testing
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 @Suite("kafka-dev + pushhub-ingress + pushhub-dispatcher + pushhub sim + pushhub-apns-worker as processes", .timeLimit(.minutes(2)))
@@ -18,9 +19,13 @@ struct PipelineProcessTests {
         let kafkaDev = try ChildProcess(arguments: ["kafka-dev", "--brokers", "1", "--partitions", "2"], environment: ["PUSHHUB_LOG_LEVEL": "error"])
         let servers = String(try #require(await kafkaDev.line(startingWith: "PUSHHUB_KAFKA=")).dropFirst("PUSHHUB_KAFKA=".count))
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-pipeline-\(UUID().uuidString)")
-        let common = ["--config", data.appendingPathComponent("pushhub.yaml").path, "--database", data.appendingPathComponent("pushhub.sqlite").path, "--kafka", servers]
+        let common = [
+            "--config", data.appendingPathComponent("pushhub.yaml").path, "--database", data.appendingPathComponent("pushhub.sqlite").path, "--kafka",
+            servers,
+        ]
         let environment = ["PUSHHUB_LOG_LEVEL": "error"]
-        let ingress = try ChildProcess(Self.directory.appendingPathComponent("pushhub-ingress"), arguments: ["--port", "0"] + common, environment: environment)
+        let ingress = try ChildProcess(
+            Self.directory.appendingPathComponent("pushhub-ingress"), arguments: ["--port", "0"] + common, environment: environment)
         let url = String(try #require(await ingress.line(startingWith: "PUSHHUB_URL=")).dropFirst("PUSHHUB_URL=".count))
         let hub = String(try #require(await ingress.line(startingWith: "PUSHHUB_HUB=")).dropFirst("PUSHHUB_HUB=".count))
         let fullLine = try #require(await ingress.line(startingWith: "DefaultFullSharedAccessSignature: "))
@@ -29,7 +34,8 @@ struct PipelineProcessTests {
         let dispatcherOps = String(try #require(await dispatcher.line(startingWith: "PUSHHUB_OPS_URL=")).dropFirst("PUSHHUB_OPS_URL=".count))
         // The simulators, attached to the hub (credentials and endpoints written into pushhub.yaml), then the APNs worker.
         let sim = try ChildProcess(
-            arguments: ["sim", "--config", common[1], "--attach", hub, "--data-dir", data.appendingPathComponent("sim").path], environment: environment)
+            arguments: ["sim", "--config", common[1], "--attach", hub, "--data-dir", data.appendingPathComponent("sim").path],
+            environment: environment)
         let ca = String(try #require(await sim.line(startingWith: "PUSHHUB_PNS_CA=")).dropFirst("PUSHHUB_PNS_CA=".count))
         let simURL = String(try #require(await sim.line(startingWith: "PUSHHUB_SIM_URL=")).dropFirst("PUSHHUB_SIM_URL=".count))
         let worker = try ChildProcess(
@@ -37,7 +43,9 @@ struct PipelineProcessTests {
             environment: environment)
         let workerOps = String(try #require(await worker.line(startingWith: "PUSHHUB_OPS_URL=")).dropFirst("PUSHHUB_OPS_URL=".count))
 
-        func call(_ method: String, _ path: String, _ body: String? = nil, _ headers: [String: String] = [:]) async throws -> (Int, String, HTTPURLResponse?) {
+        func call(_ method: String, _ path: String, _ body: String? = nil, _ headers: [String: String] = [:]) async throws -> (
+            Int, String, HTTPURLResponse?
+        ) {
             var request = URLRequest(url: URL(string: url + path)!)
             request.httpMethod = method
             request.setValue(full.token(for: "/\(hub)"), forHTTPHeaderField: "Authorization")
@@ -48,11 +56,16 @@ struct PipelineProcessTests {
             return (http?.statusCode ?? 0, String(decoding: data, as: UTF8.self), http)
         }
         let (putStatus, _, _) = try await call(
-            "PUT", "/\(hub)/installations/phone-1", #"{"installationId":"phone-1","platform":"apns","pushChannel":"a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4"}"#, ["Content-Type": "application/json"])
+            "PUT", "/\(hub)/installations/phone-1",
+            #"{"installationId":"phone-1","platform":"apns","pushChannel":"a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4"}"#,
+            ["Content-Type": "application/json"])
         #expect(putStatus == 200)
         let (sendStatus, _, sendResponse) = try await call(
             "POST", "/\(hub)/messages", #"{"aps":{"alert":"hello"}}"#,
-            ["Content-Type": "application/json", "ServiceBusNotification-Format": "apple", "ServiceBusNotification-Tags": "$InstallationId:{phone-1}"])
+            [
+                "Content-Type": "application/json", "ServiceBusNotification-Format": "apple",
+                "ServiceBusNotification-Tags": "$InstallationId:{phone-1}",
+            ])
         #expect(sendStatus == 201)
         let id = try #require(sendResponse?.value(forHTTPHeaderField: "TrackingId"))
 
@@ -64,7 +77,8 @@ struct PipelineProcessTests {
         }
         #expect(details.contains("<State>Completed</State>"), "\(details)")
         #expect(details.contains("<Name>Success</Name><Count>1</Count>"))
-        let (simData, _) = try await URLSession.shared.data(from: URL(string: "\(simURL)/sim/deliveries?handle=a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4")!)
+        let (simData, _) = try await URLSession.shared.data(
+            from: URL(string: "\(simURL)/sim/deliveries?handle=a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4")!)
         #expect(String(decoding: simData, as: UTF8.self).contains(#"{\"aps\":{\"alert\":\"hello\"}}"#), "the simulator got the push")
 
         // Every process reports: ready (Kafka and the store answer) and its metrics.
@@ -122,7 +136,8 @@ struct KafkaLossProcessTests {
             (kafkaDev, servers) = try await Self.startKafka()
             // A first ingress writes the development hub; `recovery` is added to it before the
             // ingress that accepts sends starts.
-            let first = try ChildProcess(directory.appendingPathComponent("pushhub-ingress"), arguments: ["--port", "0"] + common, environment: environment)
+            let first = try ChildProcess(
+                directory.appendingPathComponent("pushhub-ingress"), arguments: ["--port", "0"] + common, environment: environment)
             hub = String(try #require(await first.line(startingWith: "PUSHHUB_HUB=")).dropFirst("PUSHHUB_HUB=".count))
             let fullLine = try #require(await first.line(startingWith: "DefaultFullSharedAccessSignature: "))
             full = ConnectionString(String(fullLine.dropFirst("DefaultFullSharedAccessSignature: ".count)))
@@ -132,7 +147,9 @@ struct KafkaLossProcessTests {
             handle.seekToEndOfFile()
             handle.write(Data(("\n" + recovery + "\n").utf8))
             try handle.close()
-            let sim = try ChildProcess(arguments: ["sim", "--config", config, "--attach", hub, "--data-dir", data.appendingPathComponent("sim").path], environment: environment)
+            let sim = try ChildProcess(
+                arguments: ["sim", "--config", config, "--attach", hub, "--data-dir", data.appendingPathComponent("sim").path],
+                environment: environment)
             ca = String(try #require(await sim.line(startingWith: "PUSHHUB_PNS_CA=")).dropFirst("PUSHHUB_PNS_CA=".count))
             simURL = String(try #require(await sim.line(startingWith: "PUSHHUB_SIM_URL=")).dropFirst("PUSHHUB_SIM_URL=".count))
             processes = [sim]
@@ -147,14 +164,18 @@ struct KafkaLossProcessTests {
 
         /// Starts the ingress and, unless told not to, the dispatcher and the APNs worker.
         func startPushHub(pipeline: Bool = true) async throws {
-            let ingress = try ChildProcess(KafkaLossProcessTests.directory.appendingPathComponent("pushhub-ingress"), arguments: ["--port", "0"] + common, environment: environment)
+            let ingress = try ChildProcess(
+                KafkaLossProcessTests.directory.appendingPathComponent("pushhub-ingress"), arguments: ["--port", "0"] + common,
+                environment: environment)
             url = String(try #require(await ingress.line(startingWith: "PUSHHUB_URL=")).dropFirst("PUSHHUB_URL=".count))
             processes.append(ingress)
             guard pipeline else { return }
-            let dispatcher = try ChildProcess(KafkaLossProcessTests.directory.appendingPathComponent("pushhub-dispatcher"), arguments: common, environment: environment)
+            let dispatcher = try ChildProcess(
+                KafkaLossProcessTests.directory.appendingPathComponent("pushhub-dispatcher"), arguments: common, environment: environment)
             _ = await dispatcher.line(startingWith: "PUSHHUB_OPS_URL=")
             let worker = try ChildProcess(
-                KafkaLossProcessTests.directory.appendingPathComponent("pushhub-apns-worker"), arguments: ["--config", config, "--kafka", servers, "--trust-ca", ca],
+                KafkaLossProcessTests.directory.appendingPathComponent("pushhub-apns-worker"),
+                arguments: ["--config", config, "--kafka", servers, "--trust-ca", ca],
                 environment: environment)
             _ = await worker.line(startingWith: "PUSHHUB_OPS_URL=")
             processes += [dispatcher, worker]
@@ -175,7 +196,9 @@ struct KafkaLossProcessTests {
             try await startPushHub(pipeline: pipeline)
         }
 
-        func call(_ method: String, _ path: String, _ body: String? = nil, _ headers: [String: String] = [:]) async throws -> (Int, String, HTTPURLResponse?) {
+        func call(_ method: String, _ path: String, _ body: String? = nil, _ headers: [String: String] = [:]) async throws -> (
+            Int, String, HTTPURLResponse?
+        ) {
             var request = URLRequest(url: URL(string: url + path)!)
             request.httpMethod = method
             request.setValue(full!.token(for: "/\(hub)"), forHTTPHeaderField: "Authorization")
@@ -218,7 +241,8 @@ struct KafkaLossProcessTests {
         for index in 0..<50 {
             let token = String(format: "%064x", index + 1)
             let (status, body, _) = try await stack.call(
-                "PUT", "/\(stack.hub)/installations/phone-\(index)", #"{"installationId":"phone-\#(index)","platform":"apns","pushChannel":"\#(token)"}"#)
+                "PUT", "/\(stack.hub)/installations/phone-\(index)",
+                #"{"installationId":"phone-\#(index)","platform":"apns","pushChannel":"\#(token)"}"#)
             try #require(status == 200, "\(body)")
         }
         let id = try await stack.broadcast()
@@ -229,18 +253,22 @@ struct KafkaLossProcessTests {
         let metrics = String(decoding: try await URLSession.shared.data(from: URL(string: "\(stack.url)/metrics")!).0, as: UTF8.self)
         // Published again at least once; with a grace this short, often twice (the new
         // dispatcher takes a while to join its group), and still counted once per device.
-        let republished = metrics.split(separator: "\n").first { $0.hasPrefix("pushhub_sends_republished_total ") }.flatMap { Int($0.split(separator: " ")[1]) }
+        let republished = metrics.split(separator: "\n").first { $0.hasPrefix("pushhub_sends_republished_total ") }.flatMap {
+            Int($0.split(separator: " ")[1])
+        }
         #expect((republished ?? 0) >= 1, "\(metrics)")
         await stack.stop()
     }
 
-    @Test("recovery off (Kafka's acknowledgement is the durability): a send whose records were lost ends Abandoned with its reason after abandonAfter")
+    @Test(
+        "recovery off (Kafka's acknowledgement is the durability): a send whose records were lost ends Abandoned with its reason after abandonAfter")
     func abandonedAfterRecordsLost() async throws {
         let stack = try await Stack(recovery: "recovery:\n  mode: off\n  checkEvery: 200ms\n  grace: 1s\n  abandonAfter: 3s")
         // No dispatcher reads the request before its records are gone; one runs after.
         try await stack.startPushHub(pipeline: false)
         let (status, body, _) = try await stack.call(
-            "PUT", "/\(stack.hub)/installations/phone", #"{"installationId":"phone","platform":"apns","pushChannel":"\#(String(repeating: "ab", count: 32))"}"#)
+            "PUT", "/\(stack.hub)/installations/phone",
+            #"{"installationId":"phone","platform":"apns","pushChannel":"\#(String(repeating: "ab", count: 32))"}"#)
         try #require(status == 200, "\(body)")
         let id = try await stack.broadcast()
         let accepted = ContinuousClock.now
@@ -254,7 +282,8 @@ struct KafkaLossProcessTests {
         let metrics = String(decoding: try await URLSession.shared.data(from: URL(string: "\(stack.url)/metrics")!).0, as: UTF8.self)
         #expect(metrics.contains("pushhub_sends_abandoned_total 1"), "\(metrics)")
         #expect(metrics.contains("pushhub_sends_republished_total 0"), "recovery is off")
-        let (deliveries, _) = try await URLSession.shared.data(from: URL(string: "\(stack.simURL)/sim/deliveries?handle=\(String(repeating: "ab", count: 32))")!)
+        let (deliveries, _) = try await URLSession.shared.data(
+            from: URL(string: "\(stack.simURL)/sim/deliveries?handle=\(String(repeating: "ab", count: 32))")!)
         #expect(String(decoding: deliveries, as: UTF8.self) == "[]", "the lost send never reached the device")
         await stack.stop()
     }

@@ -2,12 +2,12 @@ import Crypto
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import PushConfiguration
 import PushIngress
 import PushModel
 import PushStore
 import Testing
 import _CryptoExtras
-import PushConfiguration
 
 @Suite("App-backend API: users and /api/register")
 struct AppBackendTests {
@@ -26,7 +26,9 @@ struct AppBackendTests {
         let fixture = try await Self.fixtureWithUsers()
         try await fixture.app.test(.router) { client in
             #expect(try await client.execute(uri: "/api/register", method: .post, headers: Self.alice).status == .ok)
-            for headers in [basic("alice", "wrong"), basic("carol", "carol"), basic("bob", "bob"), [:], [.authorization: "Basic not-base64!"]] as [HTTPFields] {
+            for headers in [basic("alice", "wrong"), basic("carol", "carol"), basic("bob", "bob"), [:], [.authorization: "Basic not-base64!"]]
+                as [HTTPFields]
+            {
                 let response = try await client.execute(uri: "/api/register", method: .post, headers: headers)
                 #expect(response.status == .unauthorized, "\(headers)")
                 #expect(response.headers[.wwwAuthenticate]?.hasPrefix("Basic") == true)
@@ -44,7 +46,8 @@ struct AppBackendTests {
             let id = try JSONDecoder().decode(String.self, from: Data(buffer: created.body))
 
             let device = #"{"Platform":"apns","Handle":"a1b2c3","Tags":["Sports"]}"#
-            let put = try await client.execute(uri: "/api/register/\(id)", method: .put, headers: Self.alice.withContentType("application/json"), body: ByteBuffer(string: device))
+            let put = try await client.execute(
+                uri: "/api/register/\(id)", method: .put, headers: Self.alice.withContentType("application/json"), body: ByteBuffer(string: device))
             #expect(put.status == .ok, "\(put.text)")
             let stored = try #require(try await fixture.store.registration(hub: "myhub", id: id))
             #expect(stored.tags == ["Sports", "username:alice"])
@@ -66,7 +69,9 @@ struct AppBackendTests {
             let fresh = try await client.execute(uri: "/api/register?handle=a1b2c3", method: .post, headers: Self.alice)
             let newId = try JSONDecoder().decode(String.self, from: Data(buffer: fresh.body))
             #expect(newId != id)
-            #expect(try await client.execute(uri: "/api/register/\(newId)", method: .put, headers: Self.alice, body: ByteBuffer(string: device)).status == .ok)
+            #expect(
+                try await client.execute(uri: "/api/register/\(newId)", method: .put, headers: Self.alice, body: ByteBuffer(string: device)).status
+                    == .ok)
         }
     }
 
@@ -76,7 +81,8 @@ struct AppBackendTests {
         let owners: [[String]] = [["username:alice"], ["username:alice"], ["username:bob"], []]
         for (index, tags) in owners.enumerated() {
             _ = try await fixture.store.upsertRegistration(
-                Registration(registrationId: "dup-\(index)", hub: "myhub", format: .gcm, handle: "same-handle", tags: tags, updatedAt: Date()), ifMatch: nil)
+                Registration(registrationId: "dup-\(index)", hub: "myhub", format: .gcm, handle: "same-handle", tags: tags, updatedAt: Date()),
+                ifMatch: nil)
         }
         try await fixture.app.test(.router) { client in
             let response = try await client.execute(uri: "/api/register?handle=same-handle", method: .post, headers: Self.alice)
@@ -97,18 +103,21 @@ struct AppBackendTests {
         }
     }
 
-    @Test("bad registrations are refused", arguments: [
-        (#"{"Platform":"mpns","Handle":"x"}"#, HTTPResponse.Status.badRequest, "use one of apns, fcm, gcm, wns"),
-        (#"{"Handle":"x"}"#, .badRequest, "Platform: missing"),
-        (#"{"Platform":"gcm"}"#, .badRequest, "Handle: missing"),
-        (#"{"Platform":"gcm","Handle":"x","Tags":["bad tag"]}"#, .badRequest, "Tags"),
-        (#"{"Platform":"gcm","Handle":"x","Tags":["username:bob"]}"#, .forbidden, "belongs to another user"),
-        ("[]", .badRequest, "JSON object"),
-    ] as [(String, HTTPResponse.Status, String)])
+    @Test(
+        "bad registrations are refused",
+        arguments: [
+            (#"{"Platform":"mpns","Handle":"x"}"#, HTTPResponse.Status.badRequest, "use one of apns, fcm, gcm, wns"),
+            (#"{"Handle":"x"}"#, .badRequest, "Platform: missing"),
+            (#"{"Platform":"gcm"}"#, .badRequest, "Handle: missing"),
+            (#"{"Platform":"gcm","Handle":"x","Tags":["bad tag"]}"#, .badRequest, "Tags"),
+            (#"{"Platform":"gcm","Handle":"x","Tags":["username:bob"]}"#, .forbidden, "belongs to another user"),
+            ("[]", .badRequest, "JSON object"),
+        ] as [(String, HTTPResponse.Status, String)])
     func refused(_ body: String, _ status: HTTPResponse.Status, _ reason: String) async throws {
         let fixture = try await Self.fixtureWithUsers()
         try await fixture.app.test(.router) { client in
-            let id = try JSONDecoder().decode(String.self, from: Data(buffer: try await client.execute(uri: "/api/register", method: .post, headers: Self.alice).body))
+            let id = try JSONDecoder().decode(
+                String.self, from: Data(buffer: try await client.execute(uri: "/api/register", method: .post, headers: Self.alice).body))
             let response = try await client.execute(uri: "/api/register/\(id)", method: .put, headers: Self.alice, body: ByteBuffer(string: body))
             #expect(response.status == status)
             #expect(response.text.contains(reason), "\(response.text)")
@@ -119,7 +128,9 @@ struct AppBackendTests {
     func unknownId() async throws {
         let fixture = try await Self.fixtureWithUsers()
         try await fixture.app.test(.router) { client in
-            let response = try await client.execute(uri: "/api/register/never-issued", method: .put, headers: Self.alice, body: ByteBuffer(string: #"{"Platform":"wns","Handle":"https://db5.notify.windows.com/1"}"#))
+            let response = try await client.execute(
+                uri: "/api/register/never-issued", method: .put, headers: Self.alice,
+                body: ByteBuffer(string: #"{"Platform":"wns","Handle":"https://db5.notify.windows.com/1"}"#))
             #expect(response.status == .gone)
         }
     }
@@ -141,7 +152,8 @@ struct JWTTests {
         return "\(head).\(body).\(Base64URL.encode(sign(Data("\(head).\(body)".utf8))))"
     }
 
-    static func claims(exp: TimeInterval = 600, iss: String = "https://issuer.example", aud: Any = "pushhub", sub: String = "alice") -> [String: Any] {
+    static func claims(exp: TimeInterval = 600, iss: String = "https://issuer.example", aud: Any = "pushhub", sub: String = "alice") -> [String: Any]
+    {
         ["exp": Int(Date().timeIntervalSince1970 + exp), "iss": iss, "aud": aud, "sub": sub]
     }
 
@@ -149,7 +161,9 @@ struct JWTTests {
 
     @Test("HS256 tokens: good ones pass, bad ones get 401 with the reason")
     func hs256Tokens() async throws {
-        let fixture = try await IngressFixture(hubs: Self.hubs(.init(algorithm: .HS256, secret: Self.secret, publicKey: nil, issuer: "https://issuer.example", audience: "pushhub", userClaim: nil)))
+        let fixture = try await IngressFixture(
+            hubs: Self.hubs(
+                .init(algorithm: .HS256, secret: Self.secret, publicKey: nil, issuer: "https://issuer.example", audience: "pushhub", userClaim: nil)))
         let cases: [(String, HTTPResponse.Status, String)] = [
             (try Self.token(claims: Self.claims(), sign: Self.hs256), .ok, ""),
             (try Self.token(claims: Self.claims(aud: ["other", "pushhub"]), sign: Self.hs256), .ok, ""),
@@ -179,13 +193,19 @@ struct JWTTests {
             (.ES256, p256.publicKey.pemRepresentation, { try p256.signature(for: $0).rawRepresentation }),
         ]
         for (algorithm, publicKey, sign) in setups {
-            let fixture = try await IngressFixture(hubs: Self.hubs(.init(algorithm: algorithm, secret: nil, publicKey: publicKey, issuer: "https://issuer.example", audience: "pushhub", userClaim: "preferred_username")))
+            let fixture = try await IngressFixture(
+                hubs: Self.hubs(
+                    .init(
+                        algorithm: algorithm, secret: nil, publicKey: publicKey, issuer: "https://issuer.example", audience: "pushhub",
+                        userClaim: "preferred_username")))
             var claims = Self.claims()
             claims["preferred_username"] = "carol"
             let good = try Self.token(header: ["alg": algorithm.rawValue], claims: claims, sign: { try! sign($0) })
             let hsSigned = try Self.token(header: ["alg": "HS256"], claims: claims, sign: Self.hs256)
             try await fixture.app.test(.router) { client in
-                #expect(try await client.execute(uri: "/api/register", method: .post, headers: [.authorization: "Bearer \(good)"]).status == .ok, "\(algorithm)")
+                #expect(
+                    try await client.execute(uri: "/api/register", method: .post, headers: [.authorization: "Bearer \(good)"]).status == .ok,
+                    "\(algorithm)")
                 let confused = try await client.execute(uri: "/api/register", method: .post, headers: [.authorization: "Bearer \(hsSigned)"])
                 #expect(confused.status == .unauthorized, "an HS256 token is not taken where \(algorithm) is configured")
             }

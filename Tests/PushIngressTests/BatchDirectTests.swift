@@ -29,7 +29,9 @@ struct BatchDirectTests {
         try await fixture.app.test(.router) { client in
             let response = try await client.execute(
                 uri: "/myhub/messages/$batch?direct&api-version=2015-04", method: .post, headers: Self.headers,
-                body: ByteBuffer(string: Self.multipart(notification: #"{"aps":{"alert":"Hello"}}"#, devices: "['Device Token1','Device Token2','Device Token3']")))
+                body: ByteBuffer(
+                    string: Self.multipart(notification: #"{"aps":{"alert":"Hello"}}"#, devices: "['Device Token1','Device Token2','Device Token3']"))
+            )
             #expect(response.status == .created, "\(response.text)")
         }
         let request = try #require(try await fixture.requests(1).first)
@@ -37,22 +39,32 @@ struct BatchDirectTests {
         #expect(request.body == #"{"aps":{"alert":"Hello"}}"#)
     }
 
-    @Test("refused batches", arguments: [
-        (multipart(notification: "{}", devices: String(describing: (0...1000).map { "t\($0)" }).replacingOccurrences(of: "\"", with: "'")), HTTPResponse.Status.badRequest, "1 to 1000"),
-        (multipart(notification: "{}", devices: nil), .badRequest, "part named devices"),
-        (multipart(notification: "{}", devices: "[]"), .badRequest, "list of device handles"),
-        ("no parts at all", .badRequest, "no part delimited"),
-    ] as [(String, HTTPResponse.Status, String)])
+    @Test(
+        "refused batches",
+        arguments: [
+            (
+                multipart(notification: "{}", devices: String(describing: (0...1000).map { "t\($0)" }).replacingOccurrences(of: "\"", with: "'")),
+                HTTPResponse.Status.badRequest, "1 to 1000"
+            ),
+            (multipart(notification: "{}", devices: nil), .badRequest, "part named devices"),
+            (multipart(notification: "{}", devices: "[]"), .badRequest, "list of device handles"),
+            ("no parts at all", .badRequest, "no part delimited"),
+        ] as [(String, HTTPResponse.Status, String)])
     func refused(_ body: String, _ status: HTTPResponse.Status, _ reason: String) async throws {
         let fixture = try await MessagingFixture()
         try await fixture.app.test(.router) { client in
-            let response = try await client.execute(uri: "/myhub/messages/$batch?direct", method: .post, headers: Self.headers, body: ByteBuffer(string: body))
+            let response = try await client.execute(
+                uri: "/myhub/messages/$batch?direct", method: .post, headers: Self.headers, body: ByteBuffer(string: body))
             #expect(response.status == status)
             #expect(response.text.contains(reason), "\(response.text)")
             var plain = Self.headers
             plain[.contentType] = "application/json"
-            #expect(try await client.execute(uri: "/myhub/messages/$batch?direct", method: .post, headers: plain, body: ByteBuffer(string: body)).status == .unsupportedMediaType)
-            #expect(try await client.execute(uri: "/myhub/messages/$batch", method: .post, headers: Self.headers, body: ByteBuffer(string: body)).status == .badRequest)
+            #expect(
+                try await client.execute(uri: "/myhub/messages/$batch?direct", method: .post, headers: plain, body: ByteBuffer(string: body)).status
+                    == .unsupportedMediaType)
+            #expect(
+                try await client.execute(uri: "/myhub/messages/$batch", method: .post, headers: Self.headers, body: ByteBuffer(string: body)).status
+                    == .badRequest)
         }
     }
 }

@@ -1,10 +1,10 @@
-import PushModel
 import Crypto
 import Foundation
+import PushConfiguration
 import PushIngress
+import PushModel
 import Testing
 import _CryptoExtras
-import PushConfiguration
 
 @Suite("pushhub.yaml")
 struct ConfigurationTests {
@@ -12,8 +12,10 @@ struct ConfigurationTests {
     static let vapidRaw = P256.Signing.PrivateKey().rawRepresentation
     static var vapid: P256.Signing.PrivateKey { try! P256.Signing.PrivateKey(rawRepresentation: vapidRaw) }
 
-    static func yaml(hubName: String = "myhub", key: String = String(repeating: "k", count: 44), apnsKey: String = apnsKey,
-                     vapidPublic: String = Base64URL.encode(vapid.publicKey.x963Representation), appBackendHub: String = "myhub") -> String {
+    static func yaml(
+        hubName: String = "myhub", key: String = String(repeating: "k", count: 44), apnsKey: String = apnsKey,
+        vapidPublic: String = Base64URL.encode(vapid.publicKey.x963Representation), appBackendHub: String = "myhub"
+    ) -> String {
         """
         hubs:
           - name: \(hubName)
@@ -51,16 +53,18 @@ struct ConfigurationTests {
         #expect(configuration.appBackend?.hub == "myhub")
     }
 
-    @Test("bad configurations are refused with the place and the reason", arguments: [
-        (yaml(hubName: "-bad"), "hubs[0].name"),
-        (yaml(key: "short"), "sasRules[0].key: at least 32 characters"),
-        (yaml(apnsKey: "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----"), "credentials.apns.privateKey"),
-        (yaml(vapidPublic: Base64URL.encode(P256.Signing.PrivateKey().publicKey.x963Representation)), "webPush.publicKey: does not belong"),
-        (yaml(appBackendHub: "nohub"), "appBackend.hub: no hub named nohub"),
-        ("hubs: []", "at least one hub"),
-        ("hubs:\n  - name: x1\n", "sasRules"),
-        ("hubs: [", "not valid YAML"),
-    ])
+    @Test(
+        "bad configurations are refused with the place and the reason",
+        arguments: [
+            (yaml(hubName: "-bad"), "hubs[0].name"),
+            (yaml(key: "short"), "sasRules[0].key: at least 32 characters"),
+            (yaml(apnsKey: "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----"), "credentials.apns.privateKey"),
+            (yaml(vapidPublic: Base64URL.encode(P256.Signing.PrivateKey().publicKey.x963Representation)), "webPush.publicKey: does not belong"),
+            (yaml(appBackendHub: "nohub"), "appBackend.hub: no hub named nohub"),
+            ("hubs: []", "at least one hub"),
+            ("hubs:\n  - name: x1\n", "sasRules"),
+            ("hubs: [", "not valid YAML"),
+        ])
     func refused(_ text: String, _ reason: String) {
         let error = #expect(throws: ConfigurationError.self) { try HubsConfiguration.parse(text) }
         #expect(error?.message.contains(reason) == true, "\(String(describing: error))")
@@ -83,13 +87,15 @@ struct ConfigurationTests {
         #expect(defaults.checkEvery == .seconds(15) && defaults.grace == 120 && defaults.abandonAfter == 1800)
     }
 
-    @Test("bad recovery settings are refused with the place and the reason", arguments: [
-        ("recovery: always", "recovery: must be republish or off"),
-        ("recovery:\n  grace: soon", "recovery.grace: soon is not a duration"),
-        ("recovery:\n  checkEvery: 0s", "recovery.checkEvery: 0s is not a duration from 100ms to 1h"),
-        ("recovery:\n  abandonAfter: 30d", "recovery.abandonAfter: 30d is not a duration"),
-        ("recovery:\n  mode: sometimes", "recovery.mode"),
-    ])
+    @Test(
+        "bad recovery settings are refused with the place and the reason",
+        arguments: [
+            ("recovery: always", "recovery: must be republish or off"),
+            ("recovery:\n  grace: soon", "recovery.grace: soon is not a duration"),
+            ("recovery:\n  checkEvery: 0s", "recovery.checkEvery: 0s is not a duration from 100ms to 1h"),
+            ("recovery:\n  abandonAfter: 30d", "recovery.abandonAfter: 30d is not a duration"),
+            ("recovery:\n  mode: sometimes", "recovery.mode"),
+        ])
     func badRecovery(_ text: String, _ expected: String) throws {
         let error = #expect(throws: ConfigurationError.self) { try HubsConfiguration.parse(Self.yaml() + "\n" + text) }
         #expect(error?.message.contains(expected) == true, "\(error?.message ?? "")")
@@ -99,7 +105,8 @@ struct ConfigurationTests {
     func fcmKey() throws {
         let rsa = try _RSA.Signing.PrivateKey(keySize: .bits2048).pemRepresentation
         var configuration = HubsConfiguration.development()
-        configuration.hubs[0].credentials.fcm = .init(projectId: "p", clientEmail: "svc@p.iam.gserviceaccount.com", privateKey: rsa, tokenURI: nil, endpoint: nil)
+        configuration.hubs[0].credentials.fcm = .init(
+            projectId: "p", clientEmail: "svc@p.iam.gserviceaccount.com", privateKey: rsa, tokenURI: nil, endpoint: nil)
         try configuration.validate()
         configuration.hubs[0].credentials.fcm?.privateKey = Self.apnsKey
         #expect(throws: ConfigurationError.self) { try configuration.validate() }

@@ -42,9 +42,12 @@ struct HostileInputTests {
         let fixture = try await IngressFixture()
         try await fixture.app.test(.router) { client in
             let headers = IngressFixture.fullAccess.withContentType("application/json")
-            let withTemplate = #"{"installationId":"a","platform":"apns","pushChannel":"aaaa","templates":{"b":{"body":"{\"aps\":{\"alert\":\"$(m)\"}}"}}}"#
+            let withTemplate =
+                #"{"installationId":"a","platform":"apns","pushChannel":"aaaa","templates":{"b":{"body":"{\"aps\":{\"alert\":\"$(m)\"}}"}}}"#
             let dotted = #"{"installationId":"a.b","platform":"apns","pushChannel":"bbbb"}"#
-            #expect(try await client.execute(uri: "/myhub/installations/a", method: .put, headers: headers, body: ByteBuffer(string: withTemplate)).status == .ok)
+            #expect(
+                try await client.execute(uri: "/myhub/installations/a", method: .put, headers: headers, body: ByteBuffer(string: withTemplate)).status
+                    == .ok)
             let second = try await client.execute(uri: "/myhub/installations/a.b", method: .put, headers: headers, body: ByteBuffer(string: dotted))
             #expect(second.status == .ok, "\(second.text)")
             #expect(try await fixture.store.installation(hub: "myhub", id: "a")?.templates.keys.sorted() == ["b"])
@@ -60,7 +63,8 @@ struct HostileInputTests {
         let scoped: HTTPFields = [.authorization: IngressFixture.token("/myhub/installations/phone-x")]
         try await fixture.app.test(.router) { client in
             let body = ByteBuffer(string: Self.installationJSON("phone-x", "https://db5.notify.windows.com/?token=x"))
-            let own = try await client.execute(uri: "/MyHub/installations/phone-x", method: .put, headers: scoped.withContentType("application/json"), body: body)
+            let own = try await client.execute(
+                uri: "/MyHub/installations/phone-x", method: .put, headers: scoped.withContentType("application/json"), body: body)
             #expect(own.status == .ok, "\(own.text)")
             let other = try await client.execute(
                 uri: "/myhub/installations/PHONE-X", method: .put, headers: scoped.withContentType("application/json"),
@@ -79,9 +83,11 @@ struct HostileInputTests {
     func unknownHubs() async throws {
         let fixture = try await IngressFixture()
         try await fixture.app.test(.router) { client in
-            let unknown = try await client.execute(uri: "/nohub/installations/x", method: .get, headers: [.authorization: IngressFixture.token("/nohub")])
+            let unknown = try await client.execute(
+                uri: "/nohub/installations/x", method: .get, headers: [.authorization: IngressFixture.token("/nohub")])
             let badToken = try await client.execute(
-                uri: "/myhub/installations/x", method: .get, headers: [.authorization: IngressFixture.token("/myhub", key: String(repeating: "x", count: 44))])
+                uri: "/myhub/installations/x", method: .get,
+                headers: [.authorization: IngressFixture.token("/myhub", key: String(repeating: "x", count: 44))])
             let unknownRule = try await client.execute(
                 uri: "/myhub/installations/x", method: .get, headers: [.authorization: IngressFixture.token("/myhub", name: "NoSuchRule")])
             #expect(unknown.status == .unauthorized)
@@ -91,23 +97,26 @@ struct HostileInputTests {
         }
     }
 
-    @Test("URL handles outside the hub's allowed hosts are refused at registration, naming the field", arguments: [
-        ("wns", "https://attacker.example.com/channel", "pushChannel"),
-        ("wns", "http://127.0.0.1:9/channel", "pushChannel"),
-        ("wns", "https://user:pw@db5.notify.windows.com/x", "pushChannel"),
-        ("browser", "https://127.0.0.1:9/push", "pushChannel"),
-        ("browser", "https://10.1.2.3/push", "pushChannel"),
-        ("browser", "https://2130706433/push", "pushChannel"),
-        ("browser", "https://[::1]/push", "pushChannel"),
-        ("browser", "http://push.example.com/x", "pushChannel"),
-        ("wns", "https://evil.example%00.notify.windows.com/x", "pushChannel"),
-        ("browser", "https://[::1%251]/push", "pushChannel"),
-        ("browser", "https://[fec0::1]/push", "pushChannel"),
-        ("browser", "https://localhost/push", "pushChannel"),
-    ])
+    @Test(
+        "URL handles outside the hub's allowed hosts are refused at registration, naming the field",
+        arguments: [
+            ("wns", "https://attacker.example.com/channel", "pushChannel"),
+            ("wns", "http://127.0.0.1:9/channel", "pushChannel"),
+            ("wns", "https://user:pw@db5.notify.windows.com/x", "pushChannel"),
+            ("browser", "https://127.0.0.1:9/push", "pushChannel"),
+            ("browser", "https://10.1.2.3/push", "pushChannel"),
+            ("browser", "https://2130706433/push", "pushChannel"),
+            ("browser", "https://[::1]/push", "pushChannel"),
+            ("browser", "http://push.example.com/x", "pushChannel"),
+            ("wns", "https://evil.example%00.notify.windows.com/x", "pushChannel"),
+            ("browser", "https://[::1%251]/push", "pushChannel"),
+            ("browser", "https://[fec0::1]/push", "pushChannel"),
+            ("browser", "https://localhost/push", "pushChannel"),
+        ])
     func endpointsRefused(_ platform: String, _ channel: String, _ field: String) async throws {
         let fixture = try await IngressFixture()
-        let pushChannel = platform == "browser"
+        let pushChannel =
+            platform == "browser"
             ? #"{"endpoint":"\#(channel)","p256dh":"BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA_0QTpQtUbVlUls0VJXg7A8u-Ts1XbjhazAkj7I99e8QcYP7DkM","auth":"tBHItJI5svbpez7KI4CCXg"}"#
             : #""\#(channel)""#
         try await fixture.app.test(.router) { client in
@@ -172,27 +181,43 @@ struct HostileInputTests {
         }
     }
 
-    @Test("bodies past the parsers' limits are 400s that name the limit", arguments: [
-        ("/myhub/registrations", HTTPRequest.Method.post, "application/atom+xml",
-         String(repeating: "<a>", count: 40) + String(repeating: "</a>", count: 40), "nests at most 16"),
-        ("/myhub/registrations", .post, "application/atom+xml", "<r>" + String(repeating: "<a/>", count: 1001) + "</r>", "at most 1000 elements"),
-        ("/myhub/installations/i1", .put, "application/json", String(repeating: "[", count: 5000), "JSON nests at most 32"),
-        ("/myhub/installations/i1", .patch, "application/json-patch+json",
-         "[" + Array(repeating: #"{"op":"add","path":"/tags","value":"a"}"#, count: 101).joined(separator: ",") + "]", "at most 100 operations"),
-        ("/myhub/installations/i1", .put, "application/json",
-         #"{"installationId":"i1","platform":"apns","pushChannel":"aaaa","templates":{"t":{"body":"{\"a\":\""# + String(repeating: "$(p)", count: 300) + #"\"}"}}}"#,
-         "at most 256 expressions"),
-        // Escaped starts count too, and failed starts cannot make the work quadratic.
-        ("/myhub/installations/i1", .put, "application/json",
-         #"{"installationId":"i1","platform":"apns","pushChannel":"aaaa","templates":{"t":{"body":"{\"a\":\""# + String(repeating: #".\\u0028"#, count: 1500) + String(repeating: "a", count: 1100) + #"\"}"}}}"#,
-         "at most 256 expressions"),
-        ("/myhub/registrations", .post, "application/atom+xml", #"<!DOCTYPE x [<!ENTITY a "aaaa">]><entry/>"#, "must not declare a document type"),
-    ] as [(String, HTTPRequest.Method, String, String, String)])
+    @Test(
+        "bodies past the parsers' limits are 400s that name the limit",
+        arguments: [
+            (
+                "/myhub/registrations", HTTPRequest.Method.post, "application/atom+xml",
+                String(repeating: "<a>", count: 40) + String(repeating: "</a>", count: 40), "nests at most 16"
+            ),
+            ("/myhub/registrations", .post, "application/atom+xml", "<r>" + String(repeating: "<a/>", count: 1001) + "</r>", "at most 1000 elements"),
+            ("/myhub/installations/i1", .put, "application/json", String(repeating: "[", count: 5000), "JSON nests at most 32"),
+            (
+                "/myhub/installations/i1", .patch, "application/json-patch+json",
+                "[" + Array(repeating: #"{"op":"add","path":"/tags","value":"a"}"#, count: 101).joined(separator: ",") + "]", "at most 100 operations"
+            ),
+            (
+                "/myhub/installations/i1", .put, "application/json",
+                #"{"installationId":"i1","platform":"apns","pushChannel":"aaaa","templates":{"t":{"body":"{\"a\":\""#
+                    + String(repeating: "$(p)", count: 300) + #"\"}"}}}"#,
+                "at most 256 expressions"
+            ),
+            // Escaped starts count too, and failed starts cannot make the work quadratic.
+            (
+                "/myhub/installations/i1", .put, "application/json",
+                #"{"installationId":"i1","platform":"apns","pushChannel":"aaaa","templates":{"t":{"body":"{\"a\":\""#
+                    + String(repeating: #".\\u0028"#, count: 1500) + String(repeating: "a", count: 1100) + #"\"}"}}}"#,
+                "at most 256 expressions"
+            ),
+            (
+                "/myhub/registrations", .post, "application/atom+xml", #"<!DOCTYPE x [<!ENTITY a "aaaa">]><entry/>"#,
+                "must not declare a document type"
+            ),
+        ] as [(String, HTTPRequest.Method, String, String, String)])
     func parserLimits(_ uri: String, _ method: HTTPRequest.Method, _ contentType: String, _ body: String, _ reason: String) async throws {
         let fixture = try await IngressFixture()
         _ = try await fixture.store.upsertInstallation(Installation(installationId: "i1", platform: .apns, pushChannel: "aaaa"), hub: "myhub")
         try await fixture.app.test(.router) { client in
-            let response = try await client.execute(uri: uri, method: method, headers: IngressFixture.fullAccess.withContentType(contentType), body: ByteBuffer(string: body))
+            let response = try await client.execute(
+                uri: uri, method: method, headers: IngressFixture.fullAccess.withContentType(contentType), body: ByteBuffer(string: body))
             #expect(response.status == .badRequest, "\(response.text.prefix(300))")
             #expect(response.text.contains(reason), "\(response.text.prefix(300))")
         }
@@ -206,17 +231,20 @@ struct HostileInputTests {
         try await fixture.app.test(.router) { client in
             var html = alice
             html[.contentType] = "text/html"
-            let page = try await client.execute(uri: "/api/notifications/rich?to_tag=bob", method: .post, headers: html, body: ByteBuffer(string: "<script>x</script>"))
+            let page = try await client.execute(
+                uri: "/api/notifications/rich?to_tag=bob", method: .post, headers: html, body: ByteBuffer(string: "<script>x</script>"))
             #expect(page.status == .unsupportedMediaType, "\(page.text)")
 
             var png = alice
             png[.contentType] = "image/png"
             // A send that is refused (an unknown pns) keeps nothing: the first id stays unused.
-            let refused = try await client.execute(uri: "/api/notifications/rich?to_tag=bob&pns=wns", method: .post, headers: png, body: ByteBuffer(string: "png"))
+            let refused = try await client.execute(
+                uri: "/api/notifications/rich?to_tag=bob&pns=wns", method: .post, headers: png, body: ByteBuffer(string: "png"))
             #expect(refused.status == .badRequest)
             #expect(try await fixture.store.richPayload(hub: "myhub", id: 1, retention: 3600) == nil)
 
-            let sent = try await client.execute(uri: "/api/notifications/rich?to_tag=bob", method: .post, headers: png, body: ByteBuffer(string: "png-bytes"))
+            let sent = try await client.execute(
+                uri: "/api/notifications/rich?to_tag=bob", method: .post, headers: png, body: ByteBuffer(string: "png-bytes"))
             #expect(sent.status == .ok, "\(sent.text)")
             let richId = try #require(try JSONDecoder().decode([String: String].self, from: Data(buffer: sent.body))["richId"])
             let fetched = try await client.execute(uri: "/api/notifications/\(richId)", method: .get, headers: basic("bob", "bob-secret"))
@@ -227,14 +255,17 @@ struct HostileInputTests {
             #expect(fetched.headers[.contentSecurityPolicy]?.contains("sandbox") == true)
 
             // The quota: two payloads, or 1,000 bytes, per sender.
-            let second = try await client.execute(uri: "/api/notifications/rich?to_tag=bob", method: .post, headers: png, body: ByteBuffer(string: "more"))
+            let second = try await client.execute(
+                uri: "/api/notifications/rich?to_tag=bob", method: .post, headers: png, body: ByteBuffer(string: "more"))
             #expect(second.status == .ok)
-            let third = try await client.execute(uri: "/api/notifications/rich?to_tag=bob", method: .post, headers: png, body: ByteBuffer(string: "more"))
+            let third = try await client.execute(
+                uri: "/api/notifications/rich?to_tag=bob", method: .post, headers: png, body: ByteBuffer(string: "more"))
             #expect(third.status == .tooManyRequests, "\(third.text)")
             var bobPNG = basic("bob", "bob-secret")
             bobPNG[.contentType] = "image/png"
             let large = try await client.execute(
-                uri: "/api/notifications/rich?to_tag=alice", method: .post, headers: bobPNG, body: ByteBuffer(string: String(repeating: "x", count: 1001)))
+                uri: "/api/notifications/rich?to_tag=alice", method: .post, headers: bobPNG,
+                body: ByteBuffer(string: String(repeating: "x", count: 1001)))
             #expect(large.status == .tooManyRequests, "\(large.text)")
         }
     }

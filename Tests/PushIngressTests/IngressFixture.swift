@@ -1,10 +1,10 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import PushConfiguration
 import PushIngress
 import PushModel
 import PushStore
-import PushConfiguration
 
 /// A hub `myhub` with a full, a listen-only and a send-only key, on a fresh SQLite store.
 struct IngressFixture {
@@ -14,12 +14,16 @@ struct IngressFixture {
 
     static let hubs = HubsConfiguration(
         hubs: [
-            .init(name: "myhub", sasRules: [
-                .init(name: "DefaultFullSharedAccessSignature", key: fullKey, rights: [.manage, .listen, .send]),
-                .init(name: "DefaultListenSharedAccessSignature", key: listenKey, rights: [.listen]),
-                .init(name: "SendOnly", key: sendKey, rights: [.send]),
-            ]),
-            .init(name: "otherhub", sasRules: [.init(name: "DefaultFullSharedAccessSignature", key: String(repeating: "o", count: 44), rights: [.manage])]),
+            .init(
+                name: "myhub",
+                sasRules: [
+                    .init(name: "DefaultFullSharedAccessSignature", key: fullKey, rights: [.manage, .listen, .send]),
+                    .init(name: "DefaultListenSharedAccessSignature", key: listenKey, rights: [.listen]),
+                    .init(name: "SendOnly", key: sendKey, rights: [.send]),
+                ]),
+            .init(
+                name: "otherhub",
+                sasRules: [.init(name: "DefaultFullSharedAccessSignature", key: String(repeating: "o", count: 44), rights: [.manage])]),
         ],
         appBackend: .init(hub: "myhub"))
 
@@ -33,7 +37,9 @@ struct IngressFixture {
     }
 
     /// A token for `path` on the test client's host.
-    static func token(_ path: String, key: String = fullKey, name: String = "DefaultFullSharedAccessSignature", lifetime: TimeInterval = 600) -> String {
+    static func token(_ path: String, key: String = fullKey, name: String = "DefaultFullSharedAccessSignature", lifetime: TimeInterval = 600)
+        -> String
+    {
         SharedAccessSignature.token(resourceURI: "https://localhost\(path)", keyName: name, key: key, expiry: Date().addingTimeInterval(lifetime))
     }
 

@@ -1,14 +1,14 @@
-import HTTPTypes
 import Foundation
+import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Logging
+import PushConfiguration
 import PushIngress
 import PushKafka
 import PushModel
 import PushStore
 import Testing
-import PushConfiguration
 
 /// The ingress with a publisher on an embedded cluster, and a reader of `pushhub.requests`.
 struct MessagingFixture {
@@ -30,9 +30,10 @@ struct MessagingFixture {
         producer = try KafkaProducer.make(configuration: configuration, logger: Self.logger)
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
         store = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
-        app = Application(router: try buildIngressRouter(
-            hubs: hubs, store: store, publisher: KafkaNotificationPublisher(producer: producer, topics: topics), richQuota: richQuota,
-            recovery: recovery, now: now))
+        app = Application(
+            router: try buildIngressRouter(
+                hubs: hubs, store: store, publisher: KafkaNotificationPublisher(producer: producer, topics: topics), richQuota: richQuota,
+                recovery: recovery, now: now))
     }
 
     /// The SendRequests on the requests topic, waiting for `count` of them.
@@ -68,8 +69,10 @@ struct MessagesAPITests {
         let (location, trackingId) = try await fixture.app.test(.router) { client in
             let response = try await client.execute(
                 uri: "/myhub/messages?api-version=2015-04", method: .post,
-                headers: Self.headers([("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", "Sports && !Politics"),
-                                       ("Content-Type", "application/json;charset=utf-8"), ("apns-priority", "5"), ("X-Unrelated", "dropped")]),
+                headers: Self.headers([
+                    ("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", "Sports && !Politics"),
+                    ("Content-Type", "application/json;charset=utf-8"), ("apns-priority", "5"), ("X-Unrelated", "dropped"),
+                ]),
                 body: ByteBuffer(string: #"{"aps":{"alert":"Goal!"}}"#))
             #expect(response.status == .created, "\(response.text)")
             return (response.headers[.location], response.headers[HTTPField.Name("TrackingId")!])
@@ -94,43 +97,102 @@ struct MessagesAPITests {
             #expect(template.status == .created)
             let direct = try await client.execute(
                 uri: "/myhub/messages?direct", method: .post,
-                headers: Self.headers([("ServiceBusNotification-Format", "windows"), ("X-WNS-Type", "wns/toast"),
-                                       ("ServiceBusNotification-DeviceHandle", "https://db5.notify.windows.com/channel"), ("Content-Type", "text/xml")]),
+                headers: Self.headers([
+                    ("ServiceBusNotification-Format", "windows"), ("X-WNS-Type", "wns/toast"),
+                    ("ServiceBusNotification-DeviceHandle", "https://db5.notify.windows.com/channel"), ("Content-Type", "text/xml"),
+                ]),
                 body: ByteBuffer(string: "<toast/>"))
             #expect(direct.status == .created, "\(direct.text)")
         }
         let requests = try await fixture.requests(2)
         #expect(Set(requests.map(\.format)) == [.template, .windows])
         #expect(requests.first { $0.format == .template }?.audience == .broadcast)
-        #expect(requests.first { $0.format == .windows }?.audience == .handles([DirectHandle(platform: .wns, handle: "https://db5.notify.windows.com/channel")]))
+        #expect(
+            requests.first { $0.format == .windows }?.audience
+                == .handles([DirectHandle(platform: .wns, handle: "https://db5.notify.windows.com/channel")]))
         #expect(requests.first { $0.format == .windows }?.headers["X-WNS-Type"] == "wns/toast")
     }
 
-    @Test("bad sends are refused before anything is queued", arguments: [
-        ([("ServiceBusNotification-Format", "mpns"), ("Content-Type", "application/json")], "{}", "ServiceBusNotification-Format"),
-        ([("Content-Type", "application/json")], "{}", "ServiceBusNotification-Format"),
-        ([("ServiceBusNotification-Format", "apple"), ("Content-Type", "text/plain")], "{}", "Content-Type"),
-        ([("ServiceBusNotification-Format", "apple"), ("Content-Type", "application/json")], "not json", "must be a JSON object"),
-        ([("ServiceBusNotification-Format", "apple"), ("Content-Type", "application/json")], "{\"a\":\"" + String(repeating: "x", count: 4100) + "\"}", "4096 bytes"),
-        ([("ServiceBusNotification-Format", "apple"), ("apns-push-type", "voip"), ("Content-Type", "application/json")], "{\"a\":\"" + String(repeating: "x", count: 5200) + "\"}", "5120 bytes"),
-        ([("ServiceBusNotification-Format", "windows"), ("Content-Type", "text/xml")], "<toast/>", "X-WNS-Type"),
-        ([("ServiceBusNotification-Format", "template"), ("Content-Type", "application/json")], #"{"a":{"b":1}}"#, "template property"),
-        ([("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", "a &&"), ("Content-Type", "application/json")], "{}", "at position 4"),
-        ([("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", "a && b && c && d && e && f && g"), ("Content-Type", "application/json")], "{}", "at most 6 tags"),
-        // What crashed the ingress with a stack overflow, and what stalled the dispatcher.
-        ([("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", String(repeating: "(", count: 6000) + "a" + String(repeating: ")", count: 6000)), ("Content-Type", "application/json")], "{}", "at most 4096 bytes"),
-        ([("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", String(repeating: "(", count: 17) + "a" + String(repeating: ")", count: 17)), ("Content-Type", "application/json")], "{}", "nest at most 16 deep"),
-        ([("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", String(repeating: "!", count: 20000) + "a"), ("Content-Type", "application/json")], "{}", "at most 4096 bytes"),
-        ([("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", String(repeating: "!", count: 1200) + "Sports"), ("Content-Type", "application/json")], "{}", "nest at most 16"),
-        ([("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", (0..<34).map { "t\($0)" }.joined(separator: " || ")), ("Content-Type", "application/json")], "{}", "at most 32 operators"),
-        ([("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", String(repeating: "!", count: 17) + "Sports"), ("Content-Type", "application/json")], "{}", "nest at most 16"),
-        ([("ServiceBusNotification-Format", "apple"), ("Content-Type", "application/json")], String(repeating: "[", count: 3000), "JSON nests at most 32"),
-        ([("ServiceBusNotification-Format", "template"), ("Content-Type", "application/json")], "{\"a\":" + String(repeating: "[", count: 40) + String(repeating: "]", count: 40) + "}", "JSON nests at most 32"),
-    ] as [([(String, String)], String, String)])
+    @Test(
+        "bad sends are refused before anything is queued",
+        arguments: [
+            ([("ServiceBusNotification-Format", "mpns"), ("Content-Type", "application/json")], "{}", "ServiceBusNotification-Format"),
+            ([("Content-Type", "application/json")], "{}", "ServiceBusNotification-Format"),
+            ([("ServiceBusNotification-Format", "apple"), ("Content-Type", "text/plain")], "{}", "Content-Type"),
+            ([("ServiceBusNotification-Format", "apple"), ("Content-Type", "application/json")], "not json", "must be a JSON object"),
+            (
+                [("ServiceBusNotification-Format", "apple"), ("Content-Type", "application/json")],
+                "{\"a\":\"" + String(repeating: "x", count: 4100) + "\"}", "4096 bytes"
+            ),
+            (
+                [("ServiceBusNotification-Format", "apple"), ("apns-push-type", "voip"), ("Content-Type", "application/json")],
+                "{\"a\":\"" + String(repeating: "x", count: 5200) + "\"}", "5120 bytes"
+            ),
+            ([("ServiceBusNotification-Format", "windows"), ("Content-Type", "text/xml")], "<toast/>", "X-WNS-Type"),
+            ([("ServiceBusNotification-Format", "template"), ("Content-Type", "application/json")], #"{"a":{"b":1}}"#, "template property"),
+            (
+                [("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", "a &&"), ("Content-Type", "application/json")], "{}",
+                "at position 4"
+            ),
+            (
+                [
+                    ("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", "a && b && c && d && e && f && g"),
+                    ("Content-Type", "application/json"),
+                ], "{}", "at most 6 tags"
+            ),
+            // What crashed the ingress with a stack overflow, and what stalled the dispatcher.
+            (
+                [
+                    ("ServiceBusNotification-Format", "apple"),
+                    ("ServiceBusNotification-Tags", String(repeating: "(", count: 6000) + "a" + String(repeating: ")", count: 6000)),
+                    ("Content-Type", "application/json"),
+                ], "{}", "at most 4096 bytes"
+            ),
+            (
+                [
+                    ("ServiceBusNotification-Format", "apple"),
+                    ("ServiceBusNotification-Tags", String(repeating: "(", count: 17) + "a" + String(repeating: ")", count: 17)),
+                    ("Content-Type", "application/json"),
+                ], "{}", "nest at most 16 deep"
+            ),
+            (
+                [
+                    ("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", String(repeating: "!", count: 20000) + "a"),
+                    ("Content-Type", "application/json"),
+                ], "{}", "at most 4096 bytes"
+            ),
+            (
+                [
+                    ("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", String(repeating: "!", count: 1200) + "Sports"),
+                    ("Content-Type", "application/json"),
+                ], "{}", "nest at most 16"
+            ),
+            (
+                [
+                    ("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", (0..<34).map { "t\($0)" }.joined(separator: " || ")),
+                    ("Content-Type", "application/json"),
+                ], "{}", "at most 32 operators"
+            ),
+            (
+                [
+                    ("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", String(repeating: "!", count: 17) + "Sports"),
+                    ("Content-Type", "application/json"),
+                ], "{}", "nest at most 16"
+            ),
+            (
+                [("ServiceBusNotification-Format", "apple"), ("Content-Type", "application/json")], String(repeating: "[", count: 3000),
+                "JSON nests at most 32"
+            ),
+            (
+                [("ServiceBusNotification-Format", "template"), ("Content-Type", "application/json")],
+                "{\"a\":" + String(repeating: "[", count: 40) + String(repeating: "]", count: 40) + "}", "JSON nests at most 32"
+            ),
+        ] as [([(String, String)], String, String)])
     func refused(_ pairs: [(String, String)], _ body: String, _ reason: String) async throws {
         let fixture = try await MessagingFixture()
         try await fixture.app.test(.router) { client in
-            let response = try await client.execute(uri: "/myhub/messages", method: .post, headers: Self.headers(pairs), body: ByteBuffer(string: body))
+            let response = try await client.execute(
+                uri: "/myhub/messages", method: .post, headers: Self.headers(pairs), body: ByteBuffer(string: body))
             #expect(response.status == .badRequest)
             #expect(response.text.contains(reason), "\(response.text)")
         }

@@ -25,15 +25,34 @@ struct RegistrationAPITests {
         "<\(type) xmlns:i=\"http://www.w3.org/2001/XMLSchema-instance\" xmlns=\"http://schemas.microsoft.com/netservices/2010/10/servicebus/connect\">\(fields)</\(type)>"
     }
 
-    @Test("every description type round-trips through create and read", arguments: [
-        ("AppleRegistrationDescription", "<Tags>Sports, Politics</Tags><DeviceToken>ABCDEF0123</DeviceToken>", NotificationFormat.apple, "ABCDEF0123"),
-        ("GcmRegistrationDescription", "<Tags>a</Tags><GcmRegistrationId>gcm-1</GcmRegistrationId>", .gcm, "gcm-1"),
-        ("FcmV1RegistrationDescription", "<FcmV1RegistrationId>fcm-v1</FcmV1RegistrationId>", .fcmv1, "fcm-v1"),
-        ("WindowsRegistrationDescription", "<ChannelUri>https://db5.notify.windows.com/?token=x&amp;y=1</ChannelUri>", .windows, "https://db5.notify.windows.com/?token=x&y=1"),
-        ("BrowserRegistrationDescription", "<Endpoint>https://push.example/s/1</Endpoint><P256DH>BKey</P256DH><Auth>authsecret</Auth>", .browser, "https://push.example/s/1"),
-        ("AppleTemplateRegistrationDescription", #"<Tags>News</Tags><DeviceToken>T1</DeviceToken><BodyTemplate><![CDATA[{"aps":{"alert":"$(messageParam)"}}]]></BodyTemplate><Expiry>0</Expiry><TemplateName>simpleAPNSTemplate</TemplateName>"#, .apple, "T1"),
-        ("WindowsTemplateRegistrationDescription", "<ChannelUri>https://db5.notify.windows.com/2</ChannelUri><BodyTemplate>&lt;toast&gt;&lt;text&gt;$(msg)&lt;/text&gt;&lt;/toast&gt;</BodyTemplate><WnsHeaders><WnsHeader><Header>X-WNS-Type</Header><Value>wns/toast</Value></WnsHeader></WnsHeaders>", .windows, "https://db5.notify.windows.com/2"),
-    ] as [(String, String, NotificationFormat, String)])
+    @Test(
+        "every description type round-trips through create and read",
+        arguments: [
+            (
+                "AppleRegistrationDescription", "<Tags>Sports, Politics</Tags><DeviceToken>ABCDEF0123</DeviceToken>", NotificationFormat.apple,
+                "ABCDEF0123"
+            ),
+            ("GcmRegistrationDescription", "<Tags>a</Tags><GcmRegistrationId>gcm-1</GcmRegistrationId>", .gcm, "gcm-1"),
+            ("FcmV1RegistrationDescription", "<FcmV1RegistrationId>fcm-v1</FcmV1RegistrationId>", .fcmv1, "fcm-v1"),
+            (
+                "WindowsRegistrationDescription", "<ChannelUri>https://db5.notify.windows.com/?token=x&amp;y=1</ChannelUri>", .windows,
+                "https://db5.notify.windows.com/?token=x&y=1"
+            ),
+            (
+                "BrowserRegistrationDescription", "<Endpoint>https://push.example/s/1</Endpoint><P256DH>BKey</P256DH><Auth>authsecret</Auth>",
+                .browser, "https://push.example/s/1"
+            ),
+            (
+                "AppleTemplateRegistrationDescription",
+                #"<Tags>News</Tags><DeviceToken>T1</DeviceToken><BodyTemplate><![CDATA[{"aps":{"alert":"$(messageParam)"}}]]></BodyTemplate><Expiry>0</Expiry><TemplateName>simpleAPNSTemplate</TemplateName>"#,
+                .apple, "T1"
+            ),
+            (
+                "WindowsTemplateRegistrationDescription",
+                "<ChannelUri>https://db5.notify.windows.com/2</ChannelUri><BodyTemplate>&lt;toast&gt;&lt;text&gt;$(msg)&lt;/text&gt;&lt;/toast&gt;</BodyTemplate><WnsHeaders><WnsHeader><Header>X-WNS-Type</Header><Value>wns/toast</Value></WnsHeader></WnsHeaders>",
+                .windows, "https://db5.notify.windows.com/2"
+            ),
+        ] as [(String, String, NotificationFormat, String)])
     func roundTrip(_ type: String, _ fields: String, _ format: NotificationFormat, _ handle: String) async throws {
         let fixture = try await IngressFixture()
         try await fixture.app.test(.router) { client in
@@ -62,8 +81,12 @@ struct RegistrationAPITests {
         try await fixture.app.test(.router) { client in
             try await client.execute(
                 uri: "/myhub/registrations/t-1", method: .put, headers: Self.atom,
-                body: ByteBuffer(string: Self.entry(Self.description("WindowsTemplateRegistrationDescription",
-                    "<Tags>a,b</Tags><ChannelUri>https://db5.notify.windows.com/3</ChannelUri><BodyTemplate>&lt;toast/&gt;</BodyTemplate><WnsHeaders><WnsHeader><Header>X-WNS-Type</Header><Value>wns/toast</Value></WnsHeader><WnsHeader><Header>X-WNS-Tag</Header><Value>$(tag)</Value></WnsHeader></WnsHeaders>")))
+                body: ByteBuffer(
+                    string: Self.entry(
+                        Self.description(
+                            "WindowsTemplateRegistrationDescription",
+                            "<Tags>a,b</Tags><ChannelUri>https://db5.notify.windows.com/3</ChannelUri><BodyTemplate>&lt;toast/&gt;</BodyTemplate><WnsHeaders><WnsHeader><Header>X-WNS-Type</Header><Value>wns/toast</Value></WnsHeader><WnsHeader><Header>X-WNS-Tag</Header><Value>$(tag)</Value></WnsHeader></WnsHeaders>"
+                        )))
             ) { response in
                 #expect(response.status == .ok, "\(response.text)")
             }
@@ -78,19 +101,24 @@ struct RegistrationAPITests {
         let fixture = try await IngressFixture()
         let apple = Self.entry(Self.description("AppleRegistrationDescription", "<Tags>x</Tags><DeviceToken>D1</DeviceToken>"))
         try await fixture.app.test(.router) { client in
-            let location = try await client.execute(uri: "/myhub/registrationIDs", method: .post, headers: IngressFixture.listenAccess).headers[.location]
+            let location = try await client.execute(uri: "/myhub/registrationIDs", method: .post, headers: IngressFixture.listenAccess).headers[
+                .location]
             let id = try #require(location?.firstMatch(of: /\/myhub\/registrations\/([^?]+)\?/)?.1)
             #expect(try await fixture.store.registrationIdState(hub: "myhub", id: String(id)) == .issued)
 
             let first = try await client.execute(uri: "/myhub/registrations/\(id)", method: .put, headers: Self.atom, body: ByteBuffer(string: apple))
             #expect(first.status == .ok)
-            let second = try await client.execute(uri: "/myhub/Registrations/\(id)", method: .put, headers: Self.atom.withIfMatch("W/\"1\""), body: ByteBuffer(string: apple))
+            let second = try await client.execute(
+                uri: "/myhub/Registrations/\(id)", method: .put, headers: Self.atom.withIfMatch("W/\"1\""), body: ByteBuffer(string: apple))
             #expect(second.headers[.eTag] == "W/\"2\"")
-            let stale = try await client.execute(uri: "/myhub/registrations/\(id)", method: .put, headers: Self.atom.withIfMatch("\"1\""), body: ByteBuffer(string: apple))
+            let stale = try await client.execute(
+                uri: "/myhub/registrations/\(id)", method: .put, headers: Self.atom.withIfMatch("\"1\""), body: ByteBuffer(string: apple))
             #expect(stale.status == .preconditionFailed)
-            let wrongDelete = try await client.execute(uri: "/myhub/registrations/\(id)", method: .delete, headers: IngressFixture.listenAccess.withIfMatch("1"))
+            let wrongDelete = try await client.execute(
+                uri: "/myhub/registrations/\(id)", method: .delete, headers: IngressFixture.listenAccess.withIfMatch("1"))
             #expect(wrongDelete.status == .preconditionFailed)
-            let deleted = try await client.execute(uri: "/myhub/registrations/\(id)", method: .delete, headers: IngressFixture.listenAccess.withIfMatch("*"))
+            let deleted = try await client.execute(
+                uri: "/myhub/registrations/\(id)", method: .delete, headers: IngressFixture.listenAccess.withIfMatch("*"))
             #expect(deleted.status == .ok)
             let again = try await client.execute(uri: "/myhub/registrations/\(id)", method: .delete, headers: IngressFixture.listenAccess)
             #expect(again.status == .notFound)
@@ -102,7 +130,9 @@ struct RegistrationAPITests {
         let fixture = try await IngressFixture()
         for index in 0..<7 {
             _ = try await fixture.store.upsertRegistration(
-                Registration(registrationId: "r\(index)", hub: "myhub", format: .apple, handle: "h\(index % 2)", tags: index < 3 ? ["Sports"] : [], updatedAt: Date()),
+                Registration(
+                    registrationId: "r\(index)", hub: "myhub", format: .apple, handle: "h\(index % 2)", tags: index < 3 ? ["Sports"] : [],
+                    updatedAt: Date()),
                 ifMatch: nil)
         }
         try await fixture.app.test(.router) { client in
@@ -124,11 +154,13 @@ struct RegistrationAPITests {
             let byTag = try await client.execute(uri: "/myhub/tags/Sports/registrations", method: .get, headers: IngressFixture.fullAccess)
             #expect(byTag.text.matches(of: /<RegistrationId>/).count == 3)
 
-            let byChannel = try await client.execute(uri: "/myhub/registrations?$filter=DeviceToken%20eq%20'h1'", method: .get, headers: IngressFixture.listenAccess)
+            let byChannel = try await client.execute(
+                uri: "/myhub/registrations?$filter=DeviceToken%20eq%20'h1'", method: .get, headers: IngressFixture.listenAccess)
             #expect(byChannel.status == .ok)
             #expect(byChannel.text.matches(of: /<RegistrationId>/).count == 3)
 
-            let badFilter = try await client.execute(uri: "/myhub/registrations?$filter=Tags%20eq%20'x'", method: .get, headers: IngressFixture.listenAccess)
+            let badFilter = try await client.execute(
+                uri: "/myhub/registrations?$filter=Tags%20eq%20'x'", method: .get, headers: IngressFixture.listenAccess)
             #expect(badFilter.status == .badRequest)
         }
     }
@@ -151,18 +183,32 @@ struct RegistrationAPITests {
         }
     }
 
-    @Test("bad entries are refused with what is wrong", arguments: [
-        ("<entry><content>", "not well-formed XML"),
-        (entry("<NokiaRegistrationDescription><Token>x</Token></NokiaRegistrationDescription>"), "unknown description type"),
-        (entry(description("AppleRegistrationDescription", "<Tags>ok</Tags>")), "DeviceToken: missing"),
-        (entry(description("AppleRegistrationDescription", "<Tags>bad tag</Tags><DeviceToken>x</DeviceToken>")), "Tags"),
-        (entry(description("AppleTemplateRegistrationDescription", "<DeviceToken>x</DeviceToken>")), "BodyTemplate: missing"),
-        (entry(description("BrowserRegistrationDescription", "<Endpoint>https://p/1</Endpoint>")), "needs P256DH and Auth"),
-        (entry(description("AppleTemplateRegistrationDescription", #"<DeviceToken>x</DeviceToken><BodyTemplate>{"a":"$(p, x)"}</BodyTemplate>"#)), "BodyTemplate.body"),
-        (entry(description("WindowsTemplateRegistrationDescription", "<ChannelUri>https://w</ChannelUri><BodyTemplate>&lt;toast&gt;$(p&lt;/toast&gt;</BodyTemplate>")), "is not closed"),
-        (entry(description("AppleRegistrationDescription", "<DeviceToken>x</DeviceToken><ExpirationTime>soon</ExpirationTime>")), "ExpirationTime"),
-        ("<entry/>", "no …RegistrationDescription"),
-    ])
+    @Test(
+        "bad entries are refused with what is wrong",
+        arguments: [
+            ("<entry><content>", "not well-formed XML"),
+            (entry("<NokiaRegistrationDescription><Token>x</Token></NokiaRegistrationDescription>"), "unknown description type"),
+            (entry(description("AppleRegistrationDescription", "<Tags>ok</Tags>")), "DeviceToken: missing"),
+            (entry(description("AppleRegistrationDescription", "<Tags>bad tag</Tags><DeviceToken>x</DeviceToken>")), "Tags"),
+            (entry(description("AppleTemplateRegistrationDescription", "<DeviceToken>x</DeviceToken>")), "BodyTemplate: missing"),
+            (entry(description("BrowserRegistrationDescription", "<Endpoint>https://p/1</Endpoint>")), "needs P256DH and Auth"),
+            (
+                entry(
+                    description("AppleTemplateRegistrationDescription", #"<DeviceToken>x</DeviceToken><BodyTemplate>{"a":"$(p, x)"}</BodyTemplate>"#)),
+                "BodyTemplate.body"
+            ),
+            (
+                entry(
+                    description(
+                        "WindowsTemplateRegistrationDescription",
+                        "<ChannelUri>https://w</ChannelUri><BodyTemplate>&lt;toast&gt;$(p&lt;/toast&gt;</BodyTemplate>")), "is not closed"
+            ),
+            (
+                entry(description("AppleRegistrationDescription", "<DeviceToken>x</DeviceToken><ExpirationTime>soon</ExpirationTime>")),
+                "ExpirationTime"
+            ),
+            ("<entry/>", "no …RegistrationDescription"),
+        ])
     func refused(_ body: String, _ reason: String) async throws {
         let fixture = try await IngressFixture()
         try await fixture.app.test(.router) { client in

@@ -1,26 +1,28 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import PushConfiguration
 import PushIngress
 import Testing
-import PushConfiguration
 
 @Suite("SAS authentication on the hub API")
 struct SASTests {
     static let path = "/myhub/installations/i1"
 
-    @Test("refused tokens get 401, a missing right 403, with the reason", arguments: [
-        (nil, HTTPResponse.Status.unauthorized, "Authorization header missing"),
-        ("Bearer abc", .unauthorized, "not a SharedAccessSignature token"),
-        ("SharedAccessSignature sr=x&sig=%%%&se=1&skn=k", .unauthorized, "sig is missing or not base64"),
-        ("SharedAccessSignature sr=https%3a%2f%2flocalhost%2fmyhub&sig=YWJj&skn=k", .unauthorized, "se (the expiry)"),
-        (IngressFixture.token("/myhub", name: "NoSuchRule"), .unauthorized, "key name or signature does not match"),
-        (IngressFixture.token("/myhub", key: String(repeating: "x", count: 44)), .unauthorized, "signature does not match"),
-        (IngressFixture.token("/myhub", lifetime: -10), .unauthorized, "expired"),
-        (IngressFixture.token("/otherhub"), .unauthorized, "not this resource"),
-        (IngressFixture.token("/myhub/installations/other"), .unauthorized, "not this resource"),
-        (IngressFixture.token("/myhub", key: IngressFixture.sendKey, name: "SendOnly"), .forbidden, "lacks the Listen right"),
-    ] as [(String?, HTTPResponse.Status, String)])
+    @Test(
+        "refused tokens get 401, a missing right 403, with the reason",
+        arguments: [
+            (nil, HTTPResponse.Status.unauthorized, "Authorization header missing"),
+            ("Bearer abc", .unauthorized, "not a SharedAccessSignature token"),
+            ("SharedAccessSignature sr=x&sig=%%%&se=1&skn=k", .unauthorized, "sig is missing or not base64"),
+            ("SharedAccessSignature sr=https%3a%2f%2flocalhost%2fmyhub&sig=YWJj&skn=k", .unauthorized, "se (the expiry)"),
+            (IngressFixture.token("/myhub", name: "NoSuchRule"), .unauthorized, "key name or signature does not match"),
+            (IngressFixture.token("/myhub", key: String(repeating: "x", count: 44)), .unauthorized, "signature does not match"),
+            (IngressFixture.token("/myhub", lifetime: -10), .unauthorized, "expired"),
+            (IngressFixture.token("/otherhub"), .unauthorized, "not this resource"),
+            (IngressFixture.token("/myhub/installations/other"), .unauthorized, "not this resource"),
+            (IngressFixture.token("/myhub", key: IngressFixture.sendKey, name: "SendOnly"), .forbidden, "lacks the Listen right"),
+        ] as [(String?, HTTPResponse.Status, String)])
     func refused(_ header: String?, _ status: HTTPResponse.Status, _ reason: String) async throws {
         let fixture = try await IngressFixture()
         try await fixture.app.test(.router) { client in
@@ -35,13 +37,19 @@ struct SASTests {
         }
     }
 
-    @Test("accepted tokens: namespace or hub, sb/http/https, any case, any port, listen or full key", arguments: [
-        IngressFixture.token("/myhub"),
-        IngressFixture.token("/"),
-        IngressFixture.token("/MyHub/installations"),
-        SharedAccessSignature.token(resourceURI: "sb://localhost/myhub", keyName: "DefaultListenSharedAccessSignature", key: IngressFixture.listenKey, expiry: Date().addingTimeInterval(60)),
-        SharedAccessSignature.token(resourceURI: "http://LOCALHOST:8443/myhub/", keyName: "DefaultFullSharedAccessSignature", key: IngressFixture.fullKey, expiry: Date().addingTimeInterval(60)),
-    ])
+    @Test(
+        "accepted tokens: namespace or hub, sb/http/https, any case, any port, listen or full key",
+        arguments: [
+            IngressFixture.token("/myhub"),
+            IngressFixture.token("/"),
+            IngressFixture.token("/MyHub/installations"),
+            SharedAccessSignature.token(
+                resourceURI: "sb://localhost/myhub", keyName: "DefaultListenSharedAccessSignature", key: IngressFixture.listenKey,
+                expiry: Date().addingTimeInterval(60)),
+            SharedAccessSignature.token(
+                resourceURI: "http://LOCALHOST:8443/myhub/", keyName: "DefaultFullSharedAccessSignature", key: IngressFixture.fullKey,
+                expiry: Date().addingTimeInterval(60)),
+        ])
     func accepted(_ header: String) async throws {
         let fixture = try await IngressFixture()
         try await fixture.app.test(.router) { client in
@@ -54,7 +62,8 @@ struct SASTests {
     @Test("a connection string's key makes tokens the hub accepts")
     func connectionString() async throws {
         let fixture = try await IngressFixture()
-        let connection = try #require(ConnectionString(HubsConfiguration.connectionString(endpoint: "localhost", rule: IngressFixture.hubs.hubs[0].sasRules[1])))
+        let connection = try #require(
+            ConnectionString(HubsConfiguration.connectionString(endpoint: "localhost", rule: IngressFixture.hubs.hubs[0].sasRules[1])))
         #expect(connection.keyName == "DefaultListenSharedAccessSignature")
         try await fixture.app.test(.router) { client in
             try await client.execute(uri: Self.path, method: .get, headers: [.authorization: connection.token(for: "/myhub")]) { response in

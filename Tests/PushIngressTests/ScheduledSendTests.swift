@@ -31,14 +31,20 @@ struct ScheduledSendTests {
                 #expect(response.headers[.location]?.contains("/myhub/schedulednotifications/") == true)
                 ids.append(try #require(response.headers[HTTPField.Name("TrackingId")!]))
             }
-            #expect(try await client.execute(uri: "/myhub/schedulednotifications/\(ids[1])", method: .delete, headers: IngressFixture.fullAccess).status == .ok)
-            #expect(try await client.execute(uri: "/myhub/schedulednotifications/\(ids[1])", method: .delete, headers: IngressFixture.fullAccess).status == .notFound)
+            #expect(
+                try await client.execute(uri: "/myhub/schedulednotifications/\(ids[1])", method: .delete, headers: IngressFixture.fullAccess).status
+                    == .ok)
+            #expect(
+                try await client.execute(uri: "/myhub/schedulednotifications/\(ids[1])", method: .delete, headers: IngressFixture.fullAccess).status
+                    == .notFound)
             let details = try await client.execute(uri: "/myhub/messages/\(ids[1])", method: .get, headers: IngressFixture.fullAccess)
             #expect(details.text.contains("<State>Cancelled</State>"))
             return (ids[0], ids[1])
         }
         let replicas = (0..<2).map { _ in
-            ScheduledReleaser(store: fixture.store, publisher: KafkaNotificationPublisher(producer: fixture.producer, topics: fixture.topics), logger: MessagingFixture.logger)
+            ScheduledReleaser(
+                store: fixture.store, publisher: KafkaNotificationPublisher(producer: fixture.producer, topics: fixture.topics),
+                logger: MessagingFixture.logger)
         }
         #expect(await replicas[0].releaseDue(now: Date()) == 0, "not due yet")
         async let first = replicas[0].releaseDue(now: due.addingTimeInterval(1))
@@ -50,12 +56,15 @@ struct ScheduledSendTests {
         #expect(cancelled != kept)
     }
 
-    @Test("schedule times are checked", arguments: [nil, "tomorrow", RFC3339.format(Date().addingTimeInterval(8 * 24 * 3600)), RFC3339.format(Date().addingTimeInterval(-3600))])
+    @Test(
+        "schedule times are checked",
+        arguments: [nil, "tomorrow", RFC3339.format(Date().addingTimeInterval(8 * 24 * 3600)), RFC3339.format(Date().addingTimeInterval(-3600))])
     func badTimes(_ time: String?) async throws {
         let fixture = try await MessagingFixture()
         try await fixture.app.test(.router) { client in
             let response = try await client.execute(
-                uri: "/myhub/schedulednotifications", method: .post, headers: Self.headers(scheduleTime: time), body: ByteBuffer(string: #"{"a":"b"}"#))
+                uri: "/myhub/schedulednotifications", method: .post, headers: Self.headers(scheduleTime: time),
+                body: ByteBuffer(string: #"{"a":"b"}"#))
             #expect(response.status == .badRequest)
             #expect(response.text.contains("ServiceBusNotification-ScheduleTime"))
         }

@@ -30,7 +30,8 @@ struct SendPipelineTests {
         let dispatcher = Dispatcher(
             consumer: try consumer("dispatcher", [topics.requests]), producer: producer, store: store,
             settings: DispatcherSettings(topics: topics, hubs: ["myhub"]), logger: logger)
-        let recorder = OutcomeRecorder(consumer: try consumer("outcomes", [topics.results]), store: store, producer: producer, topics: topics, logger: logger)
+        let recorder = OutcomeRecorder(
+            consumer: try consumer("outcomes", [topics.results]), store: store, producer: producer, topics: topics, logger: logger)
         // Stands in for the APNs worker: every target's handle is dead, and each result batch
         // is published twice, as a worker that crashed after publishing would.
         let apnsDeliveries = try consumer("apns-worker", [topics.deliveries(.apns)])
@@ -40,31 +41,41 @@ struct SendPipelineTests {
             Task {
                 for await record in apnsDeliveries.records {
                     guard let batch = try? WireCoding.decode(DeliveryBatch.self, from: record.value) else { continue }
-                    let results = ResultBatch(notificationId: batch.notificationId, hub: batch.hub, platform: .apns, results: batch.targets.map {
-                        DeliveryResult(registrationId: $0.registrationId, handle: $0.handle, outcome: .invalidHandle, pnsStatus: 410, pnsReason: "Unregistered", attempts: 1, dwellMs: 3)
-                    })
+                    let results = ResultBatch(
+                        notificationId: batch.notificationId, hub: batch.hub, platform: .apns,
+                        results: batch.targets.map {
+                            DeliveryResult(
+                                registrationId: $0.registrationId, handle: $0.handle, outcome: .invalidHandle, pnsStatus: 410,
+                                pnsReason: "Unregistered", attempts: 1, dwellMs: 3)
+                        })
                     let value = try! WireCoding.encode(results)
-                    for _ in 0..<2 { _ = await producer.sendAll([KafkaOutgoingRecord(topic: topics.results, key: batch.notificationId, value: value)]) }
+                    for _ in 0..<2 {
+                        _ = await producer.sendAll([KafkaOutgoingRecord(topic: topics.results, key: batch.notificationId, value: value)])
+                    }
                     apnsDeliveries.markDone(record)
                 }
             },
         ]
         defer { tasks.forEach { $0.cancel() } }
 
-        let app = Application(router: try buildIngressRouter(
-            hubs: IngressFixture.hubs, store: store, publisher: KafkaNotificationPublisher(producer: producer, topics: topics)))
+        let app = Application(
+            router: try buildIngressRouter(
+                hubs: IngressFixture.hubs, store: store, publisher: KafkaNotificationPublisher(producer: producer, topics: topics)))
         let alice = basic("alice", "alice-secret")
         try await app.test(.router) { client in
             let created = try await client.execute(uri: "/api/register", method: .post, headers: alice)
             let registrationId = try JSONDecoder().decode(String.self, from: Data(buffer: created.body))
             let device = #"{"Platform":"apns","Handle":"dead-device-token","Tags":[]}"#
-            #expect(try await client.execute(uri: "/api/register/\(registrationId)", method: .put, headers: alice, body: ByteBuffer(string: device)).status == .ok)
+            #expect(
+                try await client.execute(uri: "/api/register/\(registrationId)", method: .put, headers: alice, body: ByteBuffer(string: device))
+                    .status == .ok)
 
             var headers = IngressFixture.fullAccess
             headers[HTTPField.Name("ServiceBusNotification-Format")!] = "apple"
             headers[HTTPField.Name("ServiceBusNotification-Tags")!] = "username:alice"
             headers[.contentType] = "application/json"
-            let sent = try await client.execute(uri: "/myhub/messages", method: .post, headers: headers, body: ByteBuffer(string: #"{"aps":{"alert":"hi"}}"#))
+            let sent = try await client.execute(
+                uri: "/myhub/messages", method: .post, headers: headers, body: ByteBuffer(string: #"{"aps":{"alert":"hi"}}"#))
             #expect(sent.status == .created)
             let notificationId = try #require(sent.headers[HTTPField.Name("TrackingId")!])
 
@@ -80,14 +91,22 @@ struct SendPipelineTests {
                 try await Task.sleep(for: .milliseconds(50))
             }
             #expect(details.contains("<State>Completed</State>"), "\(details)")
-            #expect(details.contains("<ApnsOutcomeCounts><Outcome><Name>BadChannel</Name><Count>1</Count></Outcome></ApnsOutcomeCounts>"), "counted once: \(details)")
+            #expect(
+                details.contains("<ApnsOutcomeCounts><Outcome><Name>BadChannel</Name><Count>1</Count></Outcome></ApnsOutcomeCounts>"),
+                "counted once: \(details)")
             #expect(details.contains("<EndTime>"))
 
             // The dead registration was pruned: the tutorial client's next PUT gets 410 and it registers again.
-            let stale = try await client.execute(uri: "/api/register/\(registrationId)", method: .put, headers: alice, body: ByteBuffer(string: device))
+            let stale = try await client.execute(
+                uri: "/api/register/\(registrationId)", method: .put, headers: alice, body: ByteBuffer(string: device))
             #expect(stale.status == .gone)
-            let fresh = try JSONDecoder().decode(String.self, from: Data(buffer: try await client.execute(uri: "/api/register?handle=new-token", method: .post, headers: alice).body))
-            #expect(try await client.execute(uri: "/api/register/\(fresh)", method: .put, headers: alice, body: ByteBuffer(string: #"{"Platform":"apns","Handle":"new-token"}"#)).status == .ok)
+            let fresh = try JSONDecoder().decode(
+                String.self, from: Data(buffer: try await client.execute(uri: "/api/register?handle=new-token", method: .post, headers: alice).body))
+            #expect(
+                try await client.execute(
+                    uri: "/api/register/\(fresh)", method: .put, headers: alice,
+                    body: ByteBuffer(string: #"{"Platform":"apns","Handle":"new-token"}"#)
+                ).status == .ok)
 
             #expect(try await client.execute(uri: "/myhub/messages/no-such-id", method: .get, headers: IngressFixture.fullAccess).status == .notFound)
         }

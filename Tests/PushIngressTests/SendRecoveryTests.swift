@@ -2,13 +2,13 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import PushConfiguration
 import PushIngress
 import PushKafka
 import PushMetrics
 import PushModel
 import Synchronization
 import Testing
-import PushConfiguration
 
 /// Sends kept in the store, published again, and given up, with the clock in the test's hands.
 @Suite("Send recovery", .timeLimit(.minutes(2)))
@@ -33,7 +33,8 @@ struct SendRecoveryTests {
     /// The send's NotificationDetails, asked with a token valid at the test clock's time.
     static func details(_ fixture: MessagingFixture, _ id: String, at now: Date) async throws -> String {
         let token = SharedAccessSignature.token(
-            resourceURI: "https://localhost/myhub", keyName: "DefaultFullSharedAccessSignature", key: IngressFixture.fullKey, expiry: now.addingTimeInterval(600))
+            resourceURI: "https://localhost/myhub", keyName: "DefaultFullSharedAccessSignature", key: IngressFixture.fullKey,
+            expiry: now.addingTimeInterval(600))
         return try await fixture.app.test(.router) { client in
             try await client.execute(uri: "/myhub/messages/\(id)", method: .get, headers: [.authorization: token]).text
         }
@@ -92,6 +93,8 @@ struct SendRecoveryTests {
         #expect(kept.map(\.notificationId) == [id], "the refused send is not kept")
         clock.advance(3600)
         await recovery.check()
-        #expect(try await Self.details(fixture, id, at: clock.now).contains("<State>Abandoned</State>"), "given up after its deadline, republished or not")
+        #expect(
+            try await Self.details(fixture, id, at: clock.now).contains("<State>Abandoned</State>"), "given up after its deadline, republished or not"
+        )
     }
 }

@@ -7,8 +7,9 @@ import PushStore
 import ServiceLifecycle
 import Synchronization
 import Testing
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The ingress as a listening server under abuse: connections that never finish their headers,
@@ -111,8 +112,10 @@ struct ServerAbuseTests {
     }
 
     static func installation(_ index: Int) -> String { #"{"installationId":"ok-\#(index)","platform":"apns","pushChannel":"aaaa"}"# }
-    static let listen = ["Authorization": IngressFixture.token("/myhub", key: IngressFixture.listenKey, name: "DefaultListenSharedAccessSignature"),
-                         "Content-Type": "application/json"]
+    static let listen = [
+        "Authorization": IngressFixture.token("/myhub", key: IngressFixture.listenKey, name: "DefaultListenSharedAccessSignature"),
+        "Content-Type": "application/json",
+    ]
 
     @Test("200 connections that never finish their headers neither block requests nor stay open past the time-out")
     func slowHeaders() async throws {
@@ -123,7 +126,8 @@ struct ServerAbuseTests {
             // Ordinary requests go through while the 200 wait.
             for index in 0..<20 {
                 let began = ContinuousClock.now
-                let status = try await Self.request(port: port, "PUT", "/myhub/installations/ok-\(index)", headers: Self.listen, body: Self.installation(index))
+                let status = try await Self.request(
+                    port: port, "PUT", "/myhub/installations/ok-\(index)", headers: Self.listen, body: Self.installation(index))
                 #expect(status == "HTTP/1.1 200 OK", "request \(index): \(status) after \(ContinuousClock.now - began)")
             }
 
@@ -154,13 +158,19 @@ struct ServerAbuseTests {
                 for index in 0..<60 {
                     group.addTask {
                         let credentials = Data("alice:guess-\(index)".utf8).base64EncodedString()
-                        return ("guess", try await Self.request(port: port, "POST", "/api/register", headers: ["Authorization": "Basic \(credentials)"]))
+                        return (
+                            "guess", try await Self.request(port: port, "POST", "/api/register", headers: ["Authorization": "Basic \(credentials)"])
+                        )
                     }
                 }
                 // Registrations through the hub API (SAS, no bcrypt) during the flood.
                 for index in 0..<10 {
                     group.addTask {
-                        ("hub", try await Self.request(port: port, "PUT", "/myhub/installations/ok-\(index)", headers: Self.listen, body: Self.installation(index)))
+                        (
+                            "hub",
+                            try await Self.request(
+                                port: port, "PUT", "/myhub/installations/ok-\(index)", headers: Self.listen, body: Self.installation(index))
+                        )
                     }
                 }
                 var all: [(String, String)] = []
@@ -170,11 +180,14 @@ struct ServerAbuseTests {
             let hub = statuses.filter { $0.0 == "hub" }.map(\.1)
             let guesses = statuses.filter { $0.0 == "guess" }.map(\.1)
             #expect(hub.allSatisfy { $0 == "HTTP/1.1 200 OK" }, "\(hub)")
-            #expect(guesses.filter { $0.contains("429") || $0.contains("503") }.count >= 40, "most guesses were turned away before bcrypt: \(guesses)")
+            #expect(
+                guesses.filter { $0.contains("429") || $0.contains("503") }.count >= 40, "most guesses were turned away before bcrypt: \(guesses)")
             #expect(!guesses.contains { $0.contains("500") })
             let correct = Data("alice:alice-secret".utf8).base64EncodedString()
             let refused = try await Self.request(port: port, "POST", "/api/register", headers: ["Authorization": "Basic \(correct)"])
-            #expect(refused.contains("429"), "this client waits out its back-off for alice: \(refused); guesses: \(Dictionary(grouping: guesses, by: { $0 }).mapValues(\.count))")
+            #expect(
+                refused.contains("429"),
+                "this client waits out its back-off for alice: \(refused); guesses: \(Dictionary(grouping: guesses, by: { $0 }).mapValues(\.count))")
         }
     }
 }

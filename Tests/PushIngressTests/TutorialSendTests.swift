@@ -27,7 +27,8 @@ struct TutorialSendTests {
         let ids = try await fixture.app.test(.router) { client in
             var ids: [String: String] = [:]
             for pns in ["apns", "fcm", "wns"] {
-                let response = try await client.execute(uri: "/api/notifications?pns=\(pns)&to_tag=bob", method: .post, headers: Self.alice, body: ByteBuffer(string: body))
+                let response = try await client.execute(
+                    uri: "/api/notifications?pns=\(pns)&to_tag=bob", method: .post, headers: Self.alice, body: ByteBuffer(string: body))
                 #expect(response.status == .ok, "\(pns): \(response.text)")
                 ids[pns] = try JSONDecoder().decode([String: String].self, from: Data(buffer: response.body))["notificationId"]
             }
@@ -40,18 +41,22 @@ struct TutorialSendTests {
         #expect(alert?["aps"]?["alert"] == "From alice: \(message)")
         let fcm = try #require(requests[ids["fcm"]!])
         #expect(fcm.format == .gcm)
-        #expect((try JSONSerialization.jsonObject(with: Data(fcm.body.utf8)) as? [String: [String: String]])?["data"]?["message"] == "From alice: \(message)")
+        #expect(
+            (try JSONSerialization.jsonObject(with: Data(fcm.body.utf8)) as? [String: [String: String]])?["data"]?["message"]
+                == "From alice: \(message)")
         let wns = try #require(requests[ids["wns"]!])
         #expect(wns.format == .windows && wns.headers["X-WNS-Type"] == "wns/toast")
         #expect(wns.body.contains("<text id=\"1\">From alice: hi &quot;there&quot; &lt;/text&gt; &amp; ü</text>"))
     }
 
-    @Test("bad tutorial sends are refused", arguments: [
-        ("/api/notifications?pns=mpns&to_tag=bob", #""hi""#, HTTPResponse.Status.badRequest, "use one of apns, fcm, gcm, wns"),
-        ("/api/notifications?pns=apns&to_tag=bob", "hi", .badRequest, "JSON string"),
-        ("/api/notifications?pns=apns", #""hi""#, .badRequest, "to_tag"),
-        ("/api/notifications?pns=apns&to_tag=bad%20name", #""hi""#, .badRequest, "to_tag"),
-    ] as [(String, String, HTTPResponse.Status, String)])
+    @Test(
+        "bad tutorial sends are refused",
+        arguments: [
+            ("/api/notifications?pns=mpns&to_tag=bob", #""hi""#, HTTPResponse.Status.badRequest, "use one of apns, fcm, gcm, wns"),
+            ("/api/notifications?pns=apns&to_tag=bob", "hi", .badRequest, "JSON string"),
+            ("/api/notifications?pns=apns", #""hi""#, .badRequest, "to_tag"),
+            ("/api/notifications?pns=apns&to_tag=bad%20name", #""hi""#, .badRequest, "to_tag"),
+        ] as [(String, String, HTTPResponse.Status, String)])
     func refused(_ uri: String, _ body: String, _ status: HTTPResponse.Status, _ reason: String) async throws {
         let fixture = try await Self.fixture()
         try await fixture.app.test(.router) { client in
@@ -80,7 +85,9 @@ struct TutorialSendTests {
             #expect(bob.headers[.contentType] == "image/png")
             #expect(Data(buffer: bob.body) == image)
             #expect(try await client.execute(uri: "/api/notifications/\(richId)", method: .get, headers: Self.alice).status == .ok)
-            #expect(try await client.execute(uri: "/api/notifications/\(richId)", method: .get, headers: basic("carol", "carol-secret")).status == .forbidden)
+            #expect(
+                try await client.execute(uri: "/api/notifications/\(richId)", method: .get, headers: basic("carol", "carol-secret")).status
+                    == .forbidden)
             #expect(try await client.execute(uri: "/api/notifications/99999", method: .get, headers: Self.alice).status == .notFound)
             #expect(try await client.execute(uri: "/api/notifications/abc", method: .get, headers: Self.alice).status == .notFound)
             return (richId, answer["notificationId"])
@@ -101,7 +108,8 @@ struct TutorialSendTests {
         let fixture = try await IngressFixture()
         try await fixture.store.setUser(name: "alice", passwordHash: hashPassword("alice-secret"))
         try await fixture.app.test(.router) { client in
-            let response = try await client.execute(uri: "/api/notifications?pns=apns&to_tag=bob", method: .post, headers: Self.alice, body: ByteBuffer(string: #""hi""#))
+            let response = try await client.execute(
+                uri: "/api/notifications?pns=apns&to_tag=bob", method: .post, headers: Self.alice, body: ByteBuffer(string: #""hi""#))
             #expect(response.status == .serviceUnavailable)
         }
     }

@@ -23,13 +23,19 @@ struct ProcessEachTests {
             let running = Task { try await consumer.run() }
             let processing = Task {
                 await consumer.processEach(maximum: 8, logger: testLogger, giveUp: { _, reason in Issue.record("gave up: \(reason)") }) { record in
-                    observed.state.withLock { $0.running += 1; $0.most = max($0.most, $0.running) }
+                    observed.state.withLock {
+                        $0.running += 1
+                        $0.most = max($0.most, $0.running)
+                    }
                     defer { observed.state.withLock { $0.running -= 1 } }
                     try await Task.sleep(for: .milliseconds(20))
                     // Record 5 fails once; it is retried while later records go on.
                     let fails = observed.state.withLock { record.index == 5 && $0.failedOnce.insert(5).inserted }
                     if fails { throw CancellationError() }
-                    let count = observed.state.withLock { $0.done.insert(record.index); return $0.done.count }
+                    let count = observed.state.withLock {
+                        $0.done.insert(record.index)
+                        return $0.done.count
+                    }
                     if count == 120 { trigger.triggerGracefulShutdown() }
                 }
             }
@@ -53,7 +59,9 @@ struct ProcessEachTests {
         let state = Mutex<(attempts: [Int: Int], givenUp: [Int: String], giveUpCalls: Int, done: Set<Int>)>(([:], [:], 0, []))
     }
 
-    @Test("a permanent failure is given up at once, a transient one after its budget, and a failing give-up is retried; the records beside them are done")
+    @Test(
+        "a permanent failure is given up at once, a transient one after its budget, and a failing give-up is retried; the records beside them are done"
+    )
     func poison() async throws {
         let kafka = try KafkaFixture(partitions: 1)
         let producer = try kafka.producer()
@@ -73,7 +81,10 @@ struct ProcessEachTests {
                     maximum: 4, budget: budget, logger: testLogger,
                     giveUp: { record, reason in
                         // The first give-up fails, as a dead-letter topic out of reach would.
-                        let first = box.state.withLock { $0.giveUpCalls += 1; return $0.giveUpCalls == 1 }
+                        let first = box.state.withLock {
+                            $0.giveUpCalls += 1
+                            return $0.giveUpCalls == 1
+                        }
                         if first { throw Transient() }
                         box.state.withLock { $0.givenUp[record.index] = reason }
                         finished()

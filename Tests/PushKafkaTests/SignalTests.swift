@@ -1,8 +1,9 @@
 import Foundation
 import PushKafka
 import Testing
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Signals the process handles must not reach the embedded cluster's thread: librdkafka's

@@ -42,11 +42,13 @@ struct LoadPopulationTests {
         #expect(measured.acceptLatency.valueAtPercentile(100) >= 1_990 && measured.acceptLatency.valueAtPercentile(100) <= 2_010)
     }
 
-    @Test("a run drives loopback targets only, unless --allow-remote", arguments: [
-        ("http://push.example.com:8080", nil as String?, "http://127.0.0.1:1", "--url http://push.example.com:8080 is not on this machine"),
-        ("http://127.0.0.1:8080", "kafka.example.com:9092", "http://127.0.0.1:1", "--kafka kafka.example.com:9092 is not on this machine"),
-        ("http://127.0.0.1:8080", nil, "http://10.0.0.5:8080", "--sim-url http://10.0.0.5:8080 is not on this machine"),
-    ])
+    @Test(
+        "a run drives loopback targets only, unless --allow-remote",
+        arguments: [
+            ("http://push.example.com:8080", nil as String?, "http://127.0.0.1:1", "--url http://push.example.com:8080 is not on this machine"),
+            ("http://127.0.0.1:8080", "kafka.example.com:9092", "http://127.0.0.1:1", "--kafka kafka.example.com:9092 is not on this machine"),
+            ("http://127.0.0.1:8080", nil, "http://10.0.0.5:8080", "--sim-url http://10.0.0.5:8080 is not on this machine"),
+        ])
     func loopbackOnly(_ url: String, _ kafka: String?, _ simulator: String, _ message: String) throws {
         let connection = try #require(ConnectionString("Endpoint=sb://127.0.0.1:8080/;SharedAccessKeyName=n;SharedAccessKey=k"))
         var settings = LoadSettings(

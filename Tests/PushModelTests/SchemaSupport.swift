@@ -1,6 +1,6 @@
-import PushTestSupport
 import Foundation
 import PushModel
+import PushTestSupport
 
 /// The package's root directory, found from this file's path.
 let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

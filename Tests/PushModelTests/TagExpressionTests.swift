@@ -4,30 +4,34 @@ import Testing
 
 @Suite("Tag expressions")
 struct TagExpressionTests {
-    @Test("expressions parse to what they mean", arguments: [
-        ("Sports", "Sports"),
-        ("Sports && !Politics", "Sports && !Politics"),
-        ("a || b && c", "a || (b && c)"),
-        ("(a || b) && c", "(a || b) && c"),
-        ("!!a", "!!a"),
-        ("  a&&b  ", "a && b"),
-        ("$InstallationId:{phone-1} || $UserId:{alice}", "$InstallationId:{phone-1} || $UserId:{alice}"),
-        ("username:alice", "username:alice"),
-    ])
+    @Test(
+        "expressions parse to what they mean",
+        arguments: [
+            ("Sports", "Sports"),
+            ("Sports && !Politics", "Sports && !Politics"),
+            ("a || b && c", "a || (b && c)"),
+            ("(a || b) && c", "(a || b) && c"),
+            ("!!a", "!!a"),
+            ("  a&&b  ", "a && b"),
+            ("$InstallationId:{phone-1} || $UserId:{alice}", "$InstallationId:{phone-1} || $UserId:{alice}"),
+            ("username:alice", "username:alice"),
+        ])
     func parses(_ text: String, _ printed: String) throws {
         #expect(try TagExpression.parse(text).description == printed)
     }
 
-    @Test("syntax errors say where", arguments: [
-        ("", 0, "expected a tag, found the end"),
-        ("a &&", 4, "expected a tag, found the end"),
-        ("a & b", 2, "unexpected \"&\" (operators are && and ||)"),
-        ("(a || b", 7, "expected ')' to close the '(' at position 0"),
-        ("a b", 2, "unexpected \"b\""),
-        ("a || %", 5, "expected a tag, found \"%\""),
-        ("$InstallationId:{x", 0, "implicit tag is missing its closing '}'"),
-        ("$Other:{x}", 0, "unknown implicit tag \"$Other:{x}\"; PushHub knows $InstallationId:{…} and $UserId:{…}"),
-    ])
+    @Test(
+        "syntax errors say where",
+        arguments: [
+            ("", 0, "expected a tag, found the end"),
+            ("a &&", 4, "expected a tag, found the end"),
+            ("a & b", 2, "unexpected \"&\" (operators are && and ||)"),
+            ("(a || b", 7, "expected ')' to close the '(' at position 0"),
+            ("a b", 2, "unexpected \"b\""),
+            ("a || %", 5, "expected a tag, found \"%\""),
+            ("$InstallationId:{x", 0, "implicit tag is missing its closing '}'"),
+            ("$Other:{x}", 0, "unknown implicit tag \"$Other:{x}\"; PushHub knows $InstallationId:{…} and $UserId:{…}"),
+        ])
     func syntaxErrors(_ text: String, _ position: Int, _ message: String) {
         #expect(throws: TagExpressionError(position: position, message: message)) { try TagExpression.parse(text) }
     }
@@ -44,14 +48,16 @@ struct TagExpressionTests {
         #expect(throws: TagExpressionError.self) { try TagExpression.parse(String(repeating: "x", count: 121)) }
     }
 
-    @Test("matching and the tags a store can start from", arguments: [
-        ("a && !b", ["a"], true, ["a"]),
-        ("a && !b", ["a", "b"], false, ["a"]),
-        ("!a", ["b"], true, nil),
-        ("(a || b) && c", ["b", "c"], true, ["c"]),
-        ("a || !b", ["c"], true, nil),
-        ("a || b", ["c"], false, ["a", "b"]),
-    ] as [(String, [String], Bool, [String]?)])
+    @Test(
+        "matching and the tags a store can start from",
+        arguments: [
+            ("a && !b", ["a"], true, ["a"]),
+            ("a && !b", ["a", "b"], false, ["a"]),
+            ("!a", ["b"], true, nil),
+            ("(a || b) && c", ["b", "c"], true, ["c"]),
+            ("a || !b", ["c"], true, nil),
+            ("a || b", ["c"], false, ["a", "b"]),
+        ] as [(String, [String], Bool, [String]?)])
     func matching(_ text: String, _ tags: [String], _ matches: Bool, _ driving: [String]?) throws {
         let expression = try TagExpression.parse(text)
         #expect(expression.matches(Set(tags)) == matches)
@@ -60,14 +66,16 @@ struct TagExpressionTests {
 }
 
 extension TagExpressionTests {
-    @Test("assuming a tag is present simplifies an expression without changing what it matches", arguments: [
-        ("a", "a", nil),
-        ("a && !b", "a", "!b"),
-        ("(a || b) && c", "c", "a || b"),
-        ("a || b", "a", nil),
-        ("!a", "a", "!a"),
-        ("a && b && !(c || a)", "a", "!a"),
-    ] as [(String, String, String?)])
+    @Test(
+        "assuming a tag is present simplifies an expression without changing what it matches",
+        arguments: [
+            ("a", "a", nil),
+            ("a && !b", "a", "!b"),
+            ("(a || b) && c", "c", "a || b"),
+            ("a || b", "a", nil),
+            ("!a", "a", "!a"),
+            ("a && b && !(c || a)", "a", "!a"),
+        ] as [(String, String, String?)])
     func assuming(_ text: String, _ tag: String, _ simplified: String?) throws {
         let expression = try TagExpression.parse(text)
         let result = expression.assuming(tag)
@@ -90,12 +98,14 @@ struct RFC3339Tests {
         #expect(RFC3339.format(try #require(RFC3339.parse(text))) == text)
     }
 
-    @Test("offsets, fractions and their absence are read", arguments: [
-        ("2026-11-21T08:09:21Z", 1_795_248_561.0),
-        ("2026-11-21T08:09:21.5Z", 1_795_248_561.5),
-        ("2026-11-21T10:09:21.250+02:00", 1_795_248_561.25),
-        ("2026-11-21T08:09:21.123456Z", 1_795_248_561.123),
-    ])
+    @Test(
+        "offsets, fractions and their absence are read",
+        arguments: [
+            ("2026-11-21T08:09:21Z", 1_795_248_561.0),
+            ("2026-11-21T08:09:21.5Z", 1_795_248_561.5),
+            ("2026-11-21T10:09:21.250+02:00", 1_795_248_561.25),
+            ("2026-11-21T08:09:21.123456Z", 1_795_248_561.123),
+        ])
     func reads(_ text: String, _ seconds: Double) {
         #expect(RFC3339.parse(text) == Date(timeIntervalSince1970: seconds))
     }

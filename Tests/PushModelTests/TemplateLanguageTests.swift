@@ -11,22 +11,24 @@ struct TemplateLanguageTests {
     ]
     static let renderer = TemplateRenderer(properties: properties)
 
-    @Test("JSON templates", arguments: [
-        (#"{"aps":{"alert":"$(messageParam)"}}"#, #"{"aps":{"alert":"Goal!"}}"#),
-        (#"{"a":"$(MESSAGEPARAM)","b":"$(missing)"}"#, #"{"a":"Goal!","b":""}"#),
-        (#"{"a":"$(long, 4)"}"#, #"{"a":"abcd"}"#),
-        (#"{"a":".(long, 6)"}"#, #"{"a":"abc..."}"#),
-        (#"{"a":".(name, 6)"}"#, #"{"a":"Alice"}"#),
-        (#"{"a":"%(url)"}"#, #"{"a":"a%20b%26c%2Fd"}"#),
-        (##"{"badge":"#(count)"}"##, ##"{"badge":5}"##),
-        (##"{"badge":"#(decimal)"}"##, ##"{"badge":3.14}"##),
-        (##"{"badge":"#(notNumber)"}"##, ##"{"badge":"5 apples"}"##),
-        (#"{"a":"{'Breaking: ' + $(messageParam) + ' by ' + $(name)}"}"#, #"{"a":"Breaking: Goal! by Alice"}"#),
-        (##"{"a":"Hello $(name), #(count) new"}"##, ##"{"a":"Hello Alice, 5 new"}"##),
-        (#"{"$(name)":"key stays"}"#, #"{"$(name)":"key stays"}"#),
-        (#"{"a":"end.(note) 100%(approx"}"#, #"{"a":"end.(note) 100%(approx"}"#),
-        (#"{"a": "\u0041$(name)\n"}"#, #"{"a": "AAlice\n"}"#),
-    ])
+    @Test(
+        "JSON templates",
+        arguments: [
+            (#"{"aps":{"alert":"$(messageParam)"}}"#, #"{"aps":{"alert":"Goal!"}}"#),
+            (#"{"a":"$(MESSAGEPARAM)","b":"$(missing)"}"#, #"{"a":"Goal!","b":""}"#),
+            (#"{"a":"$(long, 4)"}"#, #"{"a":"abcd"}"#),
+            (#"{"a":".(long, 6)"}"#, #"{"a":"abc..."}"#),
+            (#"{"a":".(name, 6)"}"#, #"{"a":"Alice"}"#),
+            (#"{"a":"%(url)"}"#, #"{"a":"a%20b%26c%2Fd"}"#),
+            (##"{"badge":"#(count)"}"##, ##"{"badge":5}"##),
+            (##"{"badge":"#(decimal)"}"##, ##"{"badge":3.14}"##),
+            (##"{"badge":"#(notNumber)"}"##, ##"{"badge":"5 apples"}"##),
+            (#"{"a":"{'Breaking: ' + $(messageParam) + ' by ' + $(name)}"}"#, #"{"a":"Breaking: Goal! by Alice"}"#),
+            (##"{"a":"Hello $(name), #(count) new"}"##, ##"{"a":"Hello Alice, 5 new"}"##),
+            (#"{"$(name)":"key stays"}"#, #"{"$(name)":"key stays"}"#),
+            (#"{"a":"end.(note) 100%(approx"}"#, #"{"a":"end.(note) 100%(approx"}"#),
+            (#"{"a": "\u0041$(name)\n"}"#, #"{"a": "AAlice\n"}"#),
+        ])
     func json(_ template: String, _ expected: String) throws {
         let output = try Self.renderer.render(template, as: .json)
         #expect(output == expected)
@@ -42,15 +44,23 @@ struct TemplateLanguageTests {
         #expect(aps.count == 2, "nothing was injected")
     }
 
-    @Test("XML templates", arguments: [
-        (#"<toast><visual><binding template="ToastText01"><text id="1">$(messageParam)</text></binding></visual></toast>"#,
-         #"<toast><visual><binding template="ToastText01"><text id="1">Goal!</text></binding></visual></toast>"#),
-        (#"<toast launch="$(name)"><text>{'From ' + $(name) + ': ' + $(messageParam)}</text></toast>"#,
-         #"<toast launch="Alice"><text>From Alice: Goal!</text></toast>"#),
-        (#"<?xml version="1.0"?><!-- $(name) --><tile><text>.(long, 5) &amp; more</text></tile>"#,
-         #"<?xml version="1.0"?><!-- $(name) --><tile><text>ab... &amp; more</text></tile>"#),
-        (##"<badge value="#(count)"/>"##, ##"<badge value="5"/>"##),
-    ])
+    @Test(
+        "XML templates",
+        arguments: [
+            (
+                #"<toast><visual><binding template="ToastText01"><text id="1">$(messageParam)</text></binding></visual></toast>"#,
+                #"<toast><visual><binding template="ToastText01"><text id="1">Goal!</text></binding></visual></toast>"#
+            ),
+            (
+                #"<toast launch="$(name)"><text>{'From ' + $(name) + ': ' + $(messageParam)}</text></toast>"#,
+                #"<toast launch="Alice"><text>From Alice: Goal!</text></toast>"#
+            ),
+            (
+                #"<?xml version="1.0"?><!-- $(name) --><tile><text>.(long, 5) &amp; more</text></tile>"#,
+                #"<?xml version="1.0"?><!-- $(name) --><tile><text>ab... &amp; more</text></tile>"#
+            ),
+            (##"<badge value="#(count)"/>"##, ##"<badge value="5"/>"##),
+        ])
     func xml(_ template: String, _ expected: String) throws {
         #expect(try Self.renderer.render(template, as: .xml) == expected)
     }
@@ -73,13 +83,15 @@ struct TemplateLanguageTests {
         #expect(try Self.renderer.render(value: "{'wns/' + $(name)}") == "wns/Alice")
     }
 
-    @Test("malformed expressions are refused with where", arguments: [
-        (#"{"a":"$(name"}"#, "$( is not closed"),
-        (#"{"a":"$()"}"#, "names no property"),
-        (#"{"a":"$(name, x)"}"#, "must be a number"),
-        (##"{"a":"#(name, 3)"}"##, "takes no length"),
-        (#"{"a":"unterminated}"#, "unterminated JSON string"),
-    ])
+    @Test(
+        "malformed expressions are refused with where",
+        arguments: [
+            (#"{"a":"$(name"}"#, "$( is not closed"),
+            (#"{"a":"$()"}"#, "names no property"),
+            (#"{"a":"$(name, x)"}"#, "must be a number"),
+            (##"{"a":"#(name, 3)"}"##, "takes no length"),
+            (#"{"a":"unterminated}"#, "unterminated JSON string"),
+        ])
     func malformed(_ template: String, _ reason: String) {
         let error = #expect(throws: TemplateError.self) { try TemplateRenderer.validate(template, as: .json) }
         #expect(error?.message.contains(reason) == true, "\(String(describing: error))")
@@ -87,7 +99,7 @@ struct TemplateLanguageTests {
 }
 
 #if canImport(FoundationXML)
-import FoundationXML
+    import FoundationXML
 #endif
 
 /// Collects the text of a document, to check escaping by reading it back.

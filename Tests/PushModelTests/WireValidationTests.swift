@@ -15,13 +15,15 @@ struct WireValidationTests {
             headers: headers, expiresAt: expiresAt, enqueuedAt: enqueued)
     }
 
-    @Test("records that are not usable at all give typed errors", arguments: [
-        ("not json", WireError.malformedJSON("")),
-        ("[1, 2]", WireError.malformedJSON("")),
-        (#"{"hub": "myhub"}"#, WireError.missingSchema),
-        (#"{"schema": "pushhub.send-request.v9"}"#, WireError.unknownSchema("pushhub.send-request.v9")),
-        (#"{"schema": 7}"#, WireError.invalidField(field: "schema", reason: "")),
-    ])
+    @Test(
+        "records that are not usable at all give typed errors",
+        arguments: [
+            ("not json", WireError.malformedJSON("")),
+            ("[1, 2]", WireError.malformedJSON("")),
+            (#"{"hub": "myhub"}"#, WireError.missingSchema),
+            (#"{"schema": "pushhub.send-request.v9"}"#, WireError.unknownSchema("pushhub.send-request.v9")),
+            (#"{"schema": 7}"#, WireError.invalidField(field: "schema", reason: "")),
+        ])
     func unusableRecords(_ text: String, _ expected: WireError) {
         let error = #expect(throws: WireError.self) { try WireCoding.decode(SendRequest.self, from: Data(text.utf8)) }
         switch (error, expected) {
@@ -41,23 +43,28 @@ struct WireValidationTests {
         #expect(try WireCoding.schema(of: data) == SendRequest.schema)
     }
 
-    @Test("send requests: rules across fields name the field at fault", arguments: [
-        (request(format: .template, body: #"{"a": 1}"#), "body"),
-        (request(format: .template, body: #"["a"]"#), "body"),
-        (request(format: .template, body: "not json"), "body"),
-        (request(body: ""), "body"),
-        (request(hub: "-bad"), "hub"),
-        (request(hub: String(repeating: "h", count: 51)), "hub"),
-        (request(audience: .tags("   ")), "audience.tags"),
-        (request(audience: .installationIds([])), "audience.installationIds"),
-        (request(audience: .installationIds(["a", ""])), "audience.installationIds[1]"),
-        (request(audience: .handles(Array(repeating: DirectHandle(platform: .apns, handle: "t"), count: 1001))), "audience.handles"),
-        (request(audience: .handles([DirectHandle(platform: .apns, handle: "t")]), format: .template, body: "{}"), "format"),
-        (request(audience: .handles([DirectHandle(platform: .fcm, handle: "t")]), format: .apple), "audience.handles[0].platform"),
-        (request(audience: .handles([DirectHandle(platform: .webpush, handle: "https://push.example/x")]), format: .browser), "audience.handles[0].webPush"),
-        (request(headers: ["bad header": "x"]), "headers"),
-        (request(expiresAt: enqueued), "expiresAt"),
-    ])
+    @Test(
+        "send requests: rules across fields name the field at fault",
+        arguments: [
+            (request(format: .template, body: #"{"a": 1}"#), "body"),
+            (request(format: .template, body: #"["a"]"#), "body"),
+            (request(format: .template, body: "not json"), "body"),
+            (request(body: ""), "body"),
+            (request(hub: "-bad"), "hub"),
+            (request(hub: String(repeating: "h", count: 51)), "hub"),
+            (request(audience: .tags("   ")), "audience.tags"),
+            (request(audience: .installationIds([])), "audience.installationIds"),
+            (request(audience: .installationIds(["a", ""])), "audience.installationIds[1]"),
+            (request(audience: .handles(Array(repeating: DirectHandle(platform: .apns, handle: "t"), count: 1001))), "audience.handles"),
+            (request(audience: .handles([DirectHandle(platform: .apns, handle: "t")]), format: .template, body: "{}"), "format"),
+            (request(audience: .handles([DirectHandle(platform: .fcm, handle: "t")]), format: .apple), "audience.handles[0].platform"),
+            (
+                request(audience: .handles([DirectHandle(platform: .webpush, handle: "https://push.example/x")]), format: .browser),
+                "audience.handles[0].webPush"
+            ),
+            (request(headers: ["bad header": "x"]), "headers"),
+            (request(expiresAt: enqueued), "expiresAt"),
+        ])
     func sendRequestRules(_ request: SendRequest, _ field: String) throws {
         let error = #expect(throws: WireError.self) { try request.validate() }
         #expect(error?.field == field, "\(String(describing: error))")
@@ -67,18 +74,24 @@ struct WireValidationTests {
         #expect(decodingError?.field == field)
     }
 
-    @Test("send requests that follow the rules pass", arguments: [
-        request(),
-        request(audience: .broadcast, format: .template, body: #"{"messageParam": "hi", "Other": "ü"}"#),
-        request(audience: .handles([DirectHandle(platform: .wns, handle: "https://db5.notify.windows.com/?token=x")]), format: .windows, body: "<toast/>"),
-        request(audience: .installationIds(["a"]), format: .fcmv1, body: #"{"message":{}}"#, expiresAt: enqueued.addingTimeInterval(60)),
-    ])
+    @Test(
+        "send requests that follow the rules pass",
+        arguments: [
+            request(),
+            request(audience: .broadcast, format: .template, body: #"{"messageParam": "hi", "Other": "ü"}"#),
+            request(
+                audience: .handles([DirectHandle(platform: .wns, handle: "https://db5.notify.windows.com/?token=x")]), format: .windows,
+                body: "<toast/>"),
+            request(audience: .installationIds(["a"]), format: .fcmv1, body: #"{"message":{}}"#, expiresAt: enqueued.addingTimeInterval(60)),
+        ])
     func validSendRequests(_ request: SendRequest) throws {
         try request.validate()
         #expect(try WireCoding.decode(SendRequest.self, from: WireCoding.encode(request)) == request)
     }
 
-    static func batch(kind: DeliveryBatch.Kind = .native, platform: Platform = .apns, format: NotificationFormat? = .apple, targets: [DeliveryBatch.Target]) -> DeliveryBatch {
+    static func batch(
+        kind: DeliveryBatch.Kind = .native, platform: Platform = .apns, format: NotificationFormat? = .apple, targets: [DeliveryBatch.Target]
+    ) -> DeliveryBatch {
         DeliveryBatch(
             notificationId: "5f0c8f7e-3b7a-4a53-9d1e-2b8c4f6a9e10", hub: "myhub", platform: platform, kind: kind, format: format,
             body: kind == .template ? #"{"p":"v"}"# : "{}", targets: targets)
@@ -86,14 +99,16 @@ struct WireValidationTests {
 
     static let target = DeliveryBatch.Target(registrationId: "r1", handle: "h1")
 
-    @Test("delivery batches: rules across fields name the field at fault", arguments: [
-        (batch(targets: Array(repeating: target, count: 501)), "targets"),
-        (batch(kind: .template, format: nil, targets: [target]), "targets[0].template"),
-        (batch(targets: [DeliveryBatch.Target(registrationId: "r", handle: "h", template: .init(body: "x"))]), "targets[0].template"),
-        (batch(platform: .fcm, format: .apple, targets: [target]), "format"),
-        (batch(platform: .webpush, format: .browser, targets: [target]), "targets[0].webPush"),
-        (batch(targets: [DeliveryBatch.Target(registrationId: "r", handle: "")]), "targets[0].handle"),
-    ])
+    @Test(
+        "delivery batches: rules across fields name the field at fault",
+        arguments: [
+            (batch(targets: Array(repeating: target, count: 501)), "targets"),
+            (batch(kind: .template, format: nil, targets: [target]), "targets[0].template"),
+            (batch(targets: [DeliveryBatch.Target(registrationId: "r", handle: "h", template: .init(body: "x"))]), "targets[0].template"),
+            (batch(platform: .fcm, format: .apple, targets: [target]), "format"),
+            (batch(platform: .webpush, format: .browser, targets: [target]), "targets[0].webPush"),
+            (batch(targets: [DeliveryBatch.Target(registrationId: "r", handle: "")]), "targets[0].handle"),
+        ])
     func deliveryBatchRules(_ batch: DeliveryBatch, _ field: String) {
         let error = #expect(throws: WireError.self) { try batch.validate() }
         #expect(error?.field == field, "\(String(describing: error))")
@@ -101,9 +116,12 @@ struct WireValidationTests {
 
     @Test("result batches: a rejected request may lack its hub, nothing else may")
     func resultBatchHub() throws {
-        let rejected = ResultBatch(notificationId: "key", hub: "", results: [DeliveryResult(registrationId: nil, handle: nil, outcome: .rejected, pnsReason: "bad", attempts: 0, dwellMs: 0)])
+        let rejected = ResultBatch(
+            notificationId: "key", hub: "",
+            results: [DeliveryResult(registrationId: nil, handle: nil, outcome: .rejected, pnsReason: "bad", attempts: 0, dwellMs: 0)])
         try rejected.validate()
-        let delivered = ResultBatch(notificationId: "key", hub: "", results: [DeliveryResult(registrationId: "r", handle: "h", outcome: .delivered, attempts: 1, dwellMs: 3)])
+        let delivered = ResultBatch(
+            notificationId: "key", hub: "", results: [DeliveryResult(registrationId: "r", handle: "h", outcome: .delivered, attempts: 1, dwellMs: 3)])
         #expect(throws: WireError.invalidField(field: "hub", reason: "must not be empty except for rejected requests")) { try delivered.validate() }
         let summary = ResultBatch(notificationId: "key", hub: "myhub", dispatched: [.apns: 3, .fcm: 0])
         try summary.validate()

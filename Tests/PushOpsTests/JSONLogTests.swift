@@ -13,7 +13,9 @@ struct JSONLogTests {
     @Test("one object per line with time, level, logger, message and the metadata; below the level nothing")
     func lines() throws {
         let lines = Lines()
-        var logger = Logger(label: "pushhub.test") { label in JSONLogHandler(label: label, logLevel: .info) { data in lines.all.withLock { $0.append(data) } } }
+        var logger = Logger(label: "pushhub.test") { label in
+            JSONLogHandler(label: label, logLevel: .info) { data in lines.all.withLock { $0.append(data) } }
+        }
         logger[metadataKey: "pushhub.platform"] = "apns"
         logger.debug("not written")
         logger.warning("batch not finished", metadata: ["pushhub.notification_id": "n-1", "kafka.offset": "\(42)"])

@@ -22,7 +22,8 @@ struct ProcessLifecycleTests {
     func shutdownCap() async throws {
         let flag = Flag()
         let logger = Logger(label: "pushhub.tests") { _ in SwiftLogNoOpLogHandler() }
-        let group = ProcessLifecycle.group([.init(service: Stubborn(cancelled: flag))], signals: false, maximumShutdown: .milliseconds(500), logger: logger)
+        let group = ProcessLifecycle.group(
+            [.init(service: Stubborn(cancelled: flag))], signals: false, maximumShutdown: .milliseconds(500), logger: logger)
         let running = Task { try await group.run() }
         try await Task.sleep(for: .milliseconds(200))
         let stopping = ContinuousClock.now

@@ -52,28 +52,34 @@ struct APNsTests {
     @Test("a refresh interval outside Apple's 20 to 55 minutes is brought inside")
     func refreshBounds() async throws {
         let clock = TestClock()
-        let manager = try APNsTokenManager(keyId: "k", teamId: "t", privateKeyPEM: P256.Signing.PrivateKey().pemRepresentation, refreshAfter: 60, now: { clock.now })
+        let manager = try APNsTokenManager(
+            keyId: "k", teamId: "t", privateKeyPEM: P256.Signing.PrivateKey().pemRepresentation, refreshAfter: 60, now: { clock.now })
         let first = try await manager.token()
         clock.advance(19 * 60)
         #expect(try await manager.token() == first, "never renewed more often than every 20 minutes")
     }
 
-    @Test("every documented answer is classified", arguments: [
-        (200, nil, PNSClassification.delivered),
-        (400, "BadDeviceToken", .invalidHandle), (410, "Unregistered", .invalidHandle), (410, "ExpiredToken", .invalidHandle),
-        (400, "DeviceTokenNotForTopic", .invalidHandle),
-        (400, "BadCollapseId", .payloadRejected), (400, "BadExpirationDate", .payloadRejected), (400, "BadMessageId", .payloadRejected),
-        (400, "BadPriority", .payloadRejected), (400, "DuplicateHeaders", .payloadRejected), (400, "InvalidPushType", .payloadRejected),
-        (400, "MissingDeviceToken", .payloadRejected), (400, "PayloadEmpty", .payloadRejected), (413, "PayloadTooLarge", .payloadRejected),
-        (400, "IdleTimeout", .retry(retryAfter: nil)),
-        (400, "BadTopic", .misconfigured("BadTopic")), (400, "MissingTopic", .misconfigured("MissingTopic")), (400, "TopicDisallowed", .misconfigured("TopicDisallowed")),
-        (403, "ExpiredProviderToken", .renewToken), (403, "InvalidProviderToken", .misconfigured("InvalidProviderToken")),
-        (403, "MissingProviderToken", .misconfigured("MissingProviderToken")), (403, "BadCertificateEnvironment", .misconfigured("BadCertificateEnvironment")),
-        (404, "BadPath", .misconfigured("BadPath")), (405, "MethodNotAllowed", .misconfigured("MethodNotAllowed")),
-        (429, "TooManyRequests", .throttled(retryAfter: nil)), (429, "TooManyProviderTokenUpdates", .throttled(retryAfter: nil)),
-        (500, "InternalServerError", .retry(retryAfter: nil)), (503, "ServiceUnavailable", .retry(retryAfter: nil)), (503, "Shutdown", .retry(retryAfter: nil)),
-        (400, "SomethingNew", .unknown("400 SomethingNew")),
-    ] as [(Int, String?, PNSClassification)])
+    @Test(
+        "every documented answer is classified",
+        arguments: [
+            (200, nil, PNSClassification.delivered),
+            (400, "BadDeviceToken", .invalidHandle), (410, "Unregistered", .invalidHandle), (410, "ExpiredToken", .invalidHandle),
+            (400, "DeviceTokenNotForTopic", .invalidHandle),
+            (400, "BadCollapseId", .payloadRejected), (400, "BadExpirationDate", .payloadRejected), (400, "BadMessageId", .payloadRejected),
+            (400, "BadPriority", .payloadRejected), (400, "DuplicateHeaders", .payloadRejected), (400, "InvalidPushType", .payloadRejected),
+            (400, "MissingDeviceToken", .payloadRejected), (400, "PayloadEmpty", .payloadRejected), (413, "PayloadTooLarge", .payloadRejected),
+            (400, "IdleTimeout", .retry(retryAfter: nil)),
+            (400, "BadTopic", .misconfigured("BadTopic")), (400, "MissingTopic", .misconfigured("MissingTopic")),
+            (400, "TopicDisallowed", .misconfigured("TopicDisallowed")),
+            (403, "ExpiredProviderToken", .renewToken), (403, "InvalidProviderToken", .misconfigured("InvalidProviderToken")),
+            (403, "MissingProviderToken", .misconfigured("MissingProviderToken")),
+            (403, "BadCertificateEnvironment", .misconfigured("BadCertificateEnvironment")),
+            (404, "BadPath", .misconfigured("BadPath")), (405, "MethodNotAllowed", .misconfigured("MethodNotAllowed")),
+            (429, "TooManyRequests", .throttled(retryAfter: nil)), (429, "TooManyProviderTokenUpdates", .throttled(retryAfter: nil)),
+            (500, "InternalServerError", .retry(retryAfter: nil)), (503, "ServiceUnavailable", .retry(retryAfter: nil)),
+            (503, "Shutdown", .retry(retryAfter: nil)),
+            (400, "SomethingNew", .unknown("400 SomethingNew")),
+        ] as [(Int, String?, PNSClassification)])
     func classification(_ status: Int, _ reason: String?, _ expected: PNSClassification) {
         #expect(APNsResponse.classify(status: status, reason: reason) == expected)
     }

@@ -10,7 +10,12 @@ import _CryptoExtras
 final class ExchangeLog: Sendable {
     private let assertions = Mutex<[String]>([])
     var all: [String] { assertions.withLock { $0 } }
-    func add(_ assertion: String) -> Int { assertions.withLock { $0.append(assertion); return $0.count } }
+    func add(_ assertion: String) -> Int {
+        assertions.withLock {
+            $0.append(assertion)
+            return $0.count
+        }
+    }
 }
 
 @Suite("FCM HTTP v1: access tokens, messages, answers")
@@ -47,12 +52,17 @@ struct FCMTests {
         #expect((claims["exp"] as? Int).map { $0 - (claims["iat"] as? Int ?? 0) } == 3600)
         let publicKey = try _RSA.Signing.PrivateKey(pemRepresentation: Self.rsaPEM).publicKey
         let signatureData = try #require(Base64URL.decode(parts[2]))
-        #expect(publicKey.isValidSignature(_RSA.Signing.RSASignature(rawRepresentation: signatureData), for: Data("\(parts[0]).\(parts[1])".utf8), padding: .insecurePKCS1v1_5))
+        #expect(
+            publicKey.isValidSignature(
+                _RSA.Signing.RSASignature(rawRepresentation: signatureData), for: Data("\(parts[0]).\(parts[1])".utf8), padding: .insecurePKCS1v1_5))
     }
 
     @Test("the tutorials' gcm body becomes a v1 message; a v1 body gets the token")
     func messages() throws {
-        let gcm = try FCMMessage.request(body: #"{"data":{"message":"From alice: hi","count":3},"notification":{"title":"T","body":"B","icon":"ic"},"priority":"high","time_to_live":60}"#, format: "gcm", token: "tok")
+        let gcm = try FCMMessage.request(
+            body:
+                #"{"data":{"message":"From alice: hi","count":3},"notification":{"title":"T","body":"B","icon":"ic"},"priority":"high","time_to_live":60}"#,
+            format: "gcm", token: "tok")
         let message = try #require((try JSONSerialization.jsonObject(with: gcm) as? [String: Any])?["message"] as? [String: Any])
         #expect(message["token"] as? String == "tok")
         #expect(message["data"] as? [String: String] == ["message": "From alice: hi", "count": "3"], "v1 data values are strings")
@@ -67,13 +77,16 @@ struct FCMTests {
         #expect(throws: FCMMessage.Failure.self) { try FCMMessage.request(body: "[1]", format: "gcm", token: "t") }
     }
 
-    @Test("FCM answers are classified", arguments: [
-        (200, nil, PNSClassification.delivered), (404, "UNREGISTERED", .invalidHandle), (400, "UNREGISTERED", .invalidHandle),
-        (400, "INVALID_ARGUMENT", .payloadRejected), (429, "QUOTA_EXCEEDED", .throttled(retryAfter: nil)),
-        (503, "UNAVAILABLE", .retry(retryAfter: nil)), (500, "INTERNAL", .retry(retryAfter: nil)),
-        (403, "SENDER_ID_MISMATCH", .misconfigured("SENDER_ID_MISMATCH")), (401, "THIRD_PARTY_AUTH_ERROR", .misconfigured("THIRD_PARTY_AUTH_ERROR")),
-        (418, "NEW_THING", .unknown("418 NEW_THING")),
-    ] as [(Int, String?, PNSClassification)])
+    @Test(
+        "FCM answers are classified",
+        arguments: [
+            (200, nil, PNSClassification.delivered), (404, "UNREGISTERED", .invalidHandle), (400, "UNREGISTERED", .invalidHandle),
+            (400, "INVALID_ARGUMENT", .payloadRejected), (429, "QUOTA_EXCEEDED", .throttled(retryAfter: nil)),
+            (503, "UNAVAILABLE", .retry(retryAfter: nil)), (500, "INTERNAL", .retry(retryAfter: nil)),
+            (403, "SENDER_ID_MISMATCH", .misconfigured("SENDER_ID_MISMATCH")),
+            (401, "THIRD_PARTY_AUTH_ERROR", .misconfigured("THIRD_PARTY_AUTH_ERROR")),
+            (418, "NEW_THING", .unknown("418 NEW_THING")),
+        ] as [(Int, String?, PNSClassification)])
     func classification(_ status: Int, _ code: String?, _ expected: PNSClassification) {
         #expect(FCMMessage.classify(status: status, errorCode: code) == expected)
     }

@@ -4,11 +4,13 @@ import Testing
 
 @Suite("WNS answers and access tokens")
 struct WNSTests {
-    @Test("WNS answers are classified", arguments: [
-        (200, PNSClassification.delivered), (401, .renewToken), (404, .invalidHandle), (410, .invalidHandle),
-        (406, .throttled(retryAfter: nil)), (413, .payloadRejected), (400, .payloadRejected), (500, .retry(retryAfter: nil)),
-        (503, .retry(retryAfter: nil)), (418, .unknown("418")),
-    ] as [(Int, PNSClassification)])
+    @Test(
+        "WNS answers are classified",
+        arguments: [
+            (200, PNSClassification.delivered), (401, .renewToken), (404, .invalidHandle), (410, .invalidHandle),
+            (406, .throttled(retryAfter: nil)), (413, .payloadRejected), (400, .payloadRejected), (500, .retry(retryAfter: nil)),
+            (503, .retry(retryAfter: nil)), (418, .unknown("418")),
+        ] as [(Int, PNSClassification)])
     func classification(_ status: Int, _ expected: PNSClassification) {
         #expect(WNSResponse.classify(status: status) == expected)
     }

@@ -15,7 +15,8 @@ struct WebPushTests {
         static let userAgentPublic = "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4"
         static let auth = "BTBZMqHH6r4Tts7J_aSIgg"
         static let salt = "DGv6ra1nlYgDCS1FRnbzlw"
-        static let body = "DGv6ra1nlYgDCS1FRnbzlwAAEABBBP4z9KsN6nGRTbVYI_c7VJSPQTBtkgcy27mlmlMoZIIgDll6e3vCYLocInmYWAmS6TlzAC8wEqKK6PBru3jl7A_yl95bQpu6cVPTpK4Mqgkf1CXztLVBSt2Ks3oZwbuwXPXLWyouBWLVWGNWQexSgSxsj_Qulcy4a-fN"
+        static let body =
+            "DGv6ra1nlYgDCS1FRnbzlwAAEABBBP4z9KsN6nGRTbVYI_c7VJSPQTBtkgcy27mlmlMoZIIgDll6e3vCYLocInmYWAmS6TlzAC8wEqKK6PBru3jl7A_yl95bQpu6cVPTpK4Mqgkf1CXztLVBSt2Ks3oZwbuwXPXLWyouBWLVWGNWQexSgSxsj_Qulcy4a-fN"
     }
 
     static func data(_ text: String) throws -> Data { try #require(Base64URL.decode(text)) }
@@ -46,13 +47,19 @@ struct WebPushTests {
         let userAgent = P256.KeyAgreement.PrivateKey()
         let auth = Data(repeating: 7, count: 16)
         let body = try WebPushEncryption.encrypt(Data("hi".utf8), p256dh: userAgent.publicKey.x963Representation, auth: auth)
-        #expect(throws: WebPushEncryption.Failure.self) { try WebPushEncryption.decrypt(body, userAgentKey: P256.KeyAgreement.PrivateKey(), auth: auth) }
-        #expect(throws: WebPushEncryption.Failure.self) { try WebPushEncryption.decrypt(body, userAgentKey: userAgent, auth: Data(repeating: 8, count: 16)) }
+        #expect(throws: WebPushEncryption.Failure.self) {
+            try WebPushEncryption.decrypt(body, userAgentKey: P256.KeyAgreement.PrivateKey(), auth: auth)
+        }
+        #expect(throws: WebPushEncryption.Failure.self) {
+            try WebPushEncryption.decrypt(body, userAgentKey: userAgent, auth: Data(repeating: 8, count: 16))
+        }
         var tampered = body
         tampered[tampered.count - 20] ^= 1
         #expect(throws: WebPushEncryption.Failure.self) { try WebPushEncryption.decrypt(tampered, userAgentKey: userAgent, auth: auth) }
         #expect(throws: WebPushEncryption.Failure.self) { try WebPushEncryption.encrypt(Data("hi".utf8), p256dh: Data([4, 1, 2]), auth: auth) }
-        #expect(throws: WebPushEncryption.Failure.self) { try WebPushEncryption.encrypt(Data("hi".utf8), p256dh: userAgent.publicKey.x963Representation, auth: Data([1])) }
+        #expect(throws: WebPushEncryption.Failure.self) {
+            try WebPushEncryption.encrypt(Data("hi".utf8), p256dh: userAgent.publicKey.x963Representation, auth: Data([1]))
+        }
         #expect(throws: WebPushEncryption.Failure.self) {
             try WebPushEncryption.encrypt(Data(repeating: 1, count: 4090), p256dh: userAgent.publicKey.x963Representation, auth: auth)
         }

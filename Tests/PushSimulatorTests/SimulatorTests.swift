@@ -4,8 +4,9 @@ import PushConfiguration
 import PushSimulator
 import ServiceLifecycle
 import Testing
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// `pushhub sim` on its own, driven over HTTP as a PNS client would: the WNS token endpoint and
@@ -22,7 +23,8 @@ struct SimulatorTests {
             var hubs = HubsConfiguration.development(hubName: "simhub")
             try hubs.attachSimulatedCredentials(to: ["simhub"])
             let logger = Logger(label: "pushhub.tests") { _ in SwiftLogNoOpLogHandler() }
-            let simulator = try PNSSimulator(settings: SimulatorSettings(hubs: hubs, certificates: try SimulatorCertificates.generate()), logger: logger)
+            let simulator = try PNSSimulator(
+                settings: SimulatorSettings(hubs: hubs, certificates: try SimulatorCertificates.generate()), logger: logger)
             let group = ServiceGroup(configuration: .init(services: [.init(service: simulator)], logger: logger))
             let task = Task { try await group.run() }
             let (_, http) = try await simulator.ready()
@@ -46,7 +48,8 @@ struct SimulatorTests {
 
         func token(secret: String) async throws -> (Int, String) {
             let sid = try #require(hubs.hubs[0].credentials.wns?.packageSid)
-            let form = "grant_type=client_credentials&client_id=\(sid.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)&client_secret=\(secret.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)&scope=notify.windows.com"
+            let form =
+                "grant_type=client_credentials&client_id=\(sid.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)&client_secret=\(secret.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)&scope=notify.windows.com"
             let (status, _, body) = try await post("/wns/token", Data(form.utf8), headers: ["Content-Type": "application/x-www-form-urlencoded"])
             return (status, body)
         }
@@ -65,7 +68,8 @@ struct SimulatorTests {
 
         let toast = ["Content-Type": "text/xml", "X-WNS-Type": "wns/toast", "Authorization": "Bearer \(token)"]
         #expect(try await sim.post("/wns/channel/pc1", Data(Self.toast.utf8), headers: toast).0 == 200)
-        let (unsigned, unsignedHeaders, _) = try await sim.post("/wns/channel/pc1", Data(Self.toast.utf8), headers: toast.merging(["Authorization": "Bearer forged"]) { $1 })
+        let (unsigned, unsignedHeaders, _) = try await sim.post(
+            "/wns/channel/pc1", Data(Self.toast.utf8), headers: toast.merging(["Authorization": "Bearer forged"]) { $1 })
         #expect(unsigned == 401)
         #expect(unsignedHeaders["X-WNS-Error-Description"] as? String == "Token expired or invalid")
         #expect(try await sim.post("/wns/channel/pc1", Data("<toast>".utf8), headers: toast).0 == 400, "malformed XML")

@@ -11,9 +11,11 @@ struct OutcomeStoreTests {
     }
 
     static func results(_ id: String, _ hub: String, _ platform: Platform, _ outcomes: [(String, Outcome)]) -> ResultBatch {
-        ResultBatch(notificationId: id, hub: hub, platform: platform, results: outcomes.map {
-            DeliveryResult(registrationId: $0.0, handle: "h-\($0.0)", outcome: $0.1, pnsStatus: 200, attempts: 1, dwellMs: 5)
-        })
+        ResultBatch(
+            notificationId: id, hub: hub, platform: platform,
+            results: outcomes.map {
+                DeliveryResult(registrationId: $0.0, handle: "h-\($0.0)", outcome: $0.1, pnsStatus: 200, attempts: 1, dwellMs: 5)
+            })
     }
 
     static func request(_ id: String, _ hub: String, at enqueuedAt: Date = Date()) -> SendRequest {
@@ -43,7 +45,9 @@ struct OutcomeStoreTests {
         #expect(try await store.notification(hub: hub + "-other", id: id) == nil, "only through its own hub")
     }
 
-    @Test("a target counts once however its results are batched: a send dispatched twice, cut differently, and rejected records", arguments: StoreKind.available)
+    @Test(
+        "a target counts once however its results are batched: a send dispatched twice, cut differently, and rejected records",
+        arguments: StoreKind.available)
     func targetsCountOnce(_ kind: StoreKind) async throws {
         let (store, hub) = try await Self.outcomes(kind)
         let id = UUID().uuidString.lowercased()
@@ -52,8 +56,9 @@ struct OutcomeStoreTests {
         #expect(try await store.recordOutcomes(Self.results(id, hub, .apns, [("a", .delivered), ("b", .delivered)]), now: Date()))
         // Published again: the summary again, and the whole batch at once, cut differently.
         #expect(try await store.recordOutcomes(ResultBatch(notificationId: id, hub: hub, dispatched: [.apns: 4]), now: Date()) == false)
-        #expect(try await store.recordOutcomes(
-            Self.results(id, hub, .apns, [("a", .delivered), ("b", .throttled), ("c", .delivered), ("d", .invalidHandle)]), now: Date()))
+        #expect(
+            try await store.recordOutcomes(
+                Self.results(id, hub, .apns, [("a", .delivered), ("b", .throttled), ("c", .delivered), ("d", .invalidHandle)]), now: Date()))
         let outcome = try #require(try await store.notification(hub: hub, id: id))
         #expect(outcome.state == .completed)
         #expect(outcome.counts == [.apns: [.delivered: 3, .invalidHandle: 1]], "a and b as first reported")
@@ -61,10 +66,12 @@ struct OutcomeStoreTests {
 
         // Rejected records name no target: a rejected batch delivered twice counts once.
         let refused = UUID().uuidString.lowercased()
-        let rejected = ResultBatch(notificationId: refused, hub: hub, results: [
-            DeliveryResult(registrationId: nil, handle: nil, outcome: .rejected, pnsReason: "bad", attempts: 0, dwellMs: 0),
-            DeliveryResult(registrationId: nil, handle: nil, outcome: .rejected, pnsReason: "bad", attempts: 0, dwellMs: 0),
-        ])
+        let rejected = ResultBatch(
+            notificationId: refused, hub: hub,
+            results: [
+                DeliveryResult(registrationId: nil, handle: nil, outcome: .rejected, pnsReason: "bad", attempts: 0, dwellMs: 0),
+                DeliveryResult(registrationId: nil, handle: nil, outcome: .rejected, pnsReason: "bad", attempts: 0, dwellMs: 0),
+            ])
         #expect(try await store.recordOutcomes(rejected, now: Date()))
         #expect(try await store.recordOutcomes(rejected, now: Date()) == false)
         #expect(try await store.notification(hub: hub, id: refused)?.state == .abandoned)
@@ -91,7 +98,9 @@ struct OutcomeStoreTests {
         let refused = UUID().uuidString.lowercased()
         try await store.recordEnqueued(Self.request(refused, hub), deadline: Date().addingTimeInterval(1800), keep: false, now: Date())
         try await store.recordOutcomes(
-            ResultBatch(notificationId: refused, hub: hub, results: [DeliveryResult(registrationId: nil, handle: nil, outcome: .rejected, pnsReason: "bad", attempts: 0, dwellMs: 0)]),
+            ResultBatch(
+                notificationId: refused, hub: hub,
+                results: [DeliveryResult(registrationId: nil, handle: nil, outcome: .rejected, pnsReason: "bad", attempts: 0, dwellMs: 0)]),
             now: Date())
         #expect(try await store.notification(hub: hub, id: refused)?.state == .abandoned)
     }
@@ -99,12 +108,14 @@ struct OutcomeStoreTests {
     @Test("a dead handle: the registration goes; an installation is marked expired until a new channel", arguments: StoreKind.available)
     func pruning(_ kind: StoreKind) async throws {
         let (store, hub) = try await Self.outcomes(kind)
-        _ = try await store.upsertRegistration(Registration(registrationId: "dead", hub: hub, format: .apple, handle: "x", tags: [], updatedAt: Date()), ifMatch: nil)
+        _ = try await store.upsertRegistration(
+            Registration(registrationId: "dead", hub: hub, format: .apple, handle: "x", tags: [], updatedAt: Date()), ifMatch: nil)
         try await store.pruneInvalidHandle(hub: hub, registrationId: "dead")
         #expect(try await store.registration(hub: hub, id: "dead") == nil)
         #expect(try await store.registrationIdState(hub: hub, id: "dead") == .unknown)
 
-        _ = try await store.upsertInstallation(Installation(installationId: "i", platform: .fcmv1, pushChannel: "old", templates: ["t": .init(body: "{}")]), hub: hub)
+        _ = try await store.upsertInstallation(
+            Installation(installationId: "i", platform: .fcmv1, pushChannel: "old", templates: ["t": .init(body: "{}")]), hub: hub)
         try await store.pruneInvalidHandle(hub: hub, registrationId: Registration.installationRegistrationId("i", template: nil))
         #expect(try await store.installation(hub: hub, id: "i")?.pushChannelExpired == true)
         #expect(try await store.all(hub: hub, matching: .installation("i")).isEmpty, "no more sends to the dead channel")
@@ -126,7 +137,9 @@ struct RecoveryStoreTests {
 
     /// Claims with a grace of 60 s (each test's own hub only; the limit is large, as earlier
     /// runs on a shared PostgreSQL leave sends behind).
-    static func claim(_ store: any OutcomeStore, _ hub: String, now: Date, grace: TimeInterval = 60, maximumPublishes: Int = 10) async throws -> [SendRequest] {
+    static func claim(_ store: any OutcomeStore, _ hub: String, now: Date, grace: TimeInterval = 60, maximumPublishes: Int = 10) async throws
+        -> [SendRequest]
+    {
         try await store.claimUnfinished(now: now, grace: grace, maximumPublishes: maximumPublishes, limit: 10_000).filter { $0.hub == hub }
     }
 
@@ -179,7 +192,9 @@ struct RecoveryStoreTests {
         #expect(try await Self.claim(store, hub, now: at(9000), maximumPublishes: 100).map(\.notificationId) == [stuck.notificationId])
     }
 
-    @Test("a send quiet past its deadline ends Abandoned with its reason; unreported targets expire; later results change nothing", arguments: StoreKind.available)
+    @Test(
+        "a send quiet past its deadline ends Abandoned with its reason; unreported targets expire; later results change nothing",
+        arguments: StoreKind.available)
     func abandonment(_ kind: StoreKind) async throws {
         let (store, hub) = try await OutcomeStoreTests.outcomes(kind)
         let t0 = Self.era()
@@ -188,7 +203,8 @@ struct RecoveryStoreTests {
         let partial = OutcomeStoreTests.request(UUID().uuidString.lowercased(), hub, at: t0)
         let moving = OutcomeStoreTests.request(UUID().uuidString.lowercased(), hub, at: t0)
         for request in [lost, partial, moving] { try await store.recordEnqueued(request, deadline: at(1800), keep: true, now: t0) }
-        try await store.recordOutcomes(ResultBatch(notificationId: partial.notificationId, hub: hub, dispatched: [.apns: 3, .fcm: 2, .wns: 0]), now: at(10))
+        try await store.recordOutcomes(
+            ResultBatch(notificationId: partial.notificationId, hub: hub, dispatched: [.apns: 3, .fcm: 2, .wns: 0]), now: at(10))
         try await store.recordOutcomes(OutcomeStoreTests.results(partial.notificationId, hub, .apns, [("r1", .delivered)]), now: at(20))
         try await store.recordOutcomes(ResultBatch(notificationId: moving.notificationId, hub: hub, dispatched: [.apns: 2]), now: at(10))
         try await store.recordOutcomes(OutcomeStoreTests.results(moving.notificationId, hub, .apns, [("m1", .delivered)]), now: at(1950))
@@ -207,18 +223,21 @@ struct RecoveryStoreTests {
         #expect(ended.reason == abandoned[1].reason)
         #expect(ended.endedAt != nil)
         #expect(ended.counts == [.apns: [.delivered: 1, .expired: 2], .fcm: [.expired: 2]])
-        try await store.recordOutcomes(OutcomeStoreTests.results(partial.notificationId, hub, .fcm, [("f1", .delivered), ("f2", .delivered)]), now: at(2100))
+        try await store.recordOutcomes(
+            OutcomeStoreTests.results(partial.notificationId, hub, .fcm, [("f1", .delivered), ("f2", .delivered)]), now: at(2100))
         #expect(try await store.notification(hub: hub, id: partial.notificationId) == ended, "given up: later results change nothing")
         #expect(try await store.notification(hub: hub, id: lost.notificationId)?.state == .abandoned)
         #expect(try await store.notification(hub: hub, id: moving.notificationId)?.state == .processing)
-        #expect(try await Self.claim(store, hub, now: at(2200), grace: 100).map(\.notificationId) == [moving.notificationId],
+        #expect(
+            try await Self.claim(store, hub, now: at(2200), grace: 100).map(\.notificationId) == [moving.notificationId],
             "abandoned sends are no longer kept")
 
         // Seen first through its results (produced straight into Kafka): no deadline of its own,
         // given up 30 minutes after it was first seen.
         let direct = UUID().uuidString.lowercased()
         try await store.recordOutcomes(OutcomeStoreTests.results(direct, hub, .fcm, [("d1", .delivered)]), now: at(3000))
-        #expect(try await Self.abandon(store, hub, now: at(4900)).filter { $0.notificationId == direct }.isEmpty, "30 minutes and the grace not yet past")
+        #expect(
+            try await Self.abandon(store, hub, now: at(4900)).filter { $0.notificationId == direct }.isEmpty, "30 minutes and the grace not yet past")
         let late = try await Self.abandon(store, hub, now: at(5000)).filter { $0.notificationId == direct }
         #expect(late.first?.reason.contains("1 targets reported, but the dispatcher never said") == true, "\(late)")
     }

@@ -1,5 +1,5 @@
-import Logging
 import Foundation
+import Logging
 import PushModel
 import PushStore
 import Testing
@@ -15,9 +15,11 @@ struct StoreConformanceTests {
         let fixture = try await StoreFixture.make(kind)
         let store = fixture.store
         let written = try await store.upsertInstallation(
-            Self.installation("phone-1", user: "alice", tags: ["Sports"], templates: [
-                "simple": .init(body: #"{"aps":{"alert":"$(messageParam)"}}"#, expiry: "0", tags: ["templated"])
-            ]), hub: fixture.hub)
+            Self.installation(
+                "phone-1", user: "alice", tags: ["Sports"],
+                templates: [
+                    "simple": .init(body: #"{"aps":{"alert":"$(messageParam)"}}"#, expiry: "0", tags: ["templated"])
+                ]), hub: fixture.hub)
         #expect(written.lastUpdate != nil)
         let read = try #require(try await store.installation(hub: fixture.hub, id: "phone-1"))
         #expect(read == written)
@@ -45,11 +47,13 @@ struct StoreConformanceTests {
         var expired = Self.installation("tablet", tags: ["a"])
         expired.pushChannelExpired = true
         _ = try await fixture.store.upsertInstallation(expired, hub: fixture.hub)
-        let patched = try await fixture.store.patchInstallation(hub: fixture.hub, id: "tablet", [
-            .init(op: .add, path: "/tags", value: .strings(["b"])),
-            .init(op: .replace, path: "/pushChannel", value: .string("new-token")),
-            .init(op: .add, path: "/templates/t1", value: .object(["body": .string("{}")])),
-        ])
+        let patched = try await fixture.store.patchInstallation(
+            hub: fixture.hub, id: "tablet",
+            [
+                .init(op: .add, path: "/tags", value: .strings(["b"])),
+                .init(op: .replace, path: "/pushChannel", value: .string("new-token")),
+                .init(op: .add, path: "/templates/t1", value: .object(["body": .string("{}")])),
+            ])
         #expect(patched.tags == ["a", "b"])
         #expect(patched.pushChannel == "new-token")
         #expect(patched.pushChannelExpired == false)
@@ -61,9 +65,13 @@ struct StoreConformanceTests {
             _ = try await fixture.store.patchInstallation(hub: fixture.hub, id: "missing", [])
         }
         let invalid = await #expect(throws: StoreError.self) {
-            _ = try await fixture.store.patchInstallation(hub: fixture.hub, id: "tablet", [.init(op: .add, path: "/tags/-", value: .string("bad tag!"))])
+            _ = try await fixture.store.patchInstallation(
+                hub: fixture.hub, id: "tablet", [.init(op: .add, path: "/tags/-", value: .string("bad tag!"))])
         }
-        guard case .invalid(let error)? = invalid else { Issue.record("expected an invalid patch, got \(String(describing: invalid))"); return }
+        guard case .invalid(let error)? = invalid else {
+            Issue.record("expected an invalid patch, got \(String(describing: invalid))")
+            return
+        }
         #expect(error.field == "tags")
         #expect(try await fixture.store.installation(hub: fixture.hub, id: "tablet")?.tags == ["a", "b"], "a refused patch changes nothing")
     }
@@ -95,7 +103,8 @@ struct StoreConformanceTests {
         let id = try await store.issueRegistrationId(hub: fixture.hub)
         #expect(try await store.registrationIdState(hub: fixture.hub, id: id) == .issued)
 
-        let registration = Registration(registrationId: id, hub: fixture.hub, format: .gcm, handle: "fcm-token", tags: ["b", "a", "a"], updatedAt: Date())
+        let registration = Registration(
+            registrationId: id, hub: fixture.hub, format: .gcm, handle: "fcm-token", tags: ["b", "a", "a"], updatedAt: Date())
         let first = try await store.upsertRegistration(registration, ifMatch: nil)
         #expect(first.version == 1)
         #expect(first.tags == ["a", "b"])
@@ -133,22 +142,28 @@ struct StoreConformanceTests {
         for index in 0..<60 {
             let tags = vocabulary.enumerated().filter { index & (1 << $0.offset) != 0 }.map(\.element)
             if index % 5 == 0 {
-                let installation = Installation(installationId: "i\(index)", userId: "u\(index % 3)", platform: .fcmv1, pushChannel: "h\(index)", tags: tags)
+                let installation = Installation(
+                    installationId: "i\(index)", userId: "u\(index % 3)", platform: .fcmv1, pushChannel: "h\(index)", tags: tags)
                 _ = try await fixture.store.upsertInstallation(installation, hub: fixture.hub)
                 expected[Registration.installationRegistrationId("i\(index)", template: nil)] =
                     Set(tags + [Tags.installation("i\(index)"), Tags.user("u\(index % 3)")])
             } else {
                 let id = "r\(index)"
                 _ = try await fixture.store.upsertRegistration(
-                    Registration(registrationId: id, hub: fixture.hub, format: .apple, handle: "h\(index)", tags: tags, updatedAt: Date()), ifMatch: nil)
+                    Registration(registrationId: id, hub: fixture.hub, format: .apple, handle: "h\(index)", tags: tags, updatedAt: Date()),
+                    ifMatch: nil)
                 expected[id] = Set(tags)
             }
         }
         // Another hub's registrations never show.
         _ = try await fixture.store.upsertRegistration(
-            Registration(registrationId: "other", hub: fixture.hub + "-other", format: .apple, handle: "h", tags: ["a"], updatedAt: Date()), ifMatch: nil)
+            Registration(registrationId: "other", hub: fixture.hub + "-other", format: .apple, handle: "h", tags: ["a"], updatedAt: Date()),
+            ifMatch: nil)
 
-        for text in ["a", "a || b", "a && b", "a && !b", "!a", "(a || b) && !c", "a || b || c || d", "!(a && b) && d", "$InstallationId:{i15}", "$UserId:{u1} || d", "nothing"] {
+        for text in [
+            "a", "a || b", "a && b", "a && !b", "!a", "(a || b) && !c", "a || b || c || d", "!(a && b) && d", "$InstallationId:{i15}",
+            "$UserId:{u1} || d", "nothing",
+        ] {
             let expression = try TagExpression.parse(text)
             let found = try await fixture.store.all(hub: fixture.hub, matching: .tagExpression(expression), pageSize: 7)
             let want = Set(expected.filter { expression.matches($0.value) }.keys)
@@ -207,7 +222,8 @@ struct MigrationTests {
         let database: any SQLDatabase
         switch kind {
         case .sqlite: database = try SQLiteDatabase(path: path)
-        case .postgres: database = try await PostgresDatabase(url: StoreKind.postgresURL!, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        case .postgres:
+            database = try await PostgresDatabase(url: StoreKind.postgresURL!, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
         }
         let applied = try await database.read { try await $0.query("SELECT version FROM schema_migrations ORDER BY version", []) }
         let versions = applied.compactMap { $0.integer("version") }
@@ -223,20 +239,24 @@ struct PagingStabilityTests {
         let fixture = try await StoreFixture.make(kind)
         for index in 0..<10 {
             _ = try await fixture.store.upsertRegistration(
-                Registration(registrationId: "r\(index)", hub: fixture.hub, format: .apple, handle: "h\(index)", tags: ["all"], updatedAt: Date()), ifMatch: nil)
+                Registration(registrationId: "r\(index)", hub: fixture.hub, format: .apple, handle: "h\(index)", tags: ["all"], updatedAt: Date()),
+                ifMatch: nil)
         }
         _ = try await fixture.store.upsertInstallation(
-            Installation(installationId: "inst", platform: .apns, pushChannel: "hi", tags: ["all"], templates: ["t": .init(body: "{}")]), hub: fixture.hub)
+            Installation(installationId: "inst", platform: .apns, pushChannel: "hi", tags: ["all"], templates: ["t": .init(body: "{}")]),
+            hub: fixture.hub)
         let audience = RegistrationQuery.tagExpression(.tag("all"))
         let first = try await fixture.store.registrations(hub: fixture.hub, matching: audience, after: nil, limit: 5)
         // Everything already met changes while the rest is still to come.
         for registration in first.registrations {
             _ = try await fixture.store.upsertRegistration(
-                Registration(registrationId: registration.registrationId, hub: fixture.hub, format: .apple, handle: "moved", tags: ["all"], updatedAt: Date()),
+                Registration(
+                    registrationId: registration.registrationId, hub: fixture.hub, format: .apple, handle: "moved", tags: ["all"], updatedAt: Date()),
                 ifMatch: nil)
         }
         _ = try await fixture.store.upsertInstallation(
-            Installation(installationId: "inst", platform: .apns, pushChannel: "hi2", tags: ["all"], templates: ["t": .init(body: "{}")]), hub: fixture.hub)
+            Installation(installationId: "inst", platform: .apns, pushChannel: "hi2", tags: ["all"], templates: ["t": .init(body: "{}")]),
+            hub: fixture.hub)
         var met = first.registrations.map(\.registrationId)
         var cursor = first.next
         while let position = cursor {
@@ -246,7 +266,8 @@ struct PagingStabilityTests {
         }
         #expect(met.count == 12, "\(met)")
         #expect(Set(met).count == 12, "no registration is met twice")
-        #expect(try await fixture.store.registration(hub: fixture.hub, id: Registration.installationRegistrationId("inst", template: "t"))?.version == 2)
+        #expect(
+            try await fixture.store.registration(hub: fixture.hub, id: Registration.installationRegistrationId("inst", template: "t"))?.version == 2)
     }
 }
 
@@ -271,7 +292,9 @@ struct ConcurrentWriteTests {
                         }
                     }
                     _ = try await fixture.store.upsertRegistration(
-                        Registration(registrationId: "n\(index)", hub: fixture.hub, format: .gcm, handle: "h\(index)", tags: ["new"], updatedAt: Date()), ifMatch: nil)
+                        Registration(
+                            registrationId: "n\(index)", hub: fixture.hub, format: .gcm, handle: "h\(index)", tags: ["new"], updatedAt: Date()),
+                        ifMatch: nil)
                     return (index, true)
                 }
             }

@@ -3,18 +3,18 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Logging
+import PushConfiguration
 import PushDispatcher
 import PushIngress
 import PushKafka
 import PushModel
+import PushOps
 import PushProviders
 import PushSimulator
 import PushStore
 import PushWorker
-import PushConfiguration
-import Testing
 import ServiceLifecycle
-import PushOps
+import Testing
 
 /// The whole pipeline in process: the simulator, an embedded Kafka cluster, a SQLite store,
 /// the ingress router, the dispatcher, the outcome recorder and the four workers.
@@ -22,7 +22,7 @@ final class PipelineFixture: Sendable {
     static let fullKey = String(repeating: "f", count: 44)
     static let access: HTTPFields = [
         .authorization: SharedAccessSignature.token(
-            resourceURI: "https://localhost/myhub", keyName: "DefaultFullSharedAccessSignature", key: fullKey, expiry: Date().addingTimeInterval(600)),
+            resourceURI: "https://localhost/myhub", keyName: "DefaultFullSharedAccessSignature", key: fullKey, expiry: Date().addingTimeInterval(600))
     ]
 
     let sim: SimulatorFixture
@@ -37,7 +37,10 @@ final class PipelineFixture: Sendable {
     /// Composed as a process would be, from the builders: the producer, the ingress's part (its
     /// HTTP server on a free port; tests drive a router of their own), the dispatcher's, and
     /// each worker's. A part that fails records an issue in the test at once.
-    init(faults: SimulatorFaults = SimulatorFaults(), workerSettings: @escaping @Sendable (inout WorkerSettings) -> Void = { _ in }, workers: [Platform] = Platform.allCases) async throws {
+    init(
+        faults: SimulatorFaults = SimulatorFaults(), workerSettings: @escaping @Sendable (inout WorkerSettings) -> Void = { _ in },
+        workers: [Platform] = Platform.allCases
+    ) async throws {
         sim = try await SimulatorFixture.start(faults: faults)
         cluster = try EmbeddedKafkaCluster.start(brokers: 1, logger: testLogger)
         topics = PushTopics(prefix: "w\(UUID().uuidString.prefix(8).lowercased()).")
@@ -68,7 +71,8 @@ final class PipelineFixture: Sendable {
     static func wiring(_ cluster: EmbeddedKafkaCluster, _ topics: PushTopics, producer: KafkaProducer? = nil) -> KafkaWiring {
         KafkaWiring(
             servers: cluster.bootstrapServers, topics: topics,
-            producer: producer ?? (try! KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers), logger: testLogger)),
+            producer: producer
+                ?? (try! KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers), logger: testLogger)),
             tuneConsumer: { $0.sessionTimeout = .seconds(3) })
     }
 
@@ -91,7 +95,8 @@ final class PipelineFixture: Sendable {
     /// One more worker for `platform`, as another process's part, with its own producer and
     /// HTTP client when given; it runs until its group is shut down or its task cancelled.
     func startWorker(
-        _ platform: Platform, producer: KafkaProducer? = nil, client: PNSHTTPClient? = nil, adjust: @escaping @Sendable (inout WorkerSettings) -> Void = { _ in }
+        _ platform: Platform, producer: KafkaProducer? = nil, client: PNSHTTPClient? = nil,
+        adjust: @escaping @Sendable (inout WorkerSettings) -> Void = { _ in }
     ) throws -> (ServiceGroup, Task<Void, Never>) {
         let services = try makeWorkerServices(
             settings: Self.settings(platform, topics, adjust), hubs: hubs, kafka: Self.wiring(cluster, topics, producer: producer ?? self.producer),
@@ -122,7 +127,9 @@ final class PipelineFixture: Sendable {
     }
 
     /// Sends through `POST /myhub/messages`; returns the tracking id.
-    static func send(_ client: some TestClientProtocol, format: String, tags: String? = nil, body: String, headers extra: [String: String] = [:]) async throws -> String {
+    static func send(_ client: some TestClientProtocol, format: String, tags: String? = nil, body: String, headers extra: [String: String] = [:])
+        async throws -> String
+    {
         var headers = access
         headers[HTTPField.Name("ServiceBusNotification-Format")!] = format
         if let tags { headers[HTTPField.Name("ServiceBusNotification-Tags")!] = tags }

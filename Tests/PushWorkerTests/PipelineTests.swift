@@ -44,16 +44,27 @@ struct PipelineTests {
             try await Self.put(client, "i-dead", Self.installation("i-dead", platform: "apns", channel: "\"dead\(token.dropFirst(4))\""))
             try await Self.put(client, "i-fcm", Self.installation("i-fcm", platform: "fcmv1", channel: "\"fcm-registration\""))
             try await Self.put(client, "i-wns", Self.installation("i-wns", platform: "wns", channel: "\"\(channel)\""))
-            try await Self.put(client, "i-web", Self.installation(
-                "i-web", platform: "browser",
-                channel: #"{"endpoint":"\#(subscription.endpoint(base: sim.http))","p256dh":"\#(subscription.keys.p256dh)","auth":"\#(subscription.keys.auth)"}"#))
+            try await Self.put(
+                client, "i-web",
+                Self.installation(
+                    "i-web", platform: "browser",
+                    channel:
+                        #"{"endpoint":"\#(subscription.endpoint(base: sim.http))","p256dh":"\#(subscription.keys.p256dh)","auth":"\#(subscription.keys.auth)"}"#
+                ))
 
             let sends: [(format: String, body: String, headers: [String: String], element: String, counts: String)] = [
-                ("apple", #"{"aps":{"alert":"apns news"}}"#, [:], "ApnsOutcomeCounts",
-                 "<Outcome><Name>Success</Name><Count>1</Count></Outcome><Outcome><Name>BadChannel</Name><Count>1</Count></Outcome>"),
-                ("fcmv1", #"{"message":{"notification":{"title":"fcm news"}}}"#, [:], "FcmV1OutcomeCounts", "<Outcome><Name>Success</Name><Count>1</Count></Outcome>"),
-                ("windows", #"<toast><visual><binding template="ToastText01"><text id="1">wns news</text></binding></visual></toast>"#,
-                 ["X-WNS-Type": "wns/toast"], "WnsOutcomeCounts", "<Outcome><Name>Success</Name><Count>1</Count></Outcome>"),
+                (
+                    "apple", #"{"aps":{"alert":"apns news"}}"#, [:], "ApnsOutcomeCounts",
+                    "<Outcome><Name>Success</Name><Count>1</Count></Outcome><Outcome><Name>BadChannel</Name><Count>1</Count></Outcome>"
+                ),
+                (
+                    "fcmv1", #"{"message":{"notification":{"title":"fcm news"}}}"#, [:], "FcmV1OutcomeCounts",
+                    "<Outcome><Name>Success</Name><Count>1</Count></Outcome>"
+                ),
+                (
+                    "windows", #"<toast><visual><binding template="ToastText01"><text id="1">wns news</text></binding></visual></toast>"#,
+                    ["X-WNS-Type": "wns/toast"], "WnsOutcomeCounts", "<Outcome><Name>Success</Name><Count>1</Count></Outcome>"
+                ),
                 ("browser", #"{"title":"web news"}"#, [:], "BrowserOutcomeCounts", "<Outcome><Name>Success</Name><Count>1</Count></Outcome>"),
             ]
             for send in sends {
@@ -67,7 +78,9 @@ struct PipelineTests {
         let fcm = try #require(try await sim.deliveries("fcm-registration").first?["payload"] as? String)
         #expect(fcm.contains("fcm news") && fcm.contains(#""token":"fcm-registration""#))
         #expect((try await sim.deliveries(channel).first?["payload"] as? String)?.contains("wns news") == true)
-        #expect(try await sim.deliveries(subscription.endpoint(base: sim.http)).first?["payload"] as? String == #"{"title":"web news"}"#, "decrypted by the simulator")
+        #expect(
+            try await sim.deliveries(subscription.endpoint(base: sim.http)).first?["payload"] as? String == #"{"title":"web news"}"#,
+            "decrypted by the simulator")
         // The dead installation's channel is marked expired, as Azure does, and no longer reached.
         #expect(try await pipeline.store.installation(hub: "myhub", id: "i-dead")?.pushChannelExpired == true)
     }
@@ -83,22 +96,32 @@ struct PipelineTests {
         let json = #"{"t":{"body":"{\"aps\":{\"alert\":\"$(message)\"}}","tags":["breaking"]}}"#
         try await Application(router: try pipeline.router()).test(.router) { client in
             try await Self.put(client, "t-apns", Self.installation("t-apns", platform: "apns", channel: "\"\(token)\"", templates: json))
-            try await Self.put(client, "t-fcm", Self.installation(
-                "t-fcm", platform: "fcmv1", channel: "\"fcm-template\"",
-                templates: #"{"t":{"body":"{\"message\":{\"data\":{\"text\":\"$(message)\"}}}"}}"#))
-            try await Self.put(client, "t-wns", Self.installation(
-                "t-wns", platform: "wns", channel: "\"\(channel)\"",
-                templates: #"{"t":{"body":"<toast><visual><binding template=\"ToastText01\"><text id=\"1\">$(message)</text></binding></visual></toast>","headers":{"X-WNS-Type":"wns/toast"}}}"#))
-            try await Self.put(client, "t-web", Self.installation(
-                "t-web", platform: "browser",
-                channel: #"{"endpoint":"\#(subscription.endpoint(base: sim.http))","p256dh":"\#(subscription.keys.p256dh)","auth":"\#(subscription.keys.auth)"}"#,
-                templates: #"{"t":{"body":"{\"title\":\"$(message)\"}"}}"#))
+            try await Self.put(
+                client, "t-fcm",
+                Self.installation(
+                    "t-fcm", platform: "fcmv1", channel: "\"fcm-template\"",
+                    templates: #"{"t":{"body":"{\"message\":{\"data\":{\"text\":\"$(message)\"}}}"}}"#))
+            try await Self.put(
+                client, "t-wns",
+                Self.installation(
+                    "t-wns", platform: "wns", channel: "\"\(channel)\"",
+                    templates:
+                        #"{"t":{"body":"<toast><visual><binding template=\"ToastText01\"><text id=\"1\">$(message)</text></binding></visual></toast>","headers":{"X-WNS-Type":"wns/toast"}}}"#
+                ))
+            try await Self.put(
+                client, "t-web",
+                Self.installation(
+                    "t-web", platform: "browser",
+                    channel:
+                        #"{"endpoint":"\#(subscription.endpoint(base: sim.http))","p256dh":"\#(subscription.keys.p256dh)","auth":"\#(subscription.keys.auth)"}"#,
+                    templates: #"{"t":{"body":"{\"title\":\"$(message)\"}"}}"#))
 
             let id = try await PipelineFixture.send(client, format: "template", tags: "news", body: #"{"message":"Fish & \"chips\" <today>"}"#)
             let details = try await PipelineFixture.completed(client, id)
             #expect(details.contains("<State>Completed</State>"), "\(details)")
             for element in ["ApnsOutcomeCounts", "FcmV1OutcomeCounts", "WnsOutcomeCounts", "BrowserOutcomeCounts"] {
-                #expect(details.contains("<\(element)><Outcome><Name>Success</Name><Count>1</Count></Outcome></\(element)>"), "\(element): \(details)")
+                #expect(
+                    details.contains("<\(element)><Outcome><Name>Success</Name><Count>1</Count></Outcome></\(element)>"), "\(element): \(details)")
             }
         }
         let apns = try #require(try await sim.deliveries(token).first?["payload"] as? String)
@@ -126,18 +149,28 @@ struct PipelineTests {
             let created = try await client.execute(uri: "/api/register", method: .post, headers: alice)
             let registrationId = try JSONDecoder().decode(String.self, from: Data(buffer: created.body))
             let device = #"{"Platform":"apns","Handle":"\#(dead)","Tags":[]}"#
-            #expect(try await client.execute(uri: "/api/register/\(registrationId)", method: .put, headers: alice, body: ByteBuffer(string: device)).status == .ok)
+            #expect(
+                try await client.execute(uri: "/api/register/\(registrationId)", method: .put, headers: alice, body: ByteBuffer(string: device))
+                    .status == .ok)
             let id = try await PipelineFixture.send(client, format: "apple", tags: "username:alice", body: #"{"aps":{"alert":"hi"}}"#)
             let details = try await PipelineFixture.completed(client, id)
-            #expect(details.contains("<ApnsOutcomeCounts><Outcome><Name>BadChannel</Name><Count>1</Count></Outcome></ApnsOutcomeCounts>"), "\(details)")
-            let stale = try await client.execute(uri: "/api/register/\(registrationId)", method: .put, headers: alice, body: ByteBuffer(string: device))
+            #expect(
+                details.contains("<ApnsOutcomeCounts><Outcome><Name>BadChannel</Name><Count>1</Count></Outcome></ApnsOutcomeCounts>"), "\(details)")
+            let stale = try await client.execute(
+                uri: "/api/register/\(registrationId)", method: .put, headers: alice, body: ByteBuffer(string: device))
             #expect(stale.status == .gone)
             let live = SimulatedHandle.apns("alice-new")
-            let fresh = try JSONDecoder().decode(String.self, from: Data(buffer: try await client.execute(uri: "/api/register?handle=\(live)", method: .post, headers: alice).body))
-            #expect(try await client.execute(
-                uri: "/api/register/\(fresh)", method: .put, headers: alice, body: ByteBuffer(string: #"{"Platform":"apns","Handle":"\#(live)","Tags":[]}"#)).status == .ok)
+            let fresh = try JSONDecoder().decode(
+                String.self, from: Data(buffer: try await client.execute(uri: "/api/register?handle=\(live)", method: .post, headers: alice).body))
+            #expect(
+                try await client.execute(
+                    uri: "/api/register/\(fresh)", method: .put, headers: alice,
+                    body: ByteBuffer(string: #"{"Platform":"apns","Handle":"\#(live)","Tags":[]}"#)
+                ).status == .ok)
             let again = try await PipelineFixture.send(client, format: "apple", tags: "username:alice", body: #"{"aps":{"alert":"hi again"}}"#)
-            #expect(try await PipelineFixture.completed(client, again).contains("<ApnsOutcomeCounts><Outcome><Name>Success</Name><Count>1</Count></Outcome></ApnsOutcomeCounts>"))
+            #expect(
+                try await PipelineFixture.completed(client, again).contains(
+                    "<ApnsOutcomeCounts><Outcome><Name>Success</Name><Count>1</Count></Outcome></ApnsOutcomeCounts>"))
         }
     }
 
@@ -160,7 +193,9 @@ struct PipelineTests {
         }
     }
 
-    @Test("a send published twice reaches the device twice under one collapse key and counts once; each template has its own key; a send's own key stays")
+    @Test(
+        "a send published twice reaches the device twice under one collapse key and counts once; each template has its own key; a send's own key stays"
+    )
     func collapseKeys() async throws {
         let pipeline = try await PipelineFixture(workers: [.apns, .webpush])
         defer { Task { await pipeline.stop() } }
@@ -169,12 +204,17 @@ struct PipelineTests {
         let subscription = SimulatedSubscription(id: "collapse-browser")
         let endpoint = subscription.endpoint(base: sim.http)
         try await Application(router: try pipeline.router()).test(.router) { client in
-            try await Self.put(client, "c-apns", Self.installation(
-                "c-apns", platform: "apns", channel: "\"\(token)\"", tags: ["collapse"],
-                templates: #"{"a":{"body":"{\"aps\":{\"alert\":\"a $(m)\"}}"},"b":{"body":"{\"aps\":{\"alert\":\"b $(m)\"}}"}}"#))
-            try await Self.put(client, "c-web", Self.installation(
-                "c-web", platform: "browser",
-                channel: #"{"endpoint":"\#(endpoint)","p256dh":"\#(subscription.keys.p256dh)","auth":"\#(subscription.keys.auth)"}"#, tags: ["collapse"]))
+            try await Self.put(
+                client, "c-apns",
+                Self.installation(
+                    "c-apns", platform: "apns", channel: "\"\(token)\"", tags: ["collapse"],
+                    templates: #"{"a":{"body":"{\"aps\":{\"alert\":\"a $(m)\"}}"},"b":{"body":"{\"aps\":{\"alert\":\"b $(m)\"}}"}}"#))
+            try await Self.put(
+                client, "c-web",
+                Self.installation(
+                    "c-web", platform: "browser",
+                    channel: #"{"endpoint":"\#(endpoint)","p256dh":"\#(subscription.keys.p256dh)","auth":"\#(subscription.keys.auth)"}"#,
+                    tags: ["collapse"]))
         }
         func request(_ format: NotificationFormat, _ body: String, headers: [String: String] = [:]) -> SendRequest {
             SendRequest(
@@ -211,8 +251,12 @@ struct PipelineTests {
         #expect(keys.count == 4 && Set(keys).count == 2 && !keys.contains(template.notificationId), "\(keys)")
 
         // A send's own keys are left alone.
-        for own in [request(.apple, #"{"aps":{"alert":"own"}}"#, headers: ["apns-collapse-id": "mine"]), request(.browser, #"{"title":"own"}"#, headers: ["Topic": "news"])] {
-            try await pipeline.producer.send(KafkaOutgoingRecord(topic: pipeline.topics.requests, key: own.notificationId, value: try WireCoding.encode(own)))
+        for own in [
+            request(.apple, #"{"aps":{"alert":"own"}}"#, headers: ["apns-collapse-id": "mine"]),
+            request(.browser, #"{"title":"own"}"#, headers: ["Topic": "news"]),
+        ] {
+            try await pipeline.producer.send(
+                KafkaOutgoingRecord(topic: pipeline.topics.requests, key: own.notificationId, value: try WireCoding.encode(own)))
         }
         #expect(try await Self.deliveredHeaders(sim, token, 7).last?["apns-collapse-id"] == "mine")
         #expect(try await Self.deliveredHeaders(sim, endpoint, 3).last?["Topic"] == "news")
@@ -235,13 +279,21 @@ struct PipelineTests {
         faults.throttleRate = 0.6
         faults.retryAfterSeconds = 0
         // Two calls per pass and 30 passes: a target still throttled at the end has odds of 0.6^60.
-        let pipeline = try await PipelineFixture(faults: faults, workerSettings: { $0.retriesInPlace = 1; $0.maximumAttempts = 30 }, workers: [.fcm])
+        let pipeline = try await PipelineFixture(
+            faults: faults,
+            workerSettings: {
+                $0.retriesInPlace = 1
+                $0.maximumAttempts = 30
+            }, workers: [.fcm])
         defer { Task { await pipeline.stop() } }
         let handles = (0..<300).map { "storm-\($0)" }
         let id = try await Self.produceDirect(pipeline, platform: .fcm, handles: handles)
         let results = try await pipeline.results(for: id, count: handles.count)
         let delivered = Set(results.filter { $0.outcome == .delivered }.compactMap(\.handle))
-        #expect(delivered.count == handles.count, "not delivered: \(Set(handles).subtracting(delivered).count); outcomes \(Dictionary(grouping: results, by: \.outcome).mapValues(\.count))")
+        #expect(
+            delivered.count == handles.count,
+            "not delivered: \(Set(handles).subtracting(delivered).count); outcomes \(Dictionary(grouping: results, by: \.outcome).mapValues(\.count))"
+        )
         #expect(results.contains { $0.attempts > 2 }, "some targets needed a hand-back")
         let statuses = try #require(try await pipeline.sim.stats(.fcm)["statuses"] as? [String: Int])
         #expect((statuses["429"] ?? 0) > 100)
@@ -259,7 +311,8 @@ struct PipelineTests {
         // The first worker has its own producer and HTTP client, as a process would: killing it
         // loses whatever it had not published.
         let firstClient = PNSHTTPClient(trustRootsFile: pipeline.sim.caFile)
-        let firstProducer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: pipeline.cluster.bootstrapServers), logger: testLogger)
+        let firstProducer = try KafkaProducer.make(
+            configuration: KafkaProducerConfiguration(bootstrapServers: pipeline.cluster.bootstrapServers), logger: testLogger)
         let (_, firstTask) = try pipeline.startWorker(.apns, producer: firstProducer, client: firstClient, adjust: { $0.window = 500 })
         // Mid-batch: some requests reached the simulator, not all.
         let deadline = ContinuousClock.now + .seconds(30)
@@ -275,7 +328,12 @@ struct PipelineTests {
         await firstClient.shutdown()
 
         let (second, secondTask) = try pipeline.startWorker(.apns)
-        defer { Task { await second.triggerGracefulShutdown(); await secondTask.value } }
+        defer {
+            Task {
+                await second.triggerGracefulShutdown()
+                await secondTask.value
+            }
+        }
         let results = try await pipeline.results(for: id, count: handles.count)
         let delivered = Set(results.filter { $0.outcome == .delivered }.compactMap(\.handle))
         #expect(delivered.count == handles.count && delivered.isSubset(of: Set(handles)), "lost: \(Set(handles).subtracting(delivered).count)")
@@ -304,7 +362,12 @@ struct PipelineTests {
 
         try await pipeline.sim.setFaults(SimulatorFaults())
         let (second, secondTask) = try pipeline.startWorker(.apns)
-        defer { Task { await second.triggerGracefulShutdown(); await secondTask.value } }
+        defer {
+            Task {
+                await second.triggerGracefulShutdown()
+                await secondTask.value
+            }
+        }
         let results = try await pipeline.results(for: id, count: handles.count)
         let delivered = Set(results.filter { $0.outcome == .delivered }.compactMap(\.handle))
         #expect(delivered.count == handles.count, "lost: \(Set(handles).subtracting(delivered).count)")

@@ -1,11 +1,11 @@
 import Foundation
+import PushConfiguration
 import PushIngress
 import PushModel
 import PushProviders
 import PushSimulator
 import PushWorker
 import Testing
-import PushConfiguration
 
 /// Each provider against the simulator over the real wire protocols: every answer mapped.
 @Suite("Providers against pushhub sim", .timeLimit(.minutes(2)))
@@ -37,68 +37,113 @@ struct ProviderSimulatorTests {
 
     static let cases: [Case] = [
         // APNs
-        Case(name: "APNs delivered", platform: .apns, handle: token, format: .apple, body: #"{"aps":{"alert":"hi"}}"#, expected: .delivered, status: 200),
-        Case(name: "APNs Unregistered", platform: .apns, handle: deadToken, format: .apple, body: #"{"aps":{"alert":"hi"}}"#, faults: faults(),
-             expected: .invalidHandle, status: 410, reason: "Unregistered"),
-        Case(name: "APNs token that is not hex is not sent", platform: .apns, handle: "not-a-token", format: .apple, body: "{}", expected: .invalidHandle, reason: "BadDeviceToken"),
-        Case(name: "APNs payload over 4 KB is not sent", platform: .apns, handle: token, format: .apple,
-             body: #"{"aps":{"alert":"\#(String(repeating: "x", count: 4100))"}}"#, expected: .payloadRejected, reason: "PayloadTooLarge"),
-        Case(name: "APNs collapse id over 64 bytes", platform: .apns, handle: token, format: .apple, body: "{}",
-             headers: ["apns-collapse-id": String(repeating: "c", count: 65)], expected: .payloadRejected, reason: "BadCollapseId"),
-        Case(name: "APNs 429", platform: .apns, handle: token, format: .apple, body: "{}", faults: faults(throttle: 1),
-             expected: .throttled(retryAfter: .seconds(2)), status: 429, reason: "TooManyRequests"),
-        Case(name: "APNs 503", platform: .apns, handle: token, format: .apple, body: "{}", faults: faults(error: 1),
-             expected: .retry(retryAfter: .seconds(2)), status: 503, reason: "ServiceUnavailable"),
-        Case(name: "APNs topic not the key's app", platform: .apns, handle: token, format: .apple, body: "{}", headers: ["apns-topic": "com.other.app"],
-             expected: .misconfigured("TopicDisallowed"), status: 400, reason: "TopicDisallowed"),
+        Case(
+            name: "APNs delivered", platform: .apns, handle: token, format: .apple, body: #"{"aps":{"alert":"hi"}}"#, expected: .delivered,
+            status: 200),
+        Case(
+            name: "APNs Unregistered", platform: .apns, handle: deadToken, format: .apple, body: #"{"aps":{"alert":"hi"}}"#, faults: faults(),
+            expected: .invalidHandle, status: 410, reason: "Unregistered"),
+        Case(
+            name: "APNs token that is not hex is not sent", platform: .apns, handle: "not-a-token", format: .apple, body: "{}",
+            expected: .invalidHandle, reason: "BadDeviceToken"),
+        Case(
+            name: "APNs payload over 4 KB is not sent", platform: .apns, handle: token, format: .apple,
+            body: #"{"aps":{"alert":"\#(String(repeating: "x", count: 4100))"}}"#, expected: .payloadRejected, reason: "PayloadTooLarge"),
+        Case(
+            name: "APNs collapse id over 64 bytes", platform: .apns, handle: token, format: .apple, body: "{}",
+            headers: ["apns-collapse-id": String(repeating: "c", count: 65)], expected: .payloadRejected, reason: "BadCollapseId"),
+        Case(
+            name: "APNs 429", platform: .apns, handle: token, format: .apple, body: "{}", faults: faults(throttle: 1),
+            expected: .throttled(retryAfter: .seconds(2)), status: 429, reason: "TooManyRequests"),
+        Case(
+            name: "APNs 503", platform: .apns, handle: token, format: .apple, body: "{}", faults: faults(error: 1),
+            expected: .retry(retryAfter: .seconds(2)), status: 503, reason: "ServiceUnavailable"),
+        Case(
+            name: "APNs topic not the key's app", platform: .apns, handle: token, format: .apple, body: "{}",
+            headers: ["apns-topic": "com.other.app"],
+            expected: .misconfigured("TopicDisallowed"), status: 400, reason: "TopicDisallowed"),
         Case(name: "APNs unknown hub", platform: .apns, handle: token, format: .apple, body: "{}", expected: .misconfigured("NoCredentials")),
         // FCM
-        Case(name: "FCM v1 delivered", platform: .fcm, handle: "fcm-token-1", format: .fcmv1, body: #"{"message":{"notification":{"title":"t","body":"b"}}}"#,
-             expected: .delivered, status: 200),
-        Case(name: "FCM gcm delivered", platform: .fcm, handle: "fcm-token-2", format: .gcm, body: #"{"data":{"message":"hi","count":3}}"#,
-             expected: .delivered, status: 200),
-        Case(name: "FCM UNREGISTERED", platform: .fcm, handle: "dead-fcm", format: .fcmv1, body: #"{"message":{"data":{"a":"b"}}}"#, faults: faults(),
-             expected: .invalidHandle, status: 404, reason: "UNREGISTERED"),
-        Case(name: "FCM QUOTA_EXCEEDED", platform: .fcm, handle: "fcm-token-1", format: .fcmv1, body: #"{"message":{}}"#, faults: faults(throttle: 1),
-             expected: .throttled(retryAfter: .seconds(2)), status: 429, reason: "QUOTA_EXCEEDED"),
-        Case(name: "FCM UNAVAILABLE", platform: .fcm, handle: "fcm-token-1", format: .fcmv1, body: #"{"message":{}}"#, faults: faults(error: 1),
-             expected: .retry(retryAfter: .seconds(2)), status: 503, reason: "UNAVAILABLE"),
-        Case(name: "FCM INVALID_ARGUMENT", platform: .fcm, handle: "fcm-token-1", format: .fcmv1, body: #"{"message":{"data":{"n":1}}}"#,
-             expected: .payloadRejected, status: 400, reason: "INVALID_ARGUMENT"),
-        Case(name: "FCM body that is not JSON is not sent", platform: .fcm, handle: "fcm-token-1", format: .fcmv1, body: "hello", expected: .payloadRejected),
+        Case(
+            name: "FCM v1 delivered", platform: .fcm, handle: "fcm-token-1", format: .fcmv1,
+            body: #"{"message":{"notification":{"title":"t","body":"b"}}}"#,
+            expected: .delivered, status: 200),
+        Case(
+            name: "FCM gcm delivered", platform: .fcm, handle: "fcm-token-2", format: .gcm, body: #"{"data":{"message":"hi","count":3}}"#,
+            expected: .delivered, status: 200),
+        Case(
+            name: "FCM UNREGISTERED", platform: .fcm, handle: "dead-fcm", format: .fcmv1, body: #"{"message":{"data":{"a":"b"}}}"#, faults: faults(),
+            expected: .invalidHandle, status: 404, reason: "UNREGISTERED"),
+        Case(
+            name: "FCM QUOTA_EXCEEDED", platform: .fcm, handle: "fcm-token-1", format: .fcmv1, body: #"{"message":{}}"#, faults: faults(throttle: 1),
+            expected: .throttled(retryAfter: .seconds(2)), status: 429, reason: "QUOTA_EXCEEDED"),
+        Case(
+            name: "FCM UNAVAILABLE", platform: .fcm, handle: "fcm-token-1", format: .fcmv1, body: #"{"message":{}}"#, faults: faults(error: 1),
+            expected: .retry(retryAfter: .seconds(2)), status: 503, reason: "UNAVAILABLE"),
+        Case(
+            name: "FCM INVALID_ARGUMENT", platform: .fcm, handle: "fcm-token-1", format: .fcmv1, body: #"{"message":{"data":{"n":1}}}"#,
+            expected: .payloadRejected, status: 400, reason: "INVALID_ARGUMENT"),
+        Case(
+            name: "FCM body that is not JSON is not sent", platform: .fcm, handle: "fcm-token-1", format: .fcmv1, body: "hello",
+            expected: .payloadRejected),
         // WNS
-        Case(name: "WNS toast delivered", platform: .wns, handle: "CHANNEL:wns-1", format: .windows, body: "<toast><visual><binding template=\"ToastText01\"><text id=\"1\">hi</text></binding></visual></toast>",
-             headers: ["X-WNS-Type": "wns/toast"], expected: .delivered, status: 200),
-        Case(name: "WNS raw delivered", platform: .wns, handle: "CHANNEL:wns-2", format: .windows, body: "raw bytes", headers: ["X-WNS-Type": "wns/raw"],
-             expected: .delivered, status: 200),
-        Case(name: "WNS 410", platform: .wns, handle: "CHANNEL:dead-wns", format: .windows, body: "<toast/>", faults: faults(), expected: .invalidHandle, status: 410),
-        Case(name: "WNS 406 throttled", platform: .wns, handle: "CHANNEL:wns-1", format: .windows, body: "<toast/>", faults: faults(throttle: 1),
-             expected: .throttled(retryAfter: .seconds(2)), status: 406),
-        Case(name: "WNS payload over 5000 bytes is not sent", platform: .wns, handle: "CHANNEL:wns-1", format: .windows,
-             body: "<toast>\(String(repeating: "x", count: 5000))</toast>", expected: .payloadRejected),
-        Case(name: "WNS bad XML", platform: .wns, handle: "CHANNEL:wns-1", format: .windows, body: "<toast>", expected: .payloadRejected, status: 400),
-        Case(name: "WNS channel on plain http elsewhere is not sent", platform: .wns, handle: "http://notify.example.com/c", format: .windows, body: "<toast/>",
-             expected: .misconfigured("EndpointNotAllowed")),
-        Case(name: "WNS channel at a host that is not WNS gets no token", platform: .wns, handle: "https://attacker.example.com/wns/channel/x",
-             format: .windows, body: "<toast/>", expected: .misconfigured("EndpointNotAllowed")),
-        Case(name: "WNS channel at another loopback port gets no token", platform: .wns, handle: "http://127.0.0.1:1/wns/channel/x",
-             format: .windows, body: "<toast/>", expected: .misconfigured("EndpointNotAllowed")),
+        Case(
+            name: "WNS toast delivered", platform: .wns, handle: "CHANNEL:wns-1", format: .windows,
+            body: "<toast><visual><binding template=\"ToastText01\"><text id=\"1\">hi</text></binding></visual></toast>",
+            headers: ["X-WNS-Type": "wns/toast"], expected: .delivered, status: 200),
+        Case(
+            name: "WNS raw delivered", platform: .wns, handle: "CHANNEL:wns-2", format: .windows, body: "raw bytes",
+            headers: ["X-WNS-Type": "wns/raw"],
+            expected: .delivered, status: 200),
+        Case(
+            name: "WNS 410", platform: .wns, handle: "CHANNEL:dead-wns", format: .windows, body: "<toast/>", faults: faults(),
+            expected: .invalidHandle, status: 410),
+        Case(
+            name: "WNS 406 throttled", platform: .wns, handle: "CHANNEL:wns-1", format: .windows, body: "<toast/>", faults: faults(throttle: 1),
+            expected: .throttled(retryAfter: .seconds(2)), status: 406),
+        Case(
+            name: "WNS payload over 5000 bytes is not sent", platform: .wns, handle: "CHANNEL:wns-1", format: .windows,
+            body: "<toast>\(String(repeating: "x", count: 5000))</toast>", expected: .payloadRejected),
+        Case(
+            name: "WNS bad XML", platform: .wns, handle: "CHANNEL:wns-1", format: .windows, body: "<toast>", expected: .payloadRejected, status: 400),
+        Case(
+            name: "WNS channel on plain http elsewhere is not sent", platform: .wns, handle: "http://notify.example.com/c", format: .windows,
+            body: "<toast/>",
+            expected: .misconfigured("EndpointNotAllowed")),
+        Case(
+            name: "WNS channel at a host that is not WNS gets no token", platform: .wns, handle: "https://attacker.example.com/wns/channel/x",
+            format: .windows, body: "<toast/>", expected: .misconfigured("EndpointNotAllowed")),
+        Case(
+            name: "WNS channel at another loopback port gets no token", platform: .wns, handle: "http://127.0.0.1:1/wns/channel/x",
+            format: .windows, body: "<toast/>", expected: .misconfigured("EndpointNotAllowed")),
         // Web Push
-        Case(name: "Web Push delivered", platform: .webpush, handle: "SUB:sub-1", format: .browser, body: #"{"title":"hi"}"#,
-             headers: ["Urgency": "high", "Topic": "news"], expected: .delivered, status: 201),
-        Case(name: "Web Push 410", platform: .webpush, handle: "SUB:dead-sub", format: .browser, body: "{}", faults: faults(), expected: .invalidHandle, status: 410),
-        Case(name: "Web Push 429", platform: .webpush, handle: "SUB:sub-1", format: .browser, body: "{}", faults: faults(throttle: 1),
-             expected: .throttled(retryAfter: .seconds(2)), status: 429),
-        Case(name: "Web Push bad Urgency is not sent", platform: .webpush, handle: "SUB:sub-1", format: .browser, body: "{}", headers: ["Urgency": "urgent"],
-             expected: .payloadRejected),
-        Case(name: "Web Push https endpoint elsewhere must be https", platform: .webpush, handle: "http://push.example.com/x", format: .browser, body: "{}",
-             expected: .misconfigured("EndpointNotAllowed")),
-        Case(name: "Web Push endpoint at a private address is not called", platform: .webpush, handle: "https://10.0.0.8/push/x", format: .browser,
-             body: "{}", expected: .misconfigured("EndpointNotAllowed")),
-        Case(name: "Web Push endpoint at another loopback port is not called", platform: .webpush, handle: "https://127.0.0.1:1/push/x", format: .browser,
-             body: "{}", expected: .misconfigured("EndpointNotAllowed")),
-        Case(name: "Web Push endpoint whose name resolves to loopback is not called", platform: .webpush, handle: "HOSTNAME:/push/x",
-             format: .browser, body: "{}", expected: .misconfigured("EndpointNotAllowed")),
+        Case(
+            name: "Web Push delivered", platform: .webpush, handle: "SUB:sub-1", format: .browser, body: #"{"title":"hi"}"#,
+            headers: ["Urgency": "high", "Topic": "news"], expected: .delivered, status: 201),
+        Case(
+            name: "Web Push 410", platform: .webpush, handle: "SUB:dead-sub", format: .browser, body: "{}", faults: faults(),
+            expected: .invalidHandle, status: 410),
+        Case(
+            name: "Web Push 429", platform: .webpush, handle: "SUB:sub-1", format: .browser, body: "{}", faults: faults(throttle: 1),
+            expected: .throttled(retryAfter: .seconds(2)), status: 429),
+        Case(
+            name: "Web Push bad Urgency is not sent", platform: .webpush, handle: "SUB:sub-1", format: .browser, body: "{}",
+            headers: ["Urgency": "urgent"],
+            expected: .payloadRejected),
+        Case(
+            name: "Web Push https endpoint elsewhere must be https", platform: .webpush, handle: "http://push.example.com/x", format: .browser,
+            body: "{}",
+            expected: .misconfigured("EndpointNotAllowed")),
+        Case(
+            name: "Web Push endpoint at a private address is not called", platform: .webpush, handle: "https://10.0.0.8/push/x", format: .browser,
+            body: "{}", expected: .misconfigured("EndpointNotAllowed")),
+        Case(
+            name: "Web Push endpoint at another loopback port is not called", platform: .webpush, handle: "https://127.0.0.1:1/push/x",
+            format: .browser,
+            body: "{}", expected: .misconfigured("EndpointNotAllowed")),
+        Case(
+            name: "Web Push endpoint whose name resolves to loopback is not called", platform: .webpush, handle: "HOSTNAME:/push/x",
+            format: .browser, body: "{}", expected: .misconfigured("EndpointNotAllowed")),
     ]
 
     @Test("every answer is classified", arguments: cases)
@@ -117,8 +162,10 @@ struct ProviderSimulatorTests {
         if handle.hasPrefix("HOSTNAME:") { handle = "https://\(ProcessInfo.processInfo.hostName.lowercased()):1" + handle.dropFirst(9) }
         if test.platform == .webpush, keys == nil { keys = SimulatedSubscription(id: "x").keys }
         let hub = test.name.contains("unknown hub") ? "nohub" : "myhub"
-        let answer = await try sim.provider(test.platform).deliver(PNSDelivery(
-            hub: hub, notificationId: UUID().uuidString, handle: handle, webPush: keys, format: test.format, body: test.body, headers: test.headers))
+        let answer = await try sim.provider(test.platform).deliver(
+            PNSDelivery(
+                hub: hub, notificationId: UUID().uuidString, handle: handle, webPush: keys, format: test.format, body: test.body,
+                headers: test.headers))
         if case .misconfigured("EndpointNotAllowed") = test.expected, case .misconfigured(let reason) = answer.classification {
             #expect(reason.hasPrefix("EndpointNotAllowed: "), "\(answer)")
             if test.name.contains("resolves") { #expect(reason.contains("resolves to "), "\(answer)") }
@@ -134,7 +181,8 @@ struct ProviderSimulatorTests {
             switch test.platform {
             case .webpush: #expect(payload == test.body, "the simulator decrypted what was sent")
             case .fcm:
-                let message = try #require((try JSONSerialization.jsonObject(with: Data(payload.utf8)) as? [String: Any])?["message"] as? [String: Any])
+                let message = try #require(
+                    (try JSONSerialization.jsonObject(with: Data(payload.utf8)) as? [String: Any])?["message"] as? [String: Any])
                 #expect(message["token"] as? String == handle)
                 if test.format == .gcm { #expect((message["data"] as? [String: String])?["count"] == "3", "gcm data values become strings") }
             default: #expect(payload == test.body)
@@ -151,12 +199,14 @@ struct ProviderSimulatorTests {
         defer { Task { await sim.stop() } }
         let provider = try sim.provider(.apns)
         let expires = Date().addingTimeInterval(600)
-        let background = await provider.deliver(PNSDelivery(
-            hub: "myhub", notificationId: "n", handle: Self.token, format: .apple, body: #"{"aps":{"content-available":1}}"#, expiresAt: expires))
+        let background = await provider.deliver(
+            PNSDelivery(
+                hub: "myhub", notificationId: "n", handle: Self.token, format: .apple, body: #"{"aps":{"content-available":1}}"#, expiresAt: expires))
         #expect(background.classification == .delivered)
-        let alert = await provider.deliver(PNSDelivery(
-            hub: "myhub", notificationId: "n", handle: Self.token, format: .apple, body: #"{"aps":{"alert":"x"}}"#,
-            headers: ["apns-collapse-id": "scores", "apns-priority": "5", "apns-id": "6f0c8d3e-51a9-4a84-9c36-2f1b7cf0e0a1"]))
+        let alert = await provider.deliver(
+            PNSDelivery(
+                hub: "myhub", notificationId: "n", handle: Self.token, format: .apple, body: #"{"aps":{"alert":"x"}}"#,
+                headers: ["apns-collapse-id": "scores", "apns-priority": "5", "apns-id": "6f0c8d3e-51a9-4a84-9c36-2f1b7cf0e0a1"]))
         #expect(alert.classification == .delivered)
         let recorded = try await sim.deliveries(Self.token).compactMap { $0["headers"] as? [String: String] }
         #expect(recorded.count == 2)
@@ -177,18 +227,20 @@ struct ProviderSimulatorTests {
         defer { Task { await sim.stop() } }
         let expires = Date().addingTimeInterval(600)
         let channel = SimulatedHandle.wnsChannel(base: sim.http, id: "headers")
-        let toast = await try sim.provider(.wns).deliver(PNSDelivery(
-            hub: "myhub", notificationId: "n", handle: channel, format: .windows, body: "<toast/>",
-            headers: ["X-WNS-Type": "wns/toast", "X-WNS-Tag": "scores", "X-WNS-Cache-Policy": "cache"], expiresAt: expires))
+        let toast = await try sim.provider(.wns).deliver(
+            PNSDelivery(
+                hub: "myhub", notificationId: "n", handle: channel, format: .windows, body: "<toast/>",
+                headers: ["X-WNS-Type": "wns/toast", "X-WNS-Tag": "scores", "X-WNS-Cache-Policy": "cache"], expiresAt: expires))
         #expect(toast.classification == .delivered)
         let wns = try #require(try await sim.deliveries(channel).first?["headers"] as? [String: String])
         #expect(wns["X-WNS-Tag"] == "scores" && wns["X-WNS-Cache-Policy"] == "cache" && wns["Content-Type"] == "text/xml")
         #expect((1...600).contains(Int(wns["X-WNS-TTL"] ?? "") ?? 0), "seconds left until expiresAt: \(wns)")
 
         let subscription = SimulatedSubscription(id: "headers")
-        let push = await try sim.provider(.webpush).deliver(PNSDelivery(
-            hub: "myhub", notificationId: "n", handle: subscription.endpoint(base: sim.http), webPush: subscription.keys, format: .browser,
-            body: "{}", headers: ["Urgency": "low", "Topic": "scores"], expiresAt: expires))
+        let push = await try sim.provider(.webpush).deliver(
+            PNSDelivery(
+                hub: "myhub", notificationId: "n", handle: subscription.endpoint(base: sim.http), webPush: subscription.keys, format: .browser,
+                body: "{}", headers: ["Urgency": "low", "Topic": "scores"], expiresAt: expires))
         #expect(push.classification == .delivered)
         let web = try #require(try await sim.deliveries(subscription.endpoint(base: sim.http)).first?["headers"] as? [String: String])
         #expect(web["Urgency"] == "low" && web["Topic"] == "scores")
@@ -235,14 +287,17 @@ struct ProviderSimulatorTests {
         #expect(sim.hubs.hubs[0].credentials.apns?.teamId != sim.hubs.hubs[1].credentials.apns?.teamId)
         let provider = try sim.provider(.apns)
         for hub in ["myhub", "otherhub"] {
-            let answer = await provider.deliver(PNSDelivery(hub: hub, notificationId: "n", handle: SimulatedHandle.apns(hub), format: .apple, body: "{}"))
+            let answer = await provider.deliver(
+                PNSDelivery(hub: hub, notificationId: "n", handle: SimulatedHandle.apns(hub), format: .apple, body: "{}"))
             #expect(answer.classification == .delivered, "\(hub): \(answer)")
             let topic = try await sim.deliveries(SimulatedHandle.apns(hub)).first?["headers"] as? [String: String]
             #expect(topic?["apns-topic"] == "com.example.\(hub)")
         }
         // A hub's topic with another hub's key is refused: the key decides.
-        let crossed = await provider.deliver(PNSDelivery(
-            hub: "myhub", notificationId: "n", handle: SimulatedHandle.apns("x"), format: .apple, body: "{}", headers: ["apns-topic": "com.example.otherhub"]))
+        let crossed = await provider.deliver(
+            PNSDelivery(
+                hub: "myhub", notificationId: "n", handle: SimulatedHandle.apns("x"), format: .apple, body: "{}",
+                headers: ["apns-topic": "com.example.otherhub"]))
         #expect(crossed.reason == "TopicDisallowed")
     }
 
@@ -254,7 +309,10 @@ struct ProviderSimulatorTests {
         defer { Task { await untrusting.shutdown() } }
         let answer = await try ProviderFactory.make(.apns, hubs: sim.hubs, http: untrusting).deliver(
             PNSDelivery(hub: "myhub", notificationId: "n", handle: Self.token, format: .apple, body: "{}"))
-        guard case .retry = answer.classification else { Issue.record("expected a transport failure: \(answer)"); return }
+        guard case .retry = answer.classification else {
+            Issue.record("expected a transport failure: \(answer)")
+            return
+        }
         #expect(answer.reason?.contains("transport") == true, "\(answer)")
         #expect(try await sim.stats(.apns)["requests"] as? Int == 0)
     }
@@ -270,7 +328,10 @@ struct ProviderSimulatorTests {
         let provider = try ProviderFactory.make(.apns, hubs: sim.hubs, http: impatient)
         let delivery = PNSDelivery(hub: "myhub", notificationId: "n", handle: Self.token, format: .apple, body: "{}")
         let late = await provider.deliver(delivery)
-        guard case .retry = late.classification else { Issue.record("expected a retry: \(late)"); return }
+        guard case .retry = late.classification else {
+            Issue.record("expected a retry: \(late)")
+            return
+        }
         #expect(late.reason?.contains("no answer within") == true, "\(late)")
         try await sim.setFaults(SimulatorFaults())
         #expect(await provider.deliver(delivery).classification == .delivered)
@@ -285,7 +346,10 @@ struct ProviderSimulatorTests {
         let delivery = PNSDelivery(hub: "myhub", notificationId: "n", handle: Self.token, format: .apple, body: "{}")
         #expect(await provider.deliver(delivery).classification == .delivered)
         await first.stop()
-        guard case .retry = await provider.deliver(delivery).classification else { Issue.record("a closed connection is a passing failure"); return }
+        guard case .retry = await provider.deliver(delivery).classification else {
+            Issue.record("a closed connection is a passing failure")
+            return
+        }
 
         let second = try await SimulatorFixture.start(replacing: first)
         defer { Task { await second.stop() } }
@@ -304,7 +368,8 @@ struct ProviderSimulatorTests {
         await withTaskGroup(of: Void.self) { group in
             for index in 0..<20 {
                 group.addTask {
-                    let sent = await fcm.deliver(PNSDelivery(hub: "myhub", notificationId: "n", handle: "t\(index)", format: .fcmv1, body: #"{"message":{}}"#))
+                    let sent = await fcm.deliver(
+                        PNSDelivery(hub: "myhub", notificationId: "n", handle: "t\(index)", format: .fcmv1, body: #"{"message":{}}"#))
                     #expect(sent.classification == .delivered, "\(sent)")
                     let toast = await wns.deliver(PNSDelivery(hub: "myhub", notificationId: "n", handle: channel, format: .windows, body: "<toast/>"))
                     #expect(toast.classification == .delivered)
@@ -315,8 +380,12 @@ struct ProviderSimulatorTests {
         #expect(tokens == ["fcm": 1, "wns": 1])
 
         try await sim.revokeTokens()
-        #expect(await fcm.deliver(PNSDelivery(hub: "myhub", notificationId: "n", handle: "t", format: .fcmv1, body: #"{"message":{}}"#)).classification == .delivered)
-        #expect(await wns.deliver(PNSDelivery(hub: "myhub", notificationId: "n", handle: channel, format: .windows, body: "<toast/>")).classification == .delivered)
+        #expect(
+            await fcm.deliver(PNSDelivery(hub: "myhub", notificationId: "n", handle: "t", format: .fcmv1, body: #"{"message":{}}"#)).classification
+                == .delivered)
+        #expect(
+            await wns.deliver(PNSDelivery(hub: "myhub", notificationId: "n", handle: channel, format: .windows, body: "<toast/>")).classification
+                == .delivered)
         let renewed = try #require((try await sim.get("stats") as? [String: Any])?["tokenRequests"] as? [String: Int])
         #expect(renewed == ["fcm": 2, "wns": 2], "a 401 fetched one new token each")
         #expect(try await sim.stats(.fcm)["statuses"] as? [String: Int] == ["200": 21, "401": 1])
@@ -331,7 +400,9 @@ struct ProviderSimulatorTests {
         let fcm = try ProviderFactory.make(.fcm, hubs: hubs, http: sim.client)
         let started = ContinuousClock.now
         for index in 0..<15 {
-            #expect(await fcm.deliver(PNSDelivery(hub: "myhub", notificationId: "n", handle: "t\(index)", format: .fcmv1, body: #"{"message":{}}"#)).classification == .delivered)
+            #expect(
+                await fcm.deliver(PNSDelivery(hub: "myhub", notificationId: "n", handle: "t\(index)", format: .fcmv1, body: #"{"message":{}}"#))
+                    .classification == .delivered)
         }
         // 10 at once, then 5 more at 10 a second: at least 0.4 s.
         #expect(ContinuousClock.now - started >= .milliseconds(400))

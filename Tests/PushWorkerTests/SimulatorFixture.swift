@@ -1,12 +1,12 @@
 import Foundation
 import Logging
+import PushConfiguration
 import PushIngress
 import PushModel
 import PushProviders
 import PushSimulator
 import PushWorker
 import ServiceLifecycle
-import PushConfiguration
 
 /// Quiet unless `PUSHHUB_TEST_LOG` names a level.
 let testLogger: Logger = {
@@ -56,7 +56,8 @@ final class SimulatorFixture: Sendable {
     let certificates: SimulatorCertificates
 
     init(
-        simulator: PNSSimulator, group: ServiceGroup, task: Task<Void, any Error>, apns: String, http: String, caFile: String, hubs: HubsConfiguration,
+        simulator: PNSSimulator, group: ServiceGroup, task: Task<Void, any Error>, apns: String, http: String, caFile: String,
+        hubs: HubsConfiguration,
         certificates: SimulatorCertificates
     ) {
         self.certificates = certificates

@@ -1,11 +1,12 @@
 import Foundation
 import Logging
-@testable import PushKafka
 import PushModel
 import PushProviders
-@testable import PushWorker
 import Synchronization
 import Testing
+
+@testable import PushKafka
+@testable import PushWorker
 
 /// The worker engine without a cluster or a PNS: its window, its retries in place and its
 /// hand-backs, against a provider that answers from a script. (The Kafka handles exist but are
@@ -42,7 +43,8 @@ struct WorkerTests {
         adjust(&settings)
         // Handles on a port where nothing listens: created, never used.
         let consumer = try KafkaConsumer.make(
-            configuration: KafkaConsumerConfiguration(bootstrapServers: ["127.0.0.1:1"], groupID: "unit"), topics: [topics.deliveries(.apns)], logger: logger)
+            configuration: KafkaConsumerConfiguration(bootstrapServers: ["127.0.0.1:1"], groupID: "unit"), topics: [topics.deliveries(.apns)],
+            logger: logger)
         let producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: ["127.0.0.1:1"]), logger: logger)
         return DeliveryWorker(consumer: consumer, producer: producer, provider: provider, settings: settings, logger: logger)
     }
@@ -128,8 +130,10 @@ struct WorkerTests {
         let outgoing = try #require(try await worker.work(record, .success(batch)))
         #expect(outgoing.count == 2)
         let results = try WireCoding.decode(ResultBatch.self, from: try #require(outgoing.first { $0.topic == Self.topics.results }).value)
-        #expect(Dictionary(uniqueKeysWithValues: (results.results ?? []).map { ($0.handle!, $0.outcome) }) == ["ok": .delivered, "dead": .invalidHandle])
-        let handedBack = try WireCoding.decode(DeliveryBatch.self, from: try #require(outgoing.first { $0.topic == Self.topics.deliveries(.apns) }).value)
+        #expect(
+            Dictionary(uniqueKeysWithValues: (results.results ?? []).map { ($0.handle!, $0.outcome) }) == ["ok": .delivered, "dead": .invalidHandle])
+        let handedBack = try WireCoding.decode(
+            DeliveryBatch.self, from: try #require(outgoing.first { $0.topic == Self.topics.deliveries(.apns) }).value)
         #expect(handedBack.targets.map(\.handle) == ["slow"])
         #expect(handedBack.attempt == 2 && handedBack.notBefore != nil && handedBack.expiresAt != nil)
     }

@@ -58,7 +58,8 @@ struct NotificationsController: Sendable {
         }
         guard let mediaType = Self.mediaType(contentType) else {
             throw AppBackendError(
-                .unsupportedMediaType, "Content-Type: a rich payload is image/*, audio/*, video/* or application/octet-stream, not \(contentType.prefix(100))")
+                .unsupportedMediaType,
+                "Content-Type: a rich payload is image/*, audio/*, video/* or application/octet-stream, not \(contentType.prefix(100))")
         }
         let bytes: ByteBuffer
         do {
@@ -127,7 +128,8 @@ struct NotificationsController: Sendable {
     @Sendable func fetchRich(_ request: Request, context: IngressContext) async throws -> Response {
         let user = try RegisterController.user(context)
         let text = try context.parameters.require("id")
-        guard let id = Int64(text), let richPayloads, let payload = try await richPayloads.richPayload(hub: hub, id: id, retention: quota.retention) else {
+        guard let id = Int64(text), let richPayloads, let payload = try await richPayloads.richPayload(hub: hub, id: id, retention: quota.retention)
+        else {
             throw AppBackendError(.notFound, "no rich notification \(text)")
         }
         guard payload.recipient == user || payload.sender == user else {
@@ -145,7 +147,9 @@ struct NotificationsController: Sendable {
     }
 
     /// Queues a native send to `username:{recipient}`; returns its notification id.
-    private func publish(format: NotificationFormat, body: String, contentType: String, headers: [String: String], to recipient: String) async throws -> String {
+    private func publish(format: NotificationFormat, body: String, contentType: String, headers: [String: String], to recipient: String) async throws
+        -> String
+    {
         guard let queue else { throw AppBackendError(.serviceUnavailable, "sending needs Kafka; this ingress runs without it") }
         let request: SendRequest
         do {
@@ -171,7 +175,9 @@ struct NotificationsController: Sendable {
         guard let name = given ?? fallback, !name.isEmpty else {
             throw AppBackendError(.badRequest, "to_tag: name the user to notify")
         }
-        do throws(WireError) { try Tags.validate(["username:\(name)"], field: "to_tag") } catch { throw AppBackendError(.badRequest, error.description) }
+        do throws(WireError) { try Tags.validate(["username:\(name)"], field: "to_tag") } catch {
+            throw AppBackendError(.badRequest, error.description)
+        }
         return name
     }
 

@@ -104,7 +104,8 @@ struct RegisterController: Sendable {
         let fields = Dictionary(object.map { ($0.key.lowercased(), $0.value) }) { first, _ in first }
         guard let platform = fields["platform"] as? String else { throw AppBackendError(.badRequest, "Platform: missing") }
         guard let format = platforms[platform.lowercased()] else {
-            throw AppBackendError(.badRequest, "Platform: \"\(platform)\" is not supported; use one of \(platforms.keys.sorted().joined(separator: ", "))")
+            throw AppBackendError(
+                .badRequest, "Platform: \"\(platform)\" is not supported; use one of \(platforms.keys.sorted().joined(separator: ", "))")
         }
         guard let handle = fields["handle"] as? String, !handle.isEmpty else { throw AppBackendError(.badRequest, "Handle: missing") }
         var tags: [String] = []

@@ -1,8 +1,8 @@
-import PushModel
 import Crypto
 import Foundation
-import _CryptoExtras
 import PushConfiguration
+import PushModel
+import _CryptoExtras
 
 /// Checks Bearer JWTs for the app-backend API: the configured algorithm only (never `none`),
 /// the signature, `exp` (required), `nbf`, `iss` and `aud`; the user is the configured claim.

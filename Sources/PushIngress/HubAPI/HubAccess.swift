@@ -1,7 +1,7 @@
 import Foundation
 import Hummingbird
-import PushModel
 import PushConfiguration
+import PushModel
 
 /// Decides whether a hub API request may do what it asks: the hub exists, and its SAS token
 /// is valid for this resource and carries the right.
@@ -37,8 +37,11 @@ struct HubAccess: Sendable {
         }
         // A Host header is the client's to write: only a plain host[:port] is echoed back.
         let authority = request.head.authority ?? ""
-        let plain = !authority.isEmpty && authority.utf8.count <= 255
-            && authority.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || ".-:[]".unicodeScalars.contains($0) }
+        let plain =
+            !authority.isEmpty && authority.utf8.count <= 255
+            && authority.unicodeScalars.allSatisfy {
+                ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || ".-:[]".unicodeScalars.contains($0)
+            }
         return "\(scheme)://\(plain ? authority : "localhost")/\(hub)"
     }
 }

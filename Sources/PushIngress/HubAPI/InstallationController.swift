@@ -1,8 +1,8 @@
 import Foundation
 import Hummingbird
+import PushConfiguration
 import PushModel
 import PushStore
-import PushConfiguration
 
 /// `/{hub}/installations/{id}`: PUT (create or overwrite), GET, PATCH (JSON-Patch), DELETE.
 /// Listen right; installation JSON as Azure Notification Hubs has it.
@@ -46,7 +46,9 @@ struct InstallationController: Sendable {
         try request.requireContentType(["application/json-patch+json", "application/json"])
         let operations = try JSONBody.decode([InstallationPatchOperation].self, from: try await request.collectBody(upTo: Self.bodyLimit))
         guard operations.count <= InstallationPatchOperation.maximumOperations else {
-            throw HubAPIError(.badRequest, "a JSON-Patch document holds at most \(InstallationPatchOperation.maximumOperations) operations, not \(operations.count)")
+            throw HubAPIError(
+                .badRequest, "a JSON-Patch document holds at most \(InstallationPatchOperation.maximumOperations) operations, not \(operations.count)"
+            )
         }
         // A new push channel is checked against the hub's endpoint rules before it is written.
         let channels = operations.compactMap { operation -> String? in
@@ -58,7 +60,9 @@ struct InstallationController: Sendable {
             }
         }
         if !channels.isEmpty, let current = try await store.installation(hub: hub.name, id: id), let platform = current.platform.format.platform {
-            do { for channel in channels { try hub.checkEndpoint(channel, platform: platform, field: "pushChannel") } } catch { throw HubAPIError.invalid(error) }
+            do { for channel in channels { try hub.checkEndpoint(channel, platform: platform, field: "pushChannel") } } catch {
+                throw HubAPIError.invalid(error)
+            }
         }
         _ = try await storeCall { try await store.patchInstallation(hub: hub.name, id: id, operations) }
         return Response(status: .ok)

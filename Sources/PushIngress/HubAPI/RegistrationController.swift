@@ -1,9 +1,9 @@
-import HTTPTypes
 import Foundation
+import HTTPTypes
 import Hummingbird
+import PushConfiguration
 import PushModel
 import PushStore
-import PushConfiguration
 
 /// Registrations in Atom XML, as the Azure Notification Hubs REST API has them.
 /// Listen: one registration at a time and listing by channel; Manage: listing all and by tag.
@@ -44,7 +44,9 @@ struct RegistrationController: Sendable {
         let hub = try access.authorize(request, hub: try context.parameters.require("hub"), .listen)
         let id = try context.parameters.require("id")
         guard !id.lowercased().hasPrefix(Registration.installationPrefix) else {
-            throw HubAPIError(.forbidden, "registration \(id): ids starting with \(Registration.installationPrefix) belong to installations; change the installation instead")
+            throw HubAPIError(
+                .forbidden,
+                "registration \(id): ids starting with \(Registration.installationPrefix) belong to installations; change the installation instead")
         }
         return try await write(request, hub: hub, id: id, ifMatch: try Self.ifMatch(request))
     }
@@ -57,7 +59,8 @@ struct RegistrationController: Sendable {
             throw HubAPIError.invalid(error)
         }
         do {
-            try hub.checkEndpoint(registration.handle, platform: registration.platform, field: registration.format == .windows ? "ChannelUri" : "Endpoint")
+            try hub.checkEndpoint(
+                registration.handle, platform: registration.platform, field: registration.format == .windows ? "ChannelUri" : "Endpoint")
         } catch { throw HubAPIError.invalid(error) }
         let id: String
         if let given { id = given } else { id = try await store.issueRegistrationId(hub: hub.name) }
@@ -126,7 +129,8 @@ struct RegistrationController: Sendable {
         guard parts.count == 3, handleElements.contains(String(parts[0])), parts[1].lowercased() == "eq",
             parts[2].count >= 2, parts[2].hasPrefix("'"), parts[2].hasSuffix("'")
         else {
-            throw HubAPIError(.badRequest, "$filter: PushHub reads \"ChannelUri eq '…'\" or \"DeviceToken eq '…'\" (or another handle element), not \(filter)")
+            throw HubAPIError(
+                .badRequest, "$filter: PushHub reads \"ChannelUri eq '…'\" or \"DeviceToken eq '…'\" (or another handle element), not \(filter)")
         }
         return String(parts[2].dropFirst().dropLast()).replacingOccurrences(of: "''", with: "'")
     }
@@ -139,7 +143,6 @@ struct RegistrationController: Sendable {
         guard let version = Int64(value) else { throw HubAPIError(.badRequest, "If-Match: \(value) is not an ETag this hub gave out") }
         return version
     }
-
 
     static func atom(_ body: String, etag: Int64?, feed: Bool = false) -> Response {
         var headers: HTTPFields = [.contentType: "application/atom+xml;type=\(feed ? "feed" : "entry");charset=utf-8"]

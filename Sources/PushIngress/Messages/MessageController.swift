@@ -1,9 +1,9 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import PushConfiguration
 import PushModel
 import PushStore
-import PushConfiguration
 
 /// `POST /{hub}/messages` (Send right): a native or template notification to a tag expression,
 /// to everyone, or with `?direct` to one device handle. 201 only after the request is queued
@@ -32,11 +32,14 @@ struct MessageController: Sendable {
     }
 
     /// Queues a checked send: 201 once Kafka acknowledged it, 503 with Retry-After when not.
-    private func publish(_ sendRequest: SendRequest, hub: HubsConfiguration.Hub, _ request: Request, _ context: IngressContext) async throws -> Response {
+    private func publish(_ sendRequest: SendRequest, hub: HubsConfiguration.Hub, _ request: Request, _ context: IngressContext) async throws
+        -> Response
+    {
         do {
             try await queue.enqueue(sendRequest)
         } catch is NotificationQueue.NotQueued {
-            var response = try HubAPIError(.serviceUnavailable, "the notification could not be queued; try again").response(from: request, context: context)
+            var response = try HubAPIError(.serviceUnavailable, "the notification could not be queued; try again").response(
+                from: request, context: context)
             response.headers[.retryAfter] = "5"
             return response
         }
@@ -62,8 +65,10 @@ struct MessageController: Sendable {
         }
         // The list is JSON; Azure's documentation shows it with single quotes, which is taken too.
         guard !JSONLimits.isTooDeep(devices.body) else { throw HubAPIError(.badRequest, "devices: \(JSONLimits.depthMessage)") }
-        let handles = (try? JSONDecoder().decode([String].self, from: devices.body))
-            ?? (try? JSONDecoder().decode([String].self, from: Data(String(decoding: devices.body, as: UTF8.self).replacingOccurrences(of: "'", with: "\"").utf8)))
+        let handles =
+            (try? JSONDecoder().decode([String].self, from: devices.body))
+            ?? (try? JSONDecoder().decode(
+                [String].self, from: Data(String(decoding: devices.body, as: UTF8.self).replacingOccurrences(of: "'", with: "\"").utf8)))
         guard let handles, !handles.isEmpty else {
             throw HubAPIError(.badRequest, "devices: must be a JSON list of device handles")
         }
@@ -90,7 +95,8 @@ struct MessageController: Sendable {
         let hub = try access.authorize(request, hub: try context.parameters.require("hub"), .send)
         guard let schedules else { throw HubAPIError(.serviceUnavailable, "scheduled sends need the store") }
         guard let text = request.headers[.scheduleTime], let due = RFC3339.parse(text) else {
-            throw HubAPIError(.badRequest, "ServiceBusNotification-ScheduleTime: an RFC 3339 time is needed, not \(request.headers[.scheduleTime] ?? "(none)")")
+            throw HubAPIError(
+                .badRequest, "ServiceBusNotification-ScheduleTime: an RFC 3339 time is needed, not \(request.headers[.scheduleTime] ?? "(none)")")
         }
         let now = Date()
         guard due > now.addingTimeInterval(-60), due <= now.addingTimeInterval(Self.scheduleHorizon) else {
@@ -120,7 +126,8 @@ struct MessageController: Sendable {
         }
         do {
             let built = try SendRequestBuilder().build(
-                hub: hub.name, format: request.headers[.notificationFormat], tags: request.headers[.notificationTags], handles: handle.map { [$0] } ?? [],
+                hub: hub.name, format: request.headers[.notificationFormat], tags: request.headers[.notificationTags],
+                handles: handle.map { [$0] } ?? [],
                 headers: headers, body: Data(buffer: body), contentType: request.headers[.contentType])
             if let handle { try hub.checkEndpoint(handle.handle, platform: handle.platform, field: "ServiceBusNotification-DeviceHandle") }
             return built
@@ -130,10 +137,12 @@ struct MessageController: Sendable {
     }
 
     func created(_ request: Request, hub: String, collection: String, id: String) -> Response {
-        Response(status: .created, headers: [
-            .location: "\(access.base(request, hub))/\(collection)/\(id)?api-version=2015-04",
-            .trackingId: id,
-        ])
+        Response(
+            status: .created,
+            headers: [
+                .location: "\(access.base(request, hub))/\(collection)/\(id)?api-version=2015-04",
+                .trackingId: id,
+            ])
     }
 
     @Sendable func details(_ request: Request, context: IngressContext) async throws -> Response {

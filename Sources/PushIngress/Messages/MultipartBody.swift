@@ -44,7 +44,9 @@ enum MultipartBody {
                 if name == "content-disposition" {
                     for parameter in value.split(separator: ";") {
                         let pair = parameter.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
-                        if pair.count == 2, pair[0].lowercased() == "name" { part.name = pair[1].trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
+                        if pair.count == 2, pair[0].lowercased() == "name" {
+                            part.name = pair[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+                        }
                     }
                 }
             }

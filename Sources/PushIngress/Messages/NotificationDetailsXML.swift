@@ -4,7 +4,9 @@ import PushModel
 /// `GET /{hub}/messages/{id}` answers in the NotificationDetails shape of Azure Notification Hubs.
 enum NotificationDetailsXML {
     /// Azure's names for the per-platform counts and outcomes.
-    static let platformElements: [(Platform, String)] = [(.apns, "ApnsOutcomeCounts"), (.fcm, "FcmV1OutcomeCounts"), (.wns, "WnsOutcomeCounts"), (.webpush, "BrowserOutcomeCounts")]
+    static let platformElements: [(Platform, String)] = [
+        (.apns, "ApnsOutcomeCounts"), (.fcm, "FcmV1OutcomeCounts"), (.wns, "WnsOutcomeCounts"), (.webpush, "BrowserOutcomeCounts"),
+    ]
     static let outcomeNames: [Outcome: String] = [
         .delivered: "Success", .invalidHandle: "BadChannel", .throttled: "Throttled", .payloadRejected: "PayloadTooLarge",
         .expired: "Expired", .failed: "PnsUnavailable", .rejected: "Dropped",
@@ -19,13 +21,16 @@ enum NotificationDetailsXML {
         if let ended = outcome.endedAt { body += "<EndTime>\(RFC3339.format(ended))</EndTime>" }
         for (platform, element) in platformElements {
             guard let counts = outcome.counts[platform], !counts.isEmpty else { continue }
-            body += "<\(element)>" + counts.sorted { $0.key.rawValue < $1.key.rawValue }.map {
-                "<Outcome><Name>\(outcomeNames[$0.key] ?? $0.key.rawValue)</Name><Count>\($0.value)</Count></Outcome>"
-            }.joined() + "</\(element)>"
+            body +=
+                "<\(element)>"
+                + counts.sorted { $0.key.rawValue < $1.key.rawValue }.map {
+                    "<Outcome><Name>\(outcomeNames[$0.key] ?? $0.key.rawValue)</Name><Count>\($0.value)</Count></Outcome>"
+                }.joined() + "</\(element)>"
         }
         // PushHub's own addition, last so Azure's elements keep their order: why it gave the
         // notification up.
         if let reason = outcome.reason { body += "<Reason>\(XML.escape(reason))</Reason>" }
-        return "<NotificationDetails xmlns=\"\(RegistrationDescription.connectNamespace)\" xmlns:i=\"http://www.w3.org/2001/XMLSchema-instance\">\(body)</NotificationDetails>"
+        return
+            "<NotificationDetails xmlns=\"\(RegistrationDescription.connectNamespace)\" xmlns:i=\"http://www.w3.org/2001/XMLSchema-instance\">\(body)</NotificationDetails>"
     }
 }

@@ -1,9 +1,9 @@
 import Foundation
 import Logging
+import PushConfiguration
 import PushModel
 import PushStore
 import ServiceLifecycle
-import PushConfiguration
 
 /// Releases scheduled sends when they are due: each ingress replica runs one; the store's
 /// claims make one replica publish each send, and take over sends a dead replica had claimed.

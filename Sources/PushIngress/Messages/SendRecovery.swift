@@ -1,10 +1,10 @@
 import Foundation
 import Logging
+import PushConfiguration
 import PushMetrics
 import PushModel
 import PushStore
 import ServiceLifecycle
-import PushConfiguration
 
 /// What the ingress does about sends that stall, from `recovery` in `pushhub.yaml`.
 public struct SendRecoverySettings: Sendable {
@@ -74,7 +74,8 @@ public final class SendRecovery: Service, Sendable {
         self.logger = logger
         self.now = now
         self.onStart = onStart
-        republished = metrics.counter("pushhub_sends_republished_total", help: "Accepted sends published again because they stalled or the broker lost them.")
+        republished = metrics.counter(
+            "pushhub_sends_republished_total", help: "Accepted sends published again because they stalled or the broker lost them.")
         abandoned = metrics.counter("pushhub_sends_abandoned_total", help: "Sends given up (Abandoned) after no progress past their deadline.")
     }
 
@@ -97,9 +98,11 @@ public final class SendRecovery: Service, Sendable {
                 let ended = try await store.abandonStalled(now: now, grace: settings.grace, abandonAfter: settings.abandonAfter, limit: 100)
                 for send in ended {
                     abandoned.increment()
-                    logger.warning("send abandoned", metadata: [
-                        "pushhub.notification_id": "\(send.notificationId)", "pushhub.hub": "\(send.hub)", "pushhub.reason": "\(send.reason)",
-                    ])
+                    logger.warning(
+                        "send abandoned",
+                        metadata: [
+                            "pushhub.notification_id": "\(send.notificationId)", "pushhub.hub": "\(send.hub)", "pushhub.reason": "\(send.reason)",
+                        ])
                 }
                 if ended.count < 100 { break }
             }
@@ -122,9 +125,11 @@ public final class SendRecovery: Service, Sendable {
                     } catch {
                         // Claimed again after the next, longer wait.
                         failed += 1
-                        logger.error("unfinished send not published, will retry", metadata: [
-                            "pushhub.notification_id": "\(request.notificationId)", "pushhub.error": "\(error)",
-                        ])
+                        logger.error(
+                            "unfinished send not published, will retry",
+                            metadata: [
+                                "pushhub.notification_id": "\(request.notificationId)", "pushhub.error": "\(error)",
+                            ])
                     }
                 }
                 if claimed.count < 100 { break }

@@ -20,7 +20,8 @@ public struct SendRequestBuilder: Sendable {
     /// `Urgency`, `Topic`, and `ServiceBusNotification-Apns-Expiry`.
     public static func passThrough(_ name: String) -> Bool {
         let lowered = name.lowercased()
-        return lowered.hasPrefix("apns-") || lowered.hasPrefix("x-wns-") || ["ttl", "urgency", "topic", "servicebusnotification-apns-expiry"].contains(lowered)
+        return lowered.hasPrefix("apns-") || lowered.hasPrefix("x-wns-")
+            || ["ttl", "urgency", "topic", "servicebusnotification-apns-expiry"].contains(lowered)
     }
 
     public init() {}
@@ -40,7 +41,8 @@ public struct SendRequestBuilder: Sendable {
         try Self.checkContentType(contentType, format: format, headers: headers)
         let limit = Self.sizeLimit(for: format, headers: headers)
         guard body.count <= limit else {
-            throw .invalidField(field: "body", reason: "\(body.count) bytes is more than the \(limit) bytes \(format.rawValue) notifications may have")
+            throw .invalidField(
+                field: "body", reason: "\(body.count) bytes is more than the \(limit) bytes \(format.rawValue) notifications may have")
         }
         guard let text = String(data: body, encoding: .utf8) else { throw .invalidField(field: "body", reason: "must be UTF-8 text") }
         if [.apple, .gcm, .fcmv1, .browser, .template].contains(format) { try JSONLimits.checkDepth(body, field: "body") }
@@ -84,7 +86,8 @@ public struct SendRequestBuilder: Sendable {
         let given = contentType?.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
         let accepted = try acceptedContentTypes(for: format, headers: headers)
         guard accepted.contains(given) else {
-            throw .invalidField(field: "Content-Type", reason: "must be \(accepted.joined(separator: " or ")) for \(format.rawValue), not \(contentType ?? "(none)")")
+            throw .invalidField(
+                field: "Content-Type", reason: "must be \(accepted.joined(separator: " or ")) for \(format.rawValue), not \(contentType ?? "(none)")")
         }
     }
 }

@@ -29,7 +29,9 @@ public struct LoadPopulation: Sendable, Equatable {
     public static let templateName = "load"
     public static let templateProperty = "message"
 
-    public init(devices: Int, users: Int? = nil, prefix: String = "load", platforms: PlatformMix = .default, tags: TagMix = .default, simulatorURL: String) throws(LoadFailure) {
+    public init(
+        devices: Int, users: Int? = nil, prefix: String = "load", platforms: PlatformMix = .default, tags: TagMix = .default, simulatorURL: String
+    ) throws(LoadFailure) {
         guard (1...Self.maximumDevices).contains(devices) else { throw LoadFailure("--devices must be 1 to \(Self.maximumDevices), not \(devices)") }
         let users = users ?? devices
         guard (1...devices).contains(users) else { throw LoadFailure("--users must be 1 to --devices (\(devices)), not \(users)") }
@@ -86,10 +88,14 @@ public struct PlatformMix: Sendable, Equatable, CustomStringConvertible {
         var shares: [Platform: Int] = [:]
         for (name, value) in try MixText.pairs(text, option: "--platforms") {
             guard let platform = Platform(rawValue: name) else { throw LoadFailure("--platforms: \(name) is not apns, fcm, wns or webpush") }
-            guard let percent = Int(value), (0...100).contains(percent) else { throw LoadFailure("--platforms: \(name)=\(value) must be a whole percent, 0 to 100") }
+            guard let percent = Int(value), (0...100).contains(percent) else {
+                throw LoadFailure("--platforms: \(name)=\(value) must be a whole percent, 0 to 100")
+            }
             shares[platform] = percent
         }
-        guard shares.values.reduce(0, +) == 100 else { throw LoadFailure("--platforms: the shares must add up to 100, not \(shares.values.reduce(0, +))") }
+        guard shares.values.reduce(0, +) == 100 else {
+            throw LoadFailure("--platforms: the shares must add up to 100, not \(shares.values.reduce(0, +))")
+        }
         self.shares = shares
     }
 
@@ -118,7 +124,9 @@ public struct TagMix: Sendable, Equatable, CustomStringConvertible {
         var tags: [(String, Double)] = []
         for (name, value) in try MixText.pairs(text, option: "--tags") {
             do { try Tags.validate([name], field: "--tags") } catch { throw LoadFailure("\(error)") }
-            guard let percent = Double(value), (0...100).contains(percent) else { throw LoadFailure("--tags: \(name)=\(value) must be a percent, 0 to 100") }
+            guard let percent = Double(value), (0...100).contains(percent) else {
+                throw LoadFailure("--tags: \(name)=\(value) must be a percent, 0 to 100")
+            }
             tags.append((name, percent))
         }
         guard tags.count <= 50 else { throw LoadFailure("--tags: at most 50 tags, not \(tags.count)") }
@@ -149,7 +157,11 @@ enum MixText {
         var pairs: [(String, String)] = []
         for part in text.split(separator: ",") {
             guard let equals = part.lastIndex(of: "="), equals != part.startIndex else { throw LoadFailure("\(option): \(part) is not NAME=PERCENT") }
-            pairs.append((String(part[..<equals]).trimmingCharacters(in: .whitespaces), String(part[part.index(after: equals)...]).trimmingCharacters(in: .whitespaces)))
+            pairs.append(
+                (
+                    String(part[..<equals]).trimmingCharacters(in: .whitespaces),
+                    String(part[part.index(after: equals)...]).trimmingCharacters(in: .whitespaces)
+                ))
         }
         guard !pairs.isEmpty else { throw LoadFailure("\(option) names nothing") }
         return pairs
@@ -178,7 +190,10 @@ public enum LoadPayloads {
         switch platform {
         case .apns: return .init(body: #"{"aps":{"alert":"\#(property)"}}"#)
         case .fcm: return .init(body: #"{"message":{"notification":{"title":"PushHub load","body":"\#(property)"}}}"#)
-        case .wns: return .init(body: #"<toast><visual><binding template="ToastText01"><text id="1">\#(property)</text></binding></visual></toast>"#, headers: ["X-WNS-Type": "wns/toast"])
+        case .wns:
+            return .init(
+                body: #"<toast><visual><binding template="ToastText01"><text id="1">\#(property)</text></binding></visual></toast>"#,
+                headers: ["X-WNS-Type": "wns/toast"])
         case .webpush: return .init(body: #"{"title":"PushHub load","body":"\#(property)"}"#)
         }
     }

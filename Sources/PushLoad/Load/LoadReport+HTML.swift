@@ -15,7 +15,8 @@ extension LoadReport {
         if !lines.isEmpty {
             let last = Double(max(1, timeline.count - 1))
             let ticks = Chart.ticks(upTo: last).map { ($0, Format.number($0)) }
-            sections.append(Chart(title: "Throughput", xLabel: "seconds since the start", yLabel: "per second", series: lines, xTicks: ticks, logX: false).svg())
+            sections.append(
+                Chart(title: "Throughput", xLabel: "seconds since the start", yLabel: "per second", series: lines, xTicks: ticks, logX: false).svg())
         }
         let latencies: [(String, String, Latency?)] = [
             ("Accept latency (due → 201 or Kafka ack)", "#003f5c", acceptLatencyMs),
@@ -27,7 +28,11 @@ extension LoadReport {
             // HdrHistogram's percentile plot: x is 1 / (1 - percentile) on a log scale.
             let points = latency.curve.filter { $0.percentile < 100 }.map { (Chart.percentileX($0.percentile), $0.ms) }
             let ticks = [0, 90, 99, 99.9, 99.99, 99.999].map { (Chart.percentileX($0), "\(Format.number($0))%") }
-            sections.append(Chart(title: title, xLabel: "percentile", yLabel: "ms", series: [.init(name: "ms", color: color, points: points)], xTicks: ticks, logX: true).svg())
+            sections.append(
+                Chart(
+                    title: title, xLabel: "percentile", yLabel: "ms", series: [.init(name: "ms", color: color, points: points)], xTicks: ticks,
+                    logX: true
+                ).svg())
         }
         return """
             <!doctype html>
@@ -45,10 +50,13 @@ extension LoadReport {
 
     private func latencyTable() -> String {
         let rows = [("accept", acceptLatencyMs), ("registration", registerLatencyMs), ("end to end", endToEndLatencyMs)].compactMap { name, latency in
-            latency.map { l in "<tr><th>\(name)</th><td>\(l.count)</td><td>\(Format.number(l.p50))</td><td>\(Format.number(l.p90))</td><td>\(Format.number(l.p99))</td><td>\(Format.number(l.p999))</td><td>\(Format.number(l.max))</td></tr>" }
+            latency.map { l in
+                "<tr><th>\(name)</th><td>\(l.count)</td><td>\(Format.number(l.p50))</td><td>\(Format.number(l.p90))</td><td>\(Format.number(l.p99))</td><td>\(Format.number(l.p999))</td><td>\(Format.number(l.max))</td></tr>"
+            }
         }
         guard !rows.isEmpty else { return "" }
-        return "<table><tr><th>latency (ms)</th><th>count</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th></tr>\(rows.joined())</table>"
+        return
+            "<table><tr><th>latency (ms)</th><th>count</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th></tr>\(rows.joined())</table>"
     }
 }
 
@@ -94,21 +102,28 @@ struct Chart {
         var out = ["<figure><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(Self.width))\" height=\"\(Int(Self.height))\" font-size=\"12\">"]
         out.append("<text x=\"\(f(Self.left))\" y=\"20\" font-weight=\"bold\">\(Format.escape(title))</text>")
         for tick in yTicks {
-            out.append("<line x1=\"\(f(Self.left))\" x2=\"\(f(Self.width - Self.right))\" y1=\"\(f(py(tick)))\" y2=\"\(f(py(tick)))\" stroke=\"#e4e4e4\"/>")
+            out.append(
+                "<line x1=\"\(f(Self.left))\" x2=\"\(f(Self.width - Self.right))\" y1=\"\(f(py(tick)))\" y2=\"\(f(py(tick)))\" stroke=\"#e4e4e4\"/>")
             out.append("<text x=\"\(f(Self.left - 6))\" y=\"\(f(py(tick) + 4))\" text-anchor=\"end\">\(Format.number(tick))</text>")
         }
         for (value, label) in xTicks {
-            out.append("<line x1=\"\(f(px(value)))\" x2=\"\(f(px(value)))\" y1=\"\(f(Self.top))\" y2=\"\(f(Self.top + plotHeight))\" stroke=\"#e4e4e4\"/>")
+            out.append(
+                "<line x1=\"\(f(px(value)))\" x2=\"\(f(px(value)))\" y1=\"\(f(Self.top))\" y2=\"\(f(Self.top + plotHeight))\" stroke=\"#e4e4e4\"/>")
             out.append("<text x=\"\(f(px(value)))\" y=\"\(f(Self.top + plotHeight + 16))\" text-anchor=\"middle\">\(Format.escape(label))</text>")
         }
         out.append("<text x=\"\(f(Self.left + plotWidth / 2))\" y=\"\(f(Self.height - 8))\" text-anchor=\"middle\">\(Format.escape(xLabel))</text>")
-        out.append("<text transform=\"translate(16 \(f(Self.top + plotHeight / 2))) rotate(-90)\" text-anchor=\"middle\">\(Format.escape(yLabel))</text>")
+        out.append(
+            "<text transform=\"translate(16 \(f(Self.top + plotHeight / 2))) rotate(-90)\" text-anchor=\"middle\">\(Format.escape(yLabel))</text>")
         for (index, line) in series.enumerated() {
             let path = line.points.map { "\(f(px($0.0))),\(f(py($0.1)))" }.joined(separator: " ")
-            out.append("<polyline fill=\"none\" stroke=\"\(line.color)\" stroke-width=\"2\" points=\"\(path)\"><title>\(Format.escape(line.name))</title></polyline>")
+            out.append(
+                "<polyline fill=\"none\" stroke=\"\(line.color)\" stroke-width=\"2\" points=\"\(path)\"><title>\(Format.escape(line.name))</title></polyline>"
+            )
             if series.count > 1 {
                 let y = Self.top + 14 * Double(index)
-                out.append("<text x=\"\(f(Self.width - Self.right - 4))\" y=\"\(f(y + 4))\" text-anchor=\"end\" fill=\"\(line.color)\">\(Format.escape(line.name))</text>")
+                out.append(
+                    "<text x=\"\(f(Self.width - Self.right - 4))\" y=\"\(f(y + 4))\" text-anchor=\"end\" fill=\"\(line.color)\">\(Format.escape(line.name))</text>"
+                )
             }
         }
         out.append("</svg></figure>")

@@ -110,7 +110,10 @@ public struct LoadReport: Codable, Sendable {
     /// Counts per second of the run.
     public var timeline: [Timeline.Second]
 
-    init(settings: LoadSettings, startedAt: Date, seconds: Double, phaseStart: Double, phaseSeconds: [String: Double], outcomesRecordedSeconds: Double? = nil, measurements m: LoadMeasurements, timedOut: Bool) {
+    init(
+        settings: LoadSettings, startedAt: Date, seconds: Double, phaseStart: Double, phaseSeconds: [String: Double],
+        outcomesRecordedSeconds: Double? = nil, measurements m: LoadMeasurements, timedOut: Bool
+    ) {
         let scenario = settings.scenario
         let sending = scenario != .register
         self.startedAt = startedAt
@@ -124,13 +127,21 @@ public struct LoadReport: Codable, Sendable {
             rate: [.send, .mixed].contains(scenario) ? settings.rate : nil, duration: [.send, .mixed].contains(scenario) ? settings.duration : nil,
             audience: scenario == .send ? settings.audience : nil, format: sending ? settings.format : nil,
             tagExpression: [.send, .mixed].contains(scenario) ? settings.tagExpression : nil,
-            registerRate: [.register, .mixed].contains(scenario) ? (settings.registerRate ?? (scenario == .mixed ? max(1, settings.rate / 10) : nil)) : nil,
+            registerRate: [.register, .mixed].contains(scenario)
+                ? (settings.registerRate ?? (scenario == .mixed ? max(1, settings.rate / 10) : nil)) : nil,
             concurrency: settings.concurrency, drainTimeout: settings.drainTimeout)
         let sendSeconds = phaseSeconds["send"] ?? 0
-        sends = sending ? Sends(attempted: m.sendsAttempted, accepted: m.sendsAccepted, failed: m.sendsFailed, acceptedPerSecond: Self.rate(m.sendsAccepted, sendSeconds)) : nil
+        sends =
+            sending
+            ? Sends(
+                attempted: m.sendsAttempted, accepted: m.sendsAccepted, failed: m.sendsFailed,
+                acceptedPerSecond: Self.rate(m.sendsAccepted, sendSeconds)) : nil
         let registerSeconds = phaseSeconds["register"] ?? sendSeconds
-        registrations = m.registrationsAttempted > 0 || scenario == .register
-            ? Registrations(attempted: m.registrationsAttempted, succeeded: m.registered, failed: m.registrationsFailed, perSecond: Self.rate(m.registered, registerSeconds))
+        registrations =
+            m.registrationsAttempted > 0 || scenario == .register
+            ? Registrations(
+                attempted: m.registrationsAttempted, succeeded: m.registered, failed: m.registrationsFailed,
+                perSecond: Self.rate(m.registered, registerSeconds))
             : nil
         acceptLatencyMs = Latency(m.acceptLatency, unitsPerMillisecond: 1000)
         registerLatencyMs = Latency(m.registerLatency, unitsPerMillisecond: 1000)
@@ -159,21 +170,30 @@ public struct LoadReport: Codable, Sendable {
 
     /// A short summary for the terminal.
     public func summary() -> String {
-        var lines = ["\(settings.scenario.rawValue) against \(settings.url) (hub \(settings.hub), via \(settings.via.rawValue)): \(Format.number(seconds)) s"]
+        var lines = [
+            "\(settings.scenario.rawValue) against \(settings.url) (hub \(settings.hub), via \(settings.via.rawValue)): \(Format.number(seconds)) s"
+        ]
         if let registrations {
-            lines.append("registrations: \(registrations.succeeded) of \(registrations.attempted) (\(Format.number(registrations.perSecond))/s), \(registrations.failed) failed")
+            lines.append(
+                "registrations: \(registrations.succeeded) of \(registrations.attempted) (\(Format.number(registrations.perSecond))/s), \(registrations.failed) failed"
+            )
         }
         if let latency = registerLatencyMs { lines.append("registration latency: " + latency.line) }
         if let sends {
-            lines.append("sends: \(sends.accepted) of \(sends.attempted) accepted (\(Format.number(sends.acceptedPerSecond))/s), \(sends.failed) failed")
+            lines.append(
+                "sends: \(sends.accepted) of \(sends.attempted) accepted (\(Format.number(sends.acceptedPerSecond))/s), \(sends.failed) failed")
         }
         if let latency = acceptLatencyMs { lines.append("accept latency: " + latency.line) }
         if let results {
             let outcomes = results.byOutcome.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
-            lines.append("results: \(results.received) of \(results.expected) (\(outcomes.isEmpty ? "none" : outcomes)), \(Format.number(results.deliveredPerSecond)) delivered/s, last after \(results.lastResultSeconds.map { Format.number($0) } ?? "-") s" + (results.complete ? "" : "; INCOMPLETE: \(results.missing) missing, \(results.undispatchedSends) sends never dispatched"))
+            lines.append(
+                "results: \(results.received) of \(results.expected) (\(outcomes.isEmpty ? "none" : outcomes)), \(Format.number(results.deliveredPerSecond)) delivered/s, last after \(results.lastResultSeconds.map { Format.number($0) } ?? "-") s"
+                    + (results.complete ? "" : "; INCOMPLETE: \(results.missing) missing, \(results.undispatchedSends) sends never dispatched"))
         }
         if let latency = endToEndLatencyMs { lines.append("end-to-end latency: " + latency.line) }
-        if let recorded = results?.outcomesRecordedSeconds { lines.append("outcomes recorded (hub API: Completed) after \(Format.number(recorded)) s") }
+        if let recorded = results?.outcomesRecordedSeconds {
+            lines.append("outcomes recorded (hub API: Completed) after \(Format.number(recorded)) s")
+        }
         for (kind, count) in errors.sorted(by: { $0.value > $1.value }).prefix(10) { lines.append("error: \(count) × \(kind)") }
         if timedOut { lines.append("stopped at --timeout") }
         return lines.joined(separator: "\n")
@@ -181,7 +201,9 @@ public struct LoadReport: Codable, Sendable {
 }
 
 extension LoadReport.Latency {
-    var line: String { "p50 \(Format.number(p50)) ms, p90 \(Format.number(p90)) ms, p99 \(Format.number(p99)) ms, p99.9 \(Format.number(p999)) ms, max \(Format.number(max)) ms (\(count))" }
+    var line: String {
+        "p50 \(Format.number(p50)) ms, p90 \(Format.number(p90)) ms, p99 \(Format.number(p99)) ms, p99.9 \(Format.number(p999)) ms, max \(Format.number(max)) ms (\(count))"
+    }
 }
 
 /// Figures in the reports keep three decimals.
@@ -208,7 +230,9 @@ enum ProgressLine {
         }
         if now.sendsAttempted > 0 {
             parts.append("sends \(now.sendsAccepted)/\(now.sendsAttempted) (\(perSecond(now.sendsAccepted, previous.sendsAccepted))/s)")
-            parts.append("results \(now.results)/\(now.expectedResults) delivered \(delivered) (\(perSecond(delivered, previous.outcomes["delivered"] ?? 0))/s)")
+            parts.append(
+                "results \(now.results)/\(now.expectedResults) delivered \(delivered) (\(perSecond(delivered, previous.outcomes["delivered"] ?? 0))/s)"
+            )
         }
         if now.acceptLatency.totalCount > 0 { parts.append("accept p99 \(Format.number(Double(now.acceptLatency.valueAtPercentile(99)) / 1000)) ms") }
         if now.endToEnd.totalCount > 0 { parts.append("e2e p99 \(now.endToEnd.valueAtPercentile(99)) ms") }

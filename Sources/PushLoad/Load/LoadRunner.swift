@@ -22,7 +22,8 @@ public struct LoadRunner: Sendable {
         try settings.check()
         let recorder = LoadRecorder()
         let startedAt = Date()
-        let http = PNSHTTPClient(connections: 1, connectionsPerHost: settings.concurrency, maximumInFlight: settings.concurrency, requestTimeout: .seconds(30))
+        let http = PNSHTTPClient(
+            connections: 1, connectionsPerHost: settings.concurrency, maximumInFlight: settings.concurrency, requestTimeout: .seconds(30))
         let hub = HubAPIClient(settings: settings, http: http)
         var watcher: ResultsWatcher?
         var producer: KafkaProducer?
@@ -57,7 +58,8 @@ public struct LoadRunner: Sendable {
         let phaseStart = recorder.now()
         switch settings.scenario {
         case .register:
-            await Pacing.run(count: settings.population.devices, rate: settings.registerRate, concurrency: settings.concurrency, until: deadline) { index, due in
+            await Pacing.run(count: settings.population.devices, rate: settings.registerRate, concurrency: settings.concurrency, until: deadline) {
+                index, due in
                 await hub.register(settings.population.installation(index), due: due, recorder: recorder)
             }
             phases["register"] = recorder.now() - phaseStart
@@ -107,7 +109,8 @@ public struct LoadRunner: Sendable {
         let measured = recorder.snapshot()
         progress(ProgressLine.render(measured, previous: measured, seconds: recorder.now(), interval: 0))
         return LoadReport(
-            settings: settings, startedAt: startedAt, seconds: recorder.now(), phaseStart: phaseStart, phaseSeconds: phases, outcomesRecordedSeconds: recordedAt, measurements: measured, timedOut: ContinuousClock.now >= deadline)
+            settings: settings, startedAt: startedAt, seconds: recorder.now(), phaseStart: phaseStart, phaseSeconds: phases,
+            outcomesRecordedSeconds: recordedAt, measurements: measured, timedOut: ContinuousClock.now >= deadline)
     }
 }
 
@@ -235,14 +238,17 @@ struct HubAPIClient: Sendable {
         }
     }
 
-    func send(format: NotificationFormat, tags: String?, headers: [String: String], body: String, due: ContinuousClock.Instant, recorder: LoadRecorder) async {
+    func send(
+        format: NotificationFormat, tags: String?, headers: [String: String], body: String, due: ContinuousClock.Instant, recorder: LoadRecorder
+    ) async {
         var fields = [("Authorization", token), ("ServiceBusNotification-Format", format.rawValue)]
         if let tags { fields.append(("ServiceBusNotification-Tags", tags)) }
         let contentType = (try? SendRequestBuilder.acceptedContentTypes(for: format, headers: headers).first) ?? "application/json"
         fields.append(("Content-Type", "\(contentType);charset=utf-8"))
         fields += headers.map { ($0.key, $0.value) }
         do {
-            let response = try await http.send(.POST, "\(settings.url)/\(settings.hub)/messages?api-version=2015-04", headers: fields, body: Data(body.utf8))
+            let response = try await http.send(
+                .POST, "\(settings.url)/\(settings.hub)/messages?api-version=2015-04", headers: fields, body: Data(body.utf8))
             guard response.status == 201, let id = response.headers.first(name: "TrackingId") else {
                 recorder.sendFailed(kind: Self.kind(response))
                 return
@@ -255,7 +261,9 @@ struct HubAPIClient: Sendable {
 
     /// The State of a notification's details (`GET /{hub}/messages/{id}`), e.g. `Completed`.
     func state(of id: String) async -> String? {
-        guard let response = try? await http.send(.GET, "\(settings.url)/\(settings.hub)/messages/\(id)?api-version=2015-04", headers: [("Authorization", token)], body: nil),
+        guard
+            let response = try? await http.send(
+                .GET, "\(settings.url)/\(settings.hub)/messages/\(id)?api-version=2015-04", headers: [("Authorization", token)], body: nil),
             response.status == 200
         else { return nil }
         let text = String(decoding: response.body, as: UTF8.self)

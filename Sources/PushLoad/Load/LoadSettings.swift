@@ -107,19 +107,29 @@ public struct LoadSettings: Sendable {
         }
         do { try FieldCheck.hubName(hub, "--hub") } catch { throw LoadFailure("\(error)") }
         if scenario == .send || scenario == .mixed {
-            guard rate > 0, rate <= Self.maximumRate else { throw LoadFailure("--rate must be more than 0 and at most \(Int(Self.maximumRate)) sends/s, not \(rate)") }
-            guard duration > 0, duration <= Self.maximumDuration else { throw LoadFailure("--duration must be more than 0 and at most \(Int(Self.maximumDuration)) seconds, not \(duration)") }
-            guard plannedSends >= 1, plannedSends <= Self.maximumSends else { throw LoadFailure("--rate × --duration must make 1 to \(Self.maximumSends) sends, not \(plannedSends)") }
+            guard rate > 0, rate <= Self.maximumRate else {
+                throw LoadFailure("--rate must be more than 0 and at most \(Int(Self.maximumRate)) sends/s, not \(rate)")
+            }
+            guard duration > 0, duration <= Self.maximumDuration else {
+                throw LoadFailure("--duration must be more than 0 and at most \(Int(Self.maximumDuration)) seconds, not \(duration)")
+            }
+            guard plannedSends >= 1, plannedSends <= Self.maximumSends else {
+                throw LoadFailure("--rate × --duration must make 1 to \(Self.maximumSends) sends, not \(plannedSends)")
+            }
         }
         if let registerRate, !(registerRate > 0 && registerRate <= Self.maximumRate) {
             throw LoadFailure("--register-rate must be more than 0 and at most \(Int(Self.maximumRate)) per second, not \(registerRate)")
         }
-        guard (1...Self.maximumConcurrency).contains(concurrency) else { throw LoadFailure("--concurrency must be 1 to \(Self.maximumConcurrency), not \(concurrency)") }
+        guard (1...Self.maximumConcurrency).contains(concurrency) else {
+            throw LoadFailure("--concurrency must be 1 to \(Self.maximumConcurrency), not \(concurrency)")
+        }
         guard drainTimeout >= 0, drainTimeout <= 3600 else { throw LoadFailure("--drain-timeout must be 0 to 3600 seconds, not \(drainTimeout)") }
         guard timeout > 0, timeout <= 2 * 3600 else { throw LoadFailure("--timeout must be more than 0 and at most 7200 seconds, not \(timeout)") }
         if scenario == .register, via == .kafka { throw LoadFailure("--via kafka: registrations go through the hub API; register takes --via http") }
         if scenario.measuresResults || via == .kafka {
-            guard let kafka, !kafka.isEmpty else { throw LoadFailure("\(scenario.rawValue) reads pushhub.results: say where Kafka is with --kafka HOST:PORT or PUSHHUB_KAFKA") }
+            guard let kafka, !kafka.isEmpty else {
+                throw LoadFailure("\(scenario.rawValue) reads pushhub.results: say where Kafka is with --kafka HOST:PORT or PUSHHUB_KAFKA")
+            }
         }
         guard !allowRemote else { return }
         guard PushEndpointPolicy.isLoopback(host) else {
@@ -131,8 +141,10 @@ public struct LoadSettings: Sendable {
                 throw LoadFailure("--kafka \(server) is not on this machine; load runs drive loopback targets only unless --allow-remote")
             }
         }
-        guard let simulator = URL(string: population.simulatorURL), let simulatorHost = simulator.host, PushEndpointPolicy.isLoopback(simulatorHost) else {
-            throw LoadFailure("--sim-url \(population.simulatorURL) is not on this machine; devices point at loopback simulators only unless --allow-remote")
+        guard let simulator = URL(string: population.simulatorURL), let simulatorHost = simulator.host, PushEndpointPolicy.isLoopback(simulatorHost)
+        else {
+            throw LoadFailure(
+                "--sim-url \(population.simulatorURL) is not on this machine; devices point at loopback simulators only unless --allow-remote")
         }
     }
 }

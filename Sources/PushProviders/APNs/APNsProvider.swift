@@ -18,7 +18,8 @@ public final class APNsProvider: PushProvider {
         var entries: [String: (APNsCredentials, APNsTokenManager)] = [:]
         for (hub, credentials) in hubs {
             let key = "\(credentials.teamId)/\(credentials.keyId)"
-            let manager = try managers[key]
+            let manager =
+                try managers[key]
                 ?? APNsTokenManager(keyId: credentials.keyId, teamId: credentials.teamId, privateKeyPEM: credentials.privateKey, now: now)
             managers[key] = manager
             entries[hub.lowercased()] = (credentials, manager)
@@ -47,7 +48,8 @@ public final class APNsProvider: PushProvider {
         do { jwt = try await tokens.token() } catch { return .notSent(.misconfigured("InvalidProviderKey"), "the APNs key could not sign") }
         let response: PNSHTTPClient.Response
         do {
-            response = try await http.sendHTTP2(origin: credentials.resolvedEndpoint, path: path, headers: headers + [("authorization", "bearer \(jwt)")], body: payload)
+            response = try await http.sendHTTP2(
+                origin: credentials.resolvedEndpoint, path: path, headers: headers + [("authorization", "bearer \(jwt)")], body: payload)
         } catch {
             return PNSAnswer(.retry(retryAfter: nil), reason: "transport: \(error)")
         }

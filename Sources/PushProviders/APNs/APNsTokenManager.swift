@@ -14,7 +14,9 @@ public actor APNsTokenManager {
     private let now: @Sendable () -> Date
     private var current: (token: String, issuedAt: Date)?
 
-    public init(keyId: String, teamId: String, privateKeyPEM: String, refreshAfter: TimeInterval = 50 * 60, now: @escaping @Sendable () -> Date = { Date() }) throws {
+    public init(
+        keyId: String, teamId: String, privateKeyPEM: String, refreshAfter: TimeInterval = 50 * 60, now: @escaping @Sendable () -> Date = { Date() }
+    ) throws {
         privateKey = try P256.Signing.PrivateKey(pemRepresentation: privateKeyPEM).rawRepresentation
         self.keyId = keyId
         self.teamId = teamId
@@ -39,7 +41,8 @@ public actor APNsTokenManager {
 
     static func sign(keyId: String, teamId: String, key: Data, issuedAt: Date) throws -> String {
         let header = Base64URL.encode(try JSONSerialization.data(withJSONObject: ["alg": "ES256", "kid": keyId], options: .sortedKeys))
-        let claims = Base64URL.encode(try JSONSerialization.data(withJSONObject: ["iss": teamId, "iat": Int(issuedAt.timeIntervalSince1970)], options: .sortedKeys))
+        let claims = Base64URL.encode(
+            try JSONSerialization.data(withJSONObject: ["iss": teamId, "iat": Int(issuedAt.timeIntervalSince1970)], options: .sortedKeys))
         let signature = try P256.Signing.PrivateKey(rawRepresentation: key).signature(for: Data("\(header).\(claims)".utf8))
         return "\(header).\(claims).\(Base64URL.encode(signature.rawRepresentation))"
     }

@@ -17,7 +17,9 @@ public struct FCMAccessTokens: Sendable {
     private let tokenURI: String
     private let cache: CachedAccessToken
 
-    public init(clientEmail: String, privateKeyPEM: String, tokenURI: String?, exchange: @escaping Exchange, now: @escaping @Sendable () -> Date = { Date() }) throws {
+    public init(
+        clientEmail: String, privateKeyPEM: String, tokenURI: String?, exchange: @escaping Exchange, now: @escaping @Sendable () -> Date = { Date() }
+    ) throws {
         let privateKeyDER = try _RSA.Signing.PrivateKey(pemRepresentation: privateKeyPEM).derRepresentation
         let tokenURI = tokenURI ?? Self.defaultTokenURI
         self.clientEmail = clientEmail

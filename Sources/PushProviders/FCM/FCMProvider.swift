@@ -25,9 +25,11 @@ public final class FCMProvider: PushProvider {
             let tokens = try FCMAccessTokens(
                 clientEmail: credentials.clientEmail, privateKeyPEM: credentials.privateKey, tokenURI: credentials.tokenURI,
                 exchange: { assertion, tokenURI in
-                    let response = try await http.postForm(tokenURI, [
-                        ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"), ("assertion", assertion),
-                    ])
+                    let response = try await http.postForm(
+                        tokenURI,
+                        [
+                            ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"), ("assertion", assertion),
+                        ])
                     return try OAuthTokenAnswer.parse(response, endpoint: tokenURI)
                 }, now: now)
             let limiter = limiters[credentials.projectId] ?? RateLimiter(perMinute: credentials.resolvedRatePerMinute)

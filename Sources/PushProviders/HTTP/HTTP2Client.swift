@@ -59,15 +59,16 @@ final class HTTP2Client: Sendable {
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: isAddress ? nil : host))
-                    try channel.pipeline.syncOperations.addHandler(NIOHTTP2Handler(
-                        mode: .client,
-                        initialSettings: [
-                            HTTP2Setting(parameter: .enablePush, value: 0),
-                            HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
-                            HTTP2Setting(parameter: .maxHeaderListSize, value: 16 * 1024),
-                        ],
-                        // The headers are ours and valid; the server's answers are still read with care.
-                        headerBlockValidation: .disabled))
+                    try channel.pipeline.syncOperations.addHandler(
+                        NIOHTTP2Handler(
+                            mode: .client,
+                            initialSettings: [
+                                HTTP2Setting(parameter: .enablePush, value: 0),
+                                HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
+                                HTTP2Setting(parameter: .maxHeaderListSize, value: 16 * 1024),
+                            ],
+                            // The headers are ours and valid; the server's answers are still read with care.
+                            headerBlockValidation: .disabled))
                     try channel.pipeline.syncOperations.addHandler(HTTP2StreamsHandler(authority: authority))
                 }
             }
@@ -171,9 +172,11 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler {
         // A stream the HTTP/2 handler refuses (e.g. after GOAWAY) fails at once, not at its time-out.
         let headersWritten = context.eventLoop.makePromise(of: Void.self)
         headersWritten.futureResult.assumeIsolated().whenFailure { [self] error in fail(id, error) }
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: !hasBody)))), promise: headersWritten)
+        context.write(
+            wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: !hasBody)))), promise: headersWritten)
         if hasBody {
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(request.body), endStream: true)))), promise: nil)
+            context.write(
+                wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(request.body), endStream: true)))), promise: nil)
         }
         if !flushScheduled {
             flushScheduled = true
@@ -238,8 +241,9 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler {
             stream.promise.fail(HTTP2Client.Failure(description: "an answer without :status"))
             return
         }
-        stream.promise.succeed(PNSHTTPClient.Response(
-            status: status, headers: stream.headers, body: stream.body.map { Data($0.readableBytesView) } ?? Data()))
+        stream.promise.succeed(
+            PNSHTTPClient.Response(
+                status: status, headers: stream.headers, body: stream.body.map { Data($0.readableBytesView) } ?? Data()))
     }
 
     private func fail(_ id: HTTP2StreamID, _ error: any Error) {

@@ -52,7 +52,8 @@ public final class PNSHTTPClient: Sendable {
         self.tls = tls
         connectionCount = connections
         slots = RequestSlots(maximumInFlight)
-        self.requestTimeout = .nanoseconds(Int64(requestTimeout.components.seconds) * 1_000_000_000 + requestTimeout.components.attoseconds / 1_000_000_000)
+        self.requestTimeout = .nanoseconds(
+            Int64(requestTimeout.components.seconds) * 1_000_000_000 + requestTimeout.components.attoseconds / 1_000_000_000)
     }
 
     /// Sends one request. Throws on transport failures and time-outs, which callers retry.

@@ -7,7 +7,9 @@ public final class WNSProvider: PushProvider {
     public let platform = Platform.wns
     public static let maximumPayload = 5000
     /// Headers of the send that WNS reads, passed through as they are.
-    static let passedHeaders = ["X-WNS-Cache-Policy", "X-WNS-Tag", "X-WNS-Group", "X-WNS-Match", "X-WNS-SuppressPopup", "X-WNS-RequestForStatus", "X-WNS-PRIORITY"]
+    static let passedHeaders = [
+        "X-WNS-Cache-Policy", "X-WNS-Tag", "X-WNS-Group", "X-WNS-Match", "X-WNS-SuppressPopup", "X-WNS-RequestForStatus", "X-WNS-PRIORITY",
+    ]
 
     private let hubs: [String: CachedAccessToken]
     /// Each hub's allowed endpoints, by lowercased name; hubs not named get the default.
@@ -15,18 +17,25 @@ public final class WNSProvider: PushProvider {
     private let http: PNSHTTPClient
 
     public init(
-        hubs: [String: WNSCredentials], endpoints: [String: EndpointPolicy] = [:], http: PNSHTTPClient, now: @escaping @Sendable () -> Date = { Date() }
+        hubs: [String: WNSCredentials], endpoints: [String: EndpointPolicy] = [:], http: PNSHTTPClient,
+        now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.endpoints = Dictionary(endpoints.map { ($0.key.lowercased(), $0.value) }) { first, _ in first }
-        self.hubs = Dictionary(uniqueKeysWithValues: hubs.map { hub, credentials in
-            (hub.lowercased(), CachedAccessToken(now: now) {
-                let response = try await http.postForm(credentials.resolvedTokenURI, [
-                    ("grant_type", "client_credentials"), ("client_id", credentials.packageSid), ("client_secret", credentials.secret),
-                    ("scope", "notify.windows.com"),
-                ])
-                return try OAuthTokenAnswer.parse(response, endpoint: credentials.resolvedTokenURI)
+        self.hubs = Dictionary(
+            uniqueKeysWithValues: hubs.map { hub, credentials in
+                (
+                    hub.lowercased(),
+                    CachedAccessToken(now: now) {
+                        let response = try await http.postForm(
+                            credentials.resolvedTokenURI,
+                            [
+                                ("grant_type", "client_credentials"), ("client_id", credentials.packageSid), ("client_secret", credentials.secret),
+                                ("scope", "notify.windows.com"),
+                            ])
+                        return try OAuthTokenAnswer.parse(response, endpoint: credentials.resolvedTokenURI)
+                    }
+                )
             })
-        })
         self.http = http
     }
 
@@ -40,7 +49,9 @@ public final class WNSProvider: PushProvider {
         case .failure(let refusal): return .notSent(.misconfigured("EndpointNotAllowed: the channel URI \(refusal.reason)"), "not sent")
         }
         let type = delivery.header("X-WNS-Type") ?? "wns/toast"
-        guard let contentType = WNSResponse.contentType(forType: type) else { return .notSent(.payloadRejected, "X-WNS-Type \(type) is not one WNS knows") }
+        guard let contentType = WNSResponse.contentType(forType: type) else {
+            return .notSent(.payloadRejected, "X-WNS-Type \(type) is not one WNS knows")
+        }
         let body = Data(delivery.body.utf8)
         guard body.count <= Self.maximumPayload else { return .notSent(.payloadRejected, "the payload is over 5000 bytes") }
         var headers = [("X-WNS-Type", type), ("content-type", contentType)]
@@ -56,7 +67,8 @@ public final class WNSProvider: PushProvider {
             do { accessToken = try await tokens.token() } catch { return PNSAnswer(.retry(retryAfter: nil), reason: "OAuth: \(error)") }
             let response: PNSHTTPClient.Response
             do {
-                response = try await http.send(.POST, channel.absoluteString, headers: headers + [("authorization", "Bearer \(accessToken)")], body: body)
+                response = try await http.send(
+                    .POST, channel.absoluteString, headers: headers + [("authorization", "Bearer \(accessToken)")], body: body)
             } catch {
                 return PNSAnswer(.retry(retryAfter: nil), reason: "transport: \(error)")
             }

@@ -60,16 +60,21 @@ public final class WebPushProvider: PushProvider {
         do { body = try WebPushEncryption.encrypt(Data(delivery.body.utf8), p256dh: p256dh, auth: auth) } catch {
             return .notSent(error.message.contains("record") ? .payloadRejected : .invalidHandle, error.message)
         }
-        let ttl = delivery.header("TTL")
+        let ttl =
+            delivery.header("TTL")
             ?? delivery.expiresAt.map { String(max(0, Int($0.timeIntervalSinceNow))) } ?? String(Self.defaultTTL)
         guard Int(ttl) != nil else { return .notSent(.payloadRejected, "TTL: not a number of seconds") }
         var headers = [("content-encoding", "aes128gcm"), ("content-type", "application/octet-stream"), ("ttl", ttl)]
         if let urgency = delivery.header("Urgency") {
-            guard ["very-low", "low", "normal", "high"].contains(urgency) else { return .notSent(.payloadRejected, "Urgency: \(urgency) is not an RFC 8030 urgency") }
+            guard ["very-low", "low", "normal", "high"].contains(urgency) else {
+                return .notSent(.payloadRejected, "Urgency: \(urgency) is not an RFC 8030 urgency")
+            }
             headers.append(("urgency", urgency))
         }
         if let topic = delivery.header("Topic") {
-            guard topic.count <= 32, Base64URL.decode(topic) != nil else { return .notSent(.payloadRejected, "Topic: at most 32 base64url characters") }
+            guard topic.count <= 32, Base64URL.decode(topic) != nil else {
+                return .notSent(.payloadRejected, "Topic: at most 32 base64url characters")
+            }
             headers.append(("topic", topic))
         } else {
             headers.append(("topic", CollapseKey.webPushTopic(delivery)))

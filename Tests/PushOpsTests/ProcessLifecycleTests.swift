@@ -4,7 +4,7 @@ import ServiceLifecycle
 import Synchronization
 import Testing
 
-@Suite("Process lifecycle")
+@Suite("Process lifecycle", .timeLimit(.minutes(1)))
 struct ProcessLifecycleTests {
     /// A service that ignores graceful shutdown, as one retrying against a Kafka that is gone
     /// would, and ends only when cancelled.
@@ -32,6 +32,8 @@ struct ProcessLifecycleTests {
         let took = ContinuousClock.now - stopping
         let cancelled = flag.value.load(ordering: .relaxed)
         #expect(cancelled, "the stubborn service was cancelled")
-        #expect(took >= .milliseconds(450) && took < .seconds(10), "ended \(took) after the shutdown began")
+        // Not before the cap; that it ends at all is the point (without the cap it never would,
+        // and the suite's time limit fails the test), so no upper bound on a loaded machine.
+        #expect(took >= .milliseconds(450), "ended \(took) after the shutdown began")
     }
 }

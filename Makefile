@@ -23,7 +23,7 @@ dev: build
 test:
 	scripts/install-deps.sh test
 	$(SWIFT) format lint --strict --recursive Sources Tests Package.swift
-	python3 scripts/check-dependencies.py
+	SWIFT=$(SWIFT) python3 scripts/check-dependencies.py
 	$(SWIFT) build $(SWIFTFLAGS) --build-tests
 	PUSHHUB_REQUIRE_POSTGRES=1 scripts/with-postgres.sh $(SWIFT) test $(SWIFTFLAGS) --skip-build
 	FUZZ_SECONDS=$(CI_FUZZ_SECONDS) FUZZ_SEED=1 scripts/fuzz.sh

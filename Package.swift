@@ -218,6 +218,7 @@ let package = Package(
         .executableTarget(
             name: "PushIngressMain",
             dependencies: [
+                "PushConfiguration",
                 "PushEnvironment",
                 "PushIngress",
                 "PushKafka",
@@ -301,7 +302,7 @@ let package = Package(
         .testTarget(
             name: "PushIngressTests",
             dependencies: [
-                "PushIngress", "PushStore", "PushModel", "PushKafka", "PushDispatcher", "PushTestSupport",
+                "PushConfiguration", "PushIngress", "PushStore", "PushModel", "PushKafka", "PushDispatcher", "PushTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),

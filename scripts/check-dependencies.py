@@ -6,6 +6,7 @@ dependencies on other targets of this package, transitively. Exits 1 naming ever
 reaches a module it must not.
 """
 import json
+import os
 import subprocess
 import sys
 
@@ -39,7 +40,7 @@ def main():
         with open(sys.argv[1]) as handle:
             package = json.load(handle)
     else:
-        package = json.loads(subprocess.run(["swift", "package", "dump-package"], check=True, capture_output=True, text=True).stdout)
+        package = json.loads(subprocess.run([os.environ.get("SWIFT", "swift"), "package", "dump-package"], check=True, capture_output=True, text=True).stdout)
     targets = {target["name"]: target for target in package["targets"]}
     graph = {name: [d for d in local_dependencies(target) if d in targets] for name, target in targets.items()}
 

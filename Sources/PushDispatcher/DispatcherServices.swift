@@ -7,8 +7,8 @@ import ServiceLifecycle
 /// `group`) and the dispatcher. The producer in `kafka` runs before them, as its maker's service.
 public func makeDispatcherServices(
     kafka: KafkaWiring, store: any RegistrationStore, settings: DispatcherSettings, group: String = "pushhub-dispatcher", logger: Logger
-) throws -> [ServiceGroupConfiguration.ServiceConfiguration] {
+) throws -> ProcessPart {
     let consumer = try kafka.consumer(group: group, topics: [settings.topics.requests], logger: logger)
     let dispatcher = Dispatcher(consumer: consumer, producer: kafka.producer, store: store, settings: settings, logger: logger)
-    return [.init(service: consumer), .init(service: dispatcher)]
+    return ProcessPart(consumers: [consumer], workers: [.init(service: dispatcher)])
 }

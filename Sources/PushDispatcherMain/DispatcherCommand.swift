@@ -40,8 +40,11 @@ struct DispatcherCommand: AsyncParsableCommand {
         let operations = operations.application(
             checks: [ReadinessCheck("kafka") { await wiring.producer.isReachable() }, ReadinessCheck("store") { await store.isReachable() }],
             logger: logger)
-        // Shut down in reverse: stop dispatching, commit and leave the group, flush.
-        try await ProcessLifecycle.group([.init(service: wiring.producer), .init(service: operations)] + dispatcher, logger: logger).run()
+        // Shut down in reverse: stop dispatching, stop answering, commit and leave the group, flush.
+        try await ProcessLifecycle.group(
+            [.init(service: wiring.producer)] + dispatcher.consumers.map { .init(service: $0) } + [.init(service: operations)] + dispatcher.workers,
+            logger: logger
+        ).run()
         await store.close()
     }
 }

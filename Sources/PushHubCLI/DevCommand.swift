@@ -79,7 +79,8 @@ struct DevCommand: AsyncParsableCommand {
         let caPath = data.appendingPathComponent("sim-ca.pem").path
         try certificates.caPEM.write(toFile: caPath, atomically: true, encoding: .utf8)
         let simulator = try PNSSimulator(settings: SimulatorSettings(hubs: hubs, certificates: certificates), logger: logger)
-        let simulatorGroup = ServiceGroup(configuration: .init(services: [.init(service: simulator)], logger: logger))
+        // The simulators stop last, after the stack: a group of their own, without signals.
+        let simulatorGroup = ProcessLifecycle.group([.init(service: simulator)], signals: false, logger: logger)
         let simulatorTask = Task { try await simulatorGroup.run() }
         let (apnsURL, simURL) = try await simulator.ready()
         hubs = hubs.pointed(at: apnsURL, http: simURL, hubs: [hubName])
@@ -98,7 +99,8 @@ struct DevCommand: AsyncParsableCommand {
         var workers: [ServiceGroupConfiguration.ServiceConfiguration] = []
         for platform in Platform.allCases {
             workers += try makeWorkerServices(
-                settings: WorkerSettings(platform: platform, topics: topics), hubs: hubs, kafka: wiring, http: http, logger: logger)
+                settings: WorkerSettings(platform: platform, topics: topics), hubs: hubs, kafka: wiring, http: http, logger: logger
+            ).services
         }
 
         var ingress = IngressConfiguration(hubs: hubs)
@@ -114,7 +116,7 @@ struct DevCommand: AsyncParsableCommand {
 
         // Started in this order, stopped in reverse: workers hand back and finish first, then the
         // dispatcher, the ingress (outcomes last), the consumers commit, the producer flushes.
-        let group = ProcessLifecycle.group([.init(service: wiring.producer)] + ingressServices + dispatcher + workers, logger: logger)
+        let group = ProcessLifecycle.group([.init(service: wiring.producer)] + ingressServices + dispatcher.services + workers, logger: logger)
         try await group.run()
         await http.shutdown()
         await simulatorGroup.triggerGracefulShutdown()

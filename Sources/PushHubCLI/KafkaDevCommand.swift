@@ -4,6 +4,7 @@ import Logging
 import PushEnvironment
 import PushKafka
 import PushModel
+import PushOps
 import ServiceLifecycle
 
 /// `pushhub kafka-dev`: the embedded Kafka-protocol cluster as a process of its own.
@@ -52,8 +53,7 @@ struct KafkaDevCommand: AsyncParsableCommand {
         }
         reader.start()
 
-        let group = ServiceGroup(
-            configuration: .init(services: [.init(service: UntilShutdown())], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        let group = ProcessLifecycle.group([.init(service: UntilShutdown())], logger: logger)
         try await group.run()
         cluster.shutdown()
         emit("PushHub embedded Kafka stopped.")

@@ -50,7 +50,7 @@ struct SendCommand: AsyncParsableCommand {
             var contentType: String?
             if let formatValue { contentType = try SendRequestBuilder.acceptedContentTypes(for: formatValue, headers: headerFields).first }
             request = try SendRequestBuilder().build(
-                hub: hub, format: format, tags: tags, handles: direct.map { [$0] } ?? [], headers: headerFields, body: data, contentType: contentType)
+                hub: hub, format: format, tags: tags, handles: direct.map { [$0] }, headers: headerFields, body: data, contentType: contentType)
         } catch {
             throw ValidationError(error.description)
         }

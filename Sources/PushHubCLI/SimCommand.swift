@@ -3,6 +3,7 @@ import Foundation
 import PushConfiguration
 import PushEnvironment
 import PushIngress
+import PushOps
 import PushProviders
 import PushSimulator
 import ServiceLifecycle
@@ -93,8 +94,7 @@ struct SimCommand: AsyncParsableCommand {
         settings.faults.latencyMs = latencyMs
         settings.faults.retryAfterSeconds = retryAfter
         let simulator = try PNSSimulator(settings: settings, logger: logger)
-        let group = ServiceGroup(
-            configuration: .init(services: [.init(service: simulator)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        let group = ProcessLifecycle.group([.init(service: simulator)], logger: logger)
         async let running: Void = group.run()
         let (apnsURL, httpURL) = try await simulator.ready()
         if !attach.isEmpty {

@@ -1,5 +1,6 @@
 import Logging
 import PushModel
+import ServiceLifecycle
 
 /// What the parts of one process share on Kafka: the cluster, the topic names, one producer,
 /// and how their consumers are made. The process builders (`makeIngressServices`,
@@ -35,5 +36,29 @@ public struct KafkaWiring: Sendable {
         if let clientID { configuration.clientID = clientID }
         tuneConsumer(&configuration)
         return try KafkaConsumer.make(configuration: configuration, topics: names, logger: logger)
+    }
+}
+
+/// A process part as its builder makes it: its consumers, which start before and close after
+/// the services that use them, and those services. A process puts its own services (the
+/// operations endpoints) between the two, so they answer until the work has stopped.
+public struct ProcessPart: Sendable {
+    public var consumers: [KafkaConsumer]
+    public var workers: [ServiceGroupConfiguration.ServiceConfiguration]
+
+    public init(consumers: [KafkaConsumer], workers: [ServiceGroupConfiguration.ServiceConfiguration]) {
+        self.consumers = consumers
+        self.workers = workers
+    }
+
+    /// Consumers first, then the workers.
+    public var services: [ServiceGroupConfiguration.ServiceConfiguration] { consumers.map { .init(service: $0) } + workers }
+}
+
+extension [KafkaConsumer] {
+    /// Whether every consumer's brokers answer a metadata request in time.
+    public func allReachable(timeout: Duration = .seconds(2)) async -> Bool {
+        for consumer in self where await !consumer.isReachable(timeout: timeout) { return false }
+        return true
     }
 }

@@ -1,5 +1,4 @@
 import Foundation
-import PushModel
 
 /// base64url without padding (RFC 4648 §5), as JWTs and Web Push use it.
 public enum Base64URL {

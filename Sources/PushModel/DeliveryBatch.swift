@@ -56,14 +56,32 @@ public struct DeliveryBatch: WireMessage, Equatable {
         public var handle: String
         /// The subscription keys of a Web Push target.
         public var webPush: WebPushKeys?
-        /// The registration's template, for template batches.
-        public var template: Template?
+        /// The registration's template, for template batches: body, headers and expiry only
+        /// (the wire schema's), whatever it was made or read from.
+        public var template: Template? {
+            get { deliveredTemplate }
+            set { deliveredTemplate = newValue?.forDelivery }
+        }
+        private var deliveredTemplate: Template?
+
+        enum CodingKeys: String, CodingKey {
+            case registrationId, handle, webPush
+            case deliveredTemplate = "template"
+        }
 
         public init(registrationId: String?, handle: String, webPush: WebPushKeys? = nil, template: Template? = nil) {
             self.registrationId = registrationId
             self.handle = handle
             self.webPush = webPush
             self.template = template
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            registrationId = try container.decodeIfPresent(String.self, forKey: .registrationId)
+            handle = try container.decode(String.self, forKey: .handle)
+            webPush = try container.decodeIfPresent(WebPushKeys.self, forKey: .webPush)
+            deliveredTemplate = try container.decodeIfPresent(Template.self, forKey: .deliveredTemplate)?.forDelivery
         }
     }
 

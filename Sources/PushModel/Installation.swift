@@ -85,7 +85,12 @@ public struct Installation: Codable, Sendable, Equatable {
         }
         pushChannelExpired = try container.decodeIfPresent(Bool.self, forKey: .pushChannelExpired) ?? false
         tags = try container.decodeIfPresent([String].self, forKey: .tags) ?? []
-        templates = try container.decodeIfPresent([String: Template].self, forKey: .templates) ?? [:]
+        // A template's name is its key here: a `name` member is not the installation's.
+        templates = (try container.decodeIfPresent([String: Template].self, forKey: .templates) ?? [:]).mapValues { template in
+            var unnamed = template
+            unnamed.name = nil
+            return unnamed
+        }
         expirationTime = try container.decodeIfPresent(Date.self, forKey: .expirationTime)
         lastUpdate = try container.decodeIfPresent(Date.self, forKey: .lastUpdate)
     }

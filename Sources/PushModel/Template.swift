@@ -25,3 +25,15 @@ public struct Template: Codable, Sendable, Equatable {
     /// What a delivery target carries of it: the wire schema has body, headers and expiry.
     public var forDelivery: Template { Template(body: body, headers: headers, expiry: expiry) }
 }
+
+// The names the template had before it was one type, for code that uses PushModel.
+extension Installation {
+    public typealias Template = PushModel.Template
+}
+
+extension DeliveryBatch {
+    public typealias Template = PushModel.Template
+}
+
+@available(*, deprecated, renamed: "Template")
+public typealias RegistrationTemplate = Template

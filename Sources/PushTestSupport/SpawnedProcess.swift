@@ -31,7 +31,12 @@ public final class SpawnedProcess: Sendable {
         var toChild: [Int32] = [-1, -1]
         var fromChild: [Int32] = [-1, -1]
         if wantsInput { guard pipe2(&toChild, O_CLOEXEC) == 0 else { throw SpawnError("pipe: errno \(errno)") } }
-        if captureOutput { guard pipe2(&fromChild, O_CLOEXEC) == 0 else { throw SpawnError("pipe: errno \(errno)") } }
+        if captureOutput {
+            guard pipe2(&fromChild, O_CLOEXEC) == 0 else {
+                for descriptor in toChild where descriptor >= 0 { close(descriptor) }
+                throw SpawnError("pipe: errno \(errno)")
+            }
+        }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -67,30 +72,36 @@ public final class SpawnedProcess: Sendable {
         output = captureOutput ? FileHandle(fileDescriptor: fromChild[0], closeOnDealloc: true) : nil
     }
 
-    /// The exit status (128 + the signal for a child killed by one), or nil while it runs.
+    /// The exit status (128 + the signal for a child killed by one), or nil while it runs. The
+    /// child is reaped here only, under the lock, so no one signals a reaped (reused) pid.
     public var exitStatus: Int32? {
         status.withLock { known in
             if let known { return known }
             var raw: Int32 = 0
-            guard waitpid(pid, &raw, WNOHANG) == pid else { return nil }
-            known = Self.decode(raw)
+            let reaped = waitpid(pid, &raw, WNOHANG)
+            if reaped == pid {
+                known = Self.decode(raw)
+            } else if reaped == -1, errno == ECHILD {
+                known = -1  // already gone, its status unknown
+            }
             return known
         }
     }
 
-    /// Waits for the child to end; its exit status.
+    /// Waits for the child to end; its exit status. It polls, so it never blocks in `waitpid`
+    /// outside the lock.
     @discardableResult
     public func wait() -> Int32 {
-        if let known = exitStatus { return known }
-        var raw: Int32 = 0
-        while waitpid(pid, &raw, 0) == -1, errno == EINTR {}
-        let decoded = Self.decode(raw)
-        status.withLock { $0 = $0 ?? decoded }
-        return exitStatus ?? decoded
+        while true {
+            if let known = exitStatus { return known }
+            usleep(5_000)
+        }
     }
 
     public func signal(_ signal: Int32) {
-        if exitStatus == nil { kill(pid, signal) }
+        status.withLock { known in
+            if known == nil { kill(pid, signal) }
+        }
     }
 
     static func decode(_ raw: Int32) -> Int32 {
@@ -100,9 +111,8 @@ public final class SpawnedProcess: Sendable {
 
     deinit {
         if exitStatus == nil {
-            kill(pid, SIGKILL)
-            var raw: Int32 = 0
-            waitpid(pid, &raw, 0)
+            signal(SIGKILL)
+            wait()
         }
     }
 }

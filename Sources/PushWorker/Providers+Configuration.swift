@@ -41,11 +41,11 @@ public enum ProviderFactory {
 public func makeWorkerServices(
     settings: WorkerSettings, hubs: HubsConfiguration, kafka: KafkaWiring, http: PNSHTTPClient, group: String? = nil,
     provider: (any PushProvider)? = nil, logger: Logger
-) throws -> [ServiceGroupConfiguration.ServiceConfiguration] {
+) throws -> ProcessPart {
     let name = "pushhub-\(settings.platform.rawValue)-worker"
     let consumer = try kafka.consumer(group: group ?? name, clientID: name, topics: [settings.topics.deliveries(settings.platform)], logger: logger)
     let worker = DeliveryWorker(
         consumer: consumer, producer: kafka.producer, provider: try provider ?? ProviderFactory.make(settings.platform, hubs: hubs, http: http),
         settings: settings, logger: logger)
-    return [.init(service: consumer), .init(service: worker)]
+    return ProcessPart(consumers: [consumer], workers: [.init(service: worker)])
 }

@@ -52,8 +52,13 @@ public struct WorkerOptions: ParsableArguments {
         let worker = try makeWorkerServices(settings: settings, hubs: hubs, kafka: wiring, http: http, group: group, logger: logger)
         logger.info("worker starting", metadata: ["pushhub.platform": "\(platform.rawValue)", "pushhub.hubs": "\(hubs.hubs.count)"])
         // Shut down in reverse: finish or hand back in-flight targets, commit and leave the group, flush.
-        let operations = operations.application(checks: [ReadinessCheck("kafka") { await wiring.producer.isReachable() }], logger: logger)
-        try await ProcessLifecycle.group([.init(service: wiring.producer), .init(service: operations)] + worker, logger: logger).run()
+        let consumers = worker.consumers
+        let operations = operations.application(
+            checks: [ReadinessCheck("kafka") { await consumers.allReachable() }], logger: logger)
+        try await ProcessLifecycle.group(
+            [.init(service: wiring.producer)] + worker.consumers.map { .init(service: $0) } + [.init(service: operations)] + worker.workers,
+            logger: logger
+        ).run()
         await http.shutdown()
     }
 }

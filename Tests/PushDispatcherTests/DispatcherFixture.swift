@@ -33,7 +33,7 @@ final class DispatcherFixture: Sendable {
         // As a process composes it: the dispatcher's part from its builder, the producer before it.
         let wiring = KafkaWiring(
             servers: cluster.bootstrapServers, topics: topics, producer: producer, tuneConsumer: { $0.sessionTimeout = .seconds(3) })
-        let services = try makeDispatcherServices(kafka: wiring, store: store, settings: settings, group: "dispatcher", logger: quietLogger)
+        let services = try makeDispatcherServices(kafka: wiring, store: store, settings: settings, group: "dispatcher", logger: quietLogger).services
         let group = ProcessLifecycle.group([.init(service: producer)] + services, signals: false, logger: quietLogger)
         self.group = group
         let reader = try Self.consumer(

@@ -58,11 +58,13 @@ final class PipelineFixture: Sendable {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: producer)]
         services += try makeIngressServices(configuration: ingress, store: store, kafka: wiring, logger: testLogger, onListening: { _ in })
         services += try makeDispatcherServices(
-            kafka: wiring, store: store, settings: DispatcherSettings(topics: topics, hubs: ["myhub"]), group: "dispatcher", logger: testLogger)
+            kafka: wiring, store: store, settings: DispatcherSettings(topics: topics, hubs: ["myhub"]), group: "dispatcher", logger: testLogger
+        ).services
         for platform in workers {
             services += try makeWorkerServices(
                 settings: Self.settings(platform, topics, workerSettings), hubs: hubs, kafka: wiring, http: sim.client,
-                group: "\(platform.rawValue)-worker", logger: testLogger)
+                group: "\(platform.rawValue)-worker", logger: testLogger
+            ).services
         }
         (group, running) = Self.run(services)
     }
@@ -100,7 +102,8 @@ final class PipelineFixture: Sendable {
     ) throws -> (ServiceGroup, Task<Void, Never>) {
         let services = try makeWorkerServices(
             settings: Self.settings(platform, topics, adjust), hubs: hubs, kafka: Self.wiring(cluster, topics, producer: producer ?? self.producer),
-            http: client ?? sim.client, group: "\(platform.rawValue)-worker", logger: testLogger)
+            http: client ?? sim.client, group: "\(platform.rawValue)-worker", logger: testLogger
+        ).services
         return Self.run(services)
     }
 

@@ -127,7 +127,7 @@ struct MessageController: Sendable {
         do {
             let built = try SendRequestBuilder().build(
                 hub: hub.name, format: request.headers[.notificationFormat], tags: request.headers[.notificationTags],
-                handles: handle.map { [$0] } ?? [],
+                handles: handle.map { [$0] },
                 headers: headers, body: Data(buffer: body), contentType: request.headers[.contentType])
             if let handle { try hub.checkEndpoint(handle.handle, platform: handle.platform, field: "ServiceBusNotification-DeviceHandle") }
             return built

@@ -33,7 +33,7 @@ public final class ScheduledReleaser: Service, Sendable {
     public func run() async throws {
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
             _ = await releaseDue(now: Date())
-            try? await cancelOnGracefulShutdown { try await Task.sleep(for: self.interval) }
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: self.interval) }
         }
     }
 

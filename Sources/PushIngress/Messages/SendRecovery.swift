@@ -82,7 +82,7 @@ public final class SendRecovery: Service, Sendable {
     public func run() async throws {
         onStart(await check(everything: settings.republishAllAtStart))
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
-            try? await cancelOnGracefulShutdown { try await Task.sleep(for: self.settings.checkEvery) }
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: self.settings.checkEvery) }
             guard !Task.isShuttingDownGracefully, !Task.isCancelled else { break }
             _ = await check(everything: false)
         }

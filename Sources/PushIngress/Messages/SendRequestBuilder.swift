@@ -28,9 +28,10 @@ public struct SendRequestBuilder: Sendable {
 
     /// - Parameters:
     ///   - tags: a tag or tag expression; nil for every registration of the hub.
-    ///   - handles: the device handles of a direct send (no registration); empty otherwise.
+    ///   - handles: the device handles of a direct send (no registration); nil otherwise. An
+    ///     empty list is refused, never read as everyone.
     public func build(
-        hub: String, format formatText: String?, tags: String?, handles: [DirectHandle] = [], headers: [String: String], body: Data,
+        hub: String, format formatText: String?, tags: String?, handles: [DirectHandle]? = nil, headers: [String: String], body: Data,
         contentType: String?, now: Date = Date()
     ) throws(WireError) -> SendRequest {
         guard let formatText, let format = NotificationFormat(rawValue: formatText.lowercased()) else {
@@ -52,7 +53,8 @@ public struct SendRequestBuilder: Sendable {
             }
         }
         let audience: Audience
-        if !handles.isEmpty {
+        if let handles {
+            guard !handles.isEmpty else { throw .invalidField(field: "devices", reason: "a direct send needs at least one device handle") }
             audience = .handles(handles)
         } else if let tags, !tags.trimmingCharacters(in: .whitespaces).isEmpty {
             audience = .tags(tags)

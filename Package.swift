@@ -203,6 +203,7 @@ let package = Package(
             name: "PushLoad",
             dependencies: [
                 "PushDispatcher",
+                "PushOps",
                 "PushIngress",
                 "PushKafka",
                 "PushModel",
@@ -302,7 +303,7 @@ let package = Package(
         .testTarget(
             name: "PushIngressTests",
             dependencies: [
-                "PushConfiguration", "PushIngress", "PushStore", "PushModel", "PushKafka", "PushDispatcher", "PushTestSupport",
+                "PushConfiguration", "PushIngress", "PushStore", "PushModel", "PushKafka", "PushDispatcher", "PushOps", "PushTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -3,6 +3,7 @@ import Logging
 import PushDispatcher
 import PushKafka
 import PushModel
+import PushOps
 import PushStore
 
 /// One broadcast to N registrations through the real dispatcher on the embedded cluster:
@@ -49,12 +50,13 @@ public struct DispatchBenchmark: Sendable {
         let topics = PushTopics(prefix: "bench.")
         for topic in topics.all { try cluster.createTopic(topic, partitions: 12) }
         let producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers), logger: logger)
-        var configuration = KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: "bench-dispatcher")
-        configuration.sessionTimeout = .seconds(3)
-        let consumer = try KafkaConsumer.make(configuration: configuration, topics: [topics.requests], logger: logger)
-        let dispatcher = Dispatcher(
-            consumer: consumer, producer: producer, store: store, settings: DispatcherSettings(topics: topics, hubs: ["bench"]), logger: logger)
-        let running = Task { try? await dispatcher.run() }
+        // The dispatcher's part as its process composes it.
+        let wiring = KafkaWiring(
+            servers: cluster.bootstrapServers, topics: topics, producer: producer, tuneConsumer: { $0.sessionTimeout = .seconds(3) })
+        let part = try makeDispatcherServices(
+            kafka: wiring, store: store, settings: DispatcherSettings(topics: topics, hubs: ["bench"]), group: "bench-dispatcher", logger: logger)
+        let group = ProcessLifecycle.group([.init(service: producer)] + part.services, signals: false, logger: logger)
+        let running = Task { try? await group.run() }
         defer { running.cancel() }
 
         var results = KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: "bench-results")

@@ -20,12 +20,8 @@ public enum ProviderFactory {
             return WNSProvider(
                 hubs: hubs.hubs.reduce(into: [:]) { $0[$1.name] = $1.credentials.wns }, endpoints: endpoints(hubs), http: http, now: now)
         case .webpush:
-            var keys: [String: VAPID] = [:]
-            for hub in hubs.hubs {
-                guard let webPush = hub.credentials.webPush, let privateKey = Base64URL.decode(webPush.privateKey) else { continue }
-                keys[hub.name] = try VAPID(subject: webPush.subject, privateKey: privateKey)
-            }
-            return WebPushProvider(hubs: keys, endpoints: endpoints(hubs), http: http)
+            return try WebPushProvider(
+                credentials: hubs.hubs.reduce(into: [:]) { $0[$1.name] = $1.credentials.webPush }, endpoints: endpoints(hubs), http: http)
         }
     }
 

@@ -7,6 +7,7 @@ import PushDispatcher
 import PushIngress
 import PushKafka
 import PushModel
+import PushOps
 import PushStore
 import Testing
 
@@ -27,17 +28,26 @@ struct SendPipelineTests {
             configuration.sessionTimeout = .seconds(3)
             return try KafkaConsumer.make(configuration: configuration, topics: names, logger: logger)
         }
-        let dispatcher = Dispatcher(
-            consumer: try consumer("dispatcher", [topics.requests]), producer: producer, store: store,
-            settings: DispatcherSettings(topics: topics, hubs: ["myhub"]), logger: logger)
-        let recorder = OutcomeRecorder(
-            consumer: try consumer("outcomes", [topics.results]), store: store, producer: producer, topics: topics, logger: logger)
+        // The ingress's and the dispatcher's parts as a process composes them (the ingress's HTTP
+        // server on a free port; the test drives a router of its own).
+        let wiring = KafkaWiring(
+            servers: cluster.bootstrapServers, topics: topics, producer: producer, tuneConsumer: { $0.sessionTimeout = .seconds(3) })
+        var ingress = IngressConfiguration(hubs: IngressFixture.hubs)
+        ingress.port = 0
+        let group = ProcessLifecycle.group(
+            [.init(service: producer)]
+                + (try makeIngressServices(configuration: ingress, store: store, kafka: wiring, logger: logger, onListening: { _ in }))
+                + (try makeDispatcherServices(
+                    kafka: wiring, store: store, settings: DispatcherSettings(topics: topics, hubs: ["myhub"]), group: "dispatcher", logger: logger
+                ).services),
+            signals: false, logger: logger)
         // Stands in for the APNs worker: every target's handle is dead, and each result batch
         // is published twice, as a worker that crashed after publishing would.
         let apnsDeliveries = try consumer("apns-worker", [topics.deliveries(.apns)])
         let tasks = [
-            Task { try? await dispatcher.run() },
-            Task { try? await recorder.run() },
+            Task {
+                do { try await group.run() } catch { Issue.record("the pipeline stopped: \(error)") }
+            },
             Task {
                 for await record in apnsDeliveries.records {
                     guard let batch = try? WireCoding.decode(DeliveryBatch.self, from: record.value) else { continue }

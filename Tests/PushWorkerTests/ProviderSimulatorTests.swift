@@ -62,7 +62,9 @@ struct ProviderSimulatorTests {
             name: "APNs topic not the key's app", platform: .apns, handle: token, format: .apple, body: "{}",
             headers: ["apns-topic": "com.other.app"],
             expected: .misconfigured("TopicDisallowed"), status: 400, reason: "TopicDisallowed"),
-        Case(name: "APNs unknown hub", platform: .apns, handle: token, format: .apple, body: "{}", expected: .misconfigured("NoCredentials")),
+        Case(
+            name: "APNs unknown hub", platform: .apns, handle: token, format: .apple, body: "{}", expected: .misconfigured("NoCredentials"),
+            reason: "NoCredentials: hub nohub has no APNs credentials"),
         // FCM
         Case(
             name: "FCM v1 delivered", platform: .fcm, handle: "fcm-token-1", format: .fcmv1,

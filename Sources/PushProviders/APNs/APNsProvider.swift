@@ -30,7 +30,7 @@ public final class APNsProvider: PushProvider {
 
     public func deliver(_ delivery: PNSDelivery) async -> PNSAnswer {
         guard let (credentials, tokens) = hubs[delivery.hub.lowercased()] else {
-            return .notSent(.misconfigured("NoCredentials"), "hub \(delivery.hub) has no APNs credentials")
+            return .notSent(.misconfigured("NoCredentials"), "NoCredentials: hub \(delivery.hub) has no APNs credentials")
         }
         let token = delivery.handle
         guard !token.isEmpty, token.count <= 200, token.allSatisfy(\.isHexDigit) else {

@@ -43,7 +43,7 @@ public final class FCMProvider: PushProvider {
 
     public func deliver(_ delivery: PNSDelivery) async -> PNSAnswer {
         guard let project = hubs[delivery.hub.lowercased()] else {
-            return .notSent(.misconfigured("NoCredentials"), "hub \(delivery.hub) has no FCM credentials")
+            return .notSent(.misconfigured("NoCredentials"), "NoCredentials: hub \(delivery.hub) has no FCM credentials")
         }
         guard !delivery.handle.isEmpty else { return .notSent(.invalidHandle, "UNREGISTERED") }
         let body: Data

@@ -41,7 +41,7 @@ public final class WNSProvider: PushProvider {
 
     public func deliver(_ delivery: PNSDelivery) async -> PNSAnswer {
         guard let tokens = hubs[delivery.hub.lowercased()] else {
-            return .notSent(.misconfigured("NoCredentials"), "hub \(delivery.hub) has no WNS credentials")
+            return .notSent(.misconfigured("NoCredentials"), "NoCredentials: hub \(delivery.hub) has no WNS credentials")
         }
         let channel: URL
         switch (endpoints[delivery.hub.lowercased()] ?? EndpointPolicy()).url(delivery.handle, platform: .wns) {

@@ -1,4 +1,5 @@
 import Foundation
+import PushConfiguration
 import PushModel
 
 /// RFC 8030 Web Push: the payload encrypted for the subscription (RFC 8291), VAPID (RFC 8292).
@@ -18,6 +19,26 @@ public final class WebPushProvider: PushProvider {
         self.endpoints = Dictionary(endpoints.map { ($0.key.lowercased(), $0.value) }) { first, _ in first }
         self.resolver = resolver
         self.http = http
+    }
+
+    /// From each hub's `webPush` credentials in `pushhub.yaml`; a private key that is not
+    /// base64url P-256 is an error naming the hub, never a hub left out.
+    public convenience init(
+        credentials: [String: WebPushCredentials], endpoints: [String: EndpointPolicy] = [:], resolver: HostResolver = HostResolver(),
+        http: PNSHTTPClient
+    ) throws {
+        var keys: [String: VAPID] = [:]
+        for (hub, webPush) in credentials {
+            guard let privateKey = Base64URL.decode(webPush.privateKey) else {
+                throw VAPIDKeyError(description: "hub \(hub): webPush.privateKey is not base64url")
+            }
+            keys[hub] = try VAPID(subject: webPush.subject, privateKey: privateKey)
+        }
+        self.init(hubs: keys, endpoints: endpoints, resolver: resolver, http: http)
+    }
+
+    public struct VAPIDKeyError: Error, CustomStringConvertible {
+        public var description: String
     }
 
     /// The endpoint's URL once its host is known to lead to an address the hub allows.
@@ -46,7 +67,7 @@ public final class WebPushProvider: PushProvider {
 
     public func deliver(_ delivery: PNSDelivery) async -> PNSAnswer {
         guard let vapid = hubs[delivery.hub.lowercased()] else {
-            return .notSent(.misconfigured("NoCredentials"), "hub \(delivery.hub) has no Web Push VAPID keys")
+            return .notSent(.misconfigured("NoCredentials"), "NoCredentials: hub \(delivery.hub) has no Web Push VAPID keys")
         }
         let endpoint: URL
         switch await allowedEndpoint(delivery) {

@@ -8,7 +8,7 @@ public struct Installation: Codable, Sendable, Equatable {
         case apns, gcm, fcmv1, wns, browser
 
         /// The native format of this platform's sends.
-        public var format: NotificationFormat {
+        public var format: NativeFormat {
             switch self {
             case .apns: .apple
             case .gcm: .gcm

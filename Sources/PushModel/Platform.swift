@@ -18,15 +18,32 @@ public enum NotificationFormat: String, Codable, Sendable, CaseIterable {
 
     /// The platform a native format is delivered through; `nil` for `template`, which
     /// reaches every platform.
-    public var platform: Platform? {
+    public var platform: Platform? { NativeFormat(self)?.platform }
+}
+
+/// The format of a device's platform: a notification format other than `template`. What a
+/// registration has, so its platform is never a guess.
+public enum NativeFormat: String, Codable, Sendable, CaseIterable {
+    case apple
+    case fcmv1
+    case gcm
+    case windows
+    case browser
+
+    public var platform: Platform {
         switch self {
         case .apple: .apns
         case .fcmv1, .gcm: .fcm
         case .windows: .wns
         case .browser: .webpush
-        case .template: nil
         }
     }
+
+    /// The same format as a notification format.
+    public var notificationFormat: NotificationFormat { NotificationFormat(rawValue: rawValue)! }
+
+    /// `format` unless it is `template`.
+    public init?(_ format: NotificationFormat) { self.init(rawValue: format.rawValue) }
 }
 
 extension Platform {

@@ -6,7 +6,7 @@ public struct Registration: Sendable, Equatable {
     public var registrationId: String
     public var hub: String
     /// The native format of the handle's platform (`gcm` and `fcmv1` differ on FCM).
-    public var format: NotificationFormat
+    public var format: NativeFormat
     public var handle: String
     public var webPush: WebPushKeys?
     /// Sorted, without duplicates.
@@ -22,7 +22,7 @@ public struct Registration: Sendable, Equatable {
     public var updatedAt: Date
 
     public init(
-        registrationId: String, hub: String, format: NotificationFormat, handle: String, webPush: WebPushKeys? = nil,
+        registrationId: String, hub: String, format: NativeFormat, handle: String, webPush: WebPushKeys? = nil,
         tags: [String], template: Template? = nil, installationId: String? = nil, userId: String? = nil,
         expiresAt: Date? = nil, version: Int64 = 1, updatedAt: Date
     ) {
@@ -40,7 +40,7 @@ public struct Registration: Sendable, Equatable {
         self.updatedAt = updatedAt
     }
 
-    public var platform: Platform { format.platform ?? .apns }
+    public var platform: Platform { format.platform }
 
     /// The prefix of the ids of registrations that stand for installations; the registrations
     /// API does not write ids that start with it.

@@ -6,7 +6,7 @@ import Foundation
 public enum RegistrationDescription {
     public struct Kind: Sendable {
         public var typeName: String
-        public var format: NotificationFormat
+        public var format: NativeFormat
         /// The element holding the handle (for browsers, the endpoint).
         public var handleElement: String
     }

@@ -93,7 +93,7 @@ public struct TemplateRenderer: Sendable {
 
     /// Checks a template registration's parts: the body, and the expiry and headers, which may
     /// hold expressions too. `field` names the template in errors.
-    public static func validate(body: String, headers: [String: String]?, expiry: String?, format: NotificationFormat, field: String)
+    public static func validate(body: String, headers: [String: String]?, expiry: String?, format: NativeFormat, field: String)
         throws(WireError)
     {
         let renderer = TemplateRenderer(properties: [:])

@@ -332,7 +332,7 @@ public final class SQLRegistrationStore: RegistrationStore {
 
     static func registration(from row: SQLRow) throws -> Registration {
         guard let id = row.text("registration_id"), let hub = row.text("hub"), let formatText = row.text("format"),
-            let format = NotificationFormat(rawValue: formatText), let handle = row.text("handle")
+            let format = NativeFormat(rawValue: formatText), let handle = row.text("handle")
         else { throw SQLError(message: "a registration row is incomplete") }
         // Comma-joined: no tag, implicit tag or installation id can hold a comma.
         let tags = row.text("tags").map { $0.split(separator: ",").map(String.init) } ?? []

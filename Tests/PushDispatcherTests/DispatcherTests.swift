@@ -15,7 +15,7 @@ struct DispatcherTests {
             var tags: [String] = []
             if index % 2 == 0 { tags.append("Sports") }
             if index % 3 == 0 { tags.append("Politics") }
-            let format: NotificationFormat = [.apple, .fcmv1, .windows, .browser][index % 4]
+            let format: NativeFormat = [.apple, .fcmv1, .windows, .browser][index % 4]
             let registration = Registration(
                 registrationId: "r\(index)", hub: "myhub", format: format, handle: "handle-\(index)",
                 webPush: format == .browser ? WebPushKeys(p256dh: "p\(index)", auth: "a\(index)") : nil, tags: tags,

@@ -65,7 +65,7 @@ struct RegistrationAPITests {
             let id = try #require(created.text.firstMatch(of: /<RegistrationId>([^<]+)<\/RegistrationId>/)?.1)
 
             let stored = try #require(try await fixture.store.registration(hub: "myhub", id: String(id)))
-            #expect(stored.format == format)
+            #expect(stored.format.notificationFormat == format)
             #expect(stored.handle == handle)
 
             try await client.execute(uri: "/myhub/registrations/\(id)", method: .get, headers: IngressFixture.listenAccess) { read in

@@ -12,7 +12,7 @@ struct RegisterController: Sendable {
     /// Where the hub lets WNS channel URIs point.
     let endpoints: EndpointPolicy
     static let bodyLimit = 16 * 1024
-    static let platforms: [String: NotificationFormat] = ["apns": .apple, "fcm": .fcmv1, "gcm": .gcm, "wns": .windows]
+    static let platforms: [String: NativeFormat] = ["apns": .apple, "fcm": .fcmv1, "gcm": .gcm, "wns": .windows]
 
     func addRoutes(to group: RouterGroup<IngressContext>) {
         group.post("register", use: createId)
@@ -92,7 +92,7 @@ struct RegisterController: Sendable {
 
     /// The `Platform`, `Handle`, `Tags` object the tutorials' clients send (names in any case).
     struct DeviceRegistration {
-        var format: NotificationFormat
+        var format: NativeFormat
         var handle: String
         var tags: [String]
     }

@@ -59,7 +59,8 @@ struct InstallationController: Sendable {
             default: return nil
             }
         }
-        if !channels.isEmpty, let current = try await store.installation(hub: hub.name, id: id), let platform = current.platform.format.platform {
+        if !channels.isEmpty, let current = try await store.installation(hub: hub.name, id: id) {
+            let platform = current.platform.format.platform
             do { for channel in channels { try hub.checkEndpoint(channel, platform: platform, field: "pushChannel") } } catch {
                 throw HubAPIError.invalid(error)
             }

@@ -10,32 +10,81 @@ public struct ResultBatch: WireMessage, Equatable {
     public var hub: String
     /// The platform of `results`; absent in a dispatch summary.
     public var platform: Platform?
-    /// One entry per target, for a worker's batch or a rejected request.
-    public var results: [DeliveryResult]?
-    /// The dispatch summary: targets sent to each platform (all zero: no target found).
-    public var dispatched: [Platform: Int]?
+    /// Results or a dispatch summary: one of the two, as the type says.
+    public var content: Content
+
+    /// What a result batch holds.
+    public enum Content: Sendable, Equatable {
+        /// One entry per target, for a worker's batch or a rejected request.
+        case results([DeliveryResult])
+        /// The dispatch summary: targets sent to each platform (all zero: no target found).
+        case summary([Platform: Int])
+    }
+
+    /// The results, when it holds results.
+    public var results: [DeliveryResult]? {
+        if case .results(let results) = content { return results }
+        return nil
+    }
+
+    /// The dispatch summary, when it is one.
+    public var dispatched: [Platform: Int]? {
+        if case .summary(let dispatched) = content { return dispatched }
+        return nil
+    }
 
     public init(notificationId: String, hub: String, platform: Platform? = nil, results: [DeliveryResult]) {
         self.notificationId = notificationId
         self.hub = hub
         self.platform = platform
-        self.results = results
-        self.dispatched = nil
+        self.content = .results(results)
     }
 
     public init(notificationId: String, hub: String, dispatched: [Platform: Int]) {
         self.notificationId = notificationId
         self.hub = hub
         self.platform = nil
-        self.results = nil
-        self.dispatched = dispatched
+        self.content = .summary(dispatched)
+    }
+
+    enum CodingKeys: String, CodingKey { case notificationId, hub, platform, results, dispatched }
+
+    /// On the wire (unchanged): `results` or `dispatched`, never both.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        notificationId = try container.decode(String.self, forKey: .notificationId)
+        hub = try container.decode(String.self, forKey: .hub)
+        platform = try container.decodeIfPresent(Platform.self, forKey: .platform)
+        let results = try container.decodeIfPresent([DeliveryResult].self, forKey: .results)
+        let dispatched = try container.decodeIfPresent([Platform: Int].self, forKey: .dispatched)
+        switch (results, dispatched) {
+        case (let results?, nil): content = .results(results)
+        case (nil, let dispatched?): content = .summary(dispatched)
+        case (.some, .some):
+            throw DecodingError.dataCorruptedError(
+                forKey: .dispatched, in: container, debugDescription: "a result batch has results or a dispatch summary, not both")
+        case (nil, nil):
+            throw DecodingError.keyNotFound(
+                CodingKeys.results, .init(codingPath: [], debugDescription: "a result batch has results or a dispatch summary"))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(notificationId, forKey: .notificationId)
+        try container.encode(hub, forKey: .hub)
+        try container.encodeIfPresent(platform, forKey: .platform)
+        switch content {
+        case .results(let results): try container.encode(results, forKey: .results)
+        case .summary(let dispatched): try container.encode(dispatched, forKey: .dispatched)
+        }
     }
 
     public func validate() throws(WireError) {
         try FieldCheck.notEmpty(notificationId, "notificationId")
         if !hub.isEmpty { try FieldCheck.hubName(hub, "hub") }
-        switch (results, dispatched) {
-        case (.some(let results), nil):
+        switch content {
+        case .results(let results):
             guard !results.isEmpty else { throw .invalidField(field: "results", reason: "must not be empty") }
             for (index, result) in results.enumerated() {
                 try result.validate(field: "results[\(index)]")
@@ -43,15 +92,11 @@ public struct ResultBatch: WireMessage, Equatable {
             if hub.isEmpty, results.contains(where: { $0.outcome != .rejected }) {
                 throw .invalidField(field: "hub", reason: "must not be empty except for rejected requests")
             }
-        case (nil, .some(let dispatched)):
+        case .summary(let dispatched):
             for (platform, count) in dispatched where count < 0 {
                 throw .invalidField(field: "dispatched.\(platform.rawValue)", reason: "must not be negative")
             }
             if hub.isEmpty { throw .invalidField(field: "hub", reason: "must not be empty") }
-        case (.some, .some):
-            throw .invalidField(field: "dispatched", reason: "a result batch has results or a dispatch summary, not both")
-        case (nil, nil):
-            throw .invalidField(field: "results", reason: "missing: a result batch has results or a dispatch summary")
         }
     }
 }

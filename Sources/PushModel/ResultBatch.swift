@@ -85,7 +85,10 @@ public struct ResultBatch: WireMessage, Equatable {
         if !hub.isEmpty { try FieldCheck.hubName(hub, "hub") }
         switch content {
         case .results(let results):
-            guard !results.isEmpty else { throw .invalidField(field: "results", reason: "must not be empty") }
+            // One batch of a worker at most: each result costs the outcome recorder a row.
+            guard (1...DeliveryBatch.maximumTargets).contains(results.count) else {
+                throw .invalidField(field: "results", reason: "must hold 1 to \(DeliveryBatch.maximumTargets) results, not \(results.count)")
+            }
             for (index, result) in results.enumerated() {
                 try result.validate(field: "results[\(index)]")
             }

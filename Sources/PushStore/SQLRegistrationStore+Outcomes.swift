@@ -234,13 +234,13 @@ extension SQLRegistrationStore: OutcomeStore {
                 }
             }
             guard fresh else { return false }
-            try await connection.execute("UPDATE notifications SET progress_at = ? WHERE notification_id = ?", [SQLValue(now), .text(id)])
             try await Self.settleState(id, now: now, on: connection)
             return true
         }
     }
 
-    /// Moves a notification to the state its counts call for; a cancelled one stays so.
+    /// Moves a notification to the state its counts call for (a cancelled one stays so), and
+    /// notes that it progressed now.
     private static func settleState(_ id: String, now: Date, on connection: any SQLConnection) async throws {
         guard
             let row = try await connection.query(
@@ -254,8 +254,11 @@ extension SQLRegistrationStore: OutcomeStore {
                 rejected: Int(row.integer("rejected") ?? 0)))
         let ended = state.hasEnded
         try await connection.execute(
-            "UPDATE notifications SET state = ?, ended_at = CASE WHEN ? = 1 THEN COALESCE(ended_at, ?) ELSE NULL END WHERE notification_id = ?",
-            [.text(state.rawValue), SQLValue(ended), SQLValue(now), .text(id)])
+            """
+            UPDATE notifications SET state = ?, ended_at = CASE WHEN ? = 1 THEN COALESCE(ended_at, ?) ELSE NULL END, progress_at = ?
+            WHERE notification_id = ?
+            """,
+            [.text(state.rawValue), SQLValue(ended), SQLValue(now), SQLValue(now), .text(id)])
         if ended { try await forgetWork(of: id, on: connection) }
     }
 

@@ -131,6 +131,16 @@ struct WireValidationTests {
         #expect(text.contains(#""dispatched":{"apns":3,"fcm":0}"#), "platforms are object keys: \(text)")
     }
 
+    @Test("result batches hold one worker batch of results at most: 500")
+    func resultBatchSize() throws {
+        let result = DeliveryResult(registrationId: "r", handle: "h", outcome: .delivered, attempts: 1, dwellMs: 3)
+        try ResultBatch(notificationId: "key", hub: "myhub", platform: .apns, results: Array(repeating: result, count: 500)).validate()
+        let tooMany = try WireCoding.encode(
+            ResultBatch(notificationId: "key", hub: "myhub", platform: .apns, results: Array(repeating: result, count: 501)))
+        let error = #expect(throws: WireError.self) { try WireCoding.decode(ResultBatch.self, from: tooMany) }
+        #expect(error?.field == "results", "\(String(describing: error))")
+    }
+
     @Test("a template body's properties are read as strings")
     func templateProperties() throws {
         #expect(try TemplateProperties.parse(#"{"messageParam":"ü \"q\" </text>","b":""}"#) == ["messageParam": "ü \"q\" </text>", "b": ""])

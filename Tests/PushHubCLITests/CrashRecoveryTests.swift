@@ -1,4 +1,5 @@
 import Foundation
+import PushModel
 import PushTestSupport
 import Testing
 
@@ -13,16 +14,15 @@ struct CrashRecoveryTests {
     static let devices = 2_000
 
     /// The outcome counts of a NotificationDetails answer, by Azure's outcome name, summed
-    /// over platforms.
+    /// over platforms (read with PushModel's own bounded XML reader).
     static func counts(_ details: String) -> [String: Int] {
+        guard let root = try? XMLNode.parse(Data(details.utf8)) else { return [:] }
         var counts: [String: Int] = [:]
-        var rest = details[...]
-        while let name = rest.range(of: "<Name>"), let nameEnd = rest.range(of: "</Name>", range: name.upperBound..<rest.endIndex),
-            let count = rest.range(of: "<Count>", range: nameEnd.upperBound..<rest.endIndex),
-            let countEnd = rest.range(of: "</Count>", range: count.upperBound..<rest.endIndex)
-        {
-            counts[String(rest[name.upperBound..<nameEnd.lowerBound]), default: 0] += Int(rest[count.upperBound..<countEnd.lowerBound]) ?? 0
-            rest = rest[countEnd.upperBound...]
+        for platform in root.children where platform.name.hasSuffix("OutcomeCounts") {
+            for outcome in platform.children where outcome.name == "Outcome" {
+                guard let name = outcome.child("Name")?.text, let count = outcome.child("Count").flatMap({ Int($0.text) }) else { continue }
+                counts[name, default: 0] += count
+            }
         }
         return counts
     }

@@ -320,7 +320,7 @@ let package = Package(
         .testTarget(
             name: "PushProvidersTests",
             dependencies: [
-                "PushProviders", "PushModel", .product(name: "Crypto", package: "swift-crypto"),
+                "PushProviders", "PushConfiguration", "PushModel", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]
         ),

@@ -1,3 +1,5 @@
+// PushAPNsWorkerMain: the `pushhub-apns-worker` executable: PushWorker's engine and command line for APNs.
+
 import PushModel
 import PushWorker
 

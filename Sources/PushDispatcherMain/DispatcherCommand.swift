@@ -1,3 +1,6 @@
+// PushDispatcherMain: the `pushhub-dispatcher` executable: options, the store, Kafka and a ServiceGroup
+// around PushDispatcher.
+
 import ArgumentParser
 import Foundation
 import PushConfiguration

@@ -1,3 +1,5 @@
+// PushFCMWorkerMain: the `pushhub-fcm-worker` executable: PushWorker's engine and command line for FCM.
+
 import PushModel
 import PushWorker
 

@@ -1,3 +1,6 @@
+// PushFuzz: the `pushhub-fuzz` executable that `make fuzz` builds with libFuzzer; an ordinary build
+// replays files through a fuzz target.
+
 import Foundation
 import PushFuzzing
 

@@ -1,3 +1,6 @@
+// PushHubCLI: the `pushhub` command (dev, kafka-dev, topics, users, token, send, sim, bench, load):
+// parses options, runs services.
+
 import ArgumentParser
 import PushEnvironment
 

@@ -37,7 +37,7 @@ public struct IngressConfiguration: Sendable {
 
 /// The ingress's routes; tests drive them through `app.test(.router)`.
 public func buildIngressRouter(
-    hubs: HubsConfiguration, store: any RegistrationStore, publisher: (any NotificationPublisher)? = nil,
+    hubs: HubsConfiguration, stores: IngressStores, publisher: (any NotificationPublisher)? = nil,
     readiness: [ReadinessCheck] = [], richQuota: RichPayloadQuota = RichPayloadQuota(), logins: LoginLimits = LoginLimits(),
     recovery: SendRecoverySettings? = nil, now: @escaping @Sendable () -> Date = { Date() }
 ) throws -> Router<IngressContext> {
@@ -45,24 +45,23 @@ public func buildIngressRouter(
     router.add(middleware: HTTPMetricsMiddleware())
     router.add(middleware: StoreFailureMiddleware())
     let access = HubAccess(hubs: hubs, now: now)
+    let hubRoutes = HubRoutes(router: router, access: access)
     let queue = publisher.map {
         NotificationQueue(
-            publisher: $0, outcomes: store as? any OutcomeStore,
+            publisher: $0, outcomes: stores.outcomes,
             recovery: recovery ?? SendRecoverySettings(hubs.sendRecovery, embeddedKafka: false), now: now)
     }
     addOperationsRoutes(to: router, checks: readiness)
-    InstallationController(store: store, access: access).addRoutes(to: router)
-    RegistrationController(store: store, access: access).addRoutes(to: router)
+    InstallationController(store: stores.registrations).addRoutes(to: hubRoutes)
+    RegistrationController(store: stores.registrations, access: access).addRoutes(to: hubRoutes)
     if let queue {
-        MessageController(
-            access: access, queue: queue, outcomes: store as? any OutcomeStore, schedules: store as? any ScheduleStore
-        ).addRoutes(to: router)
+        MessageController(access: access, queue: queue, outcomes: stores.outcomes, schedules: stores.schedules).addRoutes(to: hubRoutes)
     }
     if let appBackend = hubs.appBackend, let hub = hubs.hub(named: appBackend.hub) {
-        let authenticator = UserAuthenticator(store: store, jwt: try appBackend.jwt.map(JWTVerifier.init), limits: logins, now: now)
+        let authenticator = UserAuthenticator(users: stores.users, jwt: try appBackend.jwt.map(JWTVerifier.init), limits: logins, now: now)
         let api = router.group("api").add(middleware: AppBackendAuthentication(authenticator: authenticator))
-        RegisterController(store: store, hub: hub.name, endpoints: hub.endpointPolicy).addRoutes(to: api)
-        NotificationsController(hub: hub.name, queue: queue, richPayloads: store as? any RichPayloadStore, quota: richQuota).addRoutes(to: api)
+        RegisterController(store: stores.registrations, hub: hub.name, endpoints: hub.endpointPolicy).addRoutes(to: api)
+        NotificationsController(hub: hub.name, queue: queue, richPayloads: stores.richPayloads, quota: richQuota).addRoutes(to: api)
     }
     return router
 }
@@ -70,12 +69,12 @@ public func buildIngressRouter(
 /// The ingress as an application: what `pushhub-ingress` runs.
 /// `onListening` is called with the bound port once the server listens.
 public func buildIngressApplication(
-    configuration: IngressConfiguration, store: any RegistrationStore, publisher: (any NotificationPublisher)? = nil,
+    configuration: IngressConfiguration, stores: IngressStores, publisher: (any NotificationPublisher)? = nil,
     readiness: [ReadinessCheck] = [], logins: LoginLimits = LoginLimits(), logger: Logger, onListening: @escaping @Sendable (Int) -> Void = { _ in }
 ) throws -> some ApplicationProtocol {
     Application(
         router: try buildIngressRouter(
-            hubs: configuration.hubs, store: store, publisher: publisher, readiness: readiness, logins: logins, recovery: configuration.recovery),
+            hubs: configuration.hubs, stores: stores, publisher: publisher, readiness: readiness, logins: logins, recovery: configuration.recovery),
         server: .http1(
             configuration: .init(
                 idleTimeout: .nanoseconds(

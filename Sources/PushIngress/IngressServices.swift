@@ -18,19 +18,20 @@ public func makeIngressServices(
     onListening: @escaping @Sendable (Int) -> Void, onRecovered: @escaping @Sendable (Int) -> Void = { _ in }
 ) throws -> [ServiceGroupConfiguration.ServiceConfiguration] {
     let storeCheck = ReadinessCheck("store") { await store.isReachable() }
+    let stores = IngressStores(store)
     guard let kafka else {
         logger.notice("no Kafka configured (--kafka or PUSHHUB_KAFKA): the messages API is off")
         return [
             .init(
                 service: try buildIngressApplication(
-                    configuration: configuration, store: store, readiness: [storeCheck], logger: logger, onListening: onListening))
+                    configuration: configuration, stores: stores, readiness: [storeCheck], logger: logger, onListening: onListening))
         ]
     }
     let producer = kafka.producer
     let results = try kafka.consumer(group: "pushhub-ingress-outcomes", topics: [kafka.topics.results], logger: logger)
     let publisher = KafkaNotificationPublisher(producer: producer, topics: kafka.topics)
     let app = try buildIngressApplication(
-        configuration: configuration, store: store, publisher: publisher,
+        configuration: configuration, stores: stores, publisher: publisher,
         readiness: [storeCheck, ReadinessCheck("kafka") { await producer.isReachable() }], logger: logger, onListening: onListening)
     return [
         .init(service: results), .init(service: app),

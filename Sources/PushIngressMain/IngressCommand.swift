@@ -1,3 +1,6 @@
+// PushIngressMain: the `pushhub-ingress` executable: options, the store, Kafka when one is named, and
+// a ServiceGroup around PushIngress.
+
 import ArgumentParser
 import Foundation
 import Hummingbird

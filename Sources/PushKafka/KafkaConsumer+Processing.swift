@@ -30,40 +30,78 @@ public struct RetryBudget: Sendable {
     }
 }
 
+/// A record let into processing: what its work needs, and what frees its room once it ends.
+public struct AdmittedRecord<Item: Sendable>: Sendable {
+    public var item: Item
+    public var release: @Sendable () async -> Void
+
+    public init(_ item: Item, release: @escaping @Sendable () async -> Void = {}) {
+        self.item = item
+        self.release = release
+    }
+}
+
+/// Thrown by a processing body that leaves its record for the partition's next owner (shutdown
+/// came before it could finish): the record is neither retried nor marked done.
+public struct RecordLeftUnfinished: Error, Sendable {
+    public init() {}
+}
+
 extension KafkaConsumer {
-    /// Runs `body` on each record until graceful shutdown, at most `maximum` records at a time,
-    /// and marks a record done only after it was handled (offsets are committed only past
-    /// records that are all done, so completion out of order is safe).
-    ///
-    /// A `body` that throws `PermanentFailure`, or keeps throwing past `budget`, hands the
-    /// record to `giveUp` with the reason (which dead-letters it), so no record holds its
-    /// partition for ever; other errors are retried with capped backoff. A `giveUp` that
-    /// throws (Kafka away) is retried the same way. When the task is cancelled an unfinished
-    /// record is left for the partition's next owner, never skipped. At graceful shutdown no
-    /// new record is started and those started are finished. Repeated failures are logged at
-    /// most once per 10 s per kind, with a count of those not logged.
+    /// Runs `body` on each record until graceful shutdown, at most `maximum` records at a time.
+    /// See the other `processEach`, which this one is with one slot per record as admission.
     public func processEach(
         maximum: Int = 1, budget: RetryBudget = RetryBudget(), logger: Logger,
         giveUp: @escaping @Sendable (KafkaRecord, String) async throws -> Void,
         _ body: @escaping @Sendable (KafkaRecord) async throws -> Void
     ) async {
+        let slots = AdmissionSlots(maximum)
+        await processEach(
+            budget: budget, logger: logger,
+            admit: { _ in
+                await slots.take()
+                return AdmittedRecord((), release: { await slots.give() })
+            },
+            giveUp: { record, _, reason in try await giveUp(record, reason) }, { record, _ in try await body(record) })
+    }
+
+    /// Runs `body` on each record until graceful shutdown and marks a record done only after it
+    /// was handled (offsets are committed only past records that are all done, so completion
+    /// out of order is safe).
+    ///
+    /// Each record passes `admit` first, one at a time in offset order: it waits there while the
+    /// caller has no room (and may pause the partitions meanwhile), and returns what the
+    /// record's work needs, with what frees its room when the record ends.
+    ///
+    /// A `body` that throws `PermanentFailure`, or keeps throwing past `budget`, hands the
+    /// record to `giveUp` with the reason (which dead-letters it), so no record holds its
+    /// partition for ever; other errors are retried with capped backoff. A `giveUp` that
+    /// throws (Kafka away) is retried the same way. A body that throws `RecordLeftUnfinished`,
+    /// or a task that is cancelled, leaves the record for the partition's next owner, never
+    /// skipped. At graceful shutdown no new record is started and those started are finished.
+    /// Repeated failures are logged at most once per 10 s per kind, with a count of those not
+    /// logged.
+    public func processEach<Item: Sendable>(
+        budget: RetryBudget = RetryBudget(), logger: Logger,
+        admit: @escaping @Sendable (KafkaRecord) async -> AdmittedRecord<Item>,
+        giveUp: @escaping @Sendable (KafkaRecord, Item, String) async throws -> Void,
+        _ body: @escaping @Sendable (KafkaRecord, Item) async throws -> Void
+    ) async {
         let limiter = LogLimiter()
-        await withTaskGroup(of: Void.self) { group in
-            var running = 0
+        await withDiscardingTaskGroup { group in
             for await record in records.cancelOnGracefulShutdown() {
-                if running >= maximum {
-                    await group.next()
-                    running -= 1
+                let admitted = await admit(record)
+                group.addTask {
+                    await self.process(record, admitted.item, budget: budget, limiter: limiter, logger: logger, giveUp: giveUp, body)
+                    await admitted.release()
                 }
-                group.addTask { await self.process(record, budget: budget, limiter: limiter, logger: logger, giveUp: giveUp, body) }
-                running += 1
             }
         }
     }
 
-    private func process(
-        _ record: KafkaRecord, budget: RetryBudget, limiter: LogLimiter, logger: Logger,
-        giveUp: @Sendable (KafkaRecord, String) async throws -> Void, _ body: @Sendable (KafkaRecord) async throws -> Void
+    private func process<Item: Sendable>(
+        _ record: KafkaRecord, _ item: Item, budget: RetryBudget, limiter: LogLimiter, logger: Logger,
+        giveUp: @Sendable (KafkaRecord, Item, String) async throws -> Void, _ body: @Sendable (KafkaRecord, Item) async throws -> Void
     ) async {
         var delay = budget.firstBackoff
         let clock = ContinuousClock()
@@ -73,12 +111,14 @@ extension KafkaConsumer {
         while !Task.isCancelled {
             do {
                 if let reason = givingUp {
-                    try await giveUp(record, reason)
+                    try await giveUp(record, item, reason)
                 } else {
                     attempts += 1
-                    try await body(record)
+                    try await body(record, item)
                 }
                 markDone(record)
+                return
+            } catch is RecordLeftUnfinished {
                 return
             } catch {
                 if givingUp == nil {
@@ -105,6 +145,30 @@ extension KafkaConsumer {
                 try? await Task.sleep(for: delay)
                 delay = min(delay * 2, budget.maximumBackoff)
             }
+        }
+    }
+}
+
+/// A counting semaphore for records in flight; waiters are served in order.
+actor AdmissionSlots {
+    private var free: Int
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    init(_ count: Int) { free = max(1, count) }
+
+    func take() async {
+        if free > 0 {
+            free -= 1
+            return
+        }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+
+    func give() {
+        if waiters.isEmpty {
+            free += 1
+        } else {
+            waiters.removeFirst().resume()
         }
     }
 }

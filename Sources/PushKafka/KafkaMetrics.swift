@@ -1,4 +1,3 @@
-import CRdKafka
 import PushMetrics
 
 /// Records produced and consumed per topic, failures, and consumer lag.
@@ -34,15 +33,10 @@ enum KafkaMetrics {
         }
     }
 
-    /// Lag per partition: the high watermark librdkafka last saw, less the next offset to read.
-    static func lag(handle: OpaquePointer, group: String, positions: [KafkaTopicPartition: Int64]) {
+    /// Lag per partition: the high watermark `client` last saw, less the next offset to read.
+    static func lag(client: RDKafkaClient, group: String, positions: [KafkaTopicPartition: Int64]) {
         for (partition, next) in positions {
-            var low: Int64 = 0
-            var high: Int64 = 0
-            guard rd_kafka_get_watermark_offsets(handle, partition.topic, partition.partition, &low, &high) == RD_KAFKA_RESP_ERR_NO_ERROR, high >= 0
-            else {
-                continue
-            }
+            guard let high = client.lastSeenHighWatermark(of: partition) else { continue }
             MetricsRegistry.shared.gauge(
                 "pushhub_kafka_consumer_lag", help: "Records not yet read, by consumer group, topic and partition.",
                 labels: ["group": group, "topic": partition.topic, "partition": String(partition.partition)]

@@ -1,4 +1,3 @@
-import CRdKafka
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -25,17 +24,13 @@ public final class KafkaProducer: Service, Sendable {
     }
 
     deinit {
-        poller.stop()
+        // A deinit cannot wait; the poll thread holds the client until it has left librdkafka.
+        poller.requestStop()
     }
 
     public static func make(configuration: KafkaProducerConfiguration, logger: Logger) throws(KafkaError) -> KafkaProducer {
         let deliveries = DeliveryWaiters()
-        let callbacks = ClientCallbacks(logger: logger, deliveries: deliveries)
-        let client = try RDKafkaClient.make(
-            type: RD_KAFKA_PRODUCER, properties: configuration.properties, callbacks: callbacks
-        ) { conf in
-            rd_kafka_conf_set_dr_msg_cb(conf, deliveryReportCallback)
-        }
+        let client = try RDKafkaClient.makeProducer(properties: configuration.properties, deliveries: deliveries, logger: logger)
         return KafkaProducer(client: client, deliveries: deliveries, configuration: configuration, logger: logger)
     }
 
@@ -80,45 +75,18 @@ public final class KafkaProducer: Service, Sendable {
                 return KafkaError(kind: .shutDown, context: "the producer is shut down; record for \(record.topic) not sent")
             }
             let id = deliveries.register(group, index: index)
-            let code = produce(record, opaque: UnsafeMutableRawPointer(bitPattern: id))
-            if code == RD_KAFKA_RESP_ERR_NO_ERROR { return nil }
+            let code = client.produce(
+                topic: record.topic, partition: record.partition, key: record.key, value: record.value,
+                headers: record.headers, deliveryID: id)
+            if code == .noError { return nil }
             // Not taken: no report will come for this id.
             let removed = deliveries.cancel(id)
             precondition(removed, "a record librdkafka refused has no delivery report")
-            guard code == RD_KAFKA_RESP_ERR__QUEUE_FULL, ContinuousClock.now < deadline else {
-                return KafkaError(.delivery, code, "could not produce to \(record.topic)")
+            guard code == .queueFull, ContinuousClock.now < deadline else {
+                return KafkaError(kind: .delivery, code: code, context: "could not produce to \(record.topic)")
             }
             try? await Task.sleep(for: .milliseconds(2))
         }
-    }
-
-    private func produce(_ record: KafkaOutgoingRecord, opaque: UnsafeMutableRawPointer?) -> rd_kafka_resp_err_t {
-        var headers: OpaquePointer? = nil
-        if !record.headers.isEmpty {
-            headers = rd_kafka_headers_new(record.headers.count)
-            for header in record.headers {
-                if let value = header.value {
-                    value.withUnsafeBytes { bytes in
-                        _ = rd_kafka_header_add(headers, header.key, -1, bytes.baseAddress, bytes.count)
-                    }
-                } else {
-                    _ = rd_kafka_header_add(headers, header.key, -1, nil, 0)
-                }
-            }
-        }
-        let partition = record.partition ?? RD_KAFKA_PARTITION_UA
-        let code = record.value.withUnsafeBytes { value in
-            withOptionalBytes(record.key) { key in
-                pushhub_produce(
-                    client.handle, record.topic, partition,
-                    key?.baseAddress, key?.count ?? 0,
-                    value.baseAddress, value.count,
-                    headers, opaque)
-            }
-        }
-        // On success librdkafka owns the headers; on failure they are still ours.
-        if code != RD_KAFKA_RESP_ERR_NO_ERROR, let headers { rd_kafka_headers_destroy(headers) }
-        return code
     }
 
     /// Records handed to librdkafka whose delivery report has not arrived yet.
@@ -126,12 +94,9 @@ public final class KafkaProducer: Service, Sendable {
 
     /// Waits until every record handed over so far is acknowledged or failed.
     public func flush(timeout: Duration) async throws(KafkaError) {
-        let client = self.client
-        let code = await BlockingCalls.run {
-            rd_kafka_flush(client.handle, Int32(clamping: timeout.milliseconds))
-        }
-        if code != RD_KAFKA_RESP_ERR_NO_ERROR {
-            throw KafkaError(.delivery, code, "flush did not finish within \(timeout)")
+        let code = await client.flush(timeout: timeout)
+        if code != .noError {
+            throw KafkaError(kind: .delivery, code: code, context: "flush did not finish within \(timeout)")
         }
     }
 
@@ -144,10 +109,10 @@ public final class KafkaProducer: Service, Sendable {
         } catch {
             logger.error("Kafka producer shut down with undelivered records", metadata: ["kafka.error": "\(error)"])
         }
-        rd_kafka_purge(client.handle, Int32(RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT))
+        client.purgeQueuedAndInFlight()
         // Serve the delivery reports the purge produced, then fail anything left.
-        rd_kafka_poll(client.handle, 0)
-        poller.stop()
+        client.poll(timeoutMilliseconds: 0)
+        await poller.stop()
         deliveries.failAll(with: KafkaError(kind: .shutDown, context: "the producer shut down before the record was acknowledged"))
     }
 
@@ -157,45 +122,52 @@ public final class KafkaProducer: Service, Sendable {
     }
 }
 
-private func withOptionalBytes<R>(_ data: Data?, _ body: (UnsafeRawBufferPointer?) -> R) -> R {
-    guard let data else { return body(nil) }
-    return data.withUnsafeBytes { body($0) }
-}
-
-private let deliveryReportCallback: @convention(c) (OpaquePointer?, UnsafePointer<rd_kafka_message_t>?, UnsafeMutableRawPointer?) -> Void = {
-    rk, message, _ in
-    guard let message, let callbacks = ClientCallbacks.from(rk), let deliveries = callbacks.deliveries else { return }
-    let id = UInt(bitPattern: message.pointee._private)
-    let topic = message.pointee.rkt.map { String(cString: rd_kafka_topic_name($0)) } ?? ""
-    if message.pointee.err == RD_KAFKA_RESP_ERR_NO_ERROR {
-        deliveries.complete(
-            id,
-            with: .success(KafkaDeliveryReport(topic: topic, partition: message.pointee.partition, offset: message.pointee.offset)))
-    } else {
-        deliveries.complete(
-            id, with: .failure(KafkaError(.delivery, message.pointee.err, "record for \(topic) was not acknowledged")))
-    }
-}
-
-/// A dedicated thread serving a handle's callbacks with `rd_kafka_poll`.
+/// A dedicated thread serving a handle's callbacks with `poll`. The thread holds the client
+/// until it exits, so the handle outlives the loop even when its owner goes first.
 final class PollLoop: Sendable {
+    /// Whether the thread has exited, and the callers of `stop` waiting for it to.
+    private struct ExitState {
+        var done = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+
     private let stopped = Atomic<Bool>(false)
-    private let exited = DispatchSemaphore(value: 0)
+    private let exitState = Mutex(ExitState())
 
     init(client: RDKafkaClient, name: String) {
         let thread = Thread { [self] in
             while !self.stopped.load(ordering: .relaxed) {
-                rd_kafka_poll(client.handle, 100)
+                client.poll(timeoutMilliseconds: 100)
             }
-            self.exited.signal()
+            let waiters = self.exitState.withLock { state -> [CheckedContinuation<Void, Never>] in
+                state.done = true
+                let waiters = state.waiters
+                state.waiters = []
+                return waiters
+            }
+            for waiter in waiters { waiter.resume() }
         }
         thread.name = name
         thread.start()
     }
 
-    /// Stops the thread and waits for it to leave librdkafka. Idempotent.
-    func stop() {
-        guard !stopped.exchange(true, ordering: .relaxed) else { return }
-        exited.wait()
+    /// Tells the thread to stop and returns once it has left librdkafka. Suspends instead of
+    /// blocking, so the cooperative pool keeps its thread. Idempotent.
+    func stop() async {
+        requestStop()
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            // The thread may exit before this runs: `done` tells, under the same lock it is set with.
+            let exited = exitState.withLock { state -> Bool in
+                if state.done { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if exited { continuation.resume() }
+        }
+    }
+
+    /// Tells the thread to stop after its current poll, without waiting (for `deinit`).
+    func requestStop() {
+        stopped.store(true, ordering: .relaxed)
     }
 }

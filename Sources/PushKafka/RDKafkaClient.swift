@@ -14,7 +14,7 @@ final class ClientCallbacks: Sendable {
     /// The producer's table of records awaiting their delivery report.
     let deliveries: DeliveryWaiters?
     /// The consumer's handler of group rebalances; set once, right after the handle exists.
-    let rebalance = Mutex<(@Sendable (OpaquePointer, rd_kafka_resp_err_t, UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?) -> Void)?>(nil)
+    let rebalance = Mutex<(@Sendable (Rebalance) -> ConsumerStateMachine.RebalanceAction)?>(nil)
 
     init(logger: Logger, deliveries: DeliveryWaiters? = nil) {
         self.logger = logger
@@ -185,6 +185,23 @@ final class RDKafkaQueue: @unchecked Sendable {
 }
 
 extension RDKafkaClient {
+    /// Serves the handle's queued callbacks (delivery reports, logs, errors), waiting up to
+    /// `timeoutMilliseconds` for the first; returns how many it served. Blocks the calling thread.
+    @discardableResult
+    func poll(timeoutMilliseconds: Int32) -> Int32 {
+        rd_kafka_poll(handle, timeoutMilliseconds)
+    }
+
+    /// The high watermark of `partition` as librdkafka last saw it in a fetch response; no
+    /// broker is asked. `nil` when it has not seen one yet.
+    func lastSeenHighWatermark(of partition: KafkaTopicPartition) -> Int64? {
+        var low: Int64 = 0
+        var high: Int64 = 0
+        let code = rd_kafka_get_watermark_offsets(handle, partition.topic, partition.partition, &low, &high)
+        guard code == RD_KAFKA_RESP_ERR_NO_ERROR, high >= 0 else { return nil }
+        return high
+    }
+
     /// Whether a broker answers a metadata request within `timeout` (readiness checks).
     func isReachable(timeout: Duration) async -> Bool {
         let milliseconds = Int32(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)

@@ -14,7 +14,7 @@ public enum PNSClassification: Sendable, Equatable {
     /// The provider token was refused as expired: renew it and retry at once.
     case renewToken
     /// PushHub's credentials or set-up are wrong (bad key, wrong topic, …): not retried.
-    case misconfigured(String)
+    case misconfigured(Misconfiguration)
     /// A reason this build does not know; treated as a failure, not retried.
     case unknown(String)
 
@@ -33,6 +33,56 @@ public enum PNSClassification: Sendable, Equatable {
         switch self {
         case .throttled, .retry, .renewToken: true
         default: false
+        }
+    }
+}
+
+/// What is wrong with PushHub's set-up for a push: found by PushHub before sending, or said by
+/// the PNS. Its description is the reason a result carries.
+public enum Misconfiguration: Sendable, Equatable, CustomStringConvertible {
+    /// The hub has no credentials for the platform.
+    case noCredentials(hub: String, platform: Platform)
+    /// The handle's URL leads somewhere the hub's endpoint policy does not allow.
+    case endpointNotAllowed(String)
+    /// The APNs key cannot sign a provider token.
+    case invalidProviderKey
+    /// The Web Push VAPID key cannot sign for the endpoint.
+    case vapid(String)
+    /// The PNS refused a freshly renewed access token.
+    case credentialsRefused(String)
+    /// The PNS's own reason (APNs `BadTopic`, FCM `SENDER_ID_MISMATCH`, a WNS 403, …).
+    case refusedByPNS(String)
+
+    /// The reason's first word, which results and docs name (`NoCredentials`, `EndpointNotAllowed`, …).
+    public var name: String {
+        switch self {
+        case .noCredentials: "NoCredentials"
+        case .endpointNotAllowed: "EndpointNotAllowed"
+        case .invalidProviderKey: "InvalidProviderKey"
+        case .vapid: "VAPID"
+        case .credentialsRefused(let reason), .refusedByPNS(let reason): reason
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .noCredentials(let hub, let platform): "NoCredentials: hub \(hub) has no \(platform.credentialsName)"
+        case .endpointNotAllowed(let why): "EndpointNotAllowed: \(why)"
+        case .invalidProviderKey: "InvalidProviderKey: the APNs key could not sign"
+        case .vapid(let why): "VAPID: \(why)"
+        case .credentialsRefused(let reason), .refusedByPNS(let reason): reason
+        }
+    }
+}
+
+extension Platform {
+    /// What a hub needs for this platform, in words.
+    var credentialsName: String {
+        switch self {
+        case .apns: "APNs credentials"
+        case .fcm: "FCM credentials"
+        case .wns: "WNS credentials"
+        case .webpush: "Web Push VAPID keys"
         }
     }
 }

@@ -59,6 +59,23 @@ public struct PNSAnswer: Sendable, Equatable {
     static func notSent(_ classification: PNSClassification, _ reason: String) -> PNSAnswer {
         PNSAnswer(classification, reason: reason)
     }
+
+    /// PushHub did not send it: its set-up for the hub is wrong. The reason says what.
+    static func notSent(_ problem: Misconfiguration) -> PNSAnswer {
+        PNSAnswer(.misconfigured(problem), reason: problem.description)
+    }
+
+    /// The transport failed (connection, time-out): retried.
+    static func transportFailed(_ error: any Error) -> PNSAnswer {
+        PNSAnswer(.retry(retryAfter: nil), reason: "transport: \(error)")
+    }
+}
+
+/// A push PushHub will not send, with the answer that says why.
+public struct NotSent: Error, Sendable, Equatable {
+    public var answer: PNSAnswer
+
+    init(_ classification: PNSClassification, _ reason: String) { answer = .notSent(classification, reason) }
 }
 
 /// One platform's client: delivers one push and classifies the answer. Providers hold the

@@ -35,7 +35,7 @@ extension SimulatorState {
         let answer: Response = {
             let bearer = request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
             guard let bearer, mutable.withLock({ $0.wnsAccessTokens.contains(bearer) }) else { return wnsError(401, "Token expired or invalid") }
-            guard let type = request.headers[HTTPField.Name("X-WNS-Type")!], let expected = WNSResponse.contentType(forType: type) else {
+            guard let type = request.headers[HTTPField.Name("X-WNS-Type")!], let expected = WNSNotificationType(header: type)?.contentType else {
                 return wnsError(400, "X-WNS-Type missing or invalid")
             }
             guard request.headers[.contentType]?.lowercased().hasPrefix(expected) == true else {

@@ -1,9 +1,16 @@
 import Foundation
 import PushModel
 
-/// Where registrations, installations and users live. One implementation runs on SQLite
-/// (the embedded default) and PostgreSQL; one conformance suite tests both.
-public protocol RegistrationStore: Sendable {
+/// Where the app-backend API's users and their password hashes live.
+public protocol UserStore: Sendable {
+    func setUser(name: String, passwordHash: String) async throws
+    func passwordHash(user: String) async throws -> String?
+}
+
+/// Where registrations and installations live, and, as a `UserStore`, users. One
+/// implementation runs on SQLite (the embedded default) and PostgreSQL; one conformance suite
+/// tests both.
+public protocol RegistrationStore: UserStore {
     // MARK: Installations
     /// Creates or overwrites an installation and the registrations it is stored as; sets `lastUpdate`.
     func upsertInstallation(_ installation: Installation, hub: String) async throws -> Installation
@@ -32,10 +39,6 @@ public protocol RegistrationStore: Sendable {
     /// Adds many registrations (not installations) in one transaction: for imports and for
     /// seeding load tests. Ids must be new.
     func importRegistrations(_ registrations: [Registration]) async throws
-
-    // MARK: Users of the app-backend API
-    func setUser(name: String, passwordHash: String) async throws
-    func passwordHash(user: String) async throws -> String?
 
     func close() async
 }

@@ -1,3 +1,5 @@
+// PushWNSWorkerMain: the `pushhub-wns-worker` executable: PushWorker's engine and command line for WNS.
+
 import PushModel
 import PushWorker
 

@@ -1,3 +1,5 @@
+// PushWebPushWorkerMain: the `pushhub-webpush-worker` executable: PushWorker's engine and command line for Web Push.
+
 import PushModel
 import PushWorker
 

@@ -24,6 +24,8 @@ public struct WorkerSettings: Sendable {
     public var maximumBackoff: Duration = .seconds(60)
     /// How long after enqueue a notification without `expiresAt` expires (Azure NH: 30 minutes).
     public var defaultExpiry: TimeInterval = 30 * 60
+    /// How long publishing a batch's results may keep failing before the batch is dead-lettered.
+    public var publishBudget = RetryBudget()
 
     public init(platform: Platform, topics: PushTopics) {
         self.platform = platform
@@ -44,7 +46,6 @@ public final class DeliveryWorker: Service, Sendable {
     let metrics: WorkerMetrics
     /// Set at graceful shutdown: targets waiting for a retry are handed back at once.
     let draining = Draining()
-    let logLimiter = LogLimiter()
 
     public init(consumer: KafkaConsumer, producer: KafkaProducer, provider: any PushProvider, settings: WorkerSettings, logger: Logger) {
         self.consumer = consumer
@@ -58,61 +59,68 @@ public final class DeliveryWorker: Service, Sendable {
 
     public func run() async throws {
         await withGracefulShutdownHandler {
-            await withTaskGroup(of: Void.self) { group in
-                for await record in consumer.records.cancelOnGracefulShutdown() {
-                    let decoded = Result { () throws(WireError) in try WireCoding.decode(DeliveryBatch.self, from: record.value) }
-                    let size = (try? decoded.get())?.targets.count ?? 1
-                    if await window.isFull {
-                        let paused = consumer.assignment
-                        try? consumer.pause(paused)
-                        await window.waitForRoom()
-                        try? consumer.resume(paused)
-                    }
-                    await window.take(size)
-                    group.addTask {
-                        await self.process(record, decoded)
-                        await self.window.give(size)
-                    }
-                }
-                await group.waitForAll()
-            }
+            await consumer.processEach(
+                budget: settings.publishBudget, logger: logger, admit: { record in await self.admit(record) },
+                giveUp: { record, work, reason in
+                    let hub = (try? work.decoded.get())?.hub ?? ""
+                    try await RecordRejection.reject(
+                        record, hub: hub, reason: reason, topics: self.settings.topics, producer: self.producer, logger: self.logger)
+                },
+                { record, work in try await self.process(record, work) })
         } onGracefulShutdown: {
             self.draining.start()
         }
         logger.info("worker stopped", metadata: ["pushhub.platform": "\(settings.platform.rawValue)"])
     }
 
-    /// Works one record until its results (and hand-back) are acknowledged, then marks it done.
-    /// Publishing is retried until it succeeds; at shutdown an unpublished record is left for
-    /// the next owner of the partition.
-    func process(_ record: KafkaRecord, _ decoded: Result<DeliveryBatch, WireError>) async {
-        var outgoing: [KafkaOutgoingRecord]?
-        var delay = Duration.milliseconds(100)
-        while true {
-            do {
-                if outgoing == nil {
-                    guard let work = try await work(record, decoded) else { return }
-                    outgoing = work
-                }
-                if let outgoing, !outgoing.isEmpty { try await producer.sendAllAcknowledged(outgoing) }
-                consumer.markDone(record)
-                return
-            } catch {
-                // Kafka away makes every batch fail alike: one line per kind every 10 s.
-                if let held = logLimiter.shouldLog("\(record.topic) \(type(of: error))") {
-                    logger.error(
-                        "batch not finished, will retry",
-                        metadata: [
-                            "kafka.topic": "\(record.topic)", "kafka.offset": "\(record.offset)",
-                            "pushhub.notification_id": "\(record.keyString ?? "")",
-                            "pushhub.error": "\(error)", "pushhub.not_logged": "\(held)",
-                        ])
-                }
-                if draining.isStarted || Task.isCancelled { return }
-                try? await Task.sleep(for: delay)
-                delay = min(delay * 2, .seconds(10))
-            }
+    /// One batch record's work: the batch as decoded, and the records it ends with once worked
+    /// (kept, so a retry only publishes again and never delivers twice).
+    final class BatchWork: Sendable {
+        let decoded: Result<DeliveryBatch, WireError>
+        let outgoing = Mutex<[KafkaOutgoingRecord]?>(nil)
+
+        init(_ decoded: Result<DeliveryBatch, WireError>) { self.decoded = decoded }
+    }
+
+    /// Lets a batch in once the window has room for its targets; intake pauses its partitions
+    /// while the window is full.
+    func admit(_ record: KafkaRecord) async -> AdmittedRecord<BatchWork> {
+        let work = BatchWork(Result { () throws(WireError) in try WireCoding.decode(DeliveryBatch.self, from: record.value) })
+        let size = (try? work.decoded.get())?.targets.count ?? 1
+        if await window.isFull {
+            let paused = consumer.assignment
+            try? consumer.pause(paused)
+            await window.waitForRoom()
+            try? consumer.resume(paused)
         }
+        await window.take(size)
+        return AdmittedRecord(work, release: { await self.window.give(size) })
+    }
+
+    /// Works one record and publishes its results (and hand-back); the consume loop marks it
+    /// done after, and retries a failed publish. At shutdown an unpublished record is left for
+    /// the next owner of the partition.
+    func process(_ record: KafkaRecord, _ work: BatchWork) async throws {
+        let outgoing: [KafkaOutgoingRecord]
+        if let made = work.outgoing.withLock({ $0 }) {
+            outgoing = made
+        } else {
+            guard let made = try await self.work(record, work.decoded) else { throw RecordLeftUnfinished() }
+            work.outgoing.withLock { $0 = made }
+            outgoing = made
+        }
+        guard !outgoing.isEmpty else { return }
+        let failure: KafkaError?
+        do {
+            try await producer.sendAllAcknowledged(outgoing)
+            failure = nil
+        } catch {
+            failure = error
+        }
+        guard let failure else { return }
+        // At shutdown the record is left for the next owner rather than retried.
+        if draining.isStarted { throw RecordLeftUnfinished() }
+        throw failure
     }
 
     /// The records a batch ends with: its results and the hand-back of what must wait. `nil`
@@ -121,14 +129,10 @@ public final class DeliveryWorker: Service, Sendable {
         let batch: DeliveryBatch
         switch decoded {
         case .success(let decoded): batch = decoded
-        case .failure(let error):
-            try await RecordRejection.reject(record, hub: "", reason: error.description, topics: settings.topics, producer: producer, logger: logger)
-            return []
+        case .failure(let error): throw PermanentFailure(error.description)
         }
         guard batch.platform == settings.platform else {
-            let reason = "platform: \(batch.platform.rawValue) batch on the \(settings.platform.rawValue) worker's topic"
-            try await RecordRejection.reject(record, hub: batch.hub, reason: reason, topics: settings.topics, producer: producer, logger: logger)
-            return []
+            throw PermanentFailure("platform: \(batch.platform.rawValue) batch on the \(settings.platform.rawValue) worker's topic")
         }
         if let notBefore = batch.notBefore, notBefore > Date() {
             // A waiting batch gives its targets' room to others; how many may wait is bounded.
@@ -216,6 +220,7 @@ public final class DeliveryWorker: Service, Sendable {
         }
         let started = ContinuousClock.now
         var calls = 0
+        var renewed = false
         while true {
             if Date() >= expiresAt { return .expired(target, calls: calls) }
             let sent = ContinuousClock.now
@@ -225,7 +230,15 @@ public final class DeliveryWorker: Service, Sendable {
             let retryAfter: Duration?
             switch answer.classification {
             case .throttled(let after), .retry(let after): retryAfter = after
-            case .renewToken: retryAfter = .zero
+            case .renewToken:
+                // The provider renewed its token: send again at once, once. A renewed token
+                // refused too means the credentials are wrong.
+                guard !renewed else {
+                    let refused = Misconfiguration.credentialsRefused(answer.reason ?? "the renewed token was refused")
+                    return .final(target, PNSAnswer(.misconfigured(refused), status: answer.status, reason: answer.reason), calls: calls)
+                }
+                renewed = true
+                retryAfter = .zero
             default: return .final(target, answer, calls: calls)
             }
             let backoff = retryAfter ?? jittered(settings.baseBackoff * (1 << min(batch.attempt - 1 + calls - 1, 16)))
@@ -281,7 +294,8 @@ public final class DeliveryWorker: Service, Sendable {
 
     static func reason(_ classification: PNSClassification) -> String? {
         switch classification {
-        case .misconfigured(let reason), .unknown(let reason): reason
+        case .misconfigured(let problem): problem.description
+        case .unknown(let reason): reason
         case .throttled: "throttled"
         case .retry: "retries exhausted"
         default: nil

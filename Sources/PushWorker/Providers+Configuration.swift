@@ -9,19 +9,19 @@ import ServiceLifecycle
 /// The provider of one platform, with the credentials of every hub that has some.
 public enum ProviderFactory {
     public static func make(
-        _ platform: Platform, hubs: HubsConfiguration, http: PNSHTTPClient, now: @escaping @Sendable () -> Date = { Date() }
+        _ platform: Platform, hubs: HubsConfiguration, http: any PNSTransport, now: @escaping @Sendable () -> Date = { Date() }
     ) throws -> any PushProvider {
         switch platform {
         case .apns:
-            return try APNsProvider(hubs: hubs.hubs.reduce(into: [:]) { $0[$1.name] = $1.credentials.apns }, http: http, now: now)
+            return try APNsProvider(hubs: hubs.hubs.reduce(into: [:]) { $0[$1.name] = $1.credentials.apns }, transport: http, now: now)
         case .fcm:
-            return try FCMProvider(hubs: hubs.hubs.reduce(into: [:]) { $0[$1.name] = $1.credentials.fcm }, http: http, now: now)
+            return try FCMProvider(hubs: hubs.hubs.reduce(into: [:]) { $0[$1.name] = $1.credentials.fcm }, transport: http, now: now)
         case .wns:
             return WNSProvider(
-                hubs: hubs.hubs.reduce(into: [:]) { $0[$1.name] = $1.credentials.wns }, endpoints: endpoints(hubs), http: http, now: now)
+                hubs: hubs.hubs.reduce(into: [:]) { $0[$1.name] = $1.credentials.wns }, endpoints: endpoints(hubs), transport: http, now: now)
         case .webpush:
             return try WebPushProvider(
-                credentials: hubs.hubs.reduce(into: [:]) { $0[$1.name] = $1.credentials.webPush }, endpoints: endpoints(hubs), http: http)
+                credentials: hubs.hubs.reduce(into: [:]) { $0[$1.name] = $1.credentials.webPush }, endpoints: endpoints(hubs), transport: http)
         }
     }
 

@@ -34,18 +34,8 @@ struct DevCommandTests {
         func call(_ method: String, _ path: String, _ body: String? = nil, headers: [String: String] = [:], demoUser: Bool = false) async throws -> (
             Int, String, HTTPURLResponse?
         ) {
-            var request = URLRequest(url: URL(string: url + path)!)
-            request.httpMethod = method
-            if demoUser {
-                request.setValue("Basic " + Data(demo.utf8).base64EncodedString(), forHTTPHeaderField: "Authorization")
-            } else {
-                request.setValue(full.token(for: "/\(hub)"), forHTTPHeaderField: "Authorization")
-            }
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-            for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-            request.httpBody = body.map { Data($0.utf8) }
-            let (data, response) = try await URLSession.shared.data(for: request)
-            return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self), response as? HTTPURLResponse)
+            let authorization = demoUser ? "Basic " + Data(demo.utf8).base64EncodedString() : full.token(for: "/\(hub)")
+            return try await httpCall(method, url + path, body, authorization: authorization, contentType: "application/json", headers: headers)
         }
 
         /// A breaking-news template send to the `breaking` tag; returns the notification id.

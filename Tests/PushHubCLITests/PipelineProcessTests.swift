@@ -46,14 +46,7 @@ struct PipelineProcessTests {
         func call(_ method: String, _ path: String, _ body: String? = nil, _ headers: [String: String] = [:]) async throws -> (
             Int, String, HTTPURLResponse?
         ) {
-            var request = URLRequest(url: URL(string: url + path)!)
-            request.httpMethod = method
-            request.setValue(full.token(for: "/\(hub)"), forHTTPHeaderField: "Authorization")
-            for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-            request.httpBody = body.map { Data($0.utf8) }
-            let (data, response) = try await URLSession.shared.data(for: request)
-            let http = response as? HTTPURLResponse
-            return (http?.statusCode ?? 0, String(decoding: data, as: UTF8.self), http)
+            try await httpCall(method, url + path, body, authorization: full.token(for: "/\(hub)"), headers: headers)
         }
         let (putStatus, _, _) = try await call(
             "PUT", "/\(hub)/installations/phone-1",
@@ -199,15 +192,8 @@ struct KafkaLossProcessTests {
         func call(_ method: String, _ path: String, _ body: String? = nil, _ headers: [String: String] = [:]) async throws -> (
             Int, String, HTTPURLResponse?
         ) {
-            var request = URLRequest(url: URL(string: url + path)!)
-            request.httpMethod = method
-            request.setValue(full!.token(for: "/\(hub)"), forHTTPHeaderField: "Authorization")
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-            for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-            request.httpBody = body.map { Data($0.utf8) }
-            let (data, response) = try await URLSession.shared.data(for: request)
-            let http = response as? HTTPURLResponse
-            return (http?.statusCode ?? 0, String(decoding: data, as: UTF8.self), http)
+            let authorization = full!.token(for: "/\(hub)")
+            return try await httpCall(method, url + path, body, authorization: authorization, contentType: "application/json", headers: headers)
         }
 
         /// An APNs send to every device; its id once answered 201.

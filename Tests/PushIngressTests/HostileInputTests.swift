@@ -312,7 +312,9 @@ struct HostileInputTests {
             if id == "x" { throw SQLError(message: "could not connect in: SELECT * FROM installations") }
             if id == "taken" { throw SQLError(message: "UNIQUE constraint failed in: INSERT …", isConstraintViolation: true) }
         }
-        let app = Application(router: try buildIngressRouter(hubs: IngressFixture.hubs, store: failing))
+        // Registrations and users only: the intercepting store keeps no outcomes, schedules or rich payloads.
+        let stores = IngressStores(registrations: failing, users: failing, outcomes: nil, schedules: nil, richPayloads: nil)
+        let app = Application(router: try buildIngressRouter(hubs: IngressFixture.hubs, stores: stores))
         try await app.test(.router) { client in
             let response = try await client.execute(uri: "/myhub/installations/x", method: .get, headers: IngressFixture.listenAccess)
             #expect(response.status == .serviceUnavailable, "\(response.text)")

@@ -32,8 +32,9 @@ struct IngressFixture {
 
     init(hubs: HubsConfiguration = IngressFixture.hubs, now: @escaping @Sendable () -> Date = { Date() }) async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
-        store = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
-        app = Application(router: try buildIngressRouter(hubs: hubs, store: store, now: now))
+        let sql = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
+        store = sql
+        app = Application(router: try buildIngressRouter(hubs: hubs, stores: IngressStores(sql), now: now))
     }
 
     /// A token for `path` on the test client's host.

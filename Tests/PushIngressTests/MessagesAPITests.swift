@@ -32,8 +32,8 @@ struct MessagingFixture {
         store = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
         app = Application(
             router: try buildIngressRouter(
-                hubs: hubs, store: store, publisher: KafkaNotificationPublisher(producer: producer, topics: topics), richQuota: richQuota,
-                recovery: recovery, now: now))
+                hubs: hubs, stores: IngressStores(store), publisher: KafkaNotificationPublisher(producer: producer, topics: topics),
+                richQuota: richQuota, recovery: recovery, now: now))
     }
 
     /// The SendRequests on the requests topic, waiting for `count` of them.

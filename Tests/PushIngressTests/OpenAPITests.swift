@@ -19,7 +19,7 @@ struct OpenAPITests {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
         let store = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
         // With a publisher and the app backend on: every route there is.
-        let router = try buildIngressRouter(hubs: IngressFixture.hubs, store: store, publisher: NoPublisher())
+        let router = try buildIngressRouter(hubs: IngressFixture.hubs, stores: IngressStores(store), publisher: NoPublisher())
         let routes = router.routes.map { "\($0.method.rawValue) \($0.path)" }
         #expect(routes.count > 25, "\(routes)")
         let list = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-routes-\(UUID().uuidString).txt")

@@ -70,7 +70,7 @@ struct SendPipelineTests {
 
         let app = Application(
             router: try buildIngressRouter(
-                hubs: IngressFixture.hubs, store: store, publisher: KafkaNotificationPublisher(producer: producer, topics: topics)))
+                hubs: IngressFixture.hubs, stores: IngressStores(store), publisher: KafkaNotificationPublisher(producer: producer, topics: topics)))
         let alice = basic("alice", "alice-secret")
         try await app.test(.router) { client in
             let created = try await client.execute(uri: "/api/register", method: .post, headers: alice)

@@ -94,7 +94,9 @@ struct ServerAbuseTests {
         configuration.idleTimeout = idleTimeout
         let logger = Logger(label: "pushhub.tests") { _ in SwiftLogNoOpLogHandler() }
         let (ports, port) = AsyncStream.makeStream(of: Int.self)
-        let app = try buildIngressApplication(configuration: configuration, store: store, logins: logins, logger: logger) { port.yield($0) }
+        let app = try buildIngressApplication(configuration: configuration, stores: IngressStores(store), logins: logins, logger: logger) {
+            port.yield($0)
+        }
         let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }

@@ -69,24 +69,25 @@ struct APNsTests {
             (400, "BadPriority", .payloadRejected), (400, "DuplicateHeaders", .payloadRejected), (400, "InvalidPushType", .payloadRejected),
             (400, "MissingDeviceToken", .payloadRejected), (400, "PayloadEmpty", .payloadRejected), (413, "PayloadTooLarge", .payloadRejected),
             (400, "IdleTimeout", .retry(retryAfter: nil)),
-            (400, "BadTopic", .misconfigured("BadTopic")), (400, "MissingTopic", .misconfigured("MissingTopic")),
-            (400, "TopicDisallowed", .misconfigured("TopicDisallowed")),
-            (403, "ExpiredProviderToken", .renewToken), (403, "InvalidProviderToken", .misconfigured("InvalidProviderToken")),
-            (403, "MissingProviderToken", .misconfigured("MissingProviderToken")),
-            (403, "BadCertificateEnvironment", .misconfigured("BadCertificateEnvironment")),
-            (404, "BadPath", .misconfigured("BadPath")), (405, "MethodNotAllowed", .misconfigured("MethodNotAllowed")),
+            (400, "BadTopic", .misconfigured(.refusedByPNS("BadTopic"))), (400, "MissingTopic", .misconfigured(.refusedByPNS("MissingTopic"))),
+            (400, "TopicDisallowed", .misconfigured(.refusedByPNS("TopicDisallowed"))),
+            (403, "ExpiredProviderToken", .renewToken), (403, "InvalidProviderToken", .misconfigured(.refusedByPNS("InvalidProviderToken"))),
+            (403, "MissingProviderToken", .misconfigured(.refusedByPNS("MissingProviderToken"))),
+            (403, "BadCertificateEnvironment", .misconfigured(.refusedByPNS("BadCertificateEnvironment"))),
+            (404, "BadPath", .misconfigured(.refusedByPNS("BadPath"))), (405, "MethodNotAllowed", .misconfigured(.refusedByPNS("MethodNotAllowed"))),
             (429, "TooManyRequests", .throttled(retryAfter: nil)), (429, "TooManyProviderTokenUpdates", .throttled(retryAfter: nil)),
             (500, "InternalServerError", .retry(retryAfter: nil)), (503, "ServiceUnavailable", .retry(retryAfter: nil)),
             (503, "Shutdown", .retry(retryAfter: nil)),
             (400, "SomethingNew", .unknown("400 SomethingNew")),
         ] as [(Int, String?, PNSClassification)])
     func classification(_ status: Int, _ reason: String?, _ expected: PNSClassification) {
-        #expect(APNsResponse.classify(status: status, reason: reason) == expected)
+        #expect(APNsResponse.classify(status: status, reason: reason.map(APNsReason.init)) == expected)
+        if let reason { #expect(APNsReason(reason).description == reason, "spelled as Apple does") }
     }
 
     @Test("Retry-After is kept; final outcomes and retries follow the classification")
     func outcomes() {
-        #expect(APNsResponse.classify(status: 429, reason: "TooManyRequests", retryAfter: .seconds(7)) == .throttled(retryAfter: .seconds(7)))
+        #expect(APNsResponse.classify(status: 429, reason: .tooManyRequests, retryAfter: .seconds(7)) == .throttled(retryAfter: .seconds(7)))
         #expect(PNSClassification.invalidHandle.finalOutcome == .invalidHandle && !PNSClassification.invalidHandle.isRetried)
         #expect(PNSClassification.payloadRejected.isRetried == false)
         #expect(PNSClassification.retry(retryAfter: nil).isRetried && PNSClassification.renewToken.isRetried)

@@ -83,11 +83,11 @@ struct FCMTests {
             (200, nil, PNSClassification.delivered), (404, "UNREGISTERED", .invalidHandle), (400, "UNREGISTERED", .invalidHandle),
             (400, "INVALID_ARGUMENT", .payloadRejected), (429, "QUOTA_EXCEEDED", .throttled(retryAfter: nil)),
             (503, "UNAVAILABLE", .retry(retryAfter: nil)), (500, "INTERNAL", .retry(retryAfter: nil)),
-            (403, "SENDER_ID_MISMATCH", .misconfigured("SENDER_ID_MISMATCH")),
-            (401, "THIRD_PARTY_AUTH_ERROR", .misconfigured("THIRD_PARTY_AUTH_ERROR")),
-            (418, "NEW_THING", .unknown("418 NEW_THING")),
+            (403, "SENDER_ID_MISMATCH", .misconfigured(.refusedByPNS("SENDER_ID_MISMATCH"))),
+            (401, "THIRD_PARTY_AUTH_ERROR", .misconfigured(.refusedByPNS("THIRD_PARTY_AUTH_ERROR"))),
+            (418, "NEW_THING", .unknown("418 NEW_THING")), (401, "UNAUTHENTICATED", .renewToken), (401, nil, .renewToken),
         ] as [(Int, String?, PNSClassification)])
     func classification(_ status: Int, _ code: String?, _ expected: PNSClassification) {
-        #expect(FCMMessage.classify(status: status, errorCode: code) == expected)
+        #expect(FCMMessage.classify(status: status, errorCode: code.map(FCMErrorCode.init)) == expected)
     }
 }

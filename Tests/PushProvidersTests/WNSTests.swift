@@ -17,9 +17,9 @@ struct WNSTests {
 
     @Test("content types per X-WNS-Type")
     func contentTypes() {
-        #expect(WNSResponse.contentType(forType: "wns/toast") == "text/xml")
-        #expect(WNSResponse.contentType(forType: "WNS/RAW") == "application/octet-stream")
-        #expect(WNSResponse.contentType(forType: "wns/other") == nil)
+        #expect(WNSNotificationType(header: "wns/toast")?.contentType == "text/xml")
+        #expect(WNSNotificationType(header: "WNS/RAW")?.contentType == "application/octet-stream")
+        #expect(WNSNotificationType(header: "wns/other") == nil)
     }
 
     @Test("a client-credentials token is cached, shared, renewed near expiry and after a 401")

@@ -114,7 +114,7 @@ final class PipelineFixture: Sendable {
     }
 
     func router() throws -> Router<IngressContext> {
-        try buildIngressRouter(hubs: hubs, store: store, publisher: KafkaNotificationPublisher(producer: producer, topics: topics))
+        try buildIngressRouter(hubs: hubs, stores: IngressStores(store), publisher: KafkaNotificationPublisher(producer: producer, topics: topics))
     }
 
     /// Polls `GET /myhub/messages/{id}` until it is Completed (or a minute passed); returns the XML.

@@ -61,9 +61,10 @@ struct ProviderSimulatorTests {
         Case(
             name: "APNs topic not the key's app", platform: .apns, handle: token, format: .apple, body: "{}",
             headers: ["apns-topic": "com.other.app"],
-            expected: .misconfigured("TopicDisallowed"), status: 400, reason: "TopicDisallowed"),
+            expected: .misconfigured(.refusedByPNS("TopicDisallowed")), status: 400, reason: "TopicDisallowed"),
         Case(
-            name: "APNs unknown hub", platform: .apns, handle: token, format: .apple, body: "{}", expected: .misconfigured("NoCredentials"),
+            name: "APNs unknown hub", platform: .apns, handle: token, format: .apple, body: "{}",
+            expected: .misconfigured(.noCredentials(hub: "nohub", platform: .apns)),
             reason: "NoCredentials: hub nohub has no APNs credentials"),
         // FCM
         Case(
@@ -111,13 +112,13 @@ struct ProviderSimulatorTests {
         Case(
             name: "WNS channel on plain http elsewhere is not sent", platform: .wns, handle: "http://notify.example.com/c", format: .windows,
             body: "<toast/>",
-            expected: .misconfigured("EndpointNotAllowed")),
+            expected: .misconfigured(.endpointNotAllowed(""))),
         Case(
             name: "WNS channel at a host that is not WNS gets no token", platform: .wns, handle: "https://attacker.example.com/wns/channel/x",
-            format: .windows, body: "<toast/>", expected: .misconfigured("EndpointNotAllowed")),
+            format: .windows, body: "<toast/>", expected: .misconfigured(.endpointNotAllowed(""))),
         Case(
             name: "WNS channel at another loopback port gets no token", platform: .wns, handle: "http://127.0.0.1:1/wns/channel/x",
-            format: .windows, body: "<toast/>", expected: .misconfigured("EndpointNotAllowed")),
+            format: .windows, body: "<toast/>", expected: .misconfigured(.endpointNotAllowed(""))),
         // Web Push
         Case(
             name: "Web Push delivered", platform: .webpush, handle: "SUB:sub-1", format: .browser, body: #"{"title":"hi"}"#,
@@ -135,17 +136,17 @@ struct ProviderSimulatorTests {
         Case(
             name: "Web Push https endpoint elsewhere must be https", platform: .webpush, handle: "http://push.example.com/x", format: .browser,
             body: "{}",
-            expected: .misconfigured("EndpointNotAllowed")),
+            expected: .misconfigured(.endpointNotAllowed(""))),
         Case(
             name: "Web Push endpoint at a private address is not called", platform: .webpush, handle: "https://10.0.0.8/push/x", format: .browser,
-            body: "{}", expected: .misconfigured("EndpointNotAllowed")),
+            body: "{}", expected: .misconfigured(.endpointNotAllowed(""))),
         Case(
             name: "Web Push endpoint at another loopback port is not called", platform: .webpush, handle: "https://127.0.0.1:1/push/x",
             format: .browser,
-            body: "{}", expected: .misconfigured("EndpointNotAllowed")),
+            body: "{}", expected: .misconfigured(.endpointNotAllowed(""))),
         Case(
             name: "Web Push endpoint whose name resolves to loopback is not called", platform: .webpush, handle: "HOSTNAME:/push/x",
-            format: .browser, body: "{}", expected: .misconfigured("EndpointNotAllowed")),
+            format: .browser, body: "{}", expected: .misconfigured(.endpointNotAllowed(""))),
     ]
 
     @Test("every answer is classified", arguments: cases)
@@ -168,9 +169,10 @@ struct ProviderSimulatorTests {
             PNSDelivery(
                 hub: hub, notificationId: UUID().uuidString, handle: handle, webPush: keys, format: test.format, body: test.body,
                 headers: test.headers))
-        if case .misconfigured("EndpointNotAllowed") = test.expected, case .misconfigured(let reason) = answer.classification {
-            #expect(reason.hasPrefix("EndpointNotAllowed: "), "\(answer)")
-            if test.name.contains("resolves") { #expect(reason.contains("resolves to "), "\(answer)") }
+        if case .misconfigured(.endpointNotAllowed) = test.expected, case .misconfigured(let problem) = answer.classification {
+            #expect(problem.name == "EndpointNotAllowed" && answer.reason == problem.description, "\(answer)")
+            #expect(answer.reason?.hasPrefix("EndpointNotAllowed: ") == true, "the result names the refusal: \(answer)")
+            if test.name.contains("resolves") { #expect(problem.description.contains("resolves to "), "\(answer)") }
         } else {
             #expect(answer.classification == test.expected, "\(answer)")
         }
@@ -277,7 +279,7 @@ struct ProviderSimulatorTests {
         hubs.hubs[0].credentials.apns?.bundleId = sim.hubs.hubs[0].credentials.apns!.bundleId
         let answer = await try ProviderFactory.make(.apns, hubs: hubs, http: sim.client).deliver(
             PNSDelivery(hub: "myhub", notificationId: "n", handle: Self.token, format: .apple, body: "{}"))
-        #expect(answer == PNSAnswer(.misconfigured("InvalidProviderToken"), status: 403, reason: "InvalidProviderToken"))
+        #expect(answer == PNSAnswer(.misconfigured(.refusedByPNS("InvalidProviderToken")), status: 403, reason: "InvalidProviderToken"))
         #expect(!answer.classification.isRetried)
     }
 
@@ -360,7 +362,7 @@ struct ProviderSimulatorTests {
         #expect(try await second.stats(.apns)["requests"] as? Int == 1)
     }
 
-    @Test("FCM and WNS fetch one OAuth token for many sends, and a new one after it is refused")
+    @Test("FCM and WNS fetch one OAuth token for many sends, and a new one after it is refused, with no resend of their own")
     func oauthTokens() async throws {
         let sim = try await SimulatorFixture.start()
         defer { Task { await sim.stop() } }
@@ -381,13 +383,14 @@ struct ProviderSimulatorTests {
         let tokens = try #require((try await sim.get("stats") as? [String: Any])?["tokenRequests"] as? [String: Int])
         #expect(tokens == ["fcm": 1, "wns": 1])
 
+        // A refused token is dropped and answered `renewToken`: the worker sends again, once.
         try await sim.revokeTokens()
-        #expect(
-            await fcm.deliver(PNSDelivery(hub: "myhub", notificationId: "n", handle: "t", format: .fcmv1, body: #"{"message":{}}"#)).classification
-                == .delivered)
-        #expect(
-            await wns.deliver(PNSDelivery(hub: "myhub", notificationId: "n", handle: channel, format: .windows, body: "<toast/>")).classification
-                == .delivered)
+        let fcmPush = PNSDelivery(hub: "myhub", notificationId: "n", handle: "t", format: .fcmv1, body: #"{"message":{}}"#)
+        let wnsPush = PNSDelivery(hub: "myhub", notificationId: "n", handle: channel, format: .windows, body: "<toast/>")
+        #expect(await fcm.deliver(fcmPush).classification == .renewToken)
+        #expect(await wns.deliver(wnsPush).classification == .renewToken)
+        #expect(await fcm.deliver(fcmPush).classification == .delivered)
+        #expect(await wns.deliver(wnsPush).classification == .delivered)
         let renewed = try #require((try await sim.get("stats") as? [String: Any])?["tokenRequests"] as? [String: Int])
         #expect(renewed == ["fcm": 2, "wns": 2], "a 401 fetched one new token each")
         #expect(try await sim.stats(.fcm)["statuses"] as? [String: Int] == ["200": 21, "401": 1])

@@ -85,6 +85,19 @@ struct WorkerTests {
         #expect(ContinuousClock.now - started < .seconds(5), "no backoff before the resend")
     }
 
+    @Test("a renewed token that is refused again ends the target as misconfigured after two calls, never retried")
+    func renewedTokenRefused() async throws {
+        let unauthorized = PNSAnswer(.renewToken, status: 401, reason: "UNAUTHENTICATED")
+        let provider = ScriptedProvider(["a": [unauthorized]])
+        let worker = try Self.worker(provider)
+        guard case .final(_, let answer, let calls) = await Self.end(worker, "a", in: Self.batch(["a"])) else {
+            Issue.record("not final")
+            return
+        }
+        #expect(answer.classification == .misconfigured(.credentialsRefused("UNAUTHENTICATED")) && calls == 2)
+        #expect(answer.classification.finalOutcome == .failed && provider.count("a") == 2)
+    }
+
     @Test("past the retries in place a target is handed back with the last answer; on the last attempt it ends with it")
     func handBackAndLastAttempt() async throws {
         let provider = ScriptedProvider(["a": [Self.throttled]])

@@ -8,7 +8,7 @@ import Synchronization
 /// Authenticates app-backend callers: Basic against users in the store (bcrypt hashes), or a
 /// Bearer JWT when one is configured. There is no shortcut such as a password equal to the name.
 public struct UserAuthenticator: Sendable {
-    let store: any RegistrationStore
+    let users: any UserStore
     let jwt: JWTVerifier?
     let now: @Sendable () -> Date
     /// Recent successful Basic logins, so bcrypt (tens of milliseconds by design) does not
@@ -19,8 +19,8 @@ public struct UserAuthenticator: Sendable {
     /// Password checks running at once, bounded so a guessing flood cannot take every core.
     private let checks: PasswordCheckSlots
 
-    init(store: any RegistrationStore, jwt: JWTVerifier?, limits: LoginLimits = LoginLimits(), now: @escaping @Sendable () -> Date) {
-        self.store = store
+    init(users: any UserStore, jwt: JWTVerifier?, limits: LoginLimits = LoginLimits(), now: @escaping @Sendable () -> Date) {
+        self.users = users
         self.jwt = jwt
         self.now = now
         failures = LoginFailures(limits: limits)
@@ -61,7 +61,7 @@ public struct UserAuthenticator: Sendable {
         }
         defer { failures.endCheck(client) }
         let hash: String?
-        do { hash = try await store.passwordHash(user: name) } catch { throw .invalid("the user store is not available") }
+        do { hash = try await users.passwordHash(user: name) } catch { throw .invalid("the user store is not available") }
         // Unknown users cost a bcrypt too, so timing does not tell which names exist.
         let reference = hash ?? Self.decoyHash
         guard await checks.enter() else { throw .throttled(retryAfter: 0, "too many password checks at once; try again shortly") }

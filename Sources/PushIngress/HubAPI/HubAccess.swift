@@ -10,7 +10,8 @@ struct HubAccess: Sendable {
     let now: @Sendable () -> Date
 
     /// The hub, once the request is allowed `right` on it. An unknown hub is refused exactly as
-    /// a token whose key or signature does not match, so hub names cannot be probed.
+    /// a token whose key or signature does not match, so hub names cannot be probed. Routes
+    /// call it through `HubAuthorization`, once per request.
     func authorize(_ request: Request, hub name: String, _ right: AccessRight) throws -> HubsConfiguration.Hub {
         guard let header = request.headers[.authorization] else { throw HubAPIError(.unauthorized, SASError.missing.description) }
         do throws(SASError) {

@@ -8,18 +8,18 @@ import PushStore
 /// Listen right; installation JSON as Azure Notification Hubs has it.
 struct InstallationController: Sendable {
     let store: any RegistrationStore
-    let access: HubAccess
     static let bodyLimit = 64 * 1024
 
-    func addRoutes(to router: Router<IngressContext>) {
-        router.put("{hub}/installations/{id}", use: put)
-        router.get("{hub}/installations/{id}", use: get)
-        router.patch("{hub}/installations/{id}", use: patch)
-        router.delete("{hub}/installations/{id}", use: delete)
+    func addRoutes(to routes: HubRoutes) {
+        let listen = routes.requiring(.listen)
+        listen.put("{hub}/installations/{id}", use: put)
+        listen.get("{hub}/installations/{id}", use: get)
+        listen.patch("{hub}/installations/{id}", use: patch)
+        listen.delete("{hub}/installations/{id}", use: delete)
     }
 
-    @Sendable func put(_ request: Request, context: IngressContext) async throws -> Response {
-        let (hub, id) = try target(request, context)
+    @Sendable func put(_ request: Request, context: HubRequestContext) async throws -> Response {
+        let (hub, id) = try target(context)
         try request.requireContentType(["application/json"])
         let installation = try JSONBody.decode(Installation.self, from: try await request.collectBody(upTo: Self.bodyLimit))
         guard installation.installationId == id else {
@@ -32,16 +32,16 @@ struct InstallationController: Sendable {
         return Response(status: .ok)
     }
 
-    @Sendable func get(_ request: Request, context: IngressContext) async throws -> Response {
-        let (hub, id) = try target(request, context)
+    @Sendable func get(_ request: Request, context: HubRequestContext) async throws -> Response {
+        let (hub, id) = try target(context)
         guard let installation = try await store.installation(hub: hub.name, id: id) else {
             throw HubAPIError(.notFound, "installation \(id) not found")
         }
         return try JSONBody.response(installation)
     }
 
-    @Sendable func patch(_ request: Request, context: IngressContext) async throws -> Response {
-        let (hub, id) = try target(request, context)
+    @Sendable func patch(_ request: Request, context: HubRequestContext) async throws -> Response {
+        let (hub, id) = try target(context)
         // Some SDKs send plain application/json for JSON-Patch documents.
         try request.requireContentType(["application/json-patch+json", "application/json"])
         let operations = try JSONBody.decode([InstallationPatchOperation].self, from: try await request.collectBody(upTo: Self.bodyLimit))
@@ -69,15 +69,14 @@ struct InstallationController: Sendable {
         return Response(status: .ok)
     }
 
-    @Sendable func delete(_ request: Request, context: IngressContext) async throws -> Response {
-        let (hub, id) = try target(request, context)
+    @Sendable func delete(_ request: Request, context: HubRequestContext) async throws -> Response {
+        let (hub, id) = try target(context)
         _ = try await store.deleteInstallation(hub: hub.name, id: id)
         return Response(status: .noContent)
     }
 
-    private func target(_ request: Request, _ context: IngressContext) throws -> (HubsConfiguration.Hub, String) {
-        let hub = try access.authorize(request, hub: try context.parameters.require("hub"), .listen)
-        return (hub, try context.parameters.require("id"))
+    private func target(_ context: HubRequestContext) throws -> (HubsConfiguration.Hub, String) {
+        (context.hub, try context.parameters.require("id"))
     }
 }
 

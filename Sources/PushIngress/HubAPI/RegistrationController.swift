@@ -14,41 +14,47 @@ struct RegistrationController: Sendable {
     static let pageLimit = 100
     static let atomTypes = ["application/atom+xml", "application/xml", "text/xml"]
 
-    func addRoutes(to router: Router<IngressContext>) {
+    func addRoutes(to routes: HubRoutes) {
+        let listen = routes.requiring(.listen)
+        let manage = routes.requiring(.manage)
+        let listing = routes.requiring { request in Self.listingRight(request) }
         // The older Apple SDK writes the collection with a capital R.
         for collection in ["registrations", "Registrations"] {
-            router.post("{hub}/\(collection)", use: create)
-            router.get("{hub}/\(collection)", use: list)
-            router.put("{hub}/\(collection)/{id}", use: createOrUpdate)
-            router.get("{hub}/\(collection)/{id}", use: read)
-            router.delete("{hub}/\(collection)/{id}", use: delete)
+            listen.post("{hub}/\(collection)", use: create)
+            listing.get("{hub}/\(collection)", use: list)
+            listen.put("{hub}/\(collection)/{id}", use: createOrUpdate)
+            listen.get("{hub}/\(collection)/{id}", use: read)
+            listen.delete("{hub}/\(collection)/{id}", use: delete)
         }
-        router.post("{hub}/registrationIDs", use: createRegistrationId)
-        router.post("{hub}/registrationids", use: createRegistrationId)
-        router.get("{hub}/tags/{tag}/registrations", use: listByTag)
+        listen.post("{hub}/registrationIDs", use: createRegistrationId)
+        listen.post("{hub}/registrationids", use: createRegistrationId)
+        manage.get("{hub}/tags/{tag}/registrations", use: listByTag)
     }
 
-    @Sendable func createRegistrationId(_ request: Request, context: IngressContext) async throws -> Response {
-        let hub = try access.authorize(request, hub: try context.parameters.require("hub"), .listen)
+    /// The right a listing needs: Listen for one by channel (with `$filter`), Manage for all.
+    static func listingRight(_ request: Request) -> AccessRight {
+        request.uri.queryParameters.get("$filter") == nil ? .manage : .listen
+    }
+
+    @Sendable func createRegistrationId(_ request: Request, context: HubRequestContext) async throws -> Response {
+        let hub = context.hub
         let id = try await store.issueRegistrationId(hub: hub.name)
         return Response(status: .created, headers: [.location: "\(access.base(request, hub.name))/registrations/\(id)?api-version=2015-01"])
     }
 
-    @Sendable func create(_ request: Request, context: IngressContext) async throws -> Response {
-        let hub = try access.authorize(request, hub: try context.parameters.require("hub"), .listen)
+    @Sendable func create(_ request: Request, context: HubRequestContext) async throws -> Response {
         // The id is issued once the body was read and parsed: a refused create leaves none behind.
-        return try await write(request, hub: hub, id: nil, ifMatch: nil)
+        try await write(request, hub: context.hub, id: nil, ifMatch: nil)
     }
 
-    @Sendable func createOrUpdate(_ request: Request, context: IngressContext) async throws -> Response {
-        let hub = try access.authorize(request, hub: try context.parameters.require("hub"), .listen)
+    @Sendable func createOrUpdate(_ request: Request, context: HubRequestContext) async throws -> Response {
         let id = try context.parameters.require("id")
         guard !id.lowercased().hasPrefix(Registration.installationPrefix) else {
             throw HubAPIError(
                 .forbidden,
                 "registration \(id): ids starting with \(Registration.installationPrefix) belong to installations; change the installation instead")
         }
-        return try await write(request, hub: hub, id: id, ifMatch: try Self.ifMatch(request))
+        return try await write(request, hub: context.hub, id: id, ifMatch: try Self.ifMatch(request))
     }
 
     private func write(_ request: Request, hub: HubsConfiguration.Hub, id given: String?, ifMatch: Int64?) async throws -> Response {
@@ -69,8 +75,8 @@ struct RegistrationController: Sendable {
         return Self.atom(RegistrationDescription.entry(stored, base: access.base(request, hub.name)), etag: stored.version)
     }
 
-    @Sendable func read(_ request: Request, context: IngressContext) async throws -> Response {
-        let hub = try access.authorize(request, hub: try context.parameters.require("hub"), .listen)
+    @Sendable func read(_ request: Request, context: HubRequestContext) async throws -> Response {
+        let hub = context.hub
         let id = try context.parameters.require("id")
         guard let registration = try await store.registration(hub: hub.name, id: id) else {
             throw HubAPIError(.notFound, "registration \(id) not found")
@@ -78,8 +84,8 @@ struct RegistrationController: Sendable {
         return Self.atom(RegistrationDescription.entry(registration, base: access.base(request, hub.name)), etag: registration.version)
     }
 
-    @Sendable func delete(_ request: Request, context: IngressContext) async throws -> Response {
-        let hub = try access.authorize(request, hub: try context.parameters.require("hub"), .listen)
+    @Sendable func delete(_ request: Request, context: HubRequestContext) async throws -> Response {
+        let hub = context.hub
         let id = try context.parameters.require("id")
         let ifMatch = try Self.ifMatch(request)
         guard try await storeCall({ try await store.deleteRegistration(hub: hub.name, id: id, ifMatch: ifMatch) }) else {
@@ -88,21 +94,18 @@ struct RegistrationController: Sendable {
         return Response(status: .ok)
     }
 
-    @Sendable func list(_ request: Request, context: IngressContext) async throws -> Response {
-        let hubName = try context.parameters.require("hub")
+    @Sendable func list(_ request: Request, context: HubRequestContext) async throws -> Response {
+        // `listingRight` asked Listen with `$filter` and Manage without.
         if let filter = request.uri.queryParameters.get("$filter") {
-            let hub = try access.authorize(request, hub: hubName, .listen)
-            return try await page(request, hub: hub, query: .handle(try Self.channel(in: filter)))
+            return try await page(request, hub: context.hub, query: .handle(try Self.channel(in: filter)))
         }
-        let hub = try access.authorize(request, hub: hubName, .manage)
-        return try await page(request, hub: hub, query: .all)
+        return try await page(request, hub: context.hub, query: .all)
     }
 
-    @Sendable func listByTag(_ request: Request, context: IngressContext) async throws -> Response {
-        let hub = try access.authorize(request, hub: try context.parameters.require("hub"), .manage)
+    @Sendable func listByTag(_ request: Request, context: HubRequestContext) async throws -> Response {
         let tag = try context.parameters.require("tag")
         do { try Tags.validate([tag], field: "tag") } catch { throw HubAPIError.invalid(error) }
-        return try await page(request, hub: hub, query: .tagExpression(.tag(tag)))
+        return try await page(request, hub: context.hub, query: .tagExpression(.tag(tag)))
     }
 
     private func page(_ request: Request, hub: HubsConfiguration.Hub, query: RegistrationQuery) async throws -> Response {

@@ -17,22 +17,23 @@ struct MessageController: Sendable {
     /// How far ahead a send may be scheduled.
     static let scheduleHorizon: TimeInterval = 7 * 24 * 3600
 
-    func addRoutes(to router: Router<IngressContext>) {
-        router.post("{hub}/messages", use: send)
-        router.post("{hub}/messages/$batch", use: sendBatch)
-        router.get("{hub}/messages/{id}", use: details)
-        router.post("{hub}/schedulednotifications", use: schedule)
-        router.delete("{hub}/schedulednotifications/{id}", use: cancel)
+    func addRoutes(to routes: HubRoutes) {
+        let group = routes.requiring(.send)
+        group.post("{hub}/messages", use: send)
+        group.post("{hub}/messages/$batch", use: sendBatch)
+        group.get("{hub}/messages/{id}", use: details)
+        group.post("{hub}/schedulednotifications", use: schedule)
+        group.delete("{hub}/schedulednotifications/{id}", use: cancel)
     }
 
-    @Sendable func send(_ request: Request, context: IngressContext) async throws -> Response {
-        let hub = try access.authorize(request, hub: try context.parameters.require("hub"), .send)
+    @Sendable func send(_ request: Request, context: HubRequestContext) async throws -> Response {
+        let hub = context.hub
         let sendRequest = try await build(request, hub: hub, direct: request.uri.queryParameters.has("direct"))
         return try await publish(sendRequest, hub: hub, request, context)
     }
 
     /// Queues a checked send: 201 once Kafka acknowledged it, 503 with Retry-After when not.
-    private func publish(_ sendRequest: SendRequest, hub: HubsConfiguration.Hub, _ request: Request, _ context: IngressContext) async throws
+    private func publish(_ sendRequest: SendRequest, hub: HubsConfiguration.Hub, _ request: Request, _ context: HubRequestContext) async throws
         -> Response
     {
         do {
@@ -48,8 +49,8 @@ struct MessageController: Sendable {
 
     /// `POST /{hub}/messages/$batch?direct`: one notification to up to 1,000 device handles, as
     /// `multipart/mixed` with a `notification` part and a `devices` part (a JSON list of handles).
-    @Sendable func sendBatch(_ request: Request, context: IngressContext) async throws -> Response {
-        let hub = try access.authorize(request, hub: try context.parameters.require("hub"), .send)
+    @Sendable func sendBatch(_ request: Request, context: HubRequestContext) async throws -> Response {
+        let hub = context.hub
         guard request.uri.queryParameters.has("direct") else {
             throw HubAPIError(.badRequest, "$batch sends are direct sends: add ?direct")
         }
@@ -91,8 +92,8 @@ struct MessageController: Sendable {
     }
 
     /// `POST /{hub}/schedulednotifications`: kept until `ServiceBusNotification-ScheduleTime`.
-    @Sendable func schedule(_ request: Request, context: IngressContext) async throws -> Response {
-        let hub = try access.authorize(request, hub: try context.parameters.require("hub"), .send)
+    @Sendable func schedule(_ request: Request, context: HubRequestContext) async throws -> Response {
+        let hub = context.hub
         guard let schedules else { throw HubAPIError(.serviceUnavailable, "scheduled sends need the store") }
         guard let text = request.headers[.scheduleTime], let due = RFC3339.parse(text) else {
             throw HubAPIError(
@@ -107,8 +108,8 @@ struct MessageController: Sendable {
         return created(request, hub: hub.name, collection: "schedulednotifications", id: sendRequest.notificationId)
     }
 
-    @Sendable func cancel(_ request: Request, context: IngressContext) async throws -> Response {
-        let hub = try access.authorize(request, hub: try context.parameters.require("hub"), .send)
+    @Sendable func cancel(_ request: Request, context: HubRequestContext) async throws -> Response {
+        let hub = context.hub
         let id = try context.parameters.require("id")
         guard let schedules, try await schedules.cancelScheduled(hub: hub.name, notificationId: id) else {
             throw HubAPIError(.notFound, "no scheduled notification \(id) waiting to be sent")
@@ -145,8 +146,8 @@ struct MessageController: Sendable {
             ])
     }
 
-    @Sendable func details(_ request: Request, context: IngressContext) async throws -> Response {
-        let hub = try access.authorize(request, hub: try context.parameters.require("hub"), .send)
+    @Sendable func details(_ request: Request, context: HubRequestContext) async throws -> Response {
+        let hub = context.hub
         let id = try context.parameters.require("id")
         guard let outcomes, let outcome = try await outcomes.notification(hub: hub.name, id: id) else {
             throw HubAPIError(.notFound, "notification \(id) not found")

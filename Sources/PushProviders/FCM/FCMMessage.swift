@@ -49,16 +49,60 @@ public enum FCMMessage {
         return "\(value)"
     }
 
+    /// The request for one device on `url`, without its authorization, or why FCM would refuse it.
+    static func make(_ delivery: PNSDelivery, url: String) -> Result<PNSRequest, Failure> {
+        let body: Data
+        do { body = try request(body: delivery.body, format: delivery.format == .gcm ? "gcm" : "fcmv1", token: delivery.handle) } catch {
+            return .failure(error)
+        }
+        guard body.count <= FCMProvider.maximumPayload + 512 else { return .failure(Failure(message: "message too big")) }
+        return .success(PNSRequest(.url(url), headers: [("content-type", "application/json")], body: body))
+    }
+
     /// FCM v1 answers: HTTP status and the `error.status` / `FcmError.errorCode` of the body.
-    public static func classify(status: Int, errorCode: String?, retryAfter: Duration? = nil) -> PNSClassification {
+    public static func classify(status: Int, errorCode: FCMErrorCode?, retryAfter: Duration? = nil) -> PNSClassification {
         switch (status, errorCode) {
         case (200, _): .delivered
-        case (404, _), (_, "UNREGISTERED"): .invalidHandle
-        case (400, "INVALID_ARGUMENT"), (400, nil): .payloadRejected
-        case (429, _), (_, "QUOTA_EXCEEDED"): .throttled(retryAfter: retryAfter)
-        case (503, _), (500, _), (_, "UNAVAILABLE"), (_, "INTERNAL"): .retry(retryAfter: retryAfter)
-        case (401, _), (403, "SENDER_ID_MISMATCH"), (_, "THIRD_PARTY_AUTH_ERROR"): .misconfigured(errorCode ?? "UNAUTHENTICATED")
+        case (401, .unauthenticated), (401, nil): .renewToken
+        case (404, _), (_, .unregistered): .invalidHandle
+        case (400, .invalidArgument), (400, nil): .payloadRejected
+        case (429, _), (_, .quotaExceeded): .throttled(retryAfter: retryAfter)
+        case (503, _), (500, _), (_, .unavailable), (_, .internal): .retry(retryAfter: retryAfter)
+        case (401, _), (403, .senderIdMismatch), (_, .thirdPartyAuthError): .misconfigured(.refusedByPNS(errorCode?.description ?? "UNAUTHENTICATED"))
         default: .unknown(errorCode.map { "\(status) \($0)" } ?? String(status))
         }
+    }
+
+    /// `FcmError.errorCode` from the details, else the error's `status`.
+    static func errorCode(_ response: PNSResponse) -> FCMErrorCode? {
+        guard let error = response.json?["error"] as? [String: Any] else { return nil }
+        for detail in (error["details"] as? [[String: Any]]) ?? [] {
+            if let code = detail["errorCode"] as? String { return FCMErrorCode(code) }
+        }
+        return (error["status"] as? String).map(FCMErrorCode.init)
+    }
+}
+
+/// An FCM v1 error code (`FcmError.errorCode`, or the error's gRPC `status`); `unknown` keeps
+/// one this build does not know by name.
+public enum FCMErrorCode: Sendable, Hashable, CustomStringConvertible {
+    case unspecifiedError, invalidArgument, unregistered, senderIdMismatch, quotaExceeded, unavailable, `internal`, thirdPartyAuthError
+    case unauthenticated, permissionDenied, notFound
+    case unknown(String)
+
+    /// Each known code with FCM's spelling.
+    static let names: [(FCMErrorCode, String)] = [
+        (.unspecifiedError, "UNSPECIFIED_ERROR"), (.invalidArgument, "INVALID_ARGUMENT"), (.unregistered, "UNREGISTERED"),
+        (.senderIdMismatch, "SENDER_ID_MISMATCH"), (.quotaExceeded, "QUOTA_EXCEEDED"), (.unavailable, "UNAVAILABLE"), (.internal, "INTERNAL"),
+        (.thirdPartyAuthError, "THIRD_PARTY_AUTH_ERROR"), (.unauthenticated, "UNAUTHENTICATED"), (.permissionDenied, "PERMISSION_DENIED"),
+        (.notFound, "NOT_FOUND"),
+    ]
+    private static let byName = Dictionary(uniqueKeysWithValues: names.map { ($0.1, $0.0) })
+
+    public init(_ name: String) { self = Self.byName[name] ?? .unknown(name) }
+
+    public var description: String {
+        if case .unknown(let name) = self { return name }
+        return Self.names.first { $0.0 == self }?.1 ?? ""
     }
 }

@@ -243,7 +243,7 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler {
         }
         stream.promise.succeed(
             PNSHTTPClient.Response(
-                status: status, headers: stream.headers, body: stream.body.map { Data($0.readableBytesView) } ?? Data()))
+                status: status, headers: PNSHeaderFields(stream.headers), body: stream.body.map { Data($0.readableBytesView) } ?? Data()))
     }
 
     private func fail(_ id: HTTP2StreamID, _ error: any Error) {

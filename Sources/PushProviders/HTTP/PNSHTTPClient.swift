@@ -8,13 +8,8 @@ import Synchronization
 
 /// The HTTP client every provider sends through: HTTP/2 over TLS where the server offers it
 /// (APNs, FCM), pooled HTTP/1.1 connections otherwise; a bounded time per request.
-public final class PNSHTTPClient: Sendable {
-    /// A PNS's answer, the body read whole (PNS answers are small).
-    public struct Response: Sendable {
-        public var status: Int
-        public var headers: HTTPHeaders
-        public var body: Data
-    }
+public final class PNSHTTPClient: PNSTransport {
+    public typealias Response = PNSResponse
 
     public struct Failure: Error, Sendable, CustomStringConvertible {
         public var description: String
@@ -66,7 +61,14 @@ public final class PNSHTTPClient: Sendable {
         return try await inSlot {
             let response = try await client.execute(request, timeout: requestTimeout)
             let bytes = try await response.body.collect(upTo: 64 * 1024)
-            return Response(status: Int(response.status.code), headers: response.headers, body: Data(bytes.readableBytesView))
+            return Response(status: Int(response.status.code), headers: PNSHeaderFields(response.headers), body: Data(bytes.readableBytesView))
+        }
+    }
+
+    public func send(_ request: PNSRequest) async throws -> PNSResponse {
+        switch request.target {
+        case .url(let url): try await send(.POST, url, headers: request.headers.pairs, body: request.body)
+        case .http2(let origin, let path): try await sendHTTP2(origin: origin, path: path, headers: request.headers.pairs, body: request.body)
         }
     }
 
@@ -90,14 +92,6 @@ public final class PNSHTTPClient: Sendable {
         await slots.acquire()
         defer { slots.release() }
         return try await request()
-    }
-
-    /// Posts `application/x-www-form-urlencoded` fields and decodes the JSON answer (OAuth token endpoints).
-    public func postForm(_ url: String, _ fields: [(String, String)]) async throws -> Response {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        let form = fields.map { "\($0.0)=\($0.1.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")" }.joined(separator: "&")
-        return try await send(.POST, url, headers: [("content-type", "application/x-www-form-urlencoded")], body: Data(form.utf8))
     }
 
     public func shutdown() async {
@@ -157,19 +151,8 @@ final class RequestSlots: Sendable {
     }
 }
 
-extension PNSHTTPClient.Response {
-    /// The body as a JSON object, when it is one.
-    var json: [String: Any]? { JSONLimits.dictionary(body) }
-}
-
-/// An OAuth 2.0 token endpoint answer: `access_token` and `expires_in`.
-enum OAuthTokenAnswer {
-    static func parse(_ response: PNSHTTPClient.Response, endpoint: String) throws -> (accessToken: String, expiresIn: TimeInterval) {
-        guard response.status == 200, let object = response.json, let token = object["access_token"] as? String, !token.isEmpty else {
-            let error = (response.json?["error"] as? String) ?? "HTTP \(response.status)"
-            throw PNSHTTPClient.Failure(description: "the token endpoint \(endpoint) refused the credentials: \(error)")
-        }
-        let expiresIn = (object["expires_in"] as? NSNumber)?.doubleValue ?? 3600
-        return (token, expiresIn)
+extension PNSHeaderFields {
+    init(_ headers: HTTPHeaders) {
+        self.init(headers.map { ($0.name, $0.value) })
     }
 }

@@ -1,0 +1,2 @@
+// PushFuzzing: the fuzz targets' harness: each parser that takes input from outside as one
+// target, for `pushhub-fuzz` (docs/security.md).

@@ -1,0 +1,37 @@
+import PushStore
+
+/// The parts of the store the ingress uses, each named. A part the routes need is a required
+/// member; the optional ones are left out by choice, and what their routes answer then is
+/// written here, so nothing depends on what else one store type happens to be.
+public struct IngressStores: Sendable {
+    /// Installations and registrations (the hub API, `/api/register`).
+    public var registrations: any RegistrationStore
+    /// The app-backend API's users, for Basic logins.
+    public var users: any UserStore
+    /// Per-notification outcomes. Without them sends are not recorded and
+    /// `GET /{hub}/messages/{id}` answers 404.
+    public var outcomes: (any OutcomeStore)?
+    /// Scheduled sends. Without them `POST /{hub}/schedulednotifications` answers 503 and
+    /// cancelling one answers 404.
+    public var schedules: (any ScheduleStore)?
+    /// Rich payloads. Without them `POST /api/notifications/rich` answers 503 and fetching one
+    /// answers 404.
+    public var richPayloads: (any RichPayloadStore)?
+
+    /// Each part given on its own; pass nil to leave an optional part out.
+    public init(
+        registrations: any RegistrationStore, users: any UserStore, outcomes: (any OutcomeStore)?, schedules: (any ScheduleStore)?,
+        richPayloads: (any RichPayloadStore)?
+    ) {
+        self.registrations = registrations
+        self.users = users
+        self.outcomes = outcomes
+        self.schedules = schedules
+        self.richPayloads = richPayloads
+    }
+
+    /// Every part from one store that keeps them all, such as `SQLRegistrationStore`.
+    public init(_ store: some RegistrationStore & OutcomeStore & ScheduleStore & RichPayloadStore) {
+        self.init(registrations: store, users: store, outcomes: store, schedules: store, richPayloads: store)
+    }
+}

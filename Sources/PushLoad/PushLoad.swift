@@ -1,0 +1,1 @@
+// PushLoad: the load generator (`pushhub load`) and the benchmarks.

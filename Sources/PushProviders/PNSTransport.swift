@@ -1,0 +1,105 @@
+import Foundation
+import PushModel
+
+/// Header fields of a PNS request or answer, in order; names compare without case.
+public struct PNSHeaderFields: Sendable, Equatable, ExpressibleByArrayLiteral {
+    public var fields: [Field]
+
+    public struct Field: Sendable, Equatable {
+        public var name: String
+        public var value: String
+    }
+
+    public init(_ fields: [(String, String)] = []) {
+        self.fields = fields.map { Field(name: $0.0, value: $0.1) }
+    }
+
+    public init(arrayLiteral elements: (String, String)...) { self.init(elements) }
+
+    /// The first value of `name`, whatever its case.
+    public func first(name: String) -> String? {
+        fields.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+    }
+
+    public mutating func add(_ name: String, _ value: String) { fields.append(Field(name: name, value: value)) }
+
+    /// The names and values as pairs, for a client that takes them so.
+    public var pairs: [(String, String)] { fields.map { ($0.name, $0.value) } }
+}
+
+/// One request to a PNS as a provider builds it: pure data, sent by a `PNSTransport`.
+public struct PNSRequest: Sendable, Equatable {
+    /// Where the request goes.
+    public enum Target: Sendable, Equatable {
+        /// A whole URL (FCM, WNS, Web Push, token endpoints).
+        case url(String)
+        /// A path on an HTTP/2 origin, `https://host[:port]` (APNs), sent on shared connections.
+        case http2(origin: String, path: String)
+    }
+
+    public var target: Target
+    public var headers: PNSHeaderFields
+    public var body: Data
+
+    public init(_ target: Target, headers: PNSHeaderFields, body: Data) {
+        self.target = target
+        self.headers = headers
+        self.body = body
+    }
+
+    /// An `application/x-www-form-urlencoded` POST (OAuth token endpoints).
+    public static func form(_ url: String, _ fields: [(String, String)]) -> PNSRequest {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        let form = fields.map { "\($0.0)=\($0.1.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")" }.joined(separator: "&")
+        return PNSRequest(.url(url), headers: [("content-type", "application/x-www-form-urlencoded")], body: Data(form.utf8))
+    }
+}
+
+/// A PNS's answer, the body read whole (PNS answers are small).
+public struct PNSResponse: Sendable {
+    public var status: Int
+    public var headers: PNSHeaderFields
+    public var body: Data
+
+    public init(status: Int, headers: PNSHeaderFields = [], body: Data = Data()) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// The body as a JSON object, when it is one.
+    var json: [String: Any]? { JSONLimits.dictionary(body) }
+
+    /// `Retry-After`, when the PNS sent one PushHub can read.
+    var retryAfter: Duration? { RetryAfter.parse(headers.first(name: "retry-after")) }
+}
+
+/// How providers reach a PNS. `PNSHTTPClient` sends over the network; tests answer in memory.
+/// Every request is a POST. Throws on transport failures and time-outs, which are retried.
+public protocol PNSTransport: Sendable {
+    func send(_ request: PNSRequest) async throws -> PNSResponse
+}
+
+/// An OAuth 2.0 token endpoint answer: `access_token` and `expires_in`.
+enum OAuthTokenAnswer {
+    struct Refused: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    static func parse(_ response: PNSResponse, endpoint: String) throws -> (accessToken: String, expiresIn: TimeInterval) {
+        guard response.status == 200, let object = response.json, let token = object["access_token"] as? String, !token.isEmpty else {
+            let error = (response.json?["error"] as? String) ?? "HTTP \(response.status)"
+            throw Refused(description: "the token endpoint \(endpoint) refused the credentials: \(error)")
+        }
+        let expiresIn = (object["expires_in"] as? NSNumber)?.doubleValue ?? 3600
+        return (token, expiresIn)
+    }
+
+    /// Posts `fields` to `endpoint` through `transport` and reads the token.
+    static func fetch(_ endpoint: String, _ fields: [(String, String)], through transport: any PNSTransport) async throws -> (
+        accessToken: String, expiresIn: TimeInterval
+    ) {
+        try parse(await transport.send(.form(endpoint, fields)), endpoint: endpoint)
+    }
+}

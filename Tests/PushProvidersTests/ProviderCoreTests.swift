@@ -1,0 +1,164 @@
+import Crypto
+import Foundation
+import PushConfiguration
+import PushModel
+import PushProviders
+import Synchronization
+import Testing
+
+/// A transport that answers from a script and keeps every request: providers without a network.
+final class ScriptedTransport: PNSTransport {
+    private let state: Mutex<(requests: [PNSRequest], answers: [PNSResponse])>
+    /// Answers to token-endpoint form posts, `access-1`, `access-2`, …
+    private let tokens = Atomic<Int>(0)
+
+    init(_ answers: [PNSResponse]) { state = Mutex(([], answers)) }
+
+    var requests: [PNSRequest] { state.withLock { $0.requests } }
+    /// The requests to the PNS, token requests left out.
+    var pushes: [PNSRequest] { requests.filter { $0.headers.first(name: "content-type") != "application/x-www-form-urlencoded" } }
+
+    func send(_ request: PNSRequest) async throws -> PNSResponse {
+        if request.headers.first(name: "content-type") == "application/x-www-form-urlencoded" {
+            state.withLock { $0.requests.append(request) }
+            let number = tokens.add(1, ordering: .relaxed).newValue
+            return PNSResponse(status: 200, body: Data(#"{"access_token":"access-\#(number)","expires_in":3600}"#.utf8))
+        }
+        return state.withLock { state in
+            state.requests.append(request)
+            return state.answers.isEmpty ? PNSResponse(status: 200) : state.answers.removeFirst()
+        }
+    }
+}
+
+@Suite("Providers' requests and answers, without a network")
+struct ProviderCoreTests {
+    static let token = String(repeating: "ab", count: 32)
+
+    static func apns(_ transport: ScriptedTransport, clock: TestClock = TestClock()) throws -> APNsProvider {
+        let credentials = APNsCredentials(
+            keyId: "KEY1234567", teamId: "TEAM123456", bundleId: "com.example.app", environment: .sandbox,
+            privateKey: P256.Signing.PrivateKey().pemRepresentation, endpoint: "https://apns.test:2197")
+        return try APNsProvider(hubs: ["MyHub": credentials], transport: transport, now: { clock.now })
+    }
+
+    static func delivery(
+        _ handle: String = token, body: String = #"{"aps":{"alert":"hi"}}"#, format: NotificationFormat = .apple, headers: [String: String] = [:]
+    ) -> PNSDelivery {
+        PNSDelivery(hub: "myhub", notificationId: "n-1", handle: handle, format: format, body: body, headers: headers)
+    }
+
+    @Test("APNs: typed headers on the wire, the path carries the token, the provider token is the authorization")
+    func apnsRequest() async throws {
+        let transport = ScriptedTransport([])
+        let answer = await try Self.apns(transport).deliver(
+            Self.delivery(headers: ["apns-priority": "5", "apns-id": "6F0C8D3E-51A9-4A84-9C36-2F1B7CF0E0A1"]))
+        #expect(answer == PNSAnswer(.delivered, status: 200))
+        let request = try #require(transport.pushes.first)
+        #expect(request.target == .http2(origin: "https://apns.test:2197", path: "/3/device/\(Self.token)"))
+        #expect(request.headers.first(name: "apns-push-type") == "alert" && request.headers.first(name: "apns-priority") == "5")
+        #expect(request.headers.first(name: "apns-topic") == "com.example.app")
+        #expect(request.headers.first(name: "apns-id") == "6F0C8D3E-51A9-4A84-9C36-2F1B7CF0E0A1")
+        #expect(request.headers.first(name: "apns-collapse-id") == "n-1", "derived from the notification id")
+        #expect(request.headers.first(name: "authorization")?.hasPrefix("bearer ey") == true)
+    }
+
+    @Test(
+        "APNs: what APNs would refuse is never sent",
+        arguments: [
+            (delivery("not-hex"), PNSAnswer(.invalidHandle, reason: "BadDeviceToken")),
+            (delivery(headers: ["apns-push-type": "telepathy"]), PNSAnswer(.payloadRejected, reason: "InvalidPushType")),
+            (delivery(headers: ["apns-priority": "7"]), PNSAnswer(.payloadRejected, reason: "BadPriority")),
+            (delivery(headers: ["apns-expiration": "soon"]), PNSAnswer(.payloadRejected, reason: "BadExpirationDate")),
+            (delivery(headers: ["apns-collapse-id": String(repeating: "c", count: 65)]), PNSAnswer(.payloadRejected, reason: "BadCollapseId")),
+            (delivery(headers: ["apns-id": "nope"]), PNSAnswer(.payloadRejected, reason: "BadMessageId")),
+            (delivery(body: String(repeating: "x", count: 4097)), PNSAnswer(.payloadRejected, reason: "PayloadTooLarge")),
+        ])
+    func apnsRefusals(_ delivery: PNSDelivery, _ expected: PNSAnswer) async throws {
+        let transport = ScriptedTransport([])
+        #expect(await try Self.apns(transport).deliver(delivery) == expected)
+        #expect(transport.pushes.isEmpty)
+    }
+
+    @Test("APNs: a VoIP push may be 5 KB, as the ingress allows; a background payload gets priority 5")
+    func apnsTypes() async throws {
+        let transport = ScriptedTransport([])
+        let provider = try Self.apns(transport)
+        let voip = Self.delivery(body: #"{"x":""# + String(repeating: "v", count: 5000) + #""}"#, headers: ["apns-push-type": "voip"])
+        #expect(await provider.deliver(voip).classification == .delivered)
+        #expect(await provider.deliver(Self.delivery(body: #"{"aps":{"content-available":1}}"#)).classification == .delivered)
+        let sent = transport.pushes
+        #expect(sent.count == 2)
+        #expect(sent[0].headers.first(name: "apns-push-type") == "voip" && sent[0].body.count > 4096)
+        #expect(sent[1].headers.first(name: "apns-push-type") == "background" && sent[1].headers.first(name: "apns-priority") == "5")
+    }
+
+    @Test("APNs: ExpiredProviderToken renews the token and is not resent by the provider; the next send carries the new one")
+    func apnsRenewal() async throws {
+        let clock = TestClock()
+        let expired = PNSResponse(status: 403, body: Data(#"{"reason":"ExpiredProviderToken"}"#.utf8))
+        let transport = ScriptedTransport([expired])
+        let provider = try Self.apns(transport, clock: clock)
+        let refused = await provider.deliver(Self.delivery())
+        #expect(refused == PNSAnswer(.renewToken, status: 403, reason: "ExpiredProviderToken"))
+        #expect(transport.pushes.count == 1, "one request: the worker resends")
+        clock.advance(1)
+        #expect(await provider.deliver(Self.delivery()).classification == .delivered)
+        let authorizations = transport.pushes.map { $0.headers.first(name: "authorization") }
+        #expect(authorizations.count == 2 && authorizations[0] != authorizations[1], "a new provider token")
+    }
+
+    @Test("APNs: a hub without credentials is named in the reason, and nothing is sent")
+    func apnsNoCredentials() async throws {
+        let transport = ScriptedTransport([])
+        var delivery = Self.delivery()
+        delivery.hub = "otherhub"
+        let answer = await try Self.apns(transport).deliver(delivery)
+        #expect(answer.classification == .misconfigured(.noCredentials(hub: "otherhub", platform: .apns)))
+        #expect(answer.reason == "NoCredentials: hub otherhub has no APNs credentials")
+        #expect(transport.requests.isEmpty)
+    }
+
+    static func fcm(_ transport: ScriptedTransport) throws -> FCMProvider {
+        let credentials = FCMCredentials(
+            projectId: "proj", clientEmail: "svc@proj.iam.gserviceaccount.com", privateKey: FCMTests.rsaPEM,
+            tokenURI: "https://oauth.test/token", endpoint: "https://fcm.test")
+        return try FCMProvider(hubs: ["myhub": credentials], transport: transport)
+    }
+
+    @Test("FCM: a 401 drops the access token and answers renewToken; the next send fetches a new one")
+    func fcmRenewal() async throws {
+        let unauthenticated = PNSResponse(status: 401, body: Data(#"{"error":{"code":401,"status":"UNAUTHENTICATED"}}"#.utf8))
+        let transport = ScriptedTransport([unauthenticated])
+        let provider = try Self.fcm(transport)
+        let delivery = Self.delivery("fcm-token", body: #"{"notification":{"title":"hi"}}"#, format: .fcmv1)
+        #expect(await provider.deliver(delivery) == PNSAnswer(.renewToken, status: 401, reason: "UNAUTHENTICATED"))
+        #expect(transport.pushes.count == 1, "not resent inside the provider")
+        #expect(await provider.deliver(delivery).classification == .delivered)
+        let pushes = transport.pushes
+        #expect(pushes[0].target == .url("https://fcm.test/v1/projects/proj/messages:send"))
+        #expect(pushes.map { $0.headers.first(name: "authorization") } == ["Bearer access-1", "Bearer access-2"])
+        let message = try #require(
+            (try JSONSerialization.jsonObject(with: pushes[1].body) as? [String: Any])?["message"] as? [String: Any])
+        #expect(message["token"] as? String == "fcm-token")
+    }
+
+    @Test("WNS: typed X-WNS-Type and its content type; a 401 renews the token without a resend")
+    func wns() async throws {
+        let transport = ScriptedTransport([PNSResponse(status: 401)])
+        let provider = WNSProvider(
+            hubs: ["myhub": WNSCredentials(packageSid: "ms-app://s-1", secret: "secret", tokenURI: "https://login.test/token")],
+            endpoints: ["myhub": EndpointPolicy(wnsHosts: ["*.notify.test"])], transport: transport)
+        let delivery = Self.delivery("https://db5.notify.test/channel/1", body: "abc", format: .windows, headers: ["X-WNS-Type": "WNS/RAW"])
+        let first = await provider.deliver(delivery)
+        #expect(first.classification == .renewToken)
+        #expect(await provider.deliver(delivery).classification == .delivered)
+        let pushes = transport.pushes
+        #expect(pushes.count == 2)
+        #expect(pushes[1].headers.first(name: "content-type") == "application/octet-stream")
+        #expect(pushes.map { $0.headers.first(name: "authorization") } == ["Bearer access-1", "Bearer access-2"])
+        let refused = await provider.deliver(
+            Self.delivery("https://db5.notify.test/channel/1", format: .windows, headers: ["X-WNS-Type": "wns/other"]))
+        #expect(refused.classification == .payloadRejected && transport.pushes.count == 2)
+    }
+}

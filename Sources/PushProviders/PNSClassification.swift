@@ -86,3 +86,21 @@ extension Platform {
         }
     }
 }
+
+/// A PNS's reason or error code: those this build knows by name, and `unknown` for one the PNS
+/// adds later, kept as it was spelled.
+public protocol PNSReasonCode: Sendable, Hashable, CustomStringConvertible {
+    /// Each known code with the PNS's spelling.
+    static var names: [(Self, String)] { get }
+    static func unknown(_ name: String) -> Self
+    /// The spelling of an unknown code; nil for a known one.
+    var unknownName: String? { get }
+}
+
+extension PNSReasonCode {
+    /// The code spelled `name`.
+    public init(_ name: String) { self = Self.names.first { $0.1 == name }?.0 ?? .unknown(name) }
+
+    /// The PNS's spelling.
+    public var description: String { unknownName ?? Self.names.first { $0.0 == self }?.1 ?? "" }
+}

@@ -1,6 +1,6 @@
 /// A `reason` APNs answers with, as Apple documents them; `unknown` keeps one this build does
 /// not know by name.
-public enum APNsReason: Error, Sendable, Hashable, CustomStringConvertible {
+public enum APNsReason: Error, PNSReasonCode {
     case badCollapseId, badDeviceToken, badExpirationDate, badMessageId, badPriority, badTopic, deviceTokenNotForTopic
     case duplicateHeaders, idleTimeout, invalidPushType, missingDeviceToken, missingTopic, payloadEmpty, topicDisallowed
     case badCertificate, badCertificateEnvironment, expiredProviderToken, forbidden, invalidProviderToken, missingProviderToken
@@ -9,7 +9,7 @@ public enum APNsReason: Error, Sendable, Hashable, CustomStringConvertible {
     case unknown(String)
 
     /// Each known reason with Apple's spelling.
-    static let names: [(APNsReason, String)] = [
+    public static let names: [(APNsReason, String)] = [
         (.badCollapseId, "BadCollapseId"), (.badDeviceToken, "BadDeviceToken"), (.badExpirationDate, "BadExpirationDate"),
         (.badMessageId, "BadMessageId"), (.badPriority, "BadPriority"), (.badTopic, "BadTopic"),
         (.deviceTokenNotForTopic, "DeviceTokenNotForTopic"), (.duplicateHeaders, "DuplicateHeaders"), (.idleTimeout, "IdleTimeout"),
@@ -22,14 +22,10 @@ public enum APNsReason: Error, Sendable, Hashable, CustomStringConvertible {
         (.tooManyRequests, "TooManyRequests"), (.internalServerError, "InternalServerError"), (.serviceUnavailable, "ServiceUnavailable"),
         (.shutdown, "Shutdown"),
     ]
-    private static let byName = Dictionary(uniqueKeysWithValues: names.map { ($0.1, $0.0) })
 
-    public init(_ name: String) { self = Self.byName[name] ?? .unknown(name) }
-
-    /// Apple's spelling.
-    public var description: String {
+    public var unknownName: String? {
         if case .unknown(let name) = self { return name }
-        return Self.names.first { $0.0 == self }?.1 ?? ""
+        return nil
     }
 }
 

@@ -85,24 +85,21 @@ public enum FCMMessage {
 
 /// An FCM v1 error code (`FcmError.errorCode`, or the error's gRPC `status`); `unknown` keeps
 /// one this build does not know by name.
-public enum FCMErrorCode: Sendable, Hashable, CustomStringConvertible {
+public enum FCMErrorCode: PNSReasonCode {
     case unspecifiedError, invalidArgument, unregistered, senderIdMismatch, quotaExceeded, unavailable, `internal`, thirdPartyAuthError
     case unauthenticated, permissionDenied, notFound
     case unknown(String)
 
     /// Each known code with FCM's spelling.
-    static let names: [(FCMErrorCode, String)] = [
+    public static let names: [(FCMErrorCode, String)] = [
         (.unspecifiedError, "UNSPECIFIED_ERROR"), (.invalidArgument, "INVALID_ARGUMENT"), (.unregistered, "UNREGISTERED"),
         (.senderIdMismatch, "SENDER_ID_MISMATCH"), (.quotaExceeded, "QUOTA_EXCEEDED"), (.unavailable, "UNAVAILABLE"), (.internal, "INTERNAL"),
         (.thirdPartyAuthError, "THIRD_PARTY_AUTH_ERROR"), (.unauthenticated, "UNAUTHENTICATED"), (.permissionDenied, "PERMISSION_DENIED"),
         (.notFound, "NOT_FOUND"),
     ]
-    private static let byName = Dictionary(uniqueKeysWithValues: names.map { ($0.1, $0.0) })
 
-    public init(_ name: String) { self = Self.byName[name] ?? .unknown(name) }
-
-    public var description: String {
+    public var unknownName: String? {
         if case .unknown(let name) = self { return name }
-        return Self.names.first { $0.0 == self }?.1 ?? ""
+        return nil
     }
 }

@@ -8,3 +8,29 @@ wait_for() {
   cat "$2" "$2.err" >&2 || true
   exit 1
 }
+
+# cpu_ticks PID: the user plus system CPU the process has used, in clock ticks (/proc/PID/stat).
+cpu_ticks() {
+  awk '{print $14 + $15}' "/proc/$1/stat"
+}
+
+# ticks_per_second: the clock ticks of cpu_ticks per second.
+ticks_per_second() {
+  getconf CLK_TCK
+}
+
+# run_measured FILE COMMAND...: runs COMMAND and writes the CPU seconds it and its children
+# used (user plus system, from wait4) to FILE.
+run_measured() {
+  local out=$1
+  shift
+  python3 - "$out" "$@" <<'PY'
+import os, subprocess, sys
+out, command = sys.argv[1], sys.argv[2:]
+process = subprocess.Popen(command)
+_, status, usage = os.wait4(process.pid, 0)
+with open(out, "w") as f:
+    f.write(f"{usage.ru_utime + usage.ru_stime:.3f}\n")
+sys.exit(os.waitstatus_to_exitcode(status))
+PY
+}

@@ -36,8 +36,14 @@ sleep 2
 # CPU per delivery, by process, from /proc/PID/stat around the worker run; the harness's own
 # from wait4.
 worker_before=$(cpu_ticks "$worker_pid"); sim_before=$(cpu_ticks "$sim_pid"); kafka_before=$(cpu_ticks "$kafka_pid")
+# PERF_OUT=file keeps a call-graph profile of the worker during the run (perf record -g).
+if [ -n "${PERF_OUT:-}" ]; then
+  perf record -F 499 -g -p "$worker_pid" -o "$PERF_OUT" >"$dir/perf.log" 2>&1 &
+  perf_pid=$!
+fi
 run_measured "$dir/harness-cpu" "$bin/pushhub" bench worker --platform apns --hub pushhub-dev --targets "$targets" | tee "$dir/bench"
 worker_ticks=$(($(cpu_ticks "$worker_pid") - worker_before)); sim_ticks=$(($(cpu_ticks "$sim_pid") - sim_before))
+if [ -n "${PERF_OUT:-}" ]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
 kafka_ticks=$(($(cpu_ticks "$kafka_pid") - kafka_before))
 rate=$(sed -n 's/^DELIVERIES_PER_SECOND=//p' "$dir/bench")
 rss_kb=$(awk '/VmHWM/ {print $2}' "/proc/$worker_pid/status")

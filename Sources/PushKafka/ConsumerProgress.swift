@@ -5,10 +5,11 @@
 /// It knows which generation of the assignment the consumer is in, the records fetched but not
 /// yet handed out, and per partition which handed-out records are done.
 struct ConsumerStateMachine: Sendable {
-    /// What the client does after a rebalance.
+    /// What the client does after the state machine saw a rebalance.
     enum RebalanceAction: Equatable, Sendable {
-        /// Take the new assignment (before any of its records is handed out).
-        case assign
+        /// Nothing more: the client took the new assignment before telling the state machine,
+        /// so every partition the machine lists is one librdkafka has (and can pause).
+        case none
         /// Commit what is done, then give the partitions up: another member starts on them next.
         case commitThenUnassign
     }
@@ -35,12 +36,12 @@ struct ConsumerStateMachine: Sendable {
 
     var assignment: [KafkaTopicPartition] { Array(partitions.keys) }
 
-    /// The group gave this member `assigned`.
+    /// The group gave this member `assigned`, and the client took it.
     mutating func assigned(_ assigned: [KafkaTopicPartition]) -> RebalanceAction {
         generation += 1
         partitions = Dictionary(assigned.map { ($0, OffsetProgress()) }) { first, _ in first }
         dropBuffer()
-        return .assign
+        return .none
     }
 
     /// The group took this member's partitions back (or the member is leaving).

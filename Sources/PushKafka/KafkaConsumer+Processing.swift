@@ -41,6 +41,15 @@ public struct AdmittedRecord<Item: Sendable>: Sendable {
     }
 }
 
+/// Thrown by a processing body whose work is done and kept, when only publishing it failed
+/// (Kafka away): retried with backoff for as long as it takes, never counted against the
+/// budget, since giving the record up would throw finished work away.
+public struct PublishPending: Error, Sendable, CustomStringConvertible {
+    public var underlying: any Error
+    public init(_ underlying: any Error) { self.underlying = underlying }
+    public var description: String { "publishing finished work: \(underlying)" }
+}
+
 /// Thrown by a processing body that leaves its record for the partition's next owner (shutdown
 /// came before it could finish): the record is neither retried nor marked done.
 public struct RecordLeftUnfinished: Error, Sendable {
@@ -76,7 +85,8 @@ extension KafkaConsumer {
     /// A `body` that throws `PermanentFailure`, or keeps throwing past `budget`, hands the
     /// record to `giveUp` with the reason (which dead-letters it), so no record holds its
     /// partition for ever; other errors are retried with capped backoff. A `giveUp` that
-    /// throws (Kafka away) is retried the same way. A body that throws `RecordLeftUnfinished`,
+    /// throws (Kafka away) is retried the same way. A body that throws `PublishPending` is
+    /// retried without a budget. A body or give-up that throws `RecordLeftUnfinished`,
     /// or a task that is cancelled, leaves the record for the partition's next owner, never
     /// skipped. At graceful shutdown no new record is started and those started are finished.
     /// Repeated failures are logged at most once per 10 s per kind, with a count of those not
@@ -121,7 +131,7 @@ extension KafkaConsumer {
             } catch is RecordLeftUnfinished {
                 return
             } catch {
-                if givingUp == nil {
+                if givingUp == nil, !(error is PublishPending) {
                     if let permanent = error as? PermanentFailure {
                         givingUp = permanent.reason
                         continue

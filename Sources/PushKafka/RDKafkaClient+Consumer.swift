@@ -125,15 +125,14 @@ private let rebalanceCallback:
         let event: Rebalance = code == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS ? .assigned(partitions(of: list)) : .revoked(partitions(of: list))
         let callbacks = ClientCallbacks.from(rk)
         let handler = callbacks?.rebalance.withLock { $0 }
-        let action: ConsumerStateMachine.RebalanceAction
-        if let handler {
-            action = handler(event)
-        } else {
-            action = code == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS ? .assign : .commitThenUnassign
-        }
+        // A new assignment is taken before the state machine hears of it, so a partition it
+        // lists can be paused at once; this runs on the fetch thread, so no record is handed
+        // out meanwhile.
+        if case .assigned = event { rd_kafka_assign(rk, list) }
+        let action = handler?(event) ?? (code == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS ? .none : .commitThenUnassign)
         switch action {
-        case .assign:
-            rd_kafka_assign(rk, list)
+        case .none:
+            break
         case .commitThenUnassign:
             // What is done must be committed before another member starts on these partitions.
             let commit = rd_kafka_commit(rk, nil, 0)

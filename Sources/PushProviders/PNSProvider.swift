@@ -48,11 +48,18 @@ public struct PNSAnswer: Sendable, Equatable {
     public var status: Int?
     /// The PNS's reason, or PushHub's when it did not send.
     public var reason: String?
+    /// How long the PNS took to answer, when a request was sent (not part of equality).
+    public var latency: Duration?
 
-    public init(_ classification: PNSClassification, status: Int? = nil, reason: String? = nil) {
+    public init(_ classification: PNSClassification, status: Int? = nil, reason: String? = nil, latency: Duration? = nil) {
         self.classification = classification
         self.status = status
         self.reason = reason
+        self.latency = latency
+    }
+
+    public static func == (lhs: PNSAnswer, rhs: PNSAnswer) -> Bool {
+        lhs.classification == rhs.classification && lhs.status == rhs.status && lhs.reason == rhs.reason
     }
 
     /// PushHub refused to send it: the target's data cannot be delivered.
@@ -76,6 +83,8 @@ public struct NotSent: Error, Sendable, Equatable {
     public var answer: PNSAnswer
 
     init(_ classification: PNSClassification, _ reason: String) { answer = .notSent(classification, reason) }
+
+    init(_ answer: PNSAnswer) { self.answer = answer }
 }
 
 /// One platform's client: delivers one push and classifies the answer. Providers hold the
@@ -83,6 +92,27 @@ public struct NotSent: Error, Sendable, Equatable {
 public protocol PushProvider: Sendable {
     var platform: Platform { get }
     func deliver(_ delivery: PNSDelivery) async -> PNSAnswer
+    /// Delivers one batch's pushes together; the answers are in the same order.
+    func deliverAll(_ deliveries: [PNSDelivery]) async -> [PNSAnswer]
+}
+
+extension PushProvider {
+    /// Each push on its own task, timed: for a provider without a batch path.
+    public func deliverAll(_ deliveries: [PNSDelivery]) async -> [PNSAnswer] {
+        await withTaskGroup(of: (Int, PNSAnswer).self) { group in
+            for (index, delivery) in deliveries.enumerated() {
+                group.addTask {
+                    let started = ContinuousClock.now
+                    var answer = await deliver(delivery)
+                    if answer.status != nil { answer.latency = ContinuousClock.now - started }
+                    return (index, answer)
+                }
+            }
+            var answers = [PNSAnswer?](repeating: nil, count: deliveries.count)
+            for await (index, answer) in group { answers[index] = answer }
+            return answers.map { $0! }
+        }
+    }
 }
 
 /// The `Retry-After` header: seconds, or an HTTP date.

@@ -75,10 +75,39 @@ public struct PNSResponse: Sendable {
     var retryAfter: Duration? { RetryAfter.parse(headers.first(name: "retry-after")) }
 }
 
+/// One request's answer, or why there was none, with the time it took.
+public typealias PNSExchange = (result: Result<PNSResponse, any Error>, latency: Duration)
+
 /// How providers reach a PNS. `PNSHTTPClient` sends over the network; tests answer in memory.
-/// Every request is a POST. Throws on transport failures and time-outs, which are retried.
+/// Every request is a POST. Transport failures and time-outs are errors, which are retried.
 public protocol PNSTransport: Sendable {
     func send(_ request: PNSRequest) async throws -> PNSResponse
+    /// Sends a batch's requests together; the answers are in the same order.
+    func sendAll(_ requests: [PNSRequest]) async -> [PNSExchange]
+}
+
+extension PNSTransport {
+    public func sendAll(_ requests: [PNSRequest]) async -> [PNSExchange] { await sendEach(requests) }
+
+    /// Each request on its own task: for a transport without a batch path.
+    func sendEach(_ requests: [PNSRequest]) async -> [PNSExchange] {
+        await withTaskGroup(of: (Int, PNSExchange).self) { group in
+            for (index, request) in requests.enumerated() {
+                group.addTask {
+                    let started = ContinuousClock.now
+                    do {
+                        let response = try await send(request)
+                        return (index, (.success(response), ContinuousClock.now - started))
+                    } catch {
+                        return (index, (.failure(error), ContinuousClock.now - started))
+                    }
+                }
+            }
+            var exchanges = [PNSExchange?](repeating: nil, count: requests.count)
+            for await (index, exchange) in group { exchanges[index] = exchange }
+            return exchanges.map { $0! }
+        }
+    }
 }
 
 /// An OAuth 2.0 token endpoint answer: `access_token` and `expires_in`.

@@ -24,8 +24,9 @@ public struct WorkerSettings: Sendable {
     public var maximumBackoff: Duration = .seconds(60)
     /// How long after enqueue a notification without `expiresAt` expires (Azure NH: 30 minutes).
     public var defaultExpiry: TimeInterval = 30 * 60
-    /// How long publishing a batch's results may keep failing before the batch is dead-lettered.
-    public var publishBudget = RetryBudget()
+    /// How long working a batch may keep failing (before its pushes went out) before it is
+    /// dead-lettered; publishing finished work is retried without a limit.
+    public var recordBudget = RetryBudget()
 
     public init(platform: Platform, topics: PushTopics) {
         self.platform = platform
@@ -60,7 +61,7 @@ public final class DeliveryWorker: Service, Sendable {
     public func run() async throws {
         await withGracefulShutdownHandler {
             await consumer.processEach(
-                budget: settings.publishBudget, logger: logger, admit: { record in await self.admit(record) },
+                budget: settings.recordBudget, logger: logger, admit: { record in await self.admit(record) },
                 giveUp: { record, work, reason in
                     let hub = (try? work.decoded.get())?.hub ?? ""
                     try await RecordRejection.reject(
@@ -101,15 +102,22 @@ public final class DeliveryWorker: Service, Sendable {
     /// done after, and retries a failed publish. At shutdown an unpublished record is left for
     /// the next owner of the partition.
     func process(_ record: KafkaRecord, _ work: BatchWork) async throws {
-        let outgoing: [KafkaOutgoingRecord]
-        if let made = work.outgoing.withLock({ $0 }) {
-            outgoing = made
-        } else {
-            guard let made = try await self.work(record, work.decoded) else { throw RecordLeftUnfinished() }
-            work.outgoing.withLock { $0 = made }
-            outgoing = made
+        var outgoing = work.outgoing.withLock { $0 }
+        if outgoing == nil {
+            // A batch let in after shutdown began is not started: the next owner does it.
+            if draining.isStarted { throw RecordLeftUnfinished() }
+            do {
+                guard let made = try await self.work(record, work.decoded) else { throw RecordLeftUnfinished() }
+                work.outgoing.withLock { $0 = made }
+                outgoing = made
+            } catch let error as PermanentFailure {
+                throw error
+            } catch {
+                if draining.isStarted { throw RecordLeftUnfinished() }
+                throw error
+            }
         }
-        guard !outgoing.isEmpty else { return }
+        guard let outgoing, !outgoing.isEmpty else { return }
         let failure: KafkaError?
         do {
             try await producer.sendAllAcknowledged(outgoing)
@@ -118,9 +126,10 @@ public final class DeliveryWorker: Service, Sendable {
             failure = error
         }
         guard let failure else { return }
-        // At shutdown the record is left for the next owner rather than retried.
+        // At shutdown the record is left for the next owner; otherwise publishing is retried
+        // for as long as it takes, since the pushes went out.
         if draining.isStarted { throw RecordLeftUnfinished() }
-        throw failure
+        throw PublishPending(failure)
     }
 
     /// The records a batch ends with: its results and the hand-back of what must wait. `nil`
@@ -146,12 +155,7 @@ public final class DeliveryWorker: Service, Sendable {
         let properties = batch.kind == .template ? (try? TemplateProperties.parse(batch.body)) ?? [:] : [:]
         let renderer = TemplateRenderer(properties: properties)
 
-        let ends = await withTaskGroup(of: TargetEnd.self, returning: [TargetEnd].self) { group in
-            for target in batch.targets {
-                group.addTask { await self.deliver(target, of: batch, renderer: renderer, expiresAt: expiresAt) }
-            }
-            return await group.reduce(into: []) { $0.append($1) }
-        }
+        let ends = await deliverAll(batch.targets, of: batch, renderer: renderer, expiresAt: expiresAt)
         let dwellMs = max(0, Int(Date().timeIntervalSince(enqueuedAt) * 1000))
         var results: [DeliveryResult] = []
         var handBack: [DeliveryBatch.Target] = []
@@ -211,45 +215,76 @@ public final class DeliveryWorker: Service, Sendable {
         case handBack(DeliveryBatch.Target, after: Duration, answer: PNSAnswer?)
     }
 
-    /// One target: its payload, then the provider, retried in place while the budget lasts.
-    func deliver(_ target: DeliveryBatch.Target, of batch: DeliveryBatch, renderer: TemplateRenderer, expiresAt: Date) async -> TargetEnd {
-        let delivery: PNSDelivery
-        switch Self.prepare(target, of: batch, renderer: renderer, expiresAt: expiresAt) {
-        case .success(let prepared): delivery = prepared
-        case .failure(let problem): return .final(target, PNSAnswer(.payloadRejected, reason: problem.description), calls: 0)
+    /// A batch's targets: their payloads, then the provider in rounds, all of a round's pushes
+    /// sent together. What is retried in place waits for the longest backoff of its round;
+    /// what runs past the retries in place or the retry budget is handed back. The ends are in
+    /// the targets' order.
+    func deliverAll(_ targets: [DeliveryBatch.Target], of batch: DeliveryBatch, renderer: TemplateRenderer, expiresAt: Date) async
+        -> [TargetEnd]
+    {
+        var ends = [TargetEnd?](repeating: nil, count: targets.count)
+        var deliveries: [PNSDelivery?] = Array(repeating: nil, count: targets.count)
+        var round: [Int] = []
+        round.reserveCapacity(targets.count)
+        for (index, target) in targets.enumerated() {
+            switch Self.prepare(target, of: batch, renderer: renderer, expiresAt: expiresAt) {
+            case .success(let delivery):
+                deliveries[index] = delivery
+                round.append(index)
+            case .failure(let problem): ends[index] = .final(target, PNSAnswer(.payloadRejected, reason: problem.description), calls: 0)
+            }
         }
+        var calls = [Int](repeating: 0, count: targets.count)
+        var renewed = [Bool](repeating: false, count: targets.count)
         let started = ContinuousClock.now
-        var calls = 0
-        var renewed = false
-        while true {
-            if Date() >= expiresAt { return .expired(target, calls: calls) }
-            let sent = ContinuousClock.now
-            let answer = await provider.deliver(delivery)
-            if answer.status != nil { metrics.latency.observe(ContinuousClock.now - sent) }
-            calls += 1
-            let retryAfter: Duration?
-            switch answer.classification {
-            case .throttled(let after), .retry(let after): retryAfter = after
-            case .renewToken:
-                // The provider renewed its token: send again at once, once. A renewed token
-                // refused too means the credentials are wrong.
-                guard !renewed else {
-                    let refused = Misconfiguration.credentialsRefused(answer.reason ?? "the renewed token was refused")
-                    return .final(target, PNSAnswer(.misconfigured(refused), status: answer.status, reason: answer.reason), calls: calls)
+        while !round.isEmpty {
+            if Date() >= expiresAt {
+                for index in round { ends[index] = .expired(targets[index], calls: calls[index]) }
+                break
+            }
+            let answers = await provider.deliverAll(round.map { deliveries[$0]! })
+            var again: [Int] = []
+            var pause = Duration.zero
+            for (index, answer) in zip(round, answers) {
+                calls[index] += 1
+                if let latency = answer.latency { metrics.latency.observe(latency) }
+                let target = targets[index]
+                let retryAfter: Duration?
+                switch answer.classification {
+                case .throttled(let after), .retry(let after): retryAfter = after
+                case .renewToken:
+                    // The provider renewed its token: send again at once, once, whatever the
+                    // retries so far. A renewed token refused too means the credentials are wrong.
+                    guard !renewed[index] else {
+                        let refused = Misconfiguration.credentialsRefused(answer.reason ?? "the renewed token was refused")
+                        ends[index] = .final(target, PNSAnswer(.misconfigured(refused), status: answer.status, reason: answer.reason), calls: calls[index])
+                        continue
+                    }
+                    renewed[index] = true
+                    again.append(index)
+                    continue
+                default:
+                    ends[index] = .final(target, answer, calls: calls[index])
+                    continue
                 }
-                renewed = true
-                retryAfter = .zero
-            default: return .final(target, answer, calls: calls)
+                let backoff = retryAfter ?? jittered(settings.baseBackoff * (1 << min(batch.attempt - 1 + calls[index] - 1, 16)))
+                let wait = min(backoff, settings.maximumBackoff)
+                if calls[index] > settings.retriesInPlace || ContinuousClock.now - started + wait > settings.retryBudget || draining.isStarted {
+                    ends[index] = batch.attempt >= settings.maximumAttempts ? .final(target, answer, calls: calls[index]) : .handBack(target, after: wait, answer: answer)
+                    continue
+                }
+                metrics.retries.increment()
+                again.append(index)
+                pause = max(pause, wait)
             }
-            let backoff = retryAfter ?? jittered(settings.baseBackoff * (1 << min(batch.attempt - 1 + calls - 1, 16)))
-            let pause = min(backoff, settings.maximumBackoff)
-            if calls > settings.retriesInPlace || ContinuousClock.now - started + pause > settings.retryBudget || draining.isStarted {
-                if batch.attempt >= settings.maximumAttempts { return .final(target, answer, calls: calls) }
-                return .handBack(target, after: pause, answer: answer)
+            round = again
+            guard !round.isEmpty, pause > .zero else { continue }
+            guard await draining.sleep(for: pause) else {
+                for index in round { ends[index] = .handBack(targets[index], after: .zero, answer: nil) }
+                break
             }
-            metrics.retries.increment()
-            guard await draining.sleep(for: pause) else { return .handBack(target, after: .zero, answer: answer) }
         }
+        return ends.map { $0! }
     }
 
     /// Between half and all of `duration`, so retries of many targets spread out.

@@ -60,7 +60,7 @@ struct ProcessEachTests {
     }
 
     @Test(
-        "a permanent failure is given up at once, a transient one after its budget, and a failing give-up is retried; the records beside them are done"
+        "a permanent failure is given up at once, a transient one after its budget, finished work whose publishing fails never, and a failing give-up is retried; the records beside them are done"
     )
     func poison() async throws {
         let kafka = try KafkaFixture(partitions: 1)
@@ -90,8 +90,13 @@ struct ProcessEachTests {
                         finished()
                     },
                     { record in
-                        box.state.withLock { $0.attempts[record.index, default: 0] += 1 }
+                        let attempt = box.state.withLock {
+                            $0.attempts[record.index, default: 0] += 1
+                            return $0.attempts[record.index]!
+                        }
                         if record.index == 3 { throw PermanentFailure("record 3 breaks a limit") }
+                        // Record 11's work is done; publishing it fails past the budget, then succeeds.
+                        if record.index == 11, attempt <= 6 { throw PublishPending(Transient()) }
                         if record.index == 7 { throw Transient() }
                         box.state.withLock { _ = $0.done.insert(record.index) }
                         finished()
@@ -105,6 +110,7 @@ struct ProcessEachTests {
         #expect(attempts[7] == 4, "a transient failure is tried as often as the budget allows")
         #expect(givenUp[3] == "record 3 breaks a limit")
         #expect(givenUp[7]?.hasPrefix("gave up after 4 attempts") == true, "\(givenUp[7] ?? "")")
+        #expect(attempts[11] == 7 && givenUp[11] == nil, "publishing finished work is not given up")
         #expect(done == Set(0..<30).subtracting([3, 7]))
 
         // Both were marked done: the group's next member starts after them.

@@ -18,8 +18,17 @@ struct WorkerTests {
         let platform = Platform.apns
         let scripts: [String: [PNSAnswer]]
         let calls = Mutex<[String: Int]>([:])
+        /// How many pushes each `deliverAll` carried.
+        let rounds = Mutex<[Int]>([])
 
         init(_ scripts: [String: [PNSAnswer]]) { self.scripts = scripts }
+
+        func deliverAll(_ deliveries: [PNSDelivery]) async -> [PNSAnswer] {
+            rounds.withLock { $0.append(deliveries.count) }
+            var answers: [PNSAnswer] = []
+            for delivery in deliveries { answers.append(await deliver(delivery)) }
+            return answers
+        }
 
         func deliver(_ delivery: PNSDelivery) async -> PNSAnswer {
             let index = calls.withLock { calls -> Int in
@@ -57,7 +66,7 @@ struct WorkerTests {
 
     static func end(_ worker: DeliveryWorker, _ handle: String, in batch: DeliveryBatch) async -> DeliveryWorker.TargetEnd {
         let target = batch.targets.first { $0.handle == handle }!
-        return await worker.deliver(target, of: batch, renderer: TemplateRenderer(properties: [:]), expiresAt: batch.expiresAt ?? .distantFuture)
+        return await worker.deliverAll([target], of: batch, renderer: TemplateRenderer(properties: [:]), expiresAt: batch.expiresAt ?? .distantFuture)[0]
     }
 
     @Test("retried in place: throttling twice, then delivered, is one final answer after three calls")
@@ -96,6 +105,40 @@ struct WorkerTests {
         }
         #expect(answer.classification == .misconfigured(.credentialsRefused("UNAUTHENTICATED")) && calls == 2)
         #expect(answer.classification.finalOutcome == .failed && provider.count("a") == 2)
+    }
+
+    @Test("a batch goes to the provider in rounds: all its targets at once, then only those retried; each ends in its own way")
+    func rounds() async throws {
+        let provider = ScriptedProvider([
+            "a": [Self.throttled, PNSAnswer(.delivered, status: 200)],
+            "b": [PNSAnswer(.invalidHandle, status: 410, reason: "Unregistered")],
+            "c": [PNSAnswer(.renewToken, status: 403, reason: "ExpiredProviderToken"), PNSAnswer(.delivered, status: 200)],
+        ])
+        let worker = try Self.worker(provider)
+        let batch = Self.batch(["a", "b", "c", "d"])
+        let ends = await worker.deliverAll(batch.targets, of: batch, renderer: TemplateRenderer(properties: [:]), expiresAt: .distantFuture)
+        let outcomes = ends.map { end -> String in
+            switch end {
+            case .final(let target, let answer, let calls): "\(target.handle) \(answer.classification.finalOutcome.rawValue) \(calls)"
+            case .expired(let target, _): "\(target.handle) expired"
+            case .handBack(let target, _, _): "\(target.handle) handed back"
+            }
+        }
+        #expect(outcomes == ["a delivered 2", "b invalidHandle 1", "c delivered 2", "d delivered 1"])
+        #expect(provider.rounds.withLock { $0 } == [4, 2], "one call with every target, then one with the two sent again")
+    }
+
+    @Test("a token renewal is resent once even when the retries in place are used up")
+    func renewalPastRetries() async throws {
+        let provider = ScriptedProvider([
+            "a": [Self.throttled, PNSAnswer(.renewToken, status: 401, reason: "UNAUTHENTICATED"), PNSAnswer(.delivered, status: 200)]
+        ])
+        let worker = try Self.worker(provider) { $0.retriesInPlace = 1 }
+        guard case .final(_, let answer, let calls) = await Self.end(worker, "a", in: Self.batch(["a"])) else {
+            Issue.record("not final")
+            return
+        }
+        #expect(answer.classification == .delivered && calls == 3)
     }
 
     @Test("past the retries in place a target is handed back with the last answer; on the last attempt it ends with it")

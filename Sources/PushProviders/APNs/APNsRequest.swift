@@ -45,16 +45,35 @@ public enum APNsRequest {
     /// The request for `delivery` on `origin`, without its authorization, or the reason APNs
     /// would refuse it (so it is never sent).
     public static func make(_ delivery: PNSDelivery, bundleId: String, origin: String) -> Result<PNSRequest, APNsReason> {
-        let token = delivery.handle
-        guard !token.isEmpty, token.utf8.count <= 200, token.allSatisfy(\.isHexDigit) else { return .failure(.badDeviceToken) }
-        let payload = Data(delivery.body.utf8)
-        let headers: APNsHeaders
-        switch Self.headers(for: delivery, payload: payload, bundleId: bundleId) {
-        case .success(let built): headers = built
+        if let refused = checkToken(delivery.handle) { return .failure(refused) }
+        switch shared(delivery, bundleId: bundleId) {
+        case .success(let (headers, payload)): return .success(request(to: delivery.handle, origin: origin, headers: headers.fields, payload: payload))
         case .failure(let reason): return .failure(reason)
         }
-        guard payload.count <= headers.pushType.maximumPayload else { return .failure(.payloadTooLarge) }
-        return .success(PNSRequest(.http2(origin: origin, path: "/3/device/\(token)"), headers: headers.fields, body: payload))
+    }
+
+    /// A device token APNs would refuse, as Apple's reason; nil for one that may be sent.
+    static func checkToken(_ token: String) -> APNsReason? {
+        guard !token.isEmpty, token.utf8.count <= 200, token.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 | 0x20 >= 97 && $0 | 0x20 <= 102) }) else {
+            return .badDeviceToken
+        }
+        return nil
+    }
+
+    /// What every push of one shape (same send, same payload) shares: the headers and payload.
+    static func shared(_ delivery: PNSDelivery, bundleId: String) -> Result<(APNsHeaders, Data), APNsReason> {
+        let payload = Data(delivery.body.utf8)
+        switch headers(for: delivery, payload: payload, bundleId: bundleId) {
+        case .success(let headers):
+            guard payload.count <= headers.pushType.maximumPayload else { return .failure(.payloadTooLarge) }
+            return .success((headers, payload))
+        case .failure(let reason): return .failure(reason)
+        }
+    }
+
+    /// `POST /3/device/{token}` with `headers` and `payload`.
+    static func request(to token: String, origin: String, headers: PNSHeaderFields, payload: Data) -> PNSRequest {
+        PNSRequest(.http2(origin: origin, path: "/3/device/" + token), headers: headers, body: payload)
     }
 
     /// The typed headers, from the send's headers and the payload.

@@ -34,16 +34,33 @@ final class HTTP2Client: Sendable {
         self.timeout = timeout
     }
 
-    func send(path: String, headers: [(String, String)], body: Data) async throws -> PNSHTTPClient.Response {
-        let connection = connections[next.add(1, ordering: .relaxed).oldValue % connections.count]
-        let channel = try await connection.channel { try await self.connect() }
-        let promise = channel.eventLoop.makePromise(of: PNSHTTPClient.Response.self)
-        let request = StreamRequest(path: path, headers: headers, body: ByteBuffer(bytes: body), timeout: timeout, promise: promise)
-        // A write that never reaches the handler (the connection closed meanwhile) fails the request.
-        let written = channel.eventLoop.makePromise(of: Void.self)
-        written.futureResult.whenFailure { promise.fail($0) }
-        channel.write(request, promise: written)
-        return try await promise.futureResult.get()
+    func send(path: String, headers: [(String, String)], body: Data) async throws -> PNSResponse {
+        let sink = ResponseSink(count: 1)
+        await submit([StreamRequest(path: path, headers: PNSHeaderFields(headers), body: ByteBuffer(bytes: body), sink: sink, index: 0)])
+        return try await sink.answers()[0].result.get()
+    }
+
+    /// Writes `requests` as streams, spread over the connections in runs, each run one write
+    /// and one flush. Their answers go to their sinks; a run that cannot be written fails there.
+    func submit(_ requests: [StreamRequest]) async {
+        guard !requests.isEmpty else { return }
+        let runs = min(connections.count, requests.count)
+        let first = next.add(runs, ordering: .relaxed).oldValue
+        for run in 0..<runs {
+            let slice = Array(requests[(requests.count * run / runs)..<(requests.count * (run + 1) / runs)])
+            let connection = connections[(first + run) % connections.count]
+            let channel: any Channel
+            do { channel = try await connection.channel { try await self.connect() } } catch {
+                for request in slice { request.sink.complete(request.index, .failure(error)) }
+                continue
+            }
+            // A write that never reaches the handler (the connection closed meanwhile) fails its requests.
+            let written = channel.eventLoop.makePromise(of: Void.self)
+            written.futureResult.whenFailure { error in
+                for request in slice { request.sink.complete(request.index, .failure(error)) }
+            }
+            channel.writeAndFlush(StreamRequests(requests: slice), promise: written)
+        }
     }
 
     func shutdown() async {
@@ -51,7 +68,7 @@ final class HTTP2Client: Sendable {
     }
 
     private func connect() async throws -> any Channel {
-        let (context, host, authority) = (self.context, self.host, self.authority)
+        let (context, host, authority, timeout) = (self.context, self.host, self.authority, self.timeout)
         let isAddress = host.allSatisfy { $0.isNumber || $0 == "." || $0 == ":" }
         return try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -69,7 +86,7 @@ final class HTTP2Client: Sendable {
                             ],
                             // The headers are ours and valid; the server's answers are still read with care.
                             headerBlockValidation: .disabled))
-                    try channel.pipeline.syncOperations.addHandler(HTTP2StreamsHandler(authority: authority))
+                    try channel.pipeline.syncOperations.addHandler(HTTP2StreamsHandler(authority: authority, timeout: timeout))
                 }
             }
             .connect(host: host, port: port)
@@ -109,28 +126,83 @@ final class HTTP2Client: Sendable {
     }
 }
 
-/// A request handed to a connection's `HTTP2StreamsHandler`.
+/// A request handed to a connection's `HTTP2StreamsHandler`; its answer goes to `sink` at `index`.
 struct StreamRequest: Sendable {
     var path: String
-    var headers: [(String, String)]
+    var headers: PNSHeaderFields
     var body: ByteBuffer
-    var timeout: TimeAmount
-    var promise: EventLoopPromise<PNSHTTPClient.Response>
+    var sink: ResponseSink
+    var index: Int
+}
+
+/// Requests written to one connection together.
+struct StreamRequests: Sendable {
+    var requests: [StreamRequest]
+}
+
+/// Collects the answers of one `send` or `sendAll`, each with the time it took, and wakes the
+/// waiter once all are in: one continuation for many requests, no future per request.
+final class ResponseSink: Sendable {
+    typealias Answer = (result: Result<PNSResponse, any Error>, latency: Duration)
+
+    private struct State {
+        var answers: [Answer?]
+        var remaining: Int
+        var waiter: CheckedContinuation<[Answer], Never>?
+    }
+
+    private let state: Mutex<State>
+    private let started = ContinuousClock.now
+    /// Called once per answer (frees an in-flight slot).
+    private let onEach: @Sendable () -> Void
+
+    init(count: Int, onEach: @escaping @Sendable () -> Void = {}) {
+        state = Mutex(State(answers: Array(repeating: nil, count: count), remaining: count))
+        self.onEach = onEach
+    }
+
+    /// The answer for `index`; later ones for the same index are ignored.
+    func complete(_ index: Int, _ result: Result<PNSResponse, any Error>) {
+        let latency = ContinuousClock.now - started
+        let (first, done) = state.withLock { state -> (Bool, (CheckedContinuation<[Answer], Never>, [Answer])?) in
+            guard state.answers[index] == nil else { return (false, nil) }
+            state.answers[index] = (result, latency)
+            state.remaining -= 1
+            guard state.remaining == 0, let waiter = state.waiter else { return (true, nil) }
+            state.waiter = nil
+            return (true, (waiter, state.answers.map { $0! }))
+        }
+        if first { onEach() }
+        if let (waiter, answers) = done { waiter.resume(returning: answers) }
+    }
+
+    /// Every answer, in order, once all are in.
+    func answers() async -> [Answer] {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> [Answer]? in
+                if state.remaining == 0 { return state.answers.map { $0! } }
+                state.waiter = continuation
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
 }
 
 /// Turns requests into streams (HEADERS and DATA frames) and frames back into responses; a
 /// request's frames are flushed with the others written in the same tick of the event loop.
 final class HTTP2StreamsHandler: ChannelDuplexHandler {
     typealias InboundIn = HTTP2Frame
-    typealias OutboundIn = StreamRequest
+    typealias OutboundIn = StreamRequests
     typealias OutboundOut = HTTP2Frame
 
     private struct Pending {
-        var promise: EventLoopPromise<PNSHTTPClient.Response>
+        var sink: ResponseSink
+        var index: Int
+        var deadline: NIODeadline
         var status: Int?
-        var headers = HTTPHeaders()
+        var headers = PNSHeaderFields()
         var body: ByteBuffer?
-        var timer: Scheduled<Void>?
     }
 
     private let authority: String
@@ -139,36 +211,53 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler {
     private var closed = false
     private var flushScheduled = false
     private var window = HTTP2ConnectionWindow()
+    /// Fails streams past their deadline: one sweep for the connection, not a timer per stream.
+    private var sweep: Scheduled<Void>?
 
-    init(authority: String) { self.authority = authority }
+    private let timeout: TimeAmount
+
+    init(authority: String, timeout: TimeAmount) {
+        self.authority = authority
+        self.timeout = timeout
+    }
 
     func channelActive(context: ChannelHandlerContext) {
         context.write(wrapOutboundOut(HTTP2ConnectionWindow.opening), promise: nil)
         context.flush()
+        scheduleSweep(context: context)
         context.fireChannelActive()
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        let request = unwrapOutboundIn(data)
+        let batch = unwrapOutboundIn(data)
         promise?.succeed(())
+        let deadline = NIODeadline.now() + timeout
+        for request in batch.requests { write(request, deadline: deadline, context: context) }
+        if !flushScheduled {
+            flushScheduled = true
+            context.eventLoop.assumeIsolated().execute { [self] in
+                flushScheduled = false
+                context.flush()
+            }
+        }
+    }
+
+    private func write(_ request: StreamRequest, deadline: NIODeadline, context: ChannelHandlerContext) {
         guard !closed, nextStreamID < Int32.max - 2 else {
-            request.promise.fail(HTTP2Client.Failure(description: "the HTTP/2 connection is closing"))
+            request.sink.complete(request.index, .failure(HTTP2Client.Failure(description: "the HTTP/2 connection is closing")))
             return
         }
         let id = HTTP2StreamID(nextStreamID)
         nextStreamID += 2
         var headers = HPACKHeaders([(":method", "POST"), (":scheme", "https"), (":authority", authority), (":path", request.path)])
-        for (name, value) in request.headers { headers.add(name: name.lowercased(), value: value) }
-        headers.add(name: "content-length", value: String(request.body.readableBytes))
-        let hasBody = request.body.readableBytes > 0
-        let loop = context.eventLoop.assumeIsolated()
-        let timer = loop.scheduleTask(in: request.timeout) { [self] in
-            guard let expired = pending.removeValue(forKey: id) else { return }
-            expired.promise.fail(HTTP2Client.Failure(description: "no answer within \(request.timeout)"))
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
-            context.flush()
+        headers.reserveCapacity(request.headers.fields.count + 4)
+        for field in request.headers.fields {
+            // Names are lowercase on HTTP/2; providers already write them so, which saves a copy.
+            let name = field.name
+            headers.add(name: name.utf8.contains(where: { $0 >= 65 && $0 <= 90 }) ? name.lowercased() : name, value: field.value)
         }
-        pending[id] = Pending(promise: request.promise, timer: timer)
+        let hasBody = request.body.readableBytes > 0
+        pending[id] = Pending(sink: request.sink, index: request.index, deadline: deadline)
         // A stream the HTTP/2 handler refuses (e.g. after GOAWAY) fails at once, not at its time-out.
         let headersWritten = context.eventLoop.makePromise(of: Void.self)
         headersWritten.futureResult.assumeIsolated().whenFailure { [self] error in fail(id, error) }
@@ -178,13 +267,28 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler {
             context.write(
                 wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(request.body), endStream: true)))), promise: nil)
         }
-        if !flushScheduled {
-            flushScheduled = true
-            loop.execute { [self] in
-                flushScheduled = false
-                context.flush()
-            }
+    }
+
+    /// The next sweep, in a quarter of the time-out (so a stream fails at most a quarter late),
+    /// at most a second.
+    private func scheduleSweep(context: ChannelHandlerContext) {
+        let every = TimeAmount.nanoseconds(min(max(timeout.nanoseconds / 4, 10_000_000), 1_000_000_000))
+        sweep = context.eventLoop.assumeIsolated().scheduleTask(in: every) { [self] in
+            expire(context: context)
+            if !closed { scheduleSweep(context: context) }
         }
+    }
+
+    /// Fails and resets the streams whose deadline passed.
+    private func expire(context: ChannelHandlerContext) {
+        let now = NIODeadline.now()
+        let late = pending.filter { $0.value.deadline <= now }.map(\.key)
+        guard !late.isEmpty else { return }
+        for id in late {
+            fail(id, HTTP2Client.Failure(description: "no answer within \(timeout)"))
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
+        }
+        context.flush()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -196,7 +300,7 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler {
                 if (100..<200).contains(status) { return }
                 stream.status = status
             }
-            for (name, value, _) in headers.headers where !name.hasPrefix(":") { stream.headers.add(name: name, value: value) }
+            for (name, value, _) in headers.headers where !name.hasPrefix(":") { stream.headers.add(name, value) }
             pending[frame.streamID] = stream
             if headers.endStream { complete(frame.streamID) }
         case .data(let payload):
@@ -224,6 +328,7 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         closed = true
+        sweep?.cancel()
         for id in Array(pending.keys) { fail(id, HTTP2Client.Failure(description: "the connection closed")) }
         context.fireChannelInactive()
     }
@@ -236,19 +341,16 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler {
 
     private func complete(_ id: HTTP2StreamID) {
         guard let stream = pending.removeValue(forKey: id) else { return }
-        stream.timer?.cancel()
         guard let status = stream.status else {
-            stream.promise.fail(HTTP2Client.Failure(description: "an answer without :status"))
+            stream.sink.complete(stream.index, .failure(HTTP2Client.Failure(description: "an answer without :status")))
             return
         }
-        stream.promise.succeed(
-            PNSHTTPClient.Response(
-                status: status, headers: PNSHeaderFields(stream.headers), body: stream.body.map { Data($0.readableBytesView) } ?? Data()))
+        let response = PNSResponse(status: status, headers: stream.headers, body: stream.body.map { Data($0.readableBytesView) } ?? Data())
+        stream.sink.complete(stream.index, .success(response))
     }
 
     private func fail(_ id: HTTP2StreamID, _ error: any Error) {
         guard let stream = pending.removeValue(forKey: id) else { return }
-        stream.timer?.cancel()
-        stream.promise.fail(error)
+        stream.sink.complete(stream.index, .failure(error))
     }
 }

@@ -76,15 +76,46 @@ public final class PNSHTTPClient: PNSTransport {
     /// which flushes the frames of many requests together: APNs's path. A plain-http origin
     /// goes through `send`.
     public func sendHTTP2(origin: String, path: String, headers: [(String, String)], body: Data) async throws -> Response {
-        let client = try http2Clients.withLock { clients -> HTTP2Client? in
+        guard let client = try http2Client(origin) else { return try await send(.POST, origin + path, headers: headers, body: body) }
+        return try await inSlot { try await client.send(path: path, headers: headers, body: body) }
+    }
+
+    /// Sends a batch: requests to one HTTP/2 origin go out together on PushHub's own client
+    /// (no task or future per request, one flush per run); others one by one.
+    public func sendAll(_ requests: [PNSRequest]) async -> [PNSExchange] {
+        guard case .http2(let origin, _)? = requests.first?.target,
+            requests.allSatisfy({ if case .http2(origin, _) = $0.target { true } else { false } }),
+            let client = try? http2Client(origin)
+        else { return await sendEach(requests) }
+        let slots = self.slots
+        let sink = ResponseSink(count: requests.count) { slots.release() }
+        var run: [StreamRequest] = []
+        run.reserveCapacity(requests.count)
+        // A native batch's pushes share one payload: one buffer for all of them.
+        var lastBody: (data: Data, buffer: ByteBuffer)?
+        for (index, request) in requests.enumerated() {
+            if !slots.tryAcquire() {
+                await client.submit(run)
+                run.removeAll(keepingCapacity: true)
+                await slots.acquire()
+            }
+            guard case .http2(_, let path) = request.target else { continue }
+            if lastBody?.data != request.body { lastBody = (request.body, ByteBuffer(bytes: request.body)) }
+            run.append(StreamRequest(path: path, headers: request.headers, body: lastBody!.buffer, sink: sink, index: index))
+        }
+        await client.submit(run)
+        return await sink.answers()
+    }
+
+    /// PushHub's own HTTP/2 client for `origin`, made once; nil for a plain-http origin.
+    private func http2Client(_ origin: String) throws -> HTTP2Client? {
+        try http2Clients.withLock { clients -> HTTP2Client? in
             if let existing = clients[origin] { return existing }
             guard let parsed = URL(string: origin), parsed.scheme == "https", let host = parsed.host else { return nil }
             let made = try HTTP2Client(host: host, port: parsed.port ?? 443, tls: tls, connections: connectionCount, timeout: requestTimeout)
             clients[origin] = made
             return made
         }
-        guard let client else { return try await send(.POST, origin + path, headers: headers, body: body) }
-        return try await inSlot { try await client.send(path: path, headers: headers, body: body) }
     }
 
     /// Runs one request while holding one of the in-flight slots.
@@ -113,13 +144,17 @@ final class RequestSlots: Sendable {
 
     init(_ count: Int) { state = Mutex(State(available: max(1, count))) }
 
-    func acquire() async {
-        let taken = state.withLock { state -> Bool in
+    /// Takes a free slot; false when none is free.
+    func tryAcquire() -> Bool {
+        state.withLock { state -> Bool in
             guard state.available > 0 else { return false }
             state.available -= 1
             return true
         }
-        if taken { return }
+    }
+
+    func acquire() async {
+        if tryAcquire() { return }
         await withCheckedContinuation { continuation in
             let now = state.withLock { state -> Bool in
                 if state.available > 0 {

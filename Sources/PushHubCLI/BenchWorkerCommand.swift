@@ -9,6 +9,10 @@ import PushModel
 import PushProviders
 import PushSimulator
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 extension BenchCommand {
     /// Feeds a running worker and times it: DeliveryBatches straight into its topic, results counted.
     struct Worker: AsyncParsableCommand {
@@ -51,7 +55,7 @@ extension BenchCommand {
             let counter = Task {
                 var counted = 0
                 for await record in results.records {
-                    guard record.value.range(of: idBytes) != nil else { continue }
+                    guard Self.occurrences(of: idBytes, in: record.value, atMost: 1) > 0 else { continue }
                     counted += Self.occurrences(of: delivered, in: record.value)
                     if counted >= wanted { break }
                 }
@@ -88,14 +92,30 @@ extension BenchCommand {
             await producer.shutdown()
         }
 
-        static func occurrences(of needle: Data, in haystack: Data) -> Int {
-            var count = 0
-            var start = haystack.startIndex
-            while let found = haystack.range(of: needle, in: start..<haystack.endIndex) {
-                count += 1
-                start = found.upperBound
+        /// How often `needle` occurs in `haystack` (up to `atMost`), by memchr and memcmp: the
+        /// harness must cost little beside the worker it measures.
+        static func occurrences(of needle: Data, in haystack: Data, atMost: Int = .max) -> Int {
+            guard !needle.isEmpty else { return 0 }
+            return haystack.withUnsafeBytes { hay in
+                needle.withUnsafeBytes { wanted in
+                    guard let start = hay.baseAddress, let pattern = wanted.baseAddress else { return 0 }
+                    var count = 0
+                    var offset = 0
+                    let first = Int32(wanted[0])
+                    while count < atMost, hay.count - offset >= wanted.count,
+                        let found = memchr(start + offset, first, hay.count - offset - wanted.count + 1)
+                    {
+                        let at = start.distance(to: UnsafeRawPointer(found))
+                        if memcmp(found, pattern, wanted.count) == 0 {
+                            count += 1
+                            offset = at + wanted.count
+                        } else {
+                            offset = at + 1
+                        }
+                    }
+                    return count
+                }
             }
-            return count
         }
 
         static func target(_ platform: Platform, _ index: Int, simURL: String) -> DeliveryBatch.Target {

@@ -257,7 +257,8 @@ public final class DeliveryWorker: Service, Sendable {
                     // retries so far. A renewed token refused too means the credentials are wrong.
                     guard !renewed[index] else {
                         let refused = Misconfiguration.credentialsRefused(answer.reason ?? "the renewed token was refused")
-                        ends[index] = .final(target, PNSAnswer(.misconfigured(refused), status: answer.status, reason: answer.reason), calls: calls[index])
+                        ends[index] = .final(
+                            target, PNSAnswer(.misconfigured(refused), status: answer.status, reason: answer.reason), calls: calls[index])
                         continue
                     }
                     renewed[index] = true
@@ -270,7 +271,9 @@ public final class DeliveryWorker: Service, Sendable {
                 let backoff = retryAfter ?? jittered(settings.baseBackoff * (1 << min(batch.attempt - 1 + calls[index] - 1, 16)))
                 let wait = min(backoff, settings.maximumBackoff)
                 if calls[index] > settings.retriesInPlace || ContinuousClock.now - started + wait > settings.retryBudget || draining.isStarted {
-                    ends[index] = batch.attempt >= settings.maximumAttempts ? .final(target, answer, calls: calls[index]) : .handBack(target, after: wait, answer: answer)
+                    ends[index] =
+                        batch.attempt >= settings.maximumAttempts
+                        ? .final(target, answer, calls: calls[index]) : .handBack(target, after: wait, answer: answer)
                     continue
                 }
                 metrics.retries.increment()

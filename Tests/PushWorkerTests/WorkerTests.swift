@@ -66,7 +66,8 @@ struct WorkerTests {
 
     static func end(_ worker: DeliveryWorker, _ handle: String, in batch: DeliveryBatch) async -> DeliveryWorker.TargetEnd {
         let target = batch.targets.first { $0.handle == handle }!
-        return await worker.deliverAll([target], of: batch, renderer: TemplateRenderer(properties: [:]), expiresAt: batch.expiresAt ?? .distantFuture)[0]
+        return await worker.deliverAll(
+            [target], of: batch, renderer: TemplateRenderer(properties: [:]), expiresAt: batch.expiresAt ?? .distantFuture)[0]
     }
 
     @Test("retried in place: throttling twice, then delivered, is one final answer after three calls")

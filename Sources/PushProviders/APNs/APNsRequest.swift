@@ -47,14 +47,16 @@ public enum APNsRequest {
     public static func make(_ delivery: PNSDelivery, bundleId: String, origin: String) -> Result<PNSRequest, APNsReason> {
         if let refused = checkToken(delivery.handle) { return .failure(refused) }
         switch shared(delivery, bundleId: bundleId) {
-        case .success(let (headers, payload)): return .success(request(to: delivery.handle, origin: origin, headers: headers.fields, payload: payload))
+        case .success(let (headers, payload)):
+            return .success(request(to: delivery.handle, origin: origin, headers: headers.fields, payload: payload))
         case .failure(let reason): return .failure(reason)
         }
     }
 
     /// A device token APNs would refuse, as Apple's reason; nil for one that may be sent.
     static func checkToken(_ token: String) -> APNsReason? {
-        guard !token.isEmpty, token.utf8.count <= 200, token.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 | 0x20 >= 97 && $0 | 0x20 <= 102) }) else {
+        guard !token.isEmpty, token.utf8.count <= 200, token.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 | 0x20 >= 97 && $0 | 0x20 <= 102) })
+        else {
             return .badDeviceToken
         }
         return nil

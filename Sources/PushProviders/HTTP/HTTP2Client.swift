@@ -249,8 +249,11 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler {
         }
         let id = HTTP2StreamID(nextStreamID)
         nextStreamID += 2
-        var headers = HPACKHeaders([(":method", "POST"), (":scheme", "https"), (":authority", authority), (":path", request.path)])
+        var headers = HPACKHeaders([(":method", "POST"), (":scheme", "https"), (":authority", authority)])
         headers.reserveCapacity(request.headers.fields.count + 4)
+        // Each device's path is new: kept out of the HPACK table, which then holds what repeats
+        // (the token, the topic) and stays small to search.
+        headers.add(name: ":path", value: request.path, indexing: .nonIndexable)
         for field in request.headers.fields {
             // Names are lowercase on HTTP/2; providers already write them so, which saves a copy.
             let name = field.name

@@ -1,0 +1,111 @@
+import Foundation
+
+extension ResultBatch {
+    /// This batch's wire JSON written straight to bytes: the fields, sorted keys and escaping of
+    /// `WireCoding.encode`, without JSONEncoder's box per field. A worker writes one batch of up
+    /// to 500 results per record, which made JSONEncoder a tenth of its CPU.
+    func wireJSON() -> Data {
+        var out = JSONBytes(capacity: 160 + (results?.count ?? 0) * 170)
+        out.byte(UInt8(ascii: "{"))
+        if case .summary(let dispatched) = content {
+            out.key("dispatched", first: true)
+            out.byte(UInt8(ascii: "{"))
+            for (index, platform) in dispatched.keys.sorted(by: { $0.rawValue < $1.rawValue }).enumerated() {
+                out.key(platform.rawValue, first: index == 0)
+                out.integer(dispatched[platform]!)
+            }
+            out.byte(UInt8(ascii: "}"))
+        }
+        out.key("hub", first: dispatched == nil)
+        out.string(hub)
+        out.key("notificationId")
+        out.string(notificationId)
+        if let platform {
+            out.key("platform")
+            out.string(platform.rawValue)
+        }
+        if case .results(let results) = content {
+            out.key("results")
+            out.byte(UInt8(ascii: "["))
+            for (index, result) in results.enumerated() {
+                if index > 0 { out.byte(UInt8(ascii: ",")) }
+                result.write(to: &out)
+            }
+            out.byte(UInt8(ascii: "]"))
+        }
+        out.key("schema")
+        out.string(Self.schema)
+        out.byte(UInt8(ascii: "}"))
+        return Data(out.bytes)
+    }
+}
+
+extension DeliveryResult {
+    /// The result as a JSON object with sorted keys; absent optionals are left out.
+    fileprivate func write(to out: inout JSONBytes) {
+        out.byte(UInt8(ascii: "{"))
+        out.key("attempts", first: true)
+        out.integer(attempts)
+        out.key("dwellMs")
+        out.integer(dwellMs)
+        if let handle {
+            out.key("handle")
+            out.string(handle)
+        }
+        out.key("outcome")
+        out.string(outcome.rawValue)
+        if let pnsReason {
+            out.key("pnsReason")
+            out.string(pnsReason)
+        }
+        if let pnsStatus {
+            out.key("pnsStatus")
+            out.integer(pnsStatus)
+        }
+        if let registrationId {
+            out.key("registrationId")
+            out.string(registrationId)
+        }
+        out.byte(UInt8(ascii: "}"))
+    }
+}
+
+/// JSON written byte by byte, escaped as JSONEncoder escapes with `.withoutEscapingSlashes`.
+struct JSONBytes {
+    private(set) var bytes: [UInt8] = []
+
+    init(capacity: Int) { bytes.reserveCapacity(capacity) }
+
+    mutating func byte(_ value: UInt8) { bytes.append(value) }
+
+    /// `"name":`, after a comma unless it is the object's first key.
+    mutating func key(_ name: String, first: Bool = false) {
+        if !first { bytes.append(UInt8(ascii: ",")) }
+        string(name)
+        bytes.append(UInt8(ascii: ":"))
+    }
+
+    mutating func integer(_ value: Int) { bytes.append(contentsOf: String(value).utf8) }
+
+    mutating func string(_ value: String) {
+        bytes.append(UInt8(ascii: "\""))
+        for byte in value.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+            case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case 0x08: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "b")])
+            case 0x0C: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "f")])
+            case 0x0A: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+            case 0x0D: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+            case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                bytes.append(contentsOf: [
+                    UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)],
+                ])
+            default: bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+}

@@ -53,9 +53,15 @@ eval "$("$bin/pushhub" bench apns-token --config "$dir/pushhub.yaml" --hub pushh
 echo '{"aps":{"alert":{"title":"Benchmark","body":"A notification of ordinary size for the benchmark"},"badge":1}}' >"$dir/payload"
 token=$(printf 'ab%.0s' $(seq 32))
 sim_before=$(cpu_ticks "$sim_pid")
+# SIM_PERF_OUT=file keeps a call-graph profile of the simulator under h2load.
+if [ -n "${SIM_PERF_OUT:-}" ]; then
+  perf record -F 499 -g -p "$sim_pid" -o "$SIM_PERF_OUT" >"$dir/sim-perf.log" 2>&1 &
+  sim_perf_pid=$!
+fi
 run_measured "$dir/h2load-cpu" h2load -n "$targets" -c 4 -m 100 -H "authorization: bearer $APNS_TOKEN" -H "apns-topic: $APNS_TOPIC" \
   -H "apns-push-type: alert" -d "$dir/payload" "$apns_url/3/device/$token" | tee "$dir/h2load"
 sim_h2load_ticks=$(($(cpu_ticks "$sim_pid") - sim_before))
+if [ -n "${SIM_PERF_OUT:-}" ]; then kill -INT "$sim_perf_pid"; wait "$sim_perf_pid" || true; fi
 
 python3 - "$dir/h2load" "$rate" "$rss_kb" "$sim_rss_kb" "$targets" "$(ticks_per_second)" "$worker_ticks" "$sim_ticks" "$kafka_ticks" \
   "$(cat "$dir/harness-cpu")" "$(cat "$dir/h2load-cpu")" "$sim_h2load_ticks" <<'PY'

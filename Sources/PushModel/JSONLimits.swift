@@ -13,7 +13,9 @@ public enum JSONLimits {
     /// Refuses `bytes` whose arrays and objects nest deeper than `maximumDepth`, naming
     /// `field` (the whole document when empty).
     public static func checkDepth<Bytes: Sequence<UInt8>>(_ bytes: Bytes, field: String) throws(WireError) {
-        guard !isTooDeep(bytes) else {
+        // Contiguous bytes (Data, arrays) are scanned through a buffer, not an iterator per byte.
+        let tooDeep = bytes.withContiguousStorageIfAvailable { isTooDeep($0) } ?? isTooDeep(bytes)
+        guard !tooDeep else {
             throw field.isEmpty ? .malformedJSON(depthMessage) : .invalidField(field: field, reason: depthMessage)
         }
     }

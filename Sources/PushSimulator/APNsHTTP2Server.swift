@@ -140,7 +140,8 @@ final class APNsFrameHandler: ChannelInboundHandler {
 
     private func respond(_ id: HTTP2StreamID, _ answer: SimulatorState.APNsAnswer, context: ChannelHandlerContext) {
         var headers = HPACKHeaders([(":status", String(answer.status))])
-        for (name, value) in answer.headers { headers.add(name: name, value: value) }
+        // apns-id is new with every answer: kept out of the HPACK table, which stays small.
+        for (name, value) in answer.headers { headers.add(name: name, value: value, indexing: name == "apns-id" ? .nonIndexable : .indexable) }
         let body = answer.body.map { context.channel.allocator.buffer(string: $0) }
         context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: body == nil)))), promise: nil)
         if let body {

@@ -48,7 +48,7 @@ extension SimulatorState {
             guard token.count >= 8, token.count <= 200, token.allSatisfy(\.isHexDigit) else { return apnsError(400, "BadDeviceToken", faults) }
             guard !payload.isEmpty else { return apnsError(400, "PayloadEmpty", faults) }
             guard payload.count <= 4096 else { return apnsError(413, "PayloadTooLarge", faults) }
-            guard (try? JSONSerialization.jsonObject(with: payload)) is [String: Any] else { return apnsError(400, "BadPayload", faults) }
+            guard isJSONObject(payload) else { return apnsError(400, "BadPayload", faults) }
             if faults.isDead(token) { return apnsError(410, "Unregistered", faults, timestamp: true) }
             if let injected = injected(
                 faults, throttle: { apnsError(429, "TooManyRequests", faults) }, error: { apnsError(503, "ServiceUnavailable", faults) })
@@ -64,6 +64,18 @@ extension SimulatorState {
         }()
         count(.apns, answer.status)
         return answer
+    }
+
+    /// Whether `payload` is a JSON object. A broadcast sends one payload many times, so the
+    /// last payloads found valid are remembered rather than parsed again.
+    func isJSONObject(_ payload: Data) -> Bool {
+        if mutable.withLock({ $0.validPayloads.contains(payload) }) { return true }
+        guard (try? JSONSerialization.jsonObject(with: payload)) is [String: Any] else { return false }
+        mutable.withLock {
+            if $0.validPayloads.count >= 64 { $0.validPayloads.removeAll() }
+            $0.validPayloads.insert(payload)
+        }
+        return true
     }
 
     func verifyProviderToken(_ jwt: String) -> (issuedAt: Int, bundleIds: Set<String>)? {

@@ -41,6 +41,8 @@ final class SimulatorState: Sendable {
         var deliveries: [String: [Delivery]] = [:]
         /// Provider tokens already verified: their `iat` and the key's bundle ids.
         var verifiedProviderTokens: [String: (issuedAt: Int, bundleIds: Set<String>)] = [:]
+        /// Payloads found to be JSON objects lately (a broadcast repeats one).
+        var validPayloads: Set<Data> = []
         var fcmAccessTokens: [String: Set<String>] = [:]
         var wnsAccessTokens: Set<String> = []
     }
@@ -129,7 +131,8 @@ final class SimulatorState: Sendable {
 
     /// Keeps a delivery and the headers named in `names` for `GET /sim/deliveries`.
     func record(_ platform: Platform, handle: String, payload: String, header: (String) -> String?, names: [String]) {
-        guard recording else { return }
+        // Past the handles kept, a new handle's delivery is not built at all.
+        guard recording, mutable.withLock({ $0.deliveries[handle] != nil || $0.deliveries.count < recordedHandles }) else { return }
         var kept: [String: String] = [:]
         for name in names { if let value = header(name) { kept[name] = value } }
         let delivery = Delivery(platform: platform, handle: handle, payload: payload, headers: kept, receivedAt: Date())

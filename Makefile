@@ -4,7 +4,7 @@ SWIFT ?= swift
 SCRATCH ?= .build
 SWIFTFLAGS := --scratch-path $(SCRATCH)
 
-.PHONY: all build release dev test format fuzz bench-kafka bench-ingress bench-store bench-dispatch bench-apns bench-load clean
+.PHONY: all build release dev test format fuzz bench-kafka bench-ingress bench-store bench-dispatch bench-apns bench-pns bench-load clean
 
 all: build
 
@@ -66,6 +66,15 @@ bench-apns:
 	$(SWIFT) build $(SWIFTFLAGS) -c release --product pushhub
 	$(SWIFT) build $(SWIFTFLAGS) -c release --product pushhub-apns-worker
 	SCRATCH=$(SCRATCH) scripts/bench-apns.sh
+
+# The FCM and Web Push workers against pushhub sim, each beside h2load at the same endpoint.
+bench-pns:
+	scripts/install-deps.sh bench
+	$(SWIFT) build $(SWIFTFLAGS) -c release --product pushhub
+	$(SWIFT) build $(SWIFTFLAGS) -c release --product pushhub-fcm-worker
+	$(SWIFT) build $(SWIFTFLAGS) -c release --product pushhub-webpush-worker
+	SCRATCH=$(SCRATCH) scripts/bench-pns.sh fcm
+	SCRATCH=$(SCRATCH) scripts/bench-pns.sh webpush
 
 # The whole pipeline under pushhub load: a million-device broadcast, 2,000 sends/s to users,
 # one APNs worker against two, a profile and every process's peak RSS.

@@ -8,7 +8,7 @@ import PushStore
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench", abstract: "Benchmarks of PushHub's parts.",
-        subcommands: [Kafka.self, Store.self, Dispatch.self, Worker.self, APNsToken.self])
+        subcommands: [Kafka.self, Store.self, Dispatch.self, Worker.self, PNSRequestCommand.self])
 
     struct Kafka: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

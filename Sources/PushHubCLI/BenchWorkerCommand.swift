@@ -8,6 +8,8 @@ import PushLoad
 import PushModel
 import PushProviders
 import PushSimulator
+import PushWorker
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -124,10 +126,11 @@ extension BenchCommand {
         }
     }
 
-    /// A provider token for h2load's requests to the simulator.
-    struct APNsToken: AsyncParsableCommand {
+    /// The exact request a worker would send for one push, for h2load against the simulator.
+    struct PNSRequestCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "apns-token", abstract: "Print a hub's APNs provider token and bundle id (for h2load against pushhub sim).")
+            commandName: "pns-request",
+            abstract: "Print the request a worker sends for one push (URL, protocol, headers) and write its body, for h2load against pushhub sim.")
 
         @Option(help: "pushhub.yaml (default: $PUSHHUB_CONFIG or ./data/pushhub.yaml).")
         var config: String?
@@ -135,14 +138,58 @@ extension BenchCommand {
         @Option(help: "The hub.")
         var hub = "pushhub-dev"
 
+        @Option(help: "apns, fcm or webpush.")
+        var platform: String = "apns"
+
+        @Option(help: "Base URL of the simulator's plain listener (for Web Push endpoints).")
+        var simURL = "http://127.0.0.1"
+
+        @Option(help: "Where to write the request's body.")
+        var bodyFile: String
+
+        @Option(help: "A PEM CA to trust besides the system's (the simulator's).")
+        var trustCA: String?
+
         func run() async throws {
-            let hubs = try HubsConfiguration.load(from: config ?? PushHubEnvironment.current.configPath)
-            guard let apns = hubs.hubs.first(where: { $0.name.caseInsensitiveCompare(hub) == .orderedSame })?.credentials.apns else {
-                throw CommandFailure(description: "hub \(hub) has no APNs credentials")
+            guard let platform = Platform(rawValue: platform), platform != .wns else {
+                throw ValidationError("--platform must be apns, fcm or webpush")
             }
-            let token = try await APNsTokenManager(keyId: apns.keyId, teamId: apns.teamId, privateKeyPEM: apns.privateKey).token()
-            emit("APNS_TOKEN=\(token)")
-            emit("APNS_TOPIC=\(apns.bundleId)")
+            let hubs = try HubsConfiguration.load(from: config ?? PushHubEnvironment.current.configPath)
+            let http = PNSHTTPClient(trustRootsFile: trustCA ?? ProcessInfo.processInfo.environment["PUSHHUB_PNS_CA"])
+            defer { Task { await http.shutdown() } }
+            let capture = CapturingTransport(network: http)
+            let provider = try ProviderFactory.make(platform, hubs: hubs, http: capture)
+            let (handle, keys) = LoadPopulation.simulatedHandle(platform, id: "bench-h2load", simulatorURL: simURL)
+            let answer = await provider.deliver(
+                PNSDelivery(
+                    hub: hub, notificationId: UUID().uuidString.lowercased(), handle: handle, webPush: keys, format: platform.templateFormat,
+                    body: LoadPayloads.native(platform), headers: LoadPayloads.nativeHeaders(platform)))
+            guard let request = capture.captured else { throw CommandFailure(description: "the provider sent nothing: \(answer)") }
+            let url: String
+            switch request.target {
+            case .url(let whole): url = whole
+            case .http2(let origin, let path): url = origin + path
+            }
+            try request.body.write(to: URL(fileURLWithPath: bodyFile))
+            emit("URL=\(url)")
+            emit("PROTOCOL=\(url.hasPrefix("https:") ? "h2" : "h1")")
+            for field in request.headers.fields { emit("HEADER=\(field.name): \(field.value)") }
         }
+    }
+}
+
+/// Passes token requests to the network and keeps the first push request, answering it 200.
+final class CapturingTransport: PNSTransport {
+    private let network: PNSHTTPClient
+    private let kept = Mutex<PNSRequest?>(nil)
+
+    init(network: PNSHTTPClient) { self.network = network }
+
+    var captured: PNSRequest? { kept.withLock { $0 } }
+
+    func send(_ request: PNSRequest) async throws -> PNSResponse {
+        if request.headers.first(name: "content-type") == "application/x-www-form-urlencoded" { return try await network.send(request) }
+        kept.withLock { if $0 == nil { $0 = request } }
+        return PNSResponse(status: 201)
     }
 }

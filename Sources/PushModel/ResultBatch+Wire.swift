@@ -70,6 +70,17 @@ extension DeliveryResult {
     }
 }
 
+/// JSON text for one value, as PushHub writes it.
+public enum JSONText {
+    /// `value` as a JSON string, quotes included, escaped as JSONEncoder escapes with
+    /// `.withoutEscapingSlashes`.
+    public static func quoted(_ value: String) -> [UInt8] {
+        var out = JSONBytes(capacity: value.utf8.count + 2)
+        out.string(value)
+        return out.bytes
+    }
+}
+
 /// JSON written byte by byte, escaped as JSONEncoder escapes with `.withoutEscapingSlashes`.
 struct JSONBytes {
     private(set) var bytes: [UInt8] = []

@@ -86,6 +86,7 @@ struct FCMTests {
             (403, "SENDER_ID_MISMATCH", .misconfigured(.refusedByPNS("SENDER_ID_MISMATCH"))),
             (401, "THIRD_PARTY_AUTH_ERROR", .misconfigured(.refusedByPNS("THIRD_PARTY_AUTH_ERROR"))),
             (418, "NEW_THING", .unknown("418 NEW_THING")), (401, "UNAUTHENTICATED", .renewToken), (401, nil, .renewToken),
+            (401, "PERMISSION_DENIED", .renewToken),
         ] as [(Int, String?, PNSClassification)])
     func classification(_ status: Int, _ code: String?, _ expected: PNSClassification) {
         #expect(FCMMessage.classify(status: status, errorCode: code.map(FCMErrorCode.init)) == expected)

@@ -143,6 +143,24 @@ struct ProviderCoreTests {
         #expect(message["token"] as? String == "fcm-token")
     }
 
+    @Test("FCM: a batch's message is parsed once and each device's token spliced in, escaped; one access token for the batch")
+    func fcmBatch() async throws {
+        let transport = ScriptedTransport([])
+        let provider = try Self.fcm(transport)
+        let tokens = ["plain-token", #"with "quotes" and \ backslash"#, "ünï/code"]
+        let body = #"{"data":{"count":3,"url":"https://example.com/a"},"notification":{"title":"Hi","sound":"default"}}"#
+        let answers = await provider.deliverAll(tokens.map { Self.delivery($0, body: body, format: .gcm) })
+        #expect(answers.map(\.classification) == [.delivered, .delivered, .delivered])
+        let pushes = transport.pushes
+        #expect(pushes.count == 3)
+        #expect(transport.requests.count == 4, "one token request for the batch")
+        for (push, token) in zip(pushes, tokens) {
+            let expected = try FCMMessage.request(body: body, format: "gcm", token: token)
+            let sent = try JSONSerialization.jsonObject(with: push.body) as? NSDictionary
+            #expect(sent == (try JSONSerialization.jsonObject(with: expected) as? NSDictionary), "\(String(decoding: push.body, as: UTF8.self))")
+        }
+    }
+
     @Test("WNS: typed X-WNS-Type and its content type; a 401 renews the token without a resend")
     func wns() async throws {
         let transport = ScriptedTransport([PNSResponse(status: 401)])

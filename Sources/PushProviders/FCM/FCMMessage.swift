@@ -49,12 +49,42 @@ public enum FCMMessage {
         return "\(value)"
     }
 
+    /// A v1 request body cut around its token, so the pushes of one batch share one parse and
+    /// one serialization: each body is the part before the token, the token, and the rest.
+    struct BodyTemplate: Sendable {
+        let prefix: Data
+        let suffix: Data
+
+        /// The template for `body` in `format`, or why FCM would refuse it.
+        static func make(body: String, format: NotificationFormat) -> Result<BodyTemplate, Failure> {
+            // A marker no payload holds, replaced by each device's token.
+            let marker = "pushhub-token-" + UUID().uuidString
+            let whole: Data
+            do { whole = try request(body: body, format: format == .gcm ? "gcm" : "fcmv1", token: marker) } catch { return .failure(error) }
+            guard let found = whole.range(of: Data(JSONText.quoted(marker))) else {
+                return .failure(Failure(message: "the FCM message could not be encoded"))
+            }
+            return .success(BodyTemplate(prefix: whole[..<found.lowerBound], suffix: whole[found.upperBound...]))
+        }
+
+        /// The body for one device.
+        func body(token: String) -> Data {
+            var body = Data(capacity: prefix.count + token.utf8.count + 2 + suffix.count)
+            body.append(prefix)
+            body.append(contentsOf: JSONText.quoted(token))
+            body.append(suffix)
+            return body
+        }
+    }
+
     /// The request for one device on `url`, without its authorization, or why FCM would refuse it.
     static func make(_ delivery: PNSDelivery, url: String) -> Result<PNSRequest, Failure> {
-        let body: Data
-        do { body = try request(body: delivery.body, format: delivery.format == .gcm ? "gcm" : "fcmv1", token: delivery.handle) } catch {
-            return .failure(error)
-        }
+        BodyTemplate.make(body: delivery.body, format: delivery.format).flatMap { make(delivery.handle, from: $0, url: url) }
+    }
+
+    /// The request for the device `token` from a batch's template.
+    static func make(_ token: String, from template: BodyTemplate, url: String) -> Result<PNSRequest, Failure> {
+        let body = template.body(token: token)
         guard body.count <= FCMProvider.maximumPayload + 512 else { return .failure(Failure(message: "message too big")) }
         return .success(PNSRequest(.url(url), headers: [("content-type", "application/json")], body: body))
     }
@@ -63,12 +93,13 @@ public enum FCMMessage {
     public static func classify(status: Int, errorCode: FCMErrorCode?, retryAfter: Duration? = nil) -> PNSClassification {
         switch (status, errorCode) {
         case (200, _): .delivered
-        case (401, .unauthenticated), (401, nil): .renewToken
+        case (401, .thirdPartyAuthError): .misconfigured(.refusedByPNS(FCMErrorCode.thirdPartyAuthError.description))
+        case (401, _): .renewToken
         case (404, _), (_, .unregistered): .invalidHandle
         case (400, .invalidArgument), (400, nil): .payloadRejected
         case (429, _), (_, .quotaExceeded): .throttled(retryAfter: retryAfter)
         case (503, _), (500, _), (_, .unavailable), (_, .internal): .retry(retryAfter: retryAfter)
-        case (401, _), (403, .senderIdMismatch), (_, .thirdPartyAuthError): .misconfigured(.refusedByPNS(errorCode?.description ?? "UNAUTHENTICATED"))
+        case (403, .senderIdMismatch), (_, .thirdPartyAuthError): .misconfigured(.refusedByPNS(errorCode?.description ?? "UNAUTHENTICATED"))
         default: .unknown(errorCode.map { "\(status) \($0)" } ?? String(status))
         }
     }

@@ -38,25 +38,68 @@ public final class FCMProvider: PushProvider {
     }
 
     public func deliver(_ delivery: PNSDelivery) async -> PNSAnswer {
-        guard let project = hubs[delivery.hub.lowercased()] else {
-            return .notSent(.noCredentials(hub: delivery.hub, platform: .fcm))
+        await deliverAll([delivery])[0]
+    }
+
+    /// Builds every request (a batch's message parsed and serialized once, the access token
+    /// fetched once per project), sends them together, and classifies the answers.
+    public func deliverAll(_ deliveries: [PNSDelivery]) async -> [PNSAnswer] {
+        var answers = [PNSAnswer?](repeating: nil, count: deliveries.count)
+        var requests: [PNSRequest] = []
+        var sent: [(index: Int, project: Project)] = []
+        var accessTokens: [String: Result<String, any Error>] = [:]
+        var last: (hub: String, body: String, format: NotificationFormat, template: Result<FCMMessage.BodyTemplate, FCMMessage.Failure>)?
+        for (index, delivery) in deliveries.enumerated() {
+            let hub = delivery.hub.lowercased()
+            guard let project = hubs[hub] else {
+                answers[index] = .notSent(.noCredentials(hub: delivery.hub, platform: .fcm))
+                continue
+            }
+            guard !delivery.handle.isEmpty else {
+                answers[index] = .notSent(.invalidHandle, "UNREGISTERED")
+                continue
+            }
+            if last == nil || last!.hub != hub || last!.body != delivery.body || last!.format != delivery.format {
+                last = (hub, delivery.body, delivery.format, FCMMessage.BodyTemplate.make(body: delivery.body, format: delivery.format))
+            }
+            var request: PNSRequest
+            switch last!.template.flatMap({ FCMMessage.make(delivery.handle, from: $0, url: project.url) }) {
+            case .success(let made): request = made
+            case .failure(let failure):
+                answers[index] = .notSent(.payloadRejected, "INVALID_ARGUMENT: \(failure.message)")
+                continue
+            }
+            if accessTokens[hub] == nil {
+                do { accessTokens[hub] = .success(try await project.tokens.token()) } catch { accessTokens[hub] = .failure(error) }
+            }
+            switch accessTokens[hub]! {
+            case .success(let accessToken): request.headers.add("authorization", "Bearer \(accessToken)")
+            case .failure(let error):
+                answers[index] = PNSAnswer(.retry(retryAfter: nil), reason: "OAuth: \(error)")
+                continue
+            }
+            await project.limiter.acquire()
+            requests.append(request)
+            sent.append((index, project))
         }
-        guard !delivery.handle.isEmpty else { return .notSent(.invalidHandle, "UNREGISTERED") }
-        var request: PNSRequest
-        switch FCMMessage.make(delivery, url: project.url) {
-        case .success(let made): request = made
-        case .failure(let failure): return .notSent(.payloadRejected, "INVALID_ARGUMENT: \(failure.message)")
+        let exchanges = await transport.sendAll(requests)
+        var dropped: Set<String> = []
+        for (exchange, request) in zip(exchanges, sent) {
+            let response: PNSResponse
+            switch exchange.result {
+            case .success(let answered): response = answered
+            case .failure(let error):
+                answers[request.index] = .transportFailed(error)
+                continue
+            }
+            let code = response.status == 200 ? nil : FCMMessage.errorCode(response)
+            let classification = FCMMessage.classify(status: response.status, errorCode: code, retryAfter: response.retryAfter)
+            // The token is dropped here, once per project; resending is the worker's.
+            if classification == .renewToken, dropped.insert(request.project.url).inserted { await request.project.tokens.invalidate() }
+            answers[request.index] = PNSAnswer(
+                classification, status: response.status, reason: code?.description ?? (response.status == 401 ? "UNAUTHENTICATED" : nil),
+                latency: exchange.latency)
         }
-        await project.limiter.acquire()
-        let accessToken: String
-        do { accessToken = try await project.tokens.token() } catch { return PNSAnswer(.retry(retryAfter: nil), reason: "OAuth: \(error)") }
-        request.headers.add("authorization", "Bearer \(accessToken)")
-        let response: PNSResponse
-        do { response = try await transport.send(request) } catch { return .transportFailed(error) }
-        let code = response.status == 200 ? nil : FCMMessage.errorCode(response)
-        let classification = FCMMessage.classify(status: response.status, errorCode: code, retryAfter: response.retryAfter)
-        // The token is dropped here; resending is the worker's (one place for every provider).
-        if classification == .renewToken { await project.tokens.invalidate() }
-        return PNSAnswer(classification, status: response.status, reason: code?.description ?? (response.status == 401 ? "UNAUTHENTICATED" : nil))
+        return answers.map { $0! }
     }
 }

@@ -28,13 +28,18 @@ extension SimulatorState {
             }
             guard body.readableBytes <= 4096 else { return Self.text(413, "Payload too large") }
             if faults.isDead(id) { return Self.text(410, "push subscription has unsubscribed or expired") }
-            let subscription = SimulatedSubscription(id: id)
-            let plaintext: Data
-            do throws(WebPushEncryption.Failure) {
-                plaintext = try WebPushEncryption.decrypt(
-                    Data(body.readableBytesView), userAgentKey: subscription.agreementKey, auth: subscription.auth)
-            } catch {
-                return Self.text(400, "decryption failed: \(error.message)")
+            // A push service never reads the payload; the simulator decrypts what it keeps for
+            // `GET /sim/deliveries`, which is how tests see what was sent.
+            let kept = keeps("webpush/\(id)")
+            var plaintext = Data()
+            if kept {
+                let subscription = SimulatedSubscription(id: id)
+                do throws(WebPushEncryption.Failure) {
+                    plaintext = try WebPushEncryption.decrypt(
+                        Data(body.readableBytesView), userAgentKey: subscription.agreementKey, auth: subscription.auth)
+                } catch {
+                    return Self.text(400, "decryption failed: \(error.message)")
+                }
             }
             if let injected = injected(
                 faults, throttle: { Self.withRetryAfter(Self.text(429, "Too Many Requests"), faults.retryAfterSeconds) },
@@ -42,9 +47,11 @@ extension SimulatorState {
             {
                 return injected
             }
-            record(
-                .webpush, handle: "webpush/\(id)", payload: String(decoding: plaintext, as: UTF8.self), headers: request.headers,
-                names: ["TTL", "Urgency", "Topic"])
+            if kept {
+                record(
+                    .webpush, handle: "webpush/\(id)", payload: String(decoding: plaintext, as: UTF8.self), headers: request.headers,
+                    names: ["TTL", "Urgency", "Topic"])
+            }
             var headers = HTTPFields()
             headers[.location] = "/message/\(UUID().uuidString)"
             return Response(status: .created, headers: headers)
@@ -54,6 +61,10 @@ extension SimulatorState {
 
     func verifyVAPID(_ authorization: String, audience: String) -> Bool {
         guard authorization.hasPrefix("vapid ") else { return false }
+        // A header verified before is good until its token's expiry.
+        let key = audience + "\n" + authorization
+        let now = Int(Date().timeIntervalSince1970)
+        if let expiry = mutable.withLock({ $0.verifiedVAPID[key] }) { return expiry > now }
         var fields: [String: String] = [:]
         for part in authorization.dropFirst(6).split(separator: ",") {
             let pair = part.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1).map(String.init)
@@ -61,12 +72,16 @@ extension SimulatorState {
         }
         guard let jwt = fields["t"], let key = fields["k"], vapidKeys.isEmpty || vapidKeys.contains(key) else { return false }
         let parts = jwt.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        let now = Int(Date().timeIntervalSince1970)
         guard parts.count == 3, let claims = Self.jsonObject(parts[1]), claims["aud"] as? String == audience,
             let expiry = claims["exp"] as? Int, expiry > now, expiry <= now + 86400, claims["sub"] is String,
             let publicBytes = Base64URL.decode(key), let publicKey = try? P256.Signing.PublicKey(x963Representation: publicBytes),
             let signature = Base64URL.decode(parts[2]), let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature)
         else { return false }
-        return publicKey.isValidSignature(ecdsa, for: Data("\(parts[0]).\(parts[1])".utf8))
+        guard publicKey.isValidSignature(ecdsa, for: Data("\(parts[0]).\(parts[1])".utf8)) else { return false }
+        mutable.withLock {
+            if $0.verifiedVAPID.count >= 10_000 { $0.verifiedVAPID.removeAll() }
+            $0.verifiedVAPID[key] = expiry
+        }
+        return true
     }
 }

@@ -41,6 +41,8 @@ final class SimulatorState: Sendable {
         var deliveries: [String: [Delivery]] = [:]
         /// Provider tokens already verified: their `iat` and the key's bundle ids.
         var verifiedProviderTokens: [String: (issuedAt: Int, bundleIds: Set<String>)] = [:]
+        /// VAPID headers already verified, by audience and header: their token's expiry.
+        var verifiedVAPID: [String: Int] = [:]
         /// Payloads found to be JSON objects lately (a broadcast repeats one).
         var validPayloads: Set<Data> = []
         var fcmAccessTokens: [String: Set<String>] = [:]
@@ -129,10 +131,15 @@ final class SimulatorState: Sendable {
         record(platform, handle: handle, payload: payload, header: { headers[HTTPField.Name($0)!] }, names: names)
     }
 
+    /// Whether a delivery to `handle` would be kept for `GET /sim/deliveries`.
+    func keeps(_ handle: String) -> Bool {
+        recording && mutable.withLock { $0.deliveries[handle] != nil || $0.deliveries.count < recordedHandles }
+    }
+
     /// Keeps a delivery and the headers named in `names` for `GET /sim/deliveries`.
     func record(_ platform: Platform, handle: String, payload: String, header: (String) -> String?, names: [String]) {
         // Past the handles kept, a new handle's delivery is not built at all.
-        guard recording, mutable.withLock({ $0.deliveries[handle] != nil || $0.deliveries.count < recordedHandles }) else { return }
+        guard keeps(handle) else { return }
         var kept: [String: String] = [:]
         for name in names { if let value = header(name) { kept[name] = value } }
         let delivery = Delivery(platform: platform, handle: handle, payload: payload, headers: kept, receivedAt: Date())

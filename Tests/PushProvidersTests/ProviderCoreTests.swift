@@ -161,6 +161,25 @@ struct ProviderCoreTests {
         }
     }
 
+    @Test("Web Push: one VAPID signature per push service origin, reused by the pushes after it; each payload encrypted anew")
+    func webPushVAPIDReused() async throws {
+        let transport = ScriptedTransport([PNSResponse(status: 201), PNSResponse(status: 201)])
+        let vapid = try VAPID(subject: "mailto:ops@example.com", privateKey: P256.Signing.PrivateKey().rawRepresentation)
+        let provider = WebPushProvider(hubs: ["myhub": vapid], endpoints: ["myhub": EndpointPolicy(webPushHosts: ["127.0.0.1:9"])], transport: transport)
+        let agent = P256.KeyAgreement.PrivateKey()
+        let keys = WebPushKeys(p256dh: Base64URL.encode(agent.publicKey.x963Representation), auth: Base64URL.encode(Data(repeating: 7, count: 16)))
+        for id in 1...2 {
+            let answer = await provider.deliver(
+                PNSDelivery(hub: "myhub", notificationId: "n", handle: "http://127.0.0.1:9/push/\(id)", webPush: keys, format: .browser, body: "{}"))
+            #expect(answer.classification == .delivered, "\(answer)")
+        }
+        let pushes = transport.pushes
+        #expect(pushes.count == 2)
+        #expect(pushes[0].headers.first(name: "authorization") == pushes[1].headers.first(name: "authorization"), "signed once for the origin")
+        #expect(pushes[0].headers.first(name: "authorization")?.hasPrefix("vapid t=") == true)
+        #expect(pushes[0].body != pushes[1].body, "a fresh key and salt per message")
+    }
+
     @Test("WNS: typed X-WNS-Type and its content type; a 401 renews the token without a resend")
     func wns() async throws {
         let transport = ScriptedTransport([PNSResponse(status: 401)])

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import PushModel
+import Synchronization
 
 /// RFC 8292 voluntary application server identification: an ES256 JWT for the push
 /// service's origin, sent as `Authorization: vapid t=…, k=…`.
@@ -37,5 +38,23 @@ public struct VAPID: Sendable {
         let signingInput = Data("\(header).\(payload)".utf8)
         let signature = try P256.Signing.PrivateKey(rawRepresentation: privateKey).signature(for: signingInput).rawRepresentation
         return "vapid t=\(header).\(payload).\(Base64URL.encode(signature)), k=\(publicKey)"
+    }
+}
+
+/// Signed VAPID headers kept per hub and push-service origin until half their lifetime has
+/// passed: one ES256 signature per origin, not one per push.
+final class VAPIDHeaders: Sendable {
+    private let entries = Mutex<[String: (value: String, renewAt: Date)]>([:])
+
+    /// The `Authorization` header for `endpoint` with `vapid`, signed again when due.
+    func authorization(_ vapid: VAPID, hub: String, endpoint: URL, now: Date = Date()) throws -> String {
+        let key = hub + "\n" + (VAPID.audience(of: endpoint) ?? "")
+        if let kept = entries.withLock({ $0[key] }), now < kept.renewAt { return kept.value }
+        let value = try vapid.authorization(for: endpoint, now: now)
+        entries.withLock {
+            if $0.count >= 10_000 { $0.removeAll() }
+            $0[key] = (value, now.addingTimeInterval(vapid.lifetime / 2))
+        }
+        return value
     }
 }

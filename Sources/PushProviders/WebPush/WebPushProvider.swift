@@ -10,6 +10,7 @@ public final class WebPushProvider: PushProvider {
     /// Each hub's allowed endpoints, by lowercased name; hubs not named get the default.
     private let endpoints: [String: EndpointPolicy]
     private let resolver: HostResolver
+    private let vapidHeaders = VAPIDHeaders()
     private let transport: any PNSTransport
 
     public init(
@@ -79,7 +80,7 @@ public final class WebPushProvider: PushProvider {
         case .success(let made): request = made
         case .failure(let notSent): return notSent.answer
         }
-        do { request.headers.add("authorization", try vapid.authorization(for: endpoint)) } catch {
+        do { request.headers.add("authorization", try vapidHeaders.authorization(vapid, hub: delivery.hub.lowercased(), endpoint: endpoint)) } catch {
             return .notSent(.vapid("\(error)"))
         }
         let response: PNSResponse

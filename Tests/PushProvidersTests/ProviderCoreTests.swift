@@ -165,7 +165,8 @@ struct ProviderCoreTests {
     func webPushVAPIDReused() async throws {
         let transport = ScriptedTransport([PNSResponse(status: 201), PNSResponse(status: 201)])
         let vapid = try VAPID(subject: "mailto:ops@example.com", privateKey: P256.Signing.PrivateKey().rawRepresentation)
-        let provider = WebPushProvider(hubs: ["myhub": vapid], endpoints: ["myhub": EndpointPolicy(webPushHosts: ["127.0.0.1:9"])], transport: transport)
+        let provider = WebPushProvider(
+            hubs: ["myhub": vapid], endpoints: ["myhub": EndpointPolicy(webPushHosts: ["127.0.0.1:9"])], transport: transport)
         let agent = P256.KeyAgreement.PrivateKey()
         let keys = WebPushKeys(p256dh: Base64URL.encode(agent.publicKey.x963Representation), auth: Base64URL.encode(Data(repeating: 7, count: 16)))
         for id in 1...2 {

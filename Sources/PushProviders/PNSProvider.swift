@@ -72,6 +72,18 @@ public struct PNSAnswer: Sendable, Equatable {
         PNSAnswer(.misconfigured(problem), reason: problem.description)
     }
 
+    /// The answer to one request of a batch: the transport's failure, or `classify`'s reading of
+    /// the PNS's response, with the time it took.
+    static func reading(_ exchange: PNSExchange, _ classify: (PNSResponse) async -> PNSAnswer) async -> PNSAnswer {
+        switch exchange.result {
+        case .failure(let error): return .transportFailed(error)
+        case .success(let response):
+            var answer = await classify(response)
+            answer.latency = exchange.latency
+            return answer
+        }
+    }
+
     /// The transport failed (connection, time-out): retried.
     static func transportFailed(_ error: any Error) -> PNSAnswer {
         PNSAnswer(.retry(retryAfter: nil), reason: "transport: \(error)")

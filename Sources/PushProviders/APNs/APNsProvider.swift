@@ -82,18 +82,13 @@ public final class APNsProvider: PushProvider {
         let exchanges = await transport.sendAll(requests)
         var renewed: Set<String> = []
         for (exchange, request) in zip(exchanges, sent) {
-            let response: PNSResponse
-            switch exchange.result {
-            case .success(let answered): response = answered
-            case .failure(let error):
-                answers[request.index] = .transportFailed(error)
-                continue
+            answers[request.index] = await .reading(exchange) { response in
+                let reason = response.status == 200 ? nil : (response.json?["reason"] as? String).map(APNsReason.init)
+                let classification = APNsResponse.classify(status: response.status, reason: reason, retryAfter: response.retryAfter)
+                // The token is renewed here, once per token; resending is the worker's.
+                if classification == .renewToken, renewed.insert(request.jwt).inserted { await request.tokens.expired(request.jwt) }
+                return PNSAnswer(classification, status: response.status, reason: reason?.description)
             }
-            let reason = response.status == 200 ? nil : (response.json?["reason"] as? String).map(APNsReason.init)
-            let classification = APNsResponse.classify(status: response.status, reason: reason, retryAfter: response.retryAfter)
-            // The token is renewed here, once per token; resending is the worker's.
-            if classification == .renewToken, renewed.insert(request.jwt).inserted { await request.tokens.expired(request.jwt) }
-            answers[request.index] = PNSAnswer(classification, status: response.status, reason: reason?.description, latency: exchange.latency)
         }
         return answers.map { $0! }
     }

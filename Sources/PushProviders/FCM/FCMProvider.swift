@@ -85,20 +85,14 @@ public final class FCMProvider: PushProvider {
         let exchanges = await transport.sendAll(requests)
         var dropped: Set<String> = []
         for (exchange, request) in zip(exchanges, sent) {
-            let response: PNSResponse
-            switch exchange.result {
-            case .success(let answered): response = answered
-            case .failure(let error):
-                answers[request.index] = .transportFailed(error)
-                continue
+            answers[request.index] = await .reading(exchange) { response in
+                let code = response.status == 200 ? nil : FCMMessage.errorCode(response)
+                let classification = FCMMessage.classify(status: response.status, errorCode: code, retryAfter: response.retryAfter)
+                // The token is dropped here, once per project; resending is the worker's.
+                if classification == .renewToken, dropped.insert(request.project.url).inserted { await request.project.tokens.invalidate() }
+                return PNSAnswer(
+                    classification, status: response.status, reason: code?.description ?? (response.status == 401 ? "UNAUTHENTICATED" : nil))
             }
-            let code = response.status == 200 ? nil : FCMMessage.errorCode(response)
-            let classification = FCMMessage.classify(status: response.status, errorCode: code, retryAfter: response.retryAfter)
-            // The token is dropped here, once per project; resending is the worker's.
-            if classification == .renewToken, dropped.insert(request.project.url).inserted { await request.project.tokens.invalidate() }
-            answers[request.index] = PNSAnswer(
-                classification, status: response.status, reason: code?.description ?? (response.status == 401 ? "UNAUTHENTICATED" : nil),
-                latency: exchange.latency)
         }
         return answers.map { $0! }
     }

@@ -33,16 +33,16 @@ public struct EndpointPolicy: Sendable, Equatable, Codable {
         webPushHosts = try container.decodeIfPresent([String].self, forKey: .webPushHosts) ?? []
     }
 
-    /// This policy with `hostAndPort` (a simulator's) allowed on both platforms, in place of
-    /// any loopback entries an earlier run added.
-    public func allowing(simulator hostAndPort: String) -> EndpointPolicy {
+    /// This policy with `hostsAndPorts` (a simulator's listeners) allowed on both platforms, in
+    /// place of any loopback entries an earlier run added.
+    public func allowing(simulator hostsAndPorts: [String]) -> EndpointPolicy {
         let isLoopbackEntry: (String) -> Bool = { pattern in
             let host = Self.split(pattern).host
             return host == "localhost" || host == "::1" || host.hasPrefix("127.")
         }
         return EndpointPolicy(
-            wnsHosts: wnsHosts.filter { !isLoopbackEntry($0) } + [hostAndPort],
-            webPushHosts: webPushHosts.filter { !isLoopbackEntry($0) } + [hostAndPort])
+            wnsHosts: wnsHosts.filter { !isLoopbackEntry($0) } + hostsAndPorts,
+            webPushHosts: webPushHosts.filter { !isLoopbackEntry($0) } + hostsAndPorts)
     }
 
     /// Most bytes of a URL handle.

@@ -47,14 +47,18 @@ extension HubsConfiguration {
         var copy = self
         for index in copy.hubs.indices
         where names.map({ $0.contains { $0.caseInsensitiveCompare(copy.hubs[index].name) == .orderedSame } }) ?? true {
+            // FCM over HTTP/2 and TLS, as Google serves it; the token endpoints on plain HTTP.
             copy.hubs[index].credentials.apns?.endpoint = apns
-            copy.hubs[index].credentials.fcm?.endpoint = http
+            copy.hubs[index].credentials.fcm?.endpoint = apns
             copy.hubs[index].credentials.fcm?.tokenURI = "\(http)/oauth2/token"
             copy.hubs[index].credentials.wns?.tokenURI = "\(http)/wns/token"
-            // WNS channels and Web Push endpoints at the simulator are allowed, and nothing else local.
-            if let url = URLComponents(string: http), let host = url.host, let port = url.port {
-                copy.hubs[index].endpoints = copy.hubs[index].endpointPolicy.allowing(simulator: "\(host):\(port)")
+            // WNS channels and Web Push endpoints at either of the simulator's listeners are
+            // allowed, and nothing else local.
+            let listeners = [apns, http].compactMap { base -> String? in
+                guard let url = URLComponents(string: base), let host = url.host, let port = url.port else { return nil }
+                return "\(host):\(port)"
             }
+            if !listeners.isEmpty { copy.hubs[index].endpoints = copy.hubs[index].endpointPolicy.allowing(simulator: listeners) }
         }
         return copy
     }

@@ -49,9 +49,10 @@ public struct SimulatorFaults: Codable, Sendable, Equatable {
 /// Where and how the simulator runs.
 public struct SimulatorSettings: Sendable {
     public var host = "127.0.0.1"
-    /// APNs: HTTP/2 over TLS. 0 picks a free port.
+    /// Every service (APNs, FCM, WNS, Web Push, the token endpoints) over HTTP/2 and TLS, as
+    /// the real services speak it. 0 picks a free port.
     public var apnsPort = 0
-    /// FCM, the OAuth token endpoints, WNS, Web Push and `/sim/…`: plain HTTP/1.1 (h2c not needed).
+    /// The same services but APNs, and `/sim/…`, on plain HTTP/1.1.
     public var httpPort = 0
     /// The credentials requests are checked against.
     public var hubs: HubsConfiguration
@@ -85,7 +86,8 @@ public final class PNSSimulator: Service, Sendable {
         )
     }
 
-    /// The APNs base URL (`https://127.0.0.1:PORT`) and the plain one, once both listen.
+    /// The HTTP/2 base URL (`https://127.0.0.1:PORT`: APNs, and the other services) and the
+    /// plain one, once both listen.
     public func ready() async throws -> (apns: String, http: String) {
         let deadline = ContinuousClock.now + .seconds(30)
         while ContinuousClock.now < deadline {
@@ -102,8 +104,8 @@ public final class PNSSimulator: Service, Sendable {
             privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(settings.certificates.serverKeyPEM.utf8), format: .pem)))
         var quiet = logger
         quiet.logLevel = max(logger.logLevel, .warning)
-        let connections = APNsHTTP2Server.Connections()
-        let apns = try await APNsHTTP2Server.bind(host: settings.host, port: settings.apnsPort, tls: tls, state: state, connections: connections)
+        let connections = PNSHTTP2Server.Connections()
+        let apns = try await PNSHTTP2Server.bind(host: settings.host, port: settings.apnsPort, tls: tls, state: state, connections: connections)
         ports.value.withLock { $0.apns = apns.localAddress?.port }
         let http = Application(
             router: makeRouter(), configuration: .init(address: .hostname(settings.host, port: settings.httpPort), serverName: nil),
@@ -129,34 +131,49 @@ public final class PNSSimulator: Service, Sendable {
     func makeRouter() -> Router<BasicRequestContext> {
         let router = Router()
         let state = self.state
-        router.post("/v1/projects/:project/messages:send") { request, context in
-            try await state.fcm(request, project: context.parameters.require("project"))
+        // The services on plain HTTP/1.1, through the same routes as the HTTP/2 listener.
+        let serve: @Sendable (Request, BasicRequestContext) async throws -> Response = { request, _ in
+            let path = request.uri.path
+            let faults = SimulatorState.isTokenEndpoint(path) ? state.faults : await state.prelude()
+            let body = try await request.body.collect(upTo: PNSFrameHandler.maximumBody)
+            let headers = request.headers
+            let simRequest = SimRequest(
+                header: { name in HTTPField.Name(name).flatMap { headers[$0] } }, body: body, scheme: "http", authority: request.head.authority)
+            let answer = state.serve(method: request.method.rawValue, path: path, simRequest, faults: faults) ?? SimulatorState.json(404, "{}")
+            return Self.response(answer)
         }
-        router.post("/oauth2/token") { request, _ in try await state.googleToken(request) }
-        router.post("/wns/token") { request, _ in try await state.wnsToken(request) }
-        router.post("/wns/channel/:id") { request, context in try await state.wns(request, channel: context.parameters.require("id")) }
-        router.post("/webpush/:id") { request, context in try await state.webPush(request, subscription: context.parameters.require("id")) }
-        router.get("/sim/stats") { _, _ in SimulatorState.json(200, state.statsJSON()) }
+        for path in ["/v1/projects/:project/messages:send", "/oauth2/token", "/wns/token", "/wns/channel/:id", "/webpush/:id"] {
+            router.post(RouterPath(path), use: serve)
+        }
+        router.get("/sim/stats") { _, _ in Self.response(SimulatorState.json(200, state.statsJSON())) }
         router.get("/sim/deliveries") { request, _ in
             guard let handle = request.uri.queryParameters.get("handle") else {
-                return SimulatorState.json(400, #"{"error":"handle: missing"}"#)
+                return Self.response(SimulatorState.json(400, #"{"error":"handle: missing"}"#))
             }
-            return SimulatorState.json(200, state.deliveriesJSON(handle: handle))
+            return Self.response(SimulatorState.json(200, state.deliveriesJSON(handle: handle)))
         }
         addOperationsRoutes(to: router, checks: [])
         router.post("/sim/revoke-tokens") { _, _ in
             state.revokeAccessTokens()
-            return SimulatorState.json(200, "{}")
+            return Self.response(SimulatorState.json(200, "{}"))
         }
         router.post("/sim/faults") { request, _ in
             let body = try await request.body.collect(upTo: 64 * 1024)
             guard let faults = try? JSONDecoder().decode(SimulatorFaults.self, from: Data(body.readableBytesView)) else {
-                return SimulatorState.json(400, #"{"error":"body: not a SimulatorFaults JSON object"}"#)
+                return Self.response(SimulatorState.json(400, #"{"error":"body: not a SimulatorFaults JSON object"}"#))
             }
             state.setFaults(faults)
-            return SimulatorState.json(200, "{}")
+            return Self.response(SimulatorState.json(200, "{}"))
         }
         return router
+    }
+
+    /// An answer as Hummingbird's response.
+    static func response(_ answer: SimAnswer) -> Response {
+        var headers = HTTPFields()
+        for (name, value) in answer.headers { if let name = HTTPField.Name(name) { headers.append(HTTPField(name: name, value: value)) } }
+        return Response(
+            status: .init(code: answer.status), headers: headers, body: answer.body.map { .init(byteBuffer: ByteBuffer(string: $0)) } ?? .init())
     }
 }
 

@@ -15,16 +15,9 @@ import _CryptoExtras
 
 /// The APNs simulator: provider tokens checked against the configured keys, Apple's reasons.
 extension SimulatorState {
-    /// An APNs answer, whatever carried the request: status, headers, JSON body.
-    struct APNsAnswer: Sendable {
-        var status: Int
-        var headers: [(String, String)] = []
-        var body: String?
-    }
-
     /// APNs: `POST /3/device/{token}`; `header` reads a request header by lower-case name.
-    func apns(token: String, header: (String) -> String?, payload: Data, faults: SimulatorFaults) -> APNsAnswer {
-        let answer: APNsAnswer = {
+    func apns(token: String, header: (String) -> String?, payload: Data, faults: SimulatorFaults) -> SimAnswer {
+        let answer: SimAnswer = {
             guard let authorization = header("authorization"), authorization.lowercased().hasPrefix("bearer ") else {
                 return apnsError(403, "MissingProviderToken", faults)
             }
@@ -60,7 +53,7 @@ extension SimulatorState {
                 names: [
                     "apns-topic", "apns-push-type", "apns-priority", "apns-expiration", "apns-collapse-id", "apns-id",
                 ])
-            return APNsAnswer(status: 200, headers: [("apns-id", header("apns-id") ?? UUID().uuidString)])
+            return SimAnswer(status: 200, headers: [("apns-id", header("apns-id") ?? UUID().uuidString)])
         }()
         count(.apns, answer.status)
         return answer
@@ -96,11 +89,11 @@ extension SimulatorState {
         return verified
     }
 
-    func apnsError(_ status: Int, _ reason: String, _ faults: SimulatorFaults, timestamp: Bool = false) -> APNsAnswer {
+    func apnsError(_ status: Int, _ reason: String, _ faults: SimulatorFaults, timestamp: Bool = false) -> SimAnswer {
         var body = #"{"reason":"\#(reason)""#
         if timestamp { body += #","timestamp":\#(Int(Date().timeIntervalSince1970 * 1000))"# }
         var headers = [("content-type", "application/json")]
         if status == 429 || status == 503 { headers.append(("retry-after", String(faults.retryAfterSeconds))) }
-        return APNsAnswer(status: status, headers: headers, body: body + "}")
+        return SimAnswer(status: status, headers: headers, body: body + "}")
     }
 }

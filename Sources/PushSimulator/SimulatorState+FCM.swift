@@ -15,8 +15,8 @@ import _CryptoExtras
 
 /// The FCM v1 simulator and Google's token endpoint.
 extension SimulatorState {
-    func googleToken(_ request: Request) async throws -> Response {
-        let form = Self.form(try await request.body.collect(upTo: 64 * 1024))
+    func googleToken(_ request: SimRequest) -> SimAnswer {
+        let form = Self.form(request.body)
         mutable.withLock { $0.tokenRequests["fcm", default: 0] += 1 }
         guard form["grant_type"] == "urn:ietf:params:oauth:grant-type:jwt-bearer", let assertion = form["assertion"] else {
             return Self.json(400, #"{"error":"unsupported_grant_type"}"#)
@@ -36,11 +36,10 @@ extension SimulatorState {
         return Self.json(200, #"{"access_token":"\#(token)","expires_in":3599,"token_type":"Bearer"}"#)
     }
 
-    func fcm(_ request: Request, project: String) async throws -> Response {
-        let faults = await prelude()
-        let body = try await request.body.collect(upTo: 1 << 20)
-        let answer: Response = {
-            let bearer = request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
+    func fcm(_ request: SimRequest, project: String, faults: SimulatorFaults) -> SimAnswer {
+        let body = request.body
+        let answer: SimAnswer = {
+            let bearer = request.header("authorization").flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
             guard let bearer, let projects = mutable.withLock({ $0.fcmAccessTokens[bearer] }) else {
                 return fcmError(401, "UNAUTHENTICATED", nil, "Request had invalid authentication credentials.")
             }
@@ -61,16 +60,15 @@ extension SimulatorState {
             {
                 return injected
             }
-            record(.fcm, handle: token, payload: String(buffer: body), headers: request.headers, names: [])
+            record(.fcm, handle: token, payload: String(buffer: body), header: request.header, names: [])
             return Self.json(200, #"{"name":"projects/\#(project)/messages/\#(UUID().uuidString)"}"#)
         }()
         return count(.fcm, answer)
     }
 
-    func fcmError(_ status: Int, _ statusText: String, _ errorCode: String?, _ message: String) -> Response {
+    func fcmError(_ status: Int, _ statusText: String, _ errorCode: String?, _ message: String) -> SimAnswer {
         let details = errorCode.map { #","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"\#($0)"}]"# } ?? ""
-        var response = Self.json(status, #"{"error":{"code":\#(status),"message":"\#(message)","status":"\#(statusText)"\#(details)}}"#)
-        if status == 429 || status == 503 { response.headers[HTTPField.Name("Retry-After")!] = String(faults.retryAfterSeconds) }
-        return response
+        let answer = Self.json(status, #"{"error":{"code":\#(status),"message":"\#(message)","status":"\#(statusText)"\#(details)}}"#)
+        return status == 429 || status == 503 ? Self.withRetryAfter(answer, faults.retryAfterSeconds) : answer
     }
 }

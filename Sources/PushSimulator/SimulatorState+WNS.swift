@@ -15,8 +15,8 @@ import _CryptoExtras
 
 /// The WNS simulator and its token endpoint.
 extension SimulatorState {
-    func wnsToken(_ request: Request) async throws -> Response {
-        let form = Self.form(try await request.body.collect(upTo: 64 * 1024))
+    func wnsToken(_ request: SimRequest) -> SimAnswer {
+        let form = Self.form(request.body)
         mutable.withLock { $0.tokenRequests["wns", default: 0] += 1 }
         guard form["grant_type"] == "client_credentials", form["scope"] == "notify.windows.com" else {
             return Self.json(400, #"{"error":"invalid_request"}"#)
@@ -29,16 +29,15 @@ extension SimulatorState {
         return Self.json(200, #"{"token_type":"bearer","access_token":"\#(token)","expires_in":86400}"#)
     }
 
-    func wns(_ request: Request, channel: String) async throws -> Response {
-        let faults = await prelude()
-        let body = try await request.body.collect(upTo: 1 << 20)
-        let answer: Response = {
-            let bearer = request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
+    func wns(_ request: SimRequest, channel: String, faults: SimulatorFaults) -> SimAnswer {
+        let body = request.body
+        let answer: SimAnswer = {
+            let bearer = request.header("authorization").flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
             guard let bearer, mutable.withLock({ $0.wnsAccessTokens.contains(bearer) }) else { return wnsError(401, "Token expired or invalid") }
-            guard let type = request.headers[HTTPField.Name("X-WNS-Type")!], let expected = WNSNotificationType(header: type)?.contentType else {
+            guard let type = request.header("x-wns-type"), let expected = WNSNotificationType(header: type)?.contentType else {
                 return wnsError(400, "X-WNS-Type missing or invalid")
             }
-            guard request.headers[.contentType]?.lowercased().hasPrefix(expected) == true else {
+            guard request.header("content-type")?.lowercased().hasPrefix(expected) == true else {
                 return wnsError(400, "Content-Type must be \(expected)")
             }
             guard body.readableBytes <= 5000 else { return wnsError(413, "Payload exceeds 5000 bytes") }
@@ -50,22 +49,18 @@ extension SimulatorState {
                 return injected
             }
             record(
-                .wns, handle: "wns/channel/\(channel)", payload: String(buffer: body), headers: request.headers,
+                .wns, handle: "wns/channel/\(channel)", payload: String(buffer: body), header: request.header,
                 names: [
                     "X-WNS-Type", "X-WNS-TTL", "X-WNS-Tag", "X-WNS-Cache-Policy", "Content-Type",
                 ])
-            var headers = HTTPFields()
-            headers[HTTPField.Name("X-WNS-Status")!] = "received"
-            headers[HTTPField.Name("X-WNS-Msg-ID")!] = String(UUID().uuidString.prefix(16))
-            return Response(status: .ok, headers: headers)
+            return SimAnswer(status: 200, headers: [("X-WNS-Status", "received"), ("X-WNS-Msg-ID", String(UUID().uuidString.prefix(16)))])
         }()
         return count(.wns, answer)
     }
 
-    func wnsError(_ status: Int, _ description: String) -> Response {
-        var headers = HTTPFields()
-        headers[HTTPField.Name("X-WNS-Error-Description")!] = description
-        if status == 406 || status == 503 { headers[HTTPField.Name("Retry-After")!] = String(faults.retryAfterSeconds) }
-        return Response(status: .init(code: status), headers: headers)
+    func wnsError(_ status: Int, _ description: String) -> SimAnswer {
+        var headers = [("X-WNS-Error-Description", description)]
+        if status == 406 || status == 503 { headers.append(("Retry-After", String(faults.retryAfterSeconds))) }
+        return SimAnswer(status: status, headers: headers)
     }
 }

@@ -15,15 +15,14 @@ import _CryptoExtras
 
 /// The Web Push simulator: VAPID checked, payloads decrypted and recorded.
 extension SimulatorState {
-    func webPush(_ request: Request, subscription id: String) async throws -> Response {
-        let faults = await prelude()
-        let body = try await request.body.collect(upTo: 1 << 20)
-        let answer: Response = {
-            guard let authorization = request.headers[.authorization], let origin = request.head.authority.map({ "http://\($0)" }),
+    func webPush(_ request: SimRequest, subscription id: String, faults: SimulatorFaults) -> SimAnswer {
+        let body = request.body
+        let answer: SimAnswer = {
+            guard let authorization = request.header("authorization"), let origin = request.origin,
                 verifyVAPID(authorization, audience: origin)
             else { return Self.text(401, "VAPID: missing or invalid authorization") }
-            guard let ttl = request.headers[HTTPField.Name("TTL")!], Int(ttl) != nil else { return Self.text(400, "TTL header missing") }
-            guard request.headers[HTTPField.Name("Content-Encoding")!] == "aes128gcm" else {
+            guard let ttl = request.header("ttl"), Int(ttl) != nil else { return Self.text(400, "TTL header missing") }
+            guard request.header("content-encoding") == "aes128gcm" else {
                 return Self.text(415, "Content-Encoding must be aes128gcm")
             }
             guard body.readableBytes <= 4096 else { return Self.text(413, "Payload too large") }
@@ -49,12 +48,10 @@ extension SimulatorState {
             }
             if kept {
                 record(
-                    .webpush, handle: "webpush/\(id)", payload: String(decoding: plaintext, as: UTF8.self), headers: request.headers,
+                    .webpush, handle: "webpush/\(id)", payload: String(decoding: plaintext, as: UTF8.self), header: request.header,
                     names: ["TTL", "Urgency", "Topic"])
             }
-            var headers = HTTPFields()
-            headers[.location] = "/message/\(UUID().uuidString)"
-            return Response(status: .created, headers: headers)
+            return SimAnswer(status: 201, headers: [("location", "/message/\(UUID().uuidString)")])
         }()
         return count(.webpush, answer)
     }

@@ -23,6 +23,8 @@ final class SimulatorState: Sendable {
 
     struct Counts: Sendable {
         var requests = 0
+        /// Of them, those that came over HTTP/2.
+        var http2 = 0
         var statuses: [Int: Int] = [:]
     }
 
@@ -112,9 +114,9 @@ final class SimulatorState: Sendable {
         return nil
     }
 
-    func count(_ platform: Platform, _ response: Response) -> Response {
-        count(platform, response.status.code)
-        return response
+    func count(_ platform: Platform, _ answer: SimAnswer) -> SimAnswer {
+        count(platform, answer.status)
+        return answer
     }
 
     func count(_ platform: Platform, _ status: Int) {
@@ -126,10 +128,6 @@ final class SimulatorState: Sendable {
 
     /// Whether deliveries are kept for `GET /sim/deliveries`.
     var recording: Bool { recordedHandles > 0 }
-
-    func record(_ platform: Platform, handle: String, payload: String, headers: HTTPFields, names: [String]) {
-        record(platform, handle: handle, payload: payload, header: { headers[HTTPField.Name($0)!] }, names: names)
-    }
 
     /// Whether a delivery to `handle` would be kept for `GET /sim/deliveries`.
     func keeps(_ handle: String) -> Bool {
@@ -157,7 +155,7 @@ final class SimulatorState: Sendable {
             let count = counts[platform] ?? Counts()
             object[platform.rawValue] =
                 [
-                    "requests": count.requests, "delivered": count.statuses.filter { (200..<300).contains($0.key) }.values.reduce(0, +),
+                    "requests": count.requests, "http2": count.http2, "delivered": count.statuses.filter { (200..<300).contains($0.key) }.values.reduce(0, +),
                     "statuses": Dictionary(uniqueKeysWithValues: count.statuses.map { (String($0.key), $0.value) }),
                 ] as [String: Any]
         }
@@ -181,18 +179,18 @@ final class SimulatorState: Sendable {
         return String(decoding: try! JSONSerialization.data(withJSONObject: array, options: [.sortedKeys, .withoutEscapingSlashes]), as: UTF8.self)
     }
 
-    static func json(_ status: Int, _ body: String) -> Response {
-        Response(status: .init(code: status), headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: body)))
+    static func json(_ status: Int, _ body: String) -> SimAnswer {
+        SimAnswer(status: status, headers: [("Content-Type", "application/json")], body: body)
     }
 
-    static func text(_ status: Int, _ body: String) -> Response {
-        Response(status: .init(code: status), headers: [.contentType: "text/plain"], body: .init(byteBuffer: ByteBuffer(string: body)))
+    static func text(_ status: Int, _ body: String) -> SimAnswer {
+        SimAnswer(status: status, headers: [("Content-Type", "text/plain")], body: body)
     }
 
-    static func withRetryAfter(_ response: Response, _ seconds: Int) -> Response {
-        var response = response
-        response.headers[HTTPField.Name("Retry-After")!] = String(seconds)
-        return response
+    static func withRetryAfter(_ answer: SimAnswer, _ seconds: Int) -> SimAnswer {
+        var answer = answer
+        answer.headers.append(("Retry-After", String(seconds)))
+        return answer
     }
 
     static func jsonObject(_ base64url: String) -> [String: Any]? {
@@ -200,6 +198,7 @@ final class SimulatorState: Sendable {
     }
 
     static func form(_ buffer: ByteBuffer) -> [String: String] {
+        guard buffer.readableBytes <= 64 * 1024 else { return [:] }
         var fields: [String: String] = [:]
         for pair in String(buffer: buffer).split(separator: "&") {
             let parts = pair.split(separator: "=", maxSplits: 1).map {
@@ -209,6 +208,64 @@ final class SimulatorState: Sendable {
         }
         return fields
     }
+}
+
+/// A request to one of the simulated services, whichever listener carried it (HTTP/2 over
+/// TLS, or plain HTTP/1.1).
+struct SimRequest {
+    /// A request header by name, whatever its case.
+    var header: (String) -> String?
+    var body: ByteBuffer
+    /// `http` or `https`, and the authority the client addressed: a VAPID token's audience.
+    var scheme: String
+    var authority: String?
+
+    var origin: String? { authority.map { "\(scheme)://\($0)" } }
+}
+
+/// A simulated service's answer, whichever listener carries it back. Header names are spelt as
+/// the service spells them on HTTP/1.1; the HTTP/2 listener lowercases them.
+struct SimAnswer: Sendable {
+    var status: Int
+    var headers: [(String, String)] = []
+    var body: String?
+}
+
+extension SimulatorState {
+    /// The services' routes, the same on both listeners; nil for a path none of them serves.
+    /// The latency fault is the listener's to apply.
+    func serve(method: String, path: String, _ request: SimRequest, faults: SimulatorFaults) -> SimAnswer? {
+        guard method == "POST" else { return Self.json(405, #"{"reason":"MethodNotAllowed"}"#) }
+        let path = path.firstIndex(of: "?").map { path[..<$0] } ?? path[...]
+        /// The one path segment after `prefix` (and before `suffix`), if the path is that.
+        func segment(after prefix: String, before suffix: String = "") -> String? {
+            guard path.hasPrefix(prefix), path.hasSuffix(suffix), path.count > prefix.count + suffix.count else { return nil }
+            let value = path.dropFirst(prefix.count).dropLast(suffix.count)
+            return value.contains("/") ? nil : String(value)
+        }
+        let platform: Platform
+        let answer: SimAnswer
+        if let token = segment(after: "/3/device/") {
+            (platform, answer) = (.apns, apns(token: token, header: request.header, payload: Data(request.body.readableBytesView), faults: faults))
+        } else if let project = segment(after: "/v1/projects/", before: "/messages:send") {
+            (platform, answer) = (.fcm, fcm(request, project: project, faults: faults))
+        } else if let channel = segment(after: "/wns/channel/") {
+            (platform, answer) = (.wns, wns(request, channel: channel, faults: faults))
+        } else if let subscription = segment(after: "/webpush/") {
+            (platform, answer) = (.webpush, webPush(request, subscription: subscription, faults: faults))
+        } else if path == "/oauth2/token" {
+            return googleToken(request)
+        } else if path == "/wns/token" {
+            return wnsToken(request)
+        } else {
+            return nil
+        }
+        if request.scheme == "https" { mutable.withLock { $0.counts[platform, default: Counts()].http2 += 1 } }
+        return answer
+    }
+
+    /// Whether `path` is a token endpoint's, which the latency fault leaves alone.
+    static func isTokenEndpoint(_ path: String) -> Bool { path.hasPrefix("/oauth2/token") || path.hasPrefix("/wns/token") }
 }
 
 /// Whether a document is well-formed XML: one root, every element closed.

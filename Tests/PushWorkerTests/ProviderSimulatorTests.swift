@@ -119,7 +119,26 @@ struct ProviderSimulatorTests {
         Case(
             name: "WNS channel at another loopback port gets no token", platform: .wns, handle: "http://127.0.0.1:1/wns/channel/x",
             format: .windows, body: "<toast/>", expected: .misconfigured(.endpointNotAllowed(""))),
+        Case(
+            name: "WNS toast delivered over HTTP/2", platform: .wns, handle: "CHANNEL2:wns-h2", format: .windows,
+            body: "<toast><visual><binding template=\"ToastText01\"><text id=\"1\">hi</text></binding></visual></toast>",
+            headers: ["X-WNS-Type": "wns/toast"], expected: .delivered, status: 200),
+        Case(
+            name: "WNS 410 over HTTP/2", platform: .wns, handle: "CHANNEL2:dead-wns", format: .windows, body: "<toast/>", faults: faults(),
+            expected: .invalidHandle, status: 410),
+        Case(
+            name: "WNS 406 over HTTP/2", platform: .wns, handle: "CHANNEL2:wns-1", format: .windows, body: "<toast/>", faults: faults(throttle: 1),
+            expected: .throttled(retryAfter: .seconds(2)), status: 406),
         // Web Push
+        Case(
+            name: "Web Push delivered over HTTP/2", platform: .webpush, handle: "SUB2:sub-h2", format: .browser, body: #"{"title":"hi"}"#,
+            headers: ["Urgency": "high", "Topic": "news"], expected: .delivered, status: 201),
+        Case(
+            name: "Web Push 410 over HTTP/2", platform: .webpush, handle: "SUB2:dead-sub", format: .browser, body: "{}", faults: faults(),
+            expected: .invalidHandle, status: 410),
+        Case(
+            name: "Web Push 429 over HTTP/2", platform: .webpush, handle: "SUB2:sub-1", format: .browser, body: "{}", faults: faults(throttle: 1),
+            expected: .throttled(retryAfter: .seconds(2)), status: 429),
         Case(
             name: "Web Push delivered", platform: .webpush, handle: "SUB:sub-1", format: .browser, body: #"{"title":"hi"}"#,
             headers: ["Urgency": "high", "Topic": "news"], expected: .delivered, status: 201),
@@ -155,10 +174,12 @@ struct ProviderSimulatorTests {
         defer { Task { await sim.stop() } }
         var handle = test.handle
         var keys: WebPushKeys?
+        // CHANNEL: and SUB: are at the simulator's plain HTTP/1.1 listener, CHANNEL2: and SUB2: at its HTTP/2 one.
         if handle.hasPrefix("CHANNEL:") { handle = SimulatedHandle.wnsChannel(base: sim.http, id: String(handle.dropFirst(8))) }
-        if handle.hasPrefix("SUB:") {
-            let id = String(handle.dropFirst(4))
-            handle = sim.webPushEndpoint(id)
+        if handle.hasPrefix("CHANNEL2:") { handle = SimulatedHandle.wnsChannel(base: sim.apns, id: String(handle.dropFirst(9))) }
+        if handle.hasPrefix("SUB:") || handle.hasPrefix("SUB2:") {
+            let id = String(handle.drop { $0 != ":" }.dropFirst())
+            handle = SimulatedSubscription(id: id).endpoint(base: handle.hasPrefix("SUB2:") ? sim.apns : sim.http)
             keys = SimulatedSubscription(id: id).keys
         }
         // The machine's own name: on Debian and in containers it resolves to a loopback or private address.
@@ -191,6 +212,12 @@ struct ProviderSimulatorTests {
                 if test.format == .gcm { #expect((message["data"] as? [String: String])?["count"] == "3", "gcm data values become strings") }
             default: #expect(payload == test.body)
             }
+        }
+        if test.status != nil {
+            // HTTP/2 wherever the service is https: APNs, FCM, and channels and endpoints at the HTTP/2 listener.
+            let overHTTP2 = handle.hasPrefix("https://") || test.platform == .apns || test.platform == .fcm
+            let stats = try await sim.stats(test.platform)
+            #expect(stats["requests"] as? Int == 1 && stats["http2"] as? Int == (overHTTP2 ? 1 : 0), "\(stats)")
         }
         if test.status == nil, test.expected != .delivered {
             #expect(try await sim.stats(test.platform)["requests"] as? Int == 0, "refused before sending")

@@ -5,16 +5,24 @@ import NIOHTTP1
 import NIOHTTP2
 import NIOPosix
 import NIOSSL
+import NIOTLS
 import Synchronization
 
-/// HTTP/2 over TLS to one origin, for APNs: a few connections, each request a stream written
-/// frame by frame on its connection, and the frames of requests sent in the same event-loop
-/// tick flushed together (one TLS write for many pushes).
+/// HTTP/2 over TLS to one origin (APNs, FCM, WNS, a Web Push service): a few connections,
+/// each request a stream written frame by frame on its connection, and the frames of requests
+/// sent in the same event-loop tick flushed together (one TLS write for many pushes).
 final class HTTP2Client: Sendable {
     struct Failure: Error, CustomStringConvertible {
         var description: String
     }
 
+    /// The server finished the TLS handshake without choosing HTTP/2 (ALPN `h2`).
+    struct NotHTTP2: Error, CustomStringConvertible {
+        var origin: String
+        var description: String { "\(origin) does not speak HTTP/2" }
+    }
+
+    let origin: String
     private let host: String
     private let port: Int
     private let authority: String
@@ -23,9 +31,11 @@ final class HTTP2Client: Sendable {
     private let next = Atomic<Int>(0)
     private let timeout: TimeAmount
 
-    init(host: String, port: Int, tls: TLSConfiguration, connections: Int, timeout: TimeAmount) throws {
+    init(origin: String, host: String, port: Int, tls: TLSConfiguration, connections: Int, timeout: TimeAmount) throws {
         var tls = tls
-        tls.applicationProtocols = ["h2"]
+        // http/1.1 offered too, so that a server without HTTP/2 says so rather than failing the handshake.
+        tls.applicationProtocols = ["h2", "http/1.1"]
+        self.origin = origin
         context = try NIOSSLContext(configuration: tls)
         self.host = host
         self.port = port
@@ -67,30 +77,50 @@ final class HTTP2Client: Sendable {
         for connection in connections { await connection.close() }
     }
 
+    /// Connects, and returns once TLS chose HTTP/2; throws `NotHTTP2` when it did not.
     private func connect() async throws -> any Channel {
         let (context, host, authority, timeout) = (self.context, self.host, self.authority, self.timeout)
         let isAddress = host.allSatisfy { $0.isNumber || $0 == "." || $0 == ":" }
-        return try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .connectTimeout(.seconds(5))
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: isAddress ? nil : host))
-                    try channel.pipeline.syncOperations.addHandler(
-                        NIOHTTP2Handler(
-                            mode: .client,
-                            initialSettings: [
-                                HTTP2Setting(parameter: .enablePush, value: 0),
-                                HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
-                                HTTP2Setting(parameter: .maxHeaderListSize, value: 16 * 1024),
-                            ],
-                            // The headers are ours and valid; the server's answers are still read with care.
-                            headerBlockValidation: .disabled))
-                    try channel.pipeline.syncOperations.addHandler(HTTP2StreamsHandler(authority: authority, timeout: timeout))
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let negotiated = loop.makePromise(of: String?.self)
+        let channel: any Channel
+        do {
+            channel = try await ClientBootstrap(group: loop)
+                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .connectTimeout(.seconds(5))
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: isAddress ? nil : host))
+                        try channel.pipeline.syncOperations.addHandler(NegotiatedProtocol(negotiated))
+                        try channel.pipeline.syncOperations.addHandler(
+                            NIOHTTP2Handler(
+                                mode: .client,
+                                initialSettings: [
+                                    HTTP2Setting(parameter: .enablePush, value: 0),
+                                    HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
+                                    HTTP2Setting(parameter: .maxHeaderListSize, value: 16 * 1024),
+                                ],
+                                // The headers are ours and valid; the server's answers are still read with care.
+                                headerBlockValidation: .disabled))
+                        try channel.pipeline.syncOperations.addHandler(HTTP2StreamsHandler(authority: authority, timeout: timeout))
+                    }
                 }
-            }
-            .connect(host: host, port: port)
-            .get()
+                .connect(host: host, port: port)
+                .get()
+        } catch {
+            negotiated.fail(error)
+            throw error
+        }
+        let chosen: String?
+        do { chosen = try await negotiated.futureResult.get() } catch {
+            try? await channel.close()
+            throw error
+        }
+        guard chosen == "h2" else {
+            try? await channel.close()
+            throw NotHTTP2(origin: origin)
+        }
+        return channel
     }
 
     /// One connection, made when first needed and again after it closed.
@@ -307,8 +337,19 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler {
             pending[frame.streamID] = stream
             if headers.endStream { complete(frame.streamID) }
         case .data(let payload):
-            guard case .byteBuffer(var bytes) = payload.data, var stream = pending[frame.streamID] else { return }
+            guard case .byteBuffer(var bytes) = payload.data else { return }
+            guard var stream = pending[frame.streamID] else {
+                window.discard(bytes.readableBytes)
+                return
+            }
             window.receive(&bytes, into: &stream.body)
+            // PNS answers are small: a body past 64 KiB fails its stream.
+            guard (stream.body?.readableBytes ?? 0) <= 64 * 1024 else {
+                fail(frame.streamID, HTTP2Client.Failure(description: "an answer over 64 KiB"))
+                context.write(wrapOutboundOut(HTTP2Frame(streamID: frame.streamID, payload: .rstStream(.cancel))), promise: nil)
+                context.flush()
+                return
+            }
             pending[frame.streamID] = stream
             if payload.endStream { complete(frame.streamID) }
         case .rstStream(let code):
@@ -355,5 +396,34 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler {
     private func fail(_ id: HTTP2StreamID, _ error: any Error) {
         guard let stream = pending.removeValue(forKey: id) else { return }
         stream.sink.complete(stream.index, .failure(error))
+    }
+}
+
+/// Completes `promise` with the protocol TLS negotiated (ALPN), or fails it if the connection
+/// ends first.
+final class NegotiatedProtocol: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+
+    private let promise: EventLoopPromise<String?>
+
+    init(_ promise: EventLoopPromise<String?>) { self.promise = promise }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .handshakeCompleted(let negotiated) = event as? TLSUserEvent { promise.succeed(negotiated) }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        promise.fail(error)
+        context.fireErrorCaught(error)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        promise.fail(HTTP2Client.Failure(description: "the connection closed during the TLS handshake"))
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        promise.fail(HTTP2Client.Failure(description: "the connection closed during the TLS handshake"))
     }
 }

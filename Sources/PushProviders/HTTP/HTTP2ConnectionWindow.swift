@@ -24,6 +24,9 @@ public struct HTTP2ConnectionWindow {
         }
     }
 
+    /// Counts the bytes of a DATA frame that is dropped (its stream is gone) against the window.
+    public mutating func discard(_ bytes: Int) { consumed += bytes }
+
     /// The WINDOW_UPDATE to send after a read, once a sixteenth of the window was consumed.
     public mutating func update() -> HTTP2Frame? {
         guard consumed > Self.size / 16 else { return nil }

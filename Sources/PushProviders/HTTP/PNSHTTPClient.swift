@@ -6,8 +6,9 @@ import NIOSSL
 import PushModel
 import Synchronization
 
-/// The HTTP client every provider sends through: HTTP/2 over TLS where the server offers it
-/// (APNs, FCM), pooled HTTP/1.1 connections otherwise; a bounded time per request.
+/// The HTTP client every provider sends through: PushHub's own HTTP/2 client over TLS where
+/// the server offers it (APNs, FCM, WNS, Web Push services), pooled HTTP/1.1 connections
+/// otherwise; a bounded time per request.
 public final class PNSHTTPClient: PNSTransport {
     public typealias Response = PNSResponse
 
@@ -24,15 +25,18 @@ public final class PNSHTTPClient: PNSTransport {
     private let requestTimeout: TimeAmount
     private let tls: TLSConfiguration
     private let connectionCount: Int
-    /// Our own HTTP/2 clients by origin, for APNs (see `sendHTTP2`).
-    private let http2Clients = Mutex<[String: HTTP2Client]>([:])
+    /// Our own HTTP/2 clients by origin, and the https origins found to speak only HTTP/1.1.
+    private let http2Clients = Mutex<(clients: [String: HTTP2Client], http1Origins: Set<String>)>(([:], []))
+    private let maximumHTTP2Origins: Int
 
     /// `trustRootsFile` adds a PEM CA (e.g. `pushhub sim`'s) to the system's roots. HTTP/2
     /// hosts get `connections` connections; HTTP/1.1 hosts up to `connectionsPerHost`.
     public init(
         trustRootsFile: String? = nil, connections: Int = 4, connectionsPerHost: Int = 16, maximumInFlight: Int = 400,
-        requestTimeout: Duration = .seconds(15), connectTimeout: Duration = .seconds(5)
+        requestTimeout: Duration = .seconds(15), connectTimeout: Duration = .seconds(5),
+        maximumHTTP2Origins: Int = PNSHTTPClient.maximumHTTP2Origins
     ) {
+        self.maximumHTTP2Origins = maximumHTTP2Origins
         var tls = TLSConfiguration.makeClientConfiguration()
         if let trustRootsFile { tls.additionalTrustRoots = [.file(trustRootsFile)] }
         var configuration = HTTPClient.Configuration(
@@ -53,16 +57,19 @@ public final class PNSHTTPClient: PNSTransport {
 
     /// Sends one request. Throws on transport failures and time-outs, which callers retry.
     public func send(_ method: HTTPMethod, _ url: String, headers: [(String, String)], body: Data?) async throws -> Response {
+        try await inSlot { try await sendHTTP1(method, url, headers: headers, body: body) }
+    }
+
+    /// One request through async-http-client, without taking a slot.
+    private func sendHTTP1(_ method: HTTPMethod, _ url: String, headers: [(String, String)], body: Data?) async throws -> Response {
         var request = HTTPClientRequest(url: url)
         request.method = method
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
         let client = clients[next.add(1, ordering: .relaxed).oldValue % clients.count]
-        return try await inSlot {
-            let response = try await client.execute(request, timeout: requestTimeout)
-            let bytes = try await response.body.collect(upTo: 64 * 1024)
-            return Response(status: Int(response.status.code), headers: PNSHeaderFields(response.headers), body: Data(bytes.readableBytesView))
-        }
+        let response = try await client.execute(request, timeout: requestTimeout)
+        let bytes = try await response.body.collect(upTo: 64 * 1024)
+        return Response(status: Int(response.status.code), headers: PNSHeaderFields(response.headers), body: Data(bytes.readableBytesView))
     }
 
     public func send(_ request: PNSRequest) async throws -> PNSResponse {
@@ -73,49 +80,136 @@ public final class PNSHTTPClient: PNSTransport {
     }
 
     /// POSTs `path` at `origin` (`https://host[:port]`) over HTTP/2 with PushHub's own client,
-    /// which flushes the frames of many requests together: APNs's path. A plain-http origin
-    /// goes through `send`.
+    /// which flushes the frames of many requests together: APNs's path. A plain-http origin, or
+    /// one that does not speak HTTP/2, goes through `send`.
     public func sendHTTP2(origin: String, path: String, headers: [(String, String)], body: Data) async throws -> Response {
         guard let client = try http2Client(origin) else { return try await send(.POST, origin + path, headers: headers, body: body) }
-        return try await inSlot { try await client.send(path: path, headers: headers, body: body) }
+        do {
+            return try await inSlot { try await client.send(path: path, headers: headers, body: body) }
+        } catch let error as HTTP2Client.NotHTTP2 {
+            markHTTP1(error.origin)
+            return try await send(.POST, origin + path, headers: headers, body: body)
+        }
     }
 
-    /// Sends a batch: requests to one HTTP/2 origin go out together on PushHub's own client
-    /// (no task or future per request, one flush per run); others one by one.
+    /// Sends a batch. Requests to an https origin that speaks HTTP/2 (APNs, FCM, WNS and the
+    /// Web Push services) go out on PushHub's own client: no task or future per request, one
+    /// write and flush per connection run. The rest (plain http, HTTP/1.1-only origins) go
+    /// through async-http-client, a task each.
     public func sendAll(_ requests: [PNSRequest]) async -> [PNSExchange] {
-        guard case .http2(let origin, _)? = requests.first?.target,
-            requests.allSatisfy({ if case .http2(origin, _) = $0.target { true } else { false } }),
-            let client = try? http2Client(origin)
-        else { return await sendEach(requests) }
         let slots = self.slots
         let sink = ResponseSink(count: requests.count) { slots.release() }
-        var run: [StreamRequest] = []
-        run.reserveCapacity(requests.count)
+        var runs: [(client: HTTP2Client, requests: [StreamRequest])] = []
+        var elsewhere: [Int] = []
         // A native batch's pushes share one payload: one buffer for all of them.
         var lastBody: (data: Data, buffer: ByteBuffer)?
         for (index, request) in requests.enumerated() {
+            guard let (origin, path) = Self.http2Route(request.target), let client = try? http2Client(origin) else {
+                elsewhere.append(index)
+                continue
+            }
             if !slots.tryAcquire() {
-                await client.submit(run)
-                run.removeAll(keepingCapacity: true)
+                for run in runs { await run.client.submit(run.requests) }
+                runs.removeAll(keepingCapacity: true)
                 await slots.acquire()
             }
-            guard case .http2(_, let path) = request.target else { continue }
             if lastBody?.data != request.body { lastBody = (request.body, ByteBuffer(bytes: request.body)) }
-            run.append(StreamRequest(path: path, headers: request.headers, body: lastBody!.buffer, sink: sink, index: index))
+            let stream = StreamRequest(path: path, headers: request.headers, body: lastBody!.buffer, sink: sink, index: index)
+            if let run = runs.firstIndex(where: { $0.client === client }) {
+                runs[run].requests.append(stream)
+            } else {
+                runs.append((client, [stream]))
+                runs[runs.count - 1].requests.reserveCapacity(requests.count - index)
+            }
         }
-        await client.submit(run)
-        return await sink.answers()
+        for run in runs { await run.client.submit(run.requests) }
+        await sendHTTP1(elsewhere, of: requests, to: sink)
+        var answers = await sink.answers()
+        // An origin found not to speak HTTP/2 is remembered; its requests go again over HTTP/1.1.
+        var refused: [Int] = []
+        for (index, answer) in answers.enumerated() {
+            guard case .failure(let error as HTTP2Client.NotHTTP2) = answer.result else { continue }
+            markHTTP1(error.origin)
+            refused.append(index)
+        }
+        if !refused.isEmpty {
+            let again = ResponseSink(count: refused.count) { slots.release() }
+            await sendHTTP1(Array(refused.indices), of: refused.map { requests[$0] }, to: again)
+            for (index, exchange) in zip(refused, await again.answers()) { answers[index] = exchange }
+        }
+        return answers
     }
 
-    /// PushHub's own HTTP/2 client for `origin`, made once; nil for a plain-http origin.
+    /// Sends `requests[indices]` through async-http-client, a task each within the in-flight
+    /// slots, their answers to `sink`.
+    private func sendHTTP1(_ indices: [Int], of requests: [PNSRequest], to sink: ResponseSink) async {
+        guard !indices.isEmpty else { return }
+        await withTaskGroup(of: Void.self) { group in
+            for index in indices {
+                await slots.acquire()
+                let request = requests[index]
+                group.addTask {
+                    do {
+                        let response = try await self.sendHTTP1(.POST, Self.url(request.target), headers: request.headers.pairs, body: request.body)
+                        sink.complete(index, .success(response))
+                    } catch {
+                        sink.complete(index, .failure(error))
+                    }
+                }
+            }
+        }
+    }
+
+    /// The origin and path of a request that may go over HTTP/2: an https URL, or APNs's target.
+    static func http2Route(_ target: PNSRequest.Target) -> (origin: String, path: String)? {
+        switch target {
+        case .http2(let origin, let path): return origin.hasPrefix("https://") ? (origin, path) : nil
+        case .url(let url):
+            guard url.hasPrefix("https://") else { return nil }
+            let afterScheme = url.index(url.startIndex, offsetBy: 8)
+            let end = url[afterScheme...].firstIndex { $0 == "#" } ?? url.endIndex
+            let slash = url[afterScheme..<end].firstIndex { $0 == "/" || $0 == "?" } ?? end
+            guard slash > afterScheme else { return nil }
+            let path = url[slash..<end]
+            return (String(url[..<slash]), path.isEmpty ? "/" : path.hasPrefix("?") ? "/" + path : String(path))
+        }
+    }
+
+    static func url(_ target: PNSRequest.Target) -> String {
+        switch target {
+        case .url(let url): url
+        case .http2(let origin, let path): origin + path
+        }
+    }
+
+    /// Most origins that get an HTTP/2 client of their own. Web Push endpoints come from
+    /// devices, so their origins are many and chosen by others: past this many, an origin's
+    /// requests go through async-http-client's pool, which closes idle connections.
+    public static let maximumHTTP2Origins = 64
+
+    /// PushHub's own HTTP/2 client for `origin`, made once; nil for a plain-http origin, one
+    /// that does not speak HTTP/2, and new origins past `maximumHTTP2Origins`.
     private func http2Client(_ origin: String) throws -> HTTP2Client? {
-        try http2Clients.withLock { clients -> HTTP2Client? in
-            if let existing = clients[origin] { return existing }
+        try http2Clients.withLock { state -> HTTP2Client? in
+            if let existing = state.clients[origin] { return existing }
+            guard !state.http1Origins.contains(origin), state.clients.count < maximumHTTP2Origins else { return nil }
             guard let parsed = URL(string: origin), parsed.scheme == "https", let host = parsed.host else { return nil }
-            let made = try HTTP2Client(host: host, port: parsed.port ?? 443, tls: tls, connections: connectionCount, timeout: requestTimeout)
-            clients[origin] = made
+            let made = try HTTP2Client(
+                origin: origin, host: host, port: parsed.port ?? 443, tls: tls, connections: connectionCount, timeout: requestTimeout)
+            state.clients[origin] = made
             return made
         }
+    }
+
+    /// `origin` answered TLS without HTTP/2: its requests go over HTTP/1.1 from now on.
+    private func markHTTP1(_ origin: String) {
+        let dropped = http2Clients.withLock { state -> HTTP2Client? in
+            // Bounded: past 10,000 such origins the list starts again (each costs one more try).
+            if state.http1Origins.count >= 10_000 { state.http1Origins.removeAll() }
+            state.http1Origins.insert(origin)
+            return state.clients.removeValue(forKey: origin)
+        }
+        if let dropped { Task { await dropped.shutdown() } }
     }
 
     /// Runs one request while holding one of the in-flight slots.
@@ -127,7 +221,7 @@ public final class PNSHTTPClient: PNSTransport {
 
     public func shutdown() async {
         for client in clients { try? await client.shutdown() }
-        for client in http2Clients.withLock({ Array($0.values) }) { await client.shutdown() }
+        for client in http2Clients.withLock({ Array($0.clients.values) }) { await client.shutdown() }
     }
 }
 

@@ -35,29 +35,61 @@ public final class WNSProvider: PushProvider {
     }
 
     public func deliver(_ delivery: PNSDelivery) async -> PNSAnswer {
-        guard let tokens = hubs[delivery.hub.lowercased()] else {
-            return .notSent(.noCredentials(hub: delivery.hub, platform: .wns))
+        await deliverAll([delivery])[0]
+    }
+
+    /// Builds every request (the access token fetched once per hub), sends them together, and
+    /// classifies the answers.
+    public func deliverAll(_ deliveries: [PNSDelivery]) async -> [PNSAnswer] {
+        var answers = [PNSAnswer?](repeating: nil, count: deliveries.count)
+        var requests: [PNSRequest] = []
+        var sent: [(index: Int, hub: String, tokens: CachedAccessToken)] = []
+        var accessTokens: [String: Result<String, any Error>] = [:]
+        for (index, delivery) in deliveries.enumerated() {
+            let hub = delivery.hub.lowercased()
+            guard let tokens = hubs[hub] else {
+                answers[index] = .notSent(.noCredentials(hub: delivery.hub, platform: .wns))
+                continue
+            }
+            let channel: URL
+            switch (endpoints[hub] ?? EndpointPolicy()).url(delivery.handle, platform: .wns) {
+            case .success(let url): channel = url
+            case .failure(let refusal):
+                answers[index] = .notSent(.endpointNotAllowed("the channel URI \(refusal.reason)"))
+                continue
+            }
+            var request: PNSRequest
+            switch WNSRequest.make(delivery, channel: channel) {
+            case .success(let made): request = made
+            case .failure(let notSent):
+                answers[index] = notSent.answer
+                continue
+            }
+            if accessTokens[hub] == nil {
+                do { accessTokens[hub] = .success(try await tokens.token()) } catch { accessTokens[hub] = .failure(error) }
+            }
+            switch accessTokens[hub]! {
+            case .success(let accessToken): request.headers.add("authorization", "Bearer \(accessToken)")
+            case .failure(let error):
+                answers[index] = PNSAnswer(.retry(retryAfter: nil), reason: "OAuth: \(error)")
+                continue
+            }
+            requests.append(request)
+            sent.append((index, hub, tokens))
         }
-        let channel: URL
-        switch (endpoints[delivery.hub.lowercased()] ?? EndpointPolicy()).url(delivery.handle, platform: .wns) {
-        case .success(let url): channel = url
-        case .failure(let refusal): return .notSent(.endpointNotAllowed("the channel URI \(refusal.reason)"))
+        let exchanges = await transport.sendAll(requests)
+        var dropped: Set<String> = []
+        for (exchange, request) in zip(exchanges, sent) {
+            answers[request.index] = await .reading(exchange) { response in
+                let description = response.headers.first(name: "X-WNS-Error-Description")
+                let classification = WNSResponse.classify(status: response.status, description: description, retryAfter: response.retryAfter)
+                // The token is dropped here, once per hub; resending is the worker's (one place for every provider).
+                if classification == .renewToken, dropped.insert(request.hub).inserted { await request.tokens.invalidate() }
+                let reason =
+                    response.status == 200 ? nil : description ?? response.headers.first(name: "X-WNS-Status") ?? "HTTP \(response.status)"
+                return PNSAnswer(classification, status: response.status, reason: reason)
+            }
         }
-        var request: PNSRequest
-        switch WNSRequest.make(delivery, channel: channel) {
-        case .success(let made): request = made
-        case .failure(let notSent): return notSent.answer
-        }
-        let accessToken: String
-        do { accessToken = try await tokens.token() } catch { return PNSAnswer(.retry(retryAfter: nil), reason: "OAuth: \(error)") }
-        request.headers.add("authorization", "Bearer \(accessToken)")
-        let response: PNSResponse
-        do { response = try await transport.send(request) } catch { return .transportFailed(error) }
-        let description = response.headers.first(name: "X-WNS-Error-Description")
-        let classification = WNSResponse.classify(status: response.status, description: description, retryAfter: response.retryAfter)
-        // The token is dropped here; resending is the worker's (one place for every provider).
-        if classification == .renewToken { await tokens.invalidate() }
-        let reason = response.status == 200 ? nil : description ?? response.headers.first(name: "X-WNS-Status") ?? "HTTP \(response.status)"
-        return PNSAnswer(classification, status: response.status, reason: reason)
+        return answers.map { $0! }
     }
 }

@@ -67,27 +67,52 @@ public final class WebPushProvider: PushProvider {
     }
 
     public func deliver(_ delivery: PNSDelivery) async -> PNSAnswer {
-        guard let vapid = hubs[delivery.hub.lowercased()] else {
-            return .notSent(.noCredentials(hub: delivery.hub, platform: .webpush))
+        await deliverAll([delivery])[0]
+    }
+
+    /// Checks each endpoint, encrypts each payload for its subscription, signs once per hub and
+    /// push-service origin, sends the requests together, and classifies the answers.
+    public func deliverAll(_ deliveries: [PNSDelivery]) async -> [PNSAnswer] {
+        var answers = [PNSAnswer?](repeating: nil, count: deliveries.count)
+        var requests: [PNSRequest] = []
+        var sent: [Int] = []
+        for (index, delivery) in deliveries.enumerated() {
+            switch await request(for: delivery) {
+            case .success(let request):
+                requests.append(request)
+                sent.append(index)
+            case .failure(let notSent): answers[index] = notSent.answer
+            }
         }
+        let exchanges = await transport.sendAll(requests)
+        for (exchange, index) in zip(exchanges, sent) {
+            answers[index] = await .reading(exchange) { response in
+                let classification = Self.classify(status: response.status, retryAfter: response.retryAfter)
+                let reason = (200..<300).contains(response.status) ? nil : String(decoding: response.body.prefix(200), as: UTF8.self)
+                return PNSAnswer(classification, status: response.status, reason: reason)
+            }
+        }
+        return answers.map { $0! }
+    }
+
+    /// The signed, encrypted request for one push, or why it is not sent.
+    private func request(for delivery: PNSDelivery) async -> Result<PNSRequest, NotSent> {
+        let hub = delivery.hub.lowercased()
+        guard let vapid = hubs[hub] else { return .failure(NotSent(.notSent(.noCredentials(hub: delivery.hub, platform: .webpush)))) }
         let endpoint: URL
         switch await allowedEndpoint(delivery) {
         case .allowed(let url): endpoint = url
-        case .refused(let answer): return answer
+        case .refused(let answer): return .failure(NotSent(answer))
         }
         var request: PNSRequest
         switch WebPushRequest.make(delivery, endpoint: endpoint) {
         case .success(let made): request = made
-        case .failure(let notSent): return notSent.answer
+        case .failure(let notSent): return .failure(notSent)
         }
-        do { request.headers.add("authorization", try vapidHeaders.authorization(vapid, hub: delivery.hub.lowercased(), endpoint: endpoint)) } catch {
-            return .notSent(.vapid("\(error)"))
+        do { request.headers.add("authorization", try vapidHeaders.authorization(vapid, hub: hub, endpoint: endpoint)) } catch {
+            return .failure(NotSent(.notSent(.vapid("\(error)"))))
         }
-        let response: PNSResponse
-        do { response = try await transport.send(request) } catch { return .transportFailed(error) }
-        let classification = Self.classify(status: response.status, retryAfter: response.retryAfter)
-        let reason = (200..<300).contains(response.status) ? nil : String(decoding: response.body.prefix(200), as: UTF8.self)
-        return PNSAnswer(classification, status: response.status, reason: reason)
+        return .success(request)
     }
 
     /// RFC 8030 answers.

@@ -7,10 +7,10 @@ import NIOSSL
 import PushProviders
 import Synchronization
 
-/// The simulator's APNs endpoint: HTTP/2 over TLS (ALPN `h2`), served frame by frame on each
-/// connection, with no channel per stream. Answers written while reading a batch of frames
-/// leave in one flush.
-enum APNsHTTP2Server {
+/// The simulator's HTTP/2 listener: every simulated service (APNs, FCM, WNS, Web Push and the
+/// token endpoints) over TLS (ALPN `h2`), served frame by frame on each connection, with no
+/// channel per stream. Answers written while reading a batch of frames leave in one flush.
+enum PNSHTTP2Server {
     /// The accepted connections, so that stopping the server closes them too.
     final class Connections: Sendable {
         private let open = Mutex<[ObjectIdentifier: any Channel]>([:])
@@ -46,7 +46,7 @@ enum APNsHTTP2Server {
                                 HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
                                 HTTP2Setting(parameter: .maxHeaderListSize, value: 16 * 1024),
                             ]))
-                    try channel.pipeline.syncOperations.addHandler(APNsFrameHandler(state: state))
+                    try channel.pipeline.syncOperations.addHandler(PNSFrameHandler(state: state))
                 }
             }
             .bind(host: host, port: port)
@@ -54,9 +54,9 @@ enum APNsHTTP2Server {
     }
 }
 
-/// Collects each stream's HEADERS and DATA, answers it through `SimulatorState.apns`, and
+/// Collects each stream's HEADERS and DATA, answers it through `SimulatorState.serve`, and
 /// keeps the connection's receive window open.
-final class APNsFrameHandler: ChannelInboundHandler {
+final class PNSFrameHandler: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
 
@@ -64,6 +64,11 @@ final class APNsFrameHandler: ChannelInboundHandler {
         var headers: HPACKHeaders
         var body: ByteBuffer?
     }
+
+    /// Most streams a connection may have open and unanswered, and most bytes one request's
+    /// body may have: a client past either is cut off.
+    static let maximumOpenStreams = 4096
+    static let maximumBody = 1 << 20
 
     private let state: SimulatorState
     private var streams: [HTTP2StreamID: Stream] = [:]
@@ -83,11 +88,25 @@ final class APNsFrameHandler: ChannelInboundHandler {
         let frame = unwrapInboundIn(data)
         switch frame.payload {
         case .headers(let headers):
+            guard streams.count < Self.maximumOpenStreams || streams[frame.streamID] != nil else {
+                context.close(promise: nil)
+                return
+            }
             streams[frame.streamID] = Stream(headers: headers.headers, body: nil)
             if headers.endStream { finish(frame.streamID, context: context) }
         case .data(let data):
-            guard case .byteBuffer(var bytes) = data.data, var stream = streams[frame.streamID] else { return }
+            guard case .byteBuffer(var bytes) = data.data else { return }
+            guard var stream = streams[frame.streamID] else {
+                window.discard(bytes.readableBytes)
+                return
+            }
             window.receive(&bytes, into: &stream.body)
+            guard (stream.body?.readableBytes ?? 0) <= Self.maximumBody else {
+                streams[frame.streamID] = nil
+                respond(frame.streamID, SimulatorState.text(413, "Request body too large"), context: context)
+                needsFlush = true
+                return
+            }
             streams[frame.streamID] = stream
             if data.endStream { finish(frame.streamID, context: context) }
         case .rstStream:
@@ -115,16 +134,15 @@ final class APNsFrameHandler: ChannelInboundHandler {
 
     private func finish(_ id: HTTP2StreamID, context: ChannelHandlerContext) {
         guard let stream = streams.removeValue(forKey: id) else { return }
-        let path = stream.headers.first(name: ":path") ?? ""
-        let answer: SimulatorState.APNsAnswer
-        if stream.headers.first(name: ":method") == "POST", path.hasPrefix("/3/device/") {
-            let token = String(path.dropFirst("/3/device/".count))
-            let body = stream.body.map { Data($0.readableBytesView) } ?? Data()
-            answer = state.apns(token: token, header: { stream.headers.first(name: $0) }, payload: body, faults: state.faults)
-        } else {
-            answer = SimulatorState.APNsAnswer(status: 405, headers: [("content-type", "application/json")], body: #"{"reason":"MethodNotAllowed"}"#)
-        }
-        let latency = state.faults.latencyMs
+        let headers = stream.headers
+        let path = headers.first(name: ":path") ?? ""
+        let request = SimRequest(
+            header: { headers.first(name: $0) }, body: stream.body ?? ByteBuffer(), scheme: "https", authority: headers.first(name: ":authority"))
+        let faults = state.faults
+        let answer =
+            state.serve(method: headers.first(name: ":method") ?? "", path: path, request, faults: faults)
+            ?? SimulatorState.json(404, #"{"reason":"BadPath"}"#)
+        let latency = SimulatorState.isTokenEndpoint(path) ? 0 : faults.latencyMs
         if latency > 0 {
             let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             context.eventLoop.scheduleTask(in: .milliseconds(Int64(latency))) {
@@ -138,10 +156,15 @@ final class APNsFrameHandler: ChannelInboundHandler {
         }
     }
 
-    private func respond(_ id: HTTP2StreamID, _ answer: SimulatorState.APNsAnswer, context: ChannelHandlerContext) {
+    /// Header values new with every answer, kept out of the HPACK table, which stays small.
+    private static let unique: Set<String> = ["apns-id", "location", "x-wns-msg-id"]
+
+    private func respond(_ id: HTTP2StreamID, _ answer: SimAnswer, context: ChannelHandlerContext) {
         var headers = HPACKHeaders([(":status", String(answer.status))])
-        // apns-id is new with every answer: kept out of the HPACK table, which stays small.
-        for (name, value) in answer.headers { headers.add(name: name, value: value, indexing: name == "apns-id" ? .nonIndexable : .indexable) }
+        for (name, value) in answer.headers {
+            let name = name.utf8.contains(where: { $0 >= 65 && $0 <= 90 }) ? name.lowercased() : name
+            headers.add(name: name, value: value, indexing: Self.unique.contains(name) ? .nonIndexable : .indexable)
+        }
         let body = answer.body.map { context.channel.allocator.buffer(string: $0) }
         context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: body == nil)))), promise: nil)
         if let body {

@@ -1,0 +1,123 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import PushConfiguration
+import PushModel
+import PushProviders
+import PushSimulator
+import PushWorker
+import Synchronization
+import Testing
+
+/// Which HTTP a push goes over: PushHub's own HTTP/2 client where the service speaks it, and
+/// HTTP/1.1 where it does not, or where too many origins already have an HTTP/2 client.
+@Suite("HTTP versions to push services", .timeLimit(.minutes(2)))
+struct HTTPVersionTests {
+    @Test("a Web Push service that speaks only HTTP/1.1 over TLS still gets its pushes, and is remembered as such")
+    func http1OnlyPushService() async throws {
+        let certificates = try SimulatorCertificates.generate()
+        let server = try await HTTP1OnlyServer.start(certificates)
+        defer { Task { try? await server.channel.close() } }
+        let caFile = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-ca-\(UUID().uuidString).pem").path
+        try certificates.caPEM.write(toFile: caFile, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: caFile) }
+        let client = PNSHTTPClient(trustRootsFile: caFile)
+        let credentials = try #require(try HubsConfiguration.Credentials.simulated(apns: "https://x", http: "http://x", hub: "myhub").webPush)
+        let provider = try WebPushProvider(
+            credentials: ["myhub": credentials], endpoints: ["myhub": EndpointPolicy(webPushHosts: ["127.0.0.1:\(server.port)"])],
+            transport: client)
+        func push(_ id: String) -> PNSDelivery {
+            PNSDelivery(
+                hub: "myhub", notificationId: "n", handle: "https://127.0.0.1:\(server.port)/push/\(id)", webPush: SimulatedSubscription(id: id).keys,
+                format: .browser, body: #"{"title":"hi"}"#)
+        }
+        let first = await provider.deliverAll([push("a"), push("b")])
+        #expect(first.map(\.classification) == [.delivered, .delivered], "\(first)")
+        #expect(first.map(\.status) == [201, 201])
+        let before = server.recorder.connections.withLock { $0 }
+        let second = await provider.deliverAll([push("c")])
+        #expect(second.map(\.classification) == [.delivered], "\(second)")
+        #expect(server.recorder.paths.withLock { $0 }.sorted() == ["/push/a", "/push/b", "/push/c"], "every push reached the service once, over HTTP/1.1")
+        // One new connection, for the HTTP/1.1 request: no second try at HTTP/2 first.
+        #expect(server.recorder.connections.withLock { $0 } - before == 1, "the origin is not tried over HTTP/2 again")
+        await client.shutdown()
+    }
+
+    @Test("past the most origins with an HTTP/2 client of their own, pushes still go out (through async-http-client)")
+    func pastTheOriginLimit() async throws {
+        let sim = try await SimulatorFixture.start()
+        defer { Task { await sim.stop() } }
+        let client = PNSHTTPClient(trustRootsFile: sim.caFile, maximumHTTP2Origins: 0)
+        let provider = try ProviderFactory.make(.wns, hubs: sim.hubs, http: client)
+        let channel = SimulatedHandle.wnsChannel(base: sim.apns, id: "over-the-limit")
+        let answers = await provider.deliverAll([
+            PNSDelivery(hub: "myhub", notificationId: "n", handle: channel, format: .windows, body: "raw", headers: ["X-WNS-Type": "wns/raw"])
+        ])
+        #expect(answers.map(\.classification) == [.delivered], "\(answers)")
+        #expect(try await sim.deliveries(channel).first?["payload"] as? String == "raw")
+        await client.shutdown()
+    }
+}
+
+/// An https server whose TLS offers only `http/1.1`: every request is answered 201.
+final class HTTP1OnlyServer: Sendable {
+    /// The paths requested and the connections accepted.
+    final class Recorder: Sendable {
+        let paths = Mutex<[String]>([])
+        let connections = Mutex(0)
+    }
+
+    let channel: any Channel
+    let port: Int
+    let recorder: Recorder
+
+    private init(channel: any Channel, recorder: Recorder) {
+        self.channel = channel
+        port = channel.localAddress?.port ?? 0
+        self.recorder = recorder
+    }
+
+    static func start(_ certificates: SimulatorCertificates) async throws -> HTTP1OnlyServer {
+        var tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(certificates.serverCertificatePEM.utf8), format: .pem))],
+            privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(certificates.serverKeyPEM.utf8), format: .pem)))
+        tls.applicationProtocols = ["http/1.1"]
+        let context = try NIOSSLContext(configuration: tls)
+        let recorder = Recorder()
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                recorder.connections.withLock { $0 += 1 }
+                return channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    try channel.pipeline.syncOperations.addHandler(Created(recorder: recorder))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0)
+            .get()
+        return HTTP1OnlyServer(channel: channel, recorder: recorder)
+    }
+
+    /// Answers every request 201 Created, once its body is in.
+    final class Created: ChannelInboundHandler {
+        typealias InboundIn = HTTPServerRequestPart
+        typealias OutboundOut = HTTPServerResponsePart
+
+        let recorder: Recorder
+
+        init(recorder: Recorder) { self.recorder = recorder }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            switch unwrapInboundIn(data) {
+            case .head(let head): recorder.paths.withLock { $0.append(head.uri) }
+            case .body: break
+            case .end:
+                let head = HTTPResponseHead(version: .http1_1, status: .created, headers: ["content-length": "0", "location": "/m/1"])
+                context.write(wrapOutboundOut(.head(head)), promise: nil)
+                context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+            }
+        }
+    }
+}

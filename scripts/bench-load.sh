@@ -56,6 +56,8 @@ export PUSHHUB_CONNECTION_STRING=$(value "DefaultFullSharedAccessSignature: " "$
 start sim "$dir/sim" "$bin/pushhub" sim --config "$config" --attach "$PUSHHUB_HUB" --data-dir "$dir/sim-data"
 wait_for PUSHHUB_PNS_CA= "$dir/sim"
 export PUSHHUB_SIM_URL=$(value PUSHHUB_SIM_URL= "$dir/sim")
+# Devices' WNS channels and Web Push endpoints at the HTTP/2 listener, as the real services are.
+export PUSHHUB_SIM_APNS_URL=$(value PUSHHUB_SIM_APNS_URL= "$dir/sim")
 export PUSHHUB_PNS_CA=$(value PUSHHUB_PNS_CA= "$dir/sim")
 start dispatcher "$dir/dispatcher" "$bin/pushhub-dispatcher" --config "$config" --database "$dir/pushhub.sqlite"
 for platform in apns fcm wns webpush; do

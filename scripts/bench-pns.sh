@@ -27,7 +27,8 @@ export PUSHHUB_LOG_LEVEL=warning
 pids+=($!)
 sim_pid=$!
 wait_for PUSHHUB_PNS_CA= "$dir/sim"
-sim_url=$(sed -n 's/^PUSHHUB_SIM_URL=//p' "$dir/sim")
+# WNS channels and Web Push endpoints at the simulator's HTTP/2 listener, as the real services speak.
+sim_url=$(sed -n 's/^PUSHHUB_SIM_APNS_URL=//p' "$dir/sim")
 export PUSHHUB_PNS_CA=$(sed -n 's/^PUSHHUB_PNS_CA=//p' "$dir/sim")
 
 "$bin/pushhub-$platform-worker" --config "$dir/pushhub.yaml" ${WORKER_ARGS:-} >"$dir/worker" 2>"$dir/worker.err" &
@@ -53,7 +54,8 @@ rss_kb=$(awk '/VmHWM/ {print $2}' "/proc/$worker_pid/status")
 sim_rss_kb=$(awk '/VmHWM/ {print $2}' "/proc/$sim_pid/status")
 
 # The request the worker sends for one push, sent TARGETS times by h2load: HTTP/2 with 4
-# connections of 100 streams where the service speaks it (APNs), else 16 HTTP/1.1 connections.
+# connections of 100 streams where the request is https (every service at the simulator's
+# HTTP/2 listener), else 16 HTTP/1.1 connections.
 "$bin/pushhub" bench pns-request --config "$dir/pushhub.yaml" --hub pushhub-dev --platform "$platform" --sim-url "$sim_url" \
   --body-file "$dir/payload" >"$dir/request"
 url=$(sed -n 's/^URL=//p' "$dir/request")

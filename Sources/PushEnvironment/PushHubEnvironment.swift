@@ -24,6 +24,9 @@ public struct PushHubEnvironment: Sendable {
     public var hub: String?
     public var connectionString: String?
     public var simulatorURL: String?
+    /// `PUSHHUB_SIM_APNS_URL`: the simulator's HTTP/2 listener (every service, over TLS), where
+    /// `pushhub load` points WNS channels and Web Push endpoints when it is set.
+    public var simulatorHTTP2URL: String?
 
     public static let defaultDatabase = "data/pushhub.sqlite"
     public static let defaultConfigPath = "data/pushhub.yaml"
@@ -43,6 +46,7 @@ public struct PushHubEnvironment: Sendable {
         hub = value("PUSHHUB_HUB")
         connectionString = value("PUSHHUB_CONNECTION_STRING")
         simulatorURL = value("PUSHHUB_SIM_URL")
+        simulatorHTTP2URL = value("PUSHHUB_SIM_APNS_URL")
     }
 
     public static func servers(_ text: String) -> [String] {

@@ -152,7 +152,7 @@ struct DevCommand: AsyncParsableCommand {
             emit(
                 """
                 PushHub is running: ingress at http://\(endpoint), hub \(hub.name), embedded defaults.
-                PNS simulators: APNs at \(simulator.apns), FCM/WNS/Web Push at \(simulator.http) (see /sim/stats and /sim/deliveries?handle=).
+                PNS simulators: every service over HTTP/2 and TLS at \(simulator.apns), and FCM/WNS/Web Push over plain HTTP/1.1 at \(simulator.http) (see /sim/stats and /sim/deliveries?handle= there).
                 Stop with Ctrl-C.
                 PUSHHUB_URL=http://\(endpoint)
                 PUSHHUB_HUB=\(hub.name)
@@ -161,6 +161,7 @@ struct DevCommand: AsyncParsableCommand {
                 PUSHHUB_DEMO_USER=\(demo)
                 PUSHHUB_KAFKA=\(kafka.joined(separator: ","))
                 PUSHHUB_SIM_URL=\(simulator.http)
+                PUSHHUB_SIM_APNS_URL=\(simulator.apns)
                 """)
         }
     }

@@ -38,7 +38,10 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(help: "http (the hub API) or kafka (SendRequests into pushhub.requests).")
     var via = "http"
 
-    @Option(help: "The simulator's plain listener, where WNS channels and Web Push endpoints point (default: $PUSHHUB_SIM_URL or http://127.0.0.1).")
+    @Option(
+        help:
+            "The simulator listener where WNS channels and Web Push endpoints point (default: $PUSHHUB_SIM_APNS_URL, its HTTP/2 one, else $PUSHHUB_SIM_URL, else http://127.0.0.1)."
+    )
     var simURL: String?
 
     @Option(help: "Devices in the population (register makes them; the others send to them).")
@@ -154,7 +157,7 @@ struct LoadCommand: AsyncParsableCommand {
         }
         let population = try LoadPopulation(
             devices: devices, users: users, prefix: prefix, platforms: try PlatformMix(parsing: platforms), tags: try TagMix(parsing: tags),
-            simulatorURL: simURL ?? environment.simulatorURL ?? "http://127.0.0.1")
+            simulatorURL: simURL ?? environment.simulatorHTTP2URL ?? environment.simulatorURL ?? "http://127.0.0.1")
         var servers: [String]?
         if kafka.isConfigured {
             do { servers = try kafka.servers() } catch { throw LoadFailure("\(error)") }

@@ -101,7 +101,9 @@ struct SimCommand: AsyncParsableCommand {
             try hubs.pointed(at: apnsURL, http: httpURL, hubs: attach).write(to: path)
             emit("Pointed \(attach.joined(separator: ", ")) at the simulator in \(path).")
         }
-        emit("PushHub PNS simulator: APNs at \(apnsURL) (HTTP/2, TLS); FCM, WNS and Web Push at \(httpURL). Stop with Ctrl-C or SIGTERM.")
+        emit(
+            "PushHub PNS simulator: every service over HTTP/2 and TLS at \(apnsURL) (APNs there only); FCM, WNS, Web Push and /sim/… over plain HTTP/1.1 at \(httpURL). Stop with Ctrl-C or SIGTERM."
+        )
         emit("PUSHHUB_SIM_APNS_URL=\(apnsURL)")
         emit("PUSHHUB_SIM_URL=\(httpURL)")
         emit("PUSHHUB_PNS_CA=\(caPath)")

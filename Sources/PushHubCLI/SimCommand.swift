@@ -37,11 +37,17 @@ struct SimCommand: AsyncParsableCommand {
     @Option(help: "Extra DNS names for the APNs certificate (repeatable), e.g. the compose service name.")
     var tlsName: [String] = []
 
-    @Option(help: "APNs port (HTTP/2 over TLS); 0 picks a free one.")
+    @Option(help: "Port of every service over HTTP/2 and TLS (APNs, FCM, WNS, Web Push, the token endpoints); 0 picks a free one.")
     var apnsPort = 0
 
-    @Option(help: "Port of FCM, WNS, Web Push, the token endpoints and /sim/… (HTTP/1.1); 0 picks a free one.")
+    @Option(help: "Port of FCM, WNS, Web Push, the token endpoints and /sim/… over plain HTTP/1.1; 0 picks a free one.")
     var port = 0
+
+    @Option(
+        help:
+            "Handles whose deliveries are kept for /sim/deliveries (Web Push payloads are decrypted only for these); fewer make the simulator cheaper under load."
+    )
+    var recordedHandles = 100_000
 
     @Option(help: "Where the generated CA is written (ca.pem).")
     var dataDir = "data/sim"
@@ -65,6 +71,7 @@ struct SimCommand: AsyncParsableCommand {
         guard (0...1).contains(throttleRate) else { throw ValidationError("--throttle-rate must be between 0 and 1") }
         guard (0...1).contains(errorRate) else { throw ValidationError("--error-rate must be between 0 and 1") }
         guard latencyMs >= 0, retryAfter >= 0 else { throw ValidationError("--latency-ms and --retry-after must not be negative") }
+        guard (0...1_000_000).contains(recordedHandles) else { throw ValidationError("--recorded-handles must be between 0 and 1000000") }
         guard listenAnywhere || PushEndpointPolicy.isLoopback(host) else {
             throw ValidationError("--host must be a loopback address unless --listen-anywhere: the simulators are for development and tests")
         }
@@ -88,6 +95,7 @@ struct SimCommand: AsyncParsableCommand {
         settings.host = host
         settings.apnsPort = apnsPort
         settings.httpPort = port
+        settings.recordedHandles = recordedHandles
         settings.faults.deadHandles = deadHandles.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         settings.faults.throttleRate = throttleRate
         settings.faults.errorRate = errorRate

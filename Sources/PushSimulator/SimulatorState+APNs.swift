@@ -53,7 +53,7 @@ extension SimulatorState {
                 names: [
                     "apns-topic", "apns-push-type", "apns-priority", "apns-expiration", "apns-collapse-id", "apns-id",
                 ])
-            return SimAnswer(status: 200, headers: [("apns-id", header("apns-id") ?? UUID().uuidString)])
+            return SimAnswer(status: 200, headers: [("apns-id", header("apns-id") ?? uniqueID())])
         }()
         count(.apns, answer.status)
         return answer

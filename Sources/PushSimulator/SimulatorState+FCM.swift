@@ -44,13 +44,10 @@ extension SimulatorState {
                 return fcmError(401, "UNAUTHENTICATED", nil, "Request had invalid authentication credentials.")
             }
             guard projects.contains(project) else { return fcmError(403, "PERMISSION_DENIED", "SENDER_ID_MISMATCH", "SenderId mismatch") }
-            guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
-                let message = object["message"] as? [String: Any], let token = message["token"] as? String, !token.isEmpty
-            else {
-                return fcmError(400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", "The message is missing or has no token.")
-            }
-            if let data = message["data"] as? [String: Any], data.values.contains(where: { !($0 is String) }) {
-                return fcmError(400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", "Invalid value at 'message.data': values must be strings.")
+            let token: String
+            switch fcmMessageToken(body) {
+            case .token(let found): token = found
+            case .refused(let refusal): return refusal
             }
             guard body.readableBytes <= 4096 + 512 else { return fcmError(400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", "Message is too big") }
             if faults.isDead(token) { return fcmError(404, "NOT_FOUND", "UNREGISTERED", "Requested entity was not found.") }
@@ -61,9 +58,64 @@ extension SimulatorState {
                 return injected
             }
             record(.fcm, handle: token, payload: String(buffer: body), header: request.header, names: [])
-            return Self.json(200, #"{"name":"projects/\#(project)/messages/\#(UUID().uuidString)"}"#)
+            return Self.json(200, #"{"name":"projects/\#(project)/messages/0:\#(uniqueID())"}"#)
         }()
         return count(.fcm, answer)
+    }
+
+    /// The message's token, or the 400 for a body that is not a valid FCM message. A batch's
+    /// messages differ in their token only, so once a message is found valid, the rest of it
+    /// (the bytes around its one `"token":"…"`) is remembered, and a message whose rest is
+    /// remembered is not parsed again.
+    func fcmMessageToken(_ body: ByteBuffer) -> FCMMessageCheck {
+        let split = body.withUnsafeReadableBytes { Self.splitToken($0) }
+        if let split, !split.token.isEmpty, mutable.withLock({ $0.validFCMMessages.contains(split.rest) }) { return .token(split.token) }
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
+            let message = object["message"] as? [String: Any], let token = message["token"] as? String, !token.isEmpty
+        else {
+            return .refused(fcmError(400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", "The message is missing or has no token."))
+        }
+        if let data = message["data"] as? [String: Any], data.values.contains(where: { !($0 is String) }) {
+            return .refused(fcmError(400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", "Invalid value at 'message.data': values must be strings."))
+        }
+        // Remembered only when the one "token" found is the message's own.
+        if let split, split.token == token {
+            mutable.withLock {
+                if $0.validFCMMessages.count >= 64 { $0.validFCMMessages.removeAll() }
+                $0.validFCMMessages.insert(split.rest)
+            }
+        }
+        return .token(token)
+    }
+
+    /// A message's token, or the answer that refuses the message.
+    enum FCMMessageCheck {
+        case token(String)
+        case refused(SimAnswer)
+    }
+
+    private static let tokenKey = Array(#""token":""#.utf8)
+
+    /// The value of the body's only `"token":"…"` (no escapes, no control characters) and the
+    /// body without it; nil when there is no such single token.
+    static func splitToken(_ bytes: UnsafeRawBufferPointer) -> (token: String, rest: Data)? {
+        func find(from start: Int) -> Int? {
+            guard bytes.count >= tokenKey.count else { return nil }
+            var at = start
+            while at <= bytes.count - tokenKey.count {
+                if bytes[at] == tokenKey[0], (1..<tokenKey.count).allSatisfy({ bytes[at + $0] == tokenKey[$0] }) { return at }
+                at += 1
+            }
+            return nil
+        }
+        guard let key = find(from: 0) else { return nil }
+        let start = key + tokenKey.count
+        guard let end = bytes[start...].firstIndex(of: UInt8(ascii: "\"")),
+            bytes[start..<end].allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\\") }), find(from: end) == nil
+        else { return nil }
+        var rest = Data(bytes[..<start])
+        rest.append(contentsOf: bytes[end...])
+        return (String(decoding: bytes[start..<end], as: UTF8.self), rest)
     }
 
     func fcmError(_ status: Int, _ statusText: String, _ errorCode: String?, _ message: String) -> SimAnswer {

@@ -53,7 +53,7 @@ extension SimulatorState {
                 names: [
                     "X-WNS-Type", "X-WNS-TTL", "X-WNS-Tag", "X-WNS-Cache-Policy", "Content-Type",
                 ])
-            return SimAnswer(status: 200, headers: [("X-WNS-Status", "received"), ("X-WNS-Msg-ID", String(UUID().uuidString.prefix(16)))])
+            return SimAnswer(status: 200, headers: [("X-WNS-Status", "received"), ("X-WNS-Msg-ID", String(uniqueID().suffix(16)))])
         }()
         return count(.wns, answer)
     }

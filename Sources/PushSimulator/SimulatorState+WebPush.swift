@@ -51,7 +51,7 @@ extension SimulatorState {
                     .webpush, handle: "webpush/\(id)", payload: String(decoding: plaintext, as: UTF8.self), header: request.header,
                     names: ["TTL", "Urgency", "Topic"])
             }
-            return SimAnswer(status: 201, headers: [("location", "/message/\(UUID().uuidString)")])
+            return SimAnswer(status: 201, headers: [("location", "/message/\(uniqueID())")])
         }()
         return count(.webpush, answer)
     }

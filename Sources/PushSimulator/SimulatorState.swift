@@ -47,6 +47,8 @@ final class SimulatorState: Sendable {
         var verifiedVAPID: [String: Int] = [:]
         /// Payloads found to be JSON objects lately (a broadcast repeats one).
         var validPayloads: Set<Data> = []
+        /// FCM messages found valid lately, without their token (`fcmMessageToken`).
+        var validFCMMessages: Set<Data> = []
         var fcmAccessTokens: [String: Set<String>] = [:]
         var wnsAccessTokens: Set<String> = []
     }
@@ -59,6 +61,10 @@ final class SimulatorState: Sendable {
     let deliveriesPerHandle: Int
     let recordedHandles: Int
     let mutable: Mutex<Mutable>
+    /// Numbers the answers' message ids (`uniqueID`).
+    private let answered = Atomic<Int>(0)
+    /// This process's start of every message id.
+    private let idPrefix = String(UUID().uuidString.prefix(24))
 
     init(hubs: HubsConfiguration, faults: SimulatorFaults, deliveriesPerHandle: Int, recordedHandles: Int) throws {
         var apnsKeys: [String: APNsKey] = [:]
@@ -87,6 +93,13 @@ final class SimulatorState: Sendable {
     }
 
     func setFaults(_ faults: SimulatorFaults) { mutable.withLock { $0.faults = faults } }
+
+    /// A message id unique to this process, shaped as a UUID: a prefix drawn once and a
+    /// counter (a random UUID per answer cost the simulator more than the rest of an answer).
+    func uniqueID() -> String {
+        let number = String(answered.add(1, ordering: .relaxed).newValue & 0xFFFF_FFFF_FFFF, radix: 16, uppercase: true)
+        return idPrefix + String(repeating: "0", count: 12 - number.count) + number
+    }
 
     /// Forgets every FCM and WNS access token issued: the next sends get 401.
     func revokeAccessTokens() {
@@ -155,7 +168,8 @@ final class SimulatorState: Sendable {
             let count = counts[platform] ?? Counts()
             object[platform.rawValue] =
                 [
-                    "requests": count.requests, "http2": count.http2, "delivered": count.statuses.filter { (200..<300).contains($0.key) }.values.reduce(0, +),
+                    "requests": count.requests, "http2": count.http2,
+                    "delivered": count.statuses.filter { (200..<300).contains($0.key) }.values.reduce(0, +),
                     "statuses": Dictionary(uniqueKeysWithValues: count.statuses.map { (String($0.key), $0.value) }),
                 ] as [String: Any]
         }

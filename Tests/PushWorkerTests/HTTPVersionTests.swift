@@ -39,7 +39,8 @@ struct HTTPVersionTests {
         let before = server.recorder.connections.withLock { $0 }
         let second = await provider.deliverAll([push("c")])
         #expect(second.map(\.classification) == [.delivered], "\(second)")
-        #expect(server.recorder.paths.withLock { $0 }.sorted() == ["/push/a", "/push/b", "/push/c"], "every push reached the service once, over HTTP/1.1")
+        #expect(
+            server.recorder.paths.withLock { $0 }.sorted() == ["/push/a", "/push/b", "/push/c"], "every push reached the service once, over HTTP/1.1")
         // One new connection, for the HTTP/1.1 request: no second try at HTTP/2 first.
         #expect(server.recorder.connections.withLock { $0 } - before == 1, "the origin is not tried over HTTP/2 again")
         await client.shutdown()

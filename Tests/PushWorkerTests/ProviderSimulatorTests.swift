@@ -389,6 +389,34 @@ struct ProviderSimulatorTests {
         #expect(try await second.stats(.apns)["requests"] as? Int == 1)
     }
 
+    @Test("FCM over HTTP/2: a batch's messages, alike but for the token, each reach their own token; a token in the data does not confuse it")
+    func fcmBatchTokens() async throws {
+        let sim = try await SimulatorFixture.start()
+        defer { Task { await sim.stop() } }
+        let provider = try sim.provider(.fcm)
+        func push(_ token: String, _ body: String = #"{"message":{"data":{"kind":"news"}}}"#) -> PNSDelivery {
+            PNSDelivery(hub: "myhub", notificationId: "n", handle: token, format: .fcmv1, body: body)
+        }
+        let tokens = (1...5).map { "fcm-batch-\($0)" }
+        let answers = await provider.deliverAll(tokens.map { push($0) })
+        #expect(answers.allSatisfy { $0.classification == .delivered }, "\(answers)")
+        for token in tokens {
+            let recorded = try await sim.deliveries(token)
+            let payload = try #require(recorded.first?["payload"] as? String)
+            let message = try #require((try JSONSerialization.jsonObject(with: Data(payload.utf8)) as? [String: Any])?["message"] as? [String: Any])
+            #expect(recorded.count == 1 && message["token"] as? String == token)
+        }
+        // "token" also inside the data: the message's own token is the one delivered to.
+        let tricky = await provider.deliverAll([push("fcm-own", #"{"message":{"data":{"token":"fcm-other"}}}"#)])
+        #expect(tricky.map(\.classification) == [.delivered], "\(tricky)")
+        #expect(try await sim.deliveries("fcm-own").count == 1)
+        #expect(try await sim.deliveries("fcm-other").isEmpty)
+        // The same shape with a value that is not a string is still refused.
+        let refused = await provider.deliverAll([push("fcm-batch-1", #"{"message":{"data":{"kind":1}}}"#)])
+        #expect(refused.map(\.classification) == [.payloadRejected], "\(refused)")
+        #expect(try await sim.stats(.fcm)["http2"] as? Int == 7)
+    }
+
     @Test("FCM and WNS fetch one OAuth token for many sends, and a new one after it is refused, with no resend of their own")
     func oauthTokens() async throws {
         let sim = try await SimulatorFixture.start()

@@ -103,11 +103,28 @@ public final class PNSHTTPClient: PNSTransport {
         var elsewhere: [Int] = []
         // A native batch's pushes share one payload: one buffer for all of them.
         var lastBody: (data: Data, buffer: ByteBuffer)?
+        // A batch's requests mostly share a URL (FCM) or an origin (APNs, WNS): each is parsed
+        // and looked up once for a run of equal ones, not once per request.
+        var last: (url: String, route: (origin: String, path: String)?)?
+        var lastClient: (origin: String, client: HTTP2Client?)?
         for (index, request) in requests.enumerated() {
-            guard let (origin, path) = Self.http2Route(request.target), let client = try? http2Client(origin) else {
+            let route: (origin: String, path: String)?
+            if case .url(let url) = request.target {
+                if last?.url != url { last = (url, Self.http2Route(request.target)) }
+                route = last!.route
+            } else {
+                route = Self.http2Route(request.target)
+            }
+            guard let route else {
                 elsewhere.append(index)
                 continue
             }
+            if lastClient?.origin != route.origin { lastClient = (route.origin, try? http2Client(route.origin)) }
+            guard let client = lastClient!.client else {
+                elsewhere.append(index)
+                continue
+            }
+            let path = route.path
             if !slots.tryAcquire() {
                 for run in runs { await run.client.submit(run.requests) }
                 runs.removeAll(keepingCapacity: true)
@@ -165,10 +182,12 @@ public final class PNSHTTPClient: PNSTransport {
         switch target {
         case .http2(let origin, let path): return origin.hasPrefix("https://") ? (origin, path) : nil
         case .url(let url):
-            guard url.hasPrefix("https://") else { return nil }
-            let afterScheme = url.index(url.startIndex, offsetBy: 8)
-            let end = url[afterScheme...].firstIndex { $0 == "#" } ?? url.endIndex
-            let slash = url[afterScheme..<end].firstIndex { $0 == "/" || $0 == "?" } ?? end
+            // Byte by byte: every character looked for is ASCII, so its index is a character's.
+            let bytes = url.utf8
+            guard bytes.starts(with: "https://".utf8) else { return nil }
+            let afterScheme = bytes.index(bytes.startIndex, offsetBy: 8)
+            let end = bytes[afterScheme...].firstIndex(of: UInt8(ascii: "#")) ?? bytes.endIndex
+            let slash = bytes[afterScheme..<end].firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") } ?? end
             guard slash > afterScheme else { return nil }
             let path = url[slash..<end]
             return (String(url[..<slash]), path.isEmpty ? "/" : path.hasPrefix("?") ? "/" + path : String(path))

@@ -40,6 +40,11 @@ struct WebPushTests {
         #expect(try WebPushEncryption.decrypt(body, userAgentKey: userAgent, auth: Self.data(RFC.auth)) == message)
         // A fresh salt and key each time: the same message never looks the same.
         #expect(try WebPushEncryption.encrypt(message, p256dh: userAgent.publicKey.x963Representation, auth: Self.data(RFC.auth)) != body)
+        // The sender's key (the header's key id, bytes 21..<86) is new with every message.
+        let keyIds = try (0..<50).map { _ in
+            try WebPushEncryption.encrypt(message, p256dh: userAgent.publicKey.x963Representation, auth: Self.data(RFC.auth))[21..<86]
+        }
+        #expect(Set(keyIds).count == 50)
     }
 
     @Test("refusals: wrong keys, bad secrets, tampering, oversize")

@@ -59,7 +59,8 @@ public enum Base64URL {
             padding += 1
         }
         guard count % 4 != 1, padding == 0 || count > 0 else { return nil }
-        var output = Data(capacity: count * 3 / 4)
+        var output = [UInt8]()
+        output.reserveCapacity(count * 3 / 4)
         var accumulator: UInt32 = 0
         var bits = 0
         for index in 0..<count {
@@ -72,6 +73,6 @@ public enum Base64URL {
                 output.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
             }
         }
-        return output
+        return Data(output)
     }
 }

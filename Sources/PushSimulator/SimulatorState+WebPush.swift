@@ -59,9 +59,9 @@ extension SimulatorState {
     func verifyVAPID(_ authorization: String, audience: String) -> Bool {
         guard authorization.hasPrefix("vapid ") else { return false }
         // A header verified before is good until its token's expiry.
-        let key = audience + "\n" + authorization
+        let header = audience + "\n" + authorization
         let now = Int(Date().timeIntervalSince1970)
-        if let expiry = mutable.withLock({ $0.verifiedVAPID[key] }) { return expiry > now }
+        if let expiry = mutable.withLock({ $0.verifiedVAPID[header] }) { return expiry > now }
         var fields: [String: String] = [:]
         for part in authorization.dropFirst(6).split(separator: ",") {
             let pair = part.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1).map(String.init)
@@ -77,7 +77,7 @@ extension SimulatorState {
         guard publicKey.isValidSignature(ecdsa, for: Data("\(parts[0]).\(parts[1])".utf8)) else { return false }
         mutable.withLock {
             if $0.verifiedVAPID.count >= 10_000 { $0.verifiedVAPID.removeAll() }
-            $0.verifiedVAPID[key] = expiry
+            $0.verifiedVAPID[header] = expiry
         }
         return true
     }

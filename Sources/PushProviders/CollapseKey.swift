@@ -17,7 +17,10 @@ enum CollapseKey {
     /// a digest cut to 32 characters.
     static func webPushTopic(_ delivery: PNSDelivery) -> String {
         if delivery.collapseVariant == nil, UUID(uuidString: delivery.notificationId) != nil {
-            return delivery.notificationId.replacingOccurrences(of: "-", with: "").lowercased()
+            // The hex digits, lowercase, without the dashes: byte by byte (this runs per target).
+            return String(
+                decoding: delivery.notificationId.utf8.lazy.filter { $0 != UInt8(ascii: "-") }.map { $0 >= 65 && $0 <= 90 ? $0 + 32 : $0 },
+                as: UTF8.self)
         }
         return String(digest(delivery).prefix(32))
     }

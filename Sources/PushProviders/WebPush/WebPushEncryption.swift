@@ -103,16 +103,26 @@ public enum WebPushEncryption {
         shared: SharedSecret, auth: Data, salt: Data, userAgentPublic: Data, senderPublic: Data
     ) -> (SymmetricKey, AES.GCM.Nonce) {
         let ecdhSecret = shared.withUnsafeBytes { Data($0) }
+        // HKDF (RFC 5869) with SHA-256, each output at most one hash long: extract is
+        // HMAC(salt, IKM), expand is the first bytes of HMAC(PRK, info || 0x01). Written with
+        // HMAC directly, it costs a third of swift-crypto's HKDF type here.
+        func hmac(key: Data, _ message: Data) -> Data {
+            Data(HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: key)))
+        }
         // RFC 8291 §3.3: the auth secret and both public keys go into the input keying material.
-        let keyInfo = Data("WebPush: info".utf8) + [0] + userAgentPublic + senderPublic
-        let authPRK = HKDF<SHA256>.extract(inputKeyMaterial: SymmetricKey(data: ecdhSecret), salt: auth)
-        let ikm = HKDF<SHA256>.expand(pseudoRandomKey: authPRK, info: keyInfo, outputByteCount: 32)
+        var keyInfo = Data("WebPush: info\0".utf8)
+        keyInfo.append(userAgentPublic)
+        keyInfo.append(senderPublic)
+        keyInfo.append(1)
+        let ikm = hmac(key: hmac(key: auth, ecdhSecret), keyInfo)
         // RFC 8188 §2.2: the content encryption key and nonce.
-        let prk = HKDF<SHA256>.extract(inputKeyMaterial: ikm, salt: salt)
-        let key = HKDF<SHA256>.expand(pseudoRandomKey: prk, info: Data("Content-Encoding: aes128gcm".utf8) + [0], outputByteCount: 16)
-        let nonceBytes = HKDF<SHA256>.expand(pseudoRandomKey: prk, info: Data("Content-Encoding: nonce".utf8) + [0], outputByteCount: 12)
+        let prk = hmac(key: salt, ikm)
+        let key = SymmetricKey(data: hmac(key: prk, contentEncryptionKeyInfo).prefix(16))
         // A 12-byte nonce is always valid.
-        let nonce = try! AES.GCM.Nonce(data: nonceBytes.withUnsafeBytes { Data($0) })
+        let nonce = try! AES.GCM.Nonce(data: hmac(key: prk, nonceInfo).prefix(12))
         return (key, nonce)
     }
+
+    private static let contentEncryptionKeyInfo = Data("Content-Encoding: aes128gcm\0\u{1}".utf8)
+    private static let nonceInfo = Data("Content-Encoding: nonce\0\u{1}".utf8)
 }

@@ -67,13 +67,15 @@ bench-apns:
 	$(SWIFT) build $(SWIFTFLAGS) -c release --product pushhub-apns-worker
 	SCRATCH=$(SCRATCH) scripts/bench-apns.sh
 
-# The FCM and Web Push workers against pushhub sim, each beside h2load at the same endpoint.
+# The FCM, WNS and Web Push workers against pushhub sim, each beside h2load at the same endpoint.
 bench-pns:
 	scripts/install-deps.sh bench
 	$(SWIFT) build $(SWIFTFLAGS) -c release --product pushhub
 	$(SWIFT) build $(SWIFTFLAGS) -c release --product pushhub-fcm-worker
+	$(SWIFT) build $(SWIFTFLAGS) -c release --product pushhub-wns-worker
 	$(SWIFT) build $(SWIFTFLAGS) -c release --product pushhub-webpush-worker
 	SCRATCH=$(SCRATCH) scripts/bench-pns.sh fcm
+	SCRATCH=$(SCRATCH) scripts/bench-pns.sh wns
 	SCRATCH=$(SCRATCH) scripts/bench-pns.sh webpush
 
 # The whole pipeline under pushhub load: a million-device broadcast, 2,000 sends/s to users,

@@ -138,10 +138,10 @@ extension BenchCommand {
         @Option(help: "The hub.")
         var hub = "pushhub-dev"
 
-        @Option(help: "apns, fcm or webpush.")
+        @Option(help: "apns, fcm, wns or webpush.")
         var platform: String = "apns"
 
-        @Option(help: "Base URL of the simulator's plain listener (for Web Push endpoints).")
+        @Option(help: "Base URL of the simulator listener WNS channels and Web Push endpoints point at.")
         var simURL = "http://127.0.0.1"
 
         @Option(help: "Where to write the request's body.")
@@ -151,8 +151,8 @@ extension BenchCommand {
         var trustCA: String?
 
         func run() async throws {
-            guard let platform = Platform(rawValue: platform), platform != .wns else {
-                throw ValidationError("--platform must be apns, fcm or webpush")
+            guard let platform = Platform(rawValue: platform) else {
+                throw ValidationError("--platform must be apns, fcm, wns or webpush")
             }
             let hubs = try HubsConfiguration.load(from: config ?? PushHubEnvironment.current.configPath)
             let http = PNSHTTPClient(trustRootsFile: trustCA ?? ProcessInfo.processInfo.environment["PUSHHUB_PNS_CA"])

@@ -43,7 +43,8 @@ enum PNSHTTP2Server {
                             mode: .server,
                             initialSettings: [
                                 HTTP2Setting(parameter: .maxConcurrentStreams, value: 1000),
-                                HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
+                                // Real pushes are 5 KB at most: a stream's window stays small.
+                                HTTP2Setting(parameter: .initialWindowSize, value: 65_535),
                                 HTTP2Setting(parameter: .maxHeaderListSize, value: 16 * 1024),
                             ]))
                     try channel.pipeline.syncOperations.addHandler(PNSFrameHandler(state: state))
@@ -65,15 +66,19 @@ final class PNSFrameHandler: ChannelInboundHandler {
         var body: ByteBuffer?
     }
 
-    /// Most streams a connection may have open and unanswered, and most bytes one request's
-    /// body may have: a client past either is cut off.
+    /// Most streams a connection may have open and unanswered, and most bytes it may have
+    /// sent in bodies not yet answered: a client past either is cut off. A body past
+    /// `maximumBody` is answered 413.
     static let maximumOpenStreams = 4096
-    static let maximumBody = 1 << 20
+    static let maximumBuffered = 8 << 20
+    static let maximumBody = 64 * 1024
 
     private let state: SimulatorState
     private var streams: [HTTP2StreamID: Stream] = [:]
     private var window = HTTP2ConnectionWindow()
     private var needsFlush = false
+    /// Bytes of the bodies of streams not yet answered.
+    private var buffered = 0
 
     init(state: SimulatorState) { self.state = state }
 
@@ -88,7 +93,12 @@ final class PNSFrameHandler: ChannelInboundHandler {
         let frame = unwrapInboundIn(data)
         switch frame.payload {
         case .headers(let headers):
-            guard streams.count < Self.maximumOpenStreams || streams[frame.streamID] != nil else {
+            // Trailers end a stream whose body came; they replace nothing.
+            if streams[frame.streamID] != nil {
+                if headers.endStream { finish(frame.streamID, context: context) }
+                return
+            }
+            guard streams.count < Self.maximumOpenStreams else {
                 context.close(promise: nil)
                 return
             }
@@ -100,8 +110,15 @@ final class PNSFrameHandler: ChannelInboundHandler {
                 window.discard(bytes.readableBytes)
                 return
             }
+            window.discard(data.paddingBytes ?? 0)
+            buffered += bytes.readableBytes
             window.receive(&bytes, into: &stream.body)
+            guard buffered <= Self.maximumBuffered else {
+                context.close(promise: nil)
+                return
+            }
             guard (stream.body?.readableBytes ?? 0) <= Self.maximumBody else {
+                buffered -= stream.body?.readableBytes ?? 0
                 streams[frame.streamID] = nil
                 respond(frame.streamID, SimulatorState.text(413, "Request body too large"), context: context)
                 needsFlush = true
@@ -110,7 +127,7 @@ final class PNSFrameHandler: ChannelInboundHandler {
             streams[frame.streamID] = stream
             if data.endStream { finish(frame.streamID, context: context) }
         case .rstStream:
-            streams[frame.streamID] = nil
+            buffered -= streams.removeValue(forKey: frame.streamID)?.body?.readableBytes ?? 0
         default:
             break
         }
@@ -134,6 +151,7 @@ final class PNSFrameHandler: ChannelInboundHandler {
 
     private func finish(_ id: HTTP2StreamID, context: ChannelHandlerContext) {
         guard let stream = streams.removeValue(forKey: id) else { return }
+        buffered -= stream.body?.readableBytes ?? 0
         let headers = stream.headers
         let path = headers.first(name: ":path") ?? ""
         let request = SimRequest(

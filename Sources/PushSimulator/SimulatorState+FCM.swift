@@ -94,24 +94,24 @@ extension SimulatorState {
         case refused(SimAnswer)
     }
 
+    private static let tokenName = Array(#""token""#.utf8)
     private static let tokenKey = Array(#""token":""#.utf8)
 
-    /// The value of the body's only `"token":"…"` (no escapes, no control characters) and the
-    /// body without it; nil when there is no such single token.
+    /// The value of the body's `"token":"…"` (no escapes, no control characters) and the body
+    /// without it; nil unless `"token"` appears in the body once, as that key.
     static func splitToken(_ bytes: UnsafeRawBufferPointer) -> (token: String, rest: Data)? {
-        func find(from start: Int) -> Int? {
-            guard bytes.count >= tokenKey.count else { return nil }
-            var at = start
-            while at <= bytes.count - tokenKey.count {
-                if bytes[at] == tokenKey[0], (1..<tokenKey.count).allSatisfy({ bytes[at + $0] == tokenKey[$0] }) { return at }
-                at += 1
+        func find(_ needle: [UInt8], from start: Int) -> Int? {
+            guard bytes.count >= needle.count, start <= bytes.count - needle.count else { return nil }
+            for at in start...(bytes.count - needle.count)
+            where bytes[at] == needle[0] && (1..<needle.count).allSatisfy({ bytes[at + $0] == needle[$0] }) {
+                return at
             }
             return nil
         }
-        guard let key = find(from: 0) else { return nil }
+        guard let key = find(tokenName, from: 0), find(tokenName, from: key + 1) == nil, find(tokenKey, from: key) == key else { return nil }
         let start = key + tokenKey.count
         guard let end = bytes[start...].firstIndex(of: UInt8(ascii: "\"")),
-            bytes[start..<end].allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\\") }), find(from: end) == nil
+            bytes[start..<end].allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\\") })
         else { return nil }
         var rest = Data(bytes[..<start])
         rest.append(contentsOf: bytes[end...])

@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import NIOHTTP1
+import NIOHTTP2
 import NIOPosix
 import NIOSSL
 import PushConfiguration
@@ -43,6 +44,58 @@ struct HTTPVersionTests {
             server.recorder.paths.withLock { $0 }.sorted() == ["/push/a", "/push/b", "/push/c"], "every push reached the service once, over HTTP/1.1")
         // One new connection, for the HTTP/1.1 request: no second try at HTTP/2 first.
         #expect(server.recorder.connections.withLock { $0 } - before == 1, "the origin is not tried over HTTP/2 again")
+        await client.shutdown()
+    }
+
+    @Test("a push service that accepts the connection but never finishes TLS fails the push in the request time, and is retried")
+    func silentHandshake() async throws {
+        // Accepts connections and never says a word.
+        let silent = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+        defer { Task { try? await silent.close() } }
+        let port = try #require(silent.localAddress?.port)
+        let client = PNSHTTPClient(requestTimeout: .seconds(1))
+        let credentials = try #require(try HubsConfiguration.Credentials.simulated(apns: "https://x", http: "http://x", hub: "myhub").webPush)
+        let provider = try WebPushProvider(
+            credentials: ["myhub": credentials], endpoints: ["myhub": EndpointPolicy(webPushHosts: ["127.0.0.1:\(port)"])], transport: client)
+        let started = ContinuousClock.now
+        let answers = await provider.deliverAll([
+            PNSDelivery(
+                hub: "myhub", notificationId: "n", handle: "https://127.0.0.1:\(port)/push/x", webPush: SimulatedSubscription(id: "x").keys,
+                format: .browser, body: "{}")
+        ])
+        #expect(answers.map(\.classification) == [.retry(retryAfter: nil)], "\(answers)")
+        #expect(answers.first?.reason?.contains("TLS handshake") == true, "\(answers)")
+        #expect(ContinuousClock.now - started < .seconds(10))
+        await client.shutdown()
+    }
+
+    @Test(
+        "a push service that says GOAWAY and never answers fails the pushes in the request time; the next push gets a new connection",
+        .timeLimit(.minutes(1)))
+    func goAwayWithoutAnswers() async throws {
+        let certificates = try SimulatorCertificates.generate()
+        let server = try await GoAwayServer.start(certificates)
+        defer { Task { try? await server.channel.close() } }
+        let caFile = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-ca-\(UUID().uuidString).pem").path
+        try certificates.caPEM.write(toFile: caFile, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: caFile) }
+        let client = PNSHTTPClient(trustRootsFile: caFile, connections: 1, requestTimeout: .seconds(1))
+        let credentials = try #require(try HubsConfiguration.Credentials.simulated(apns: "https://x", http: "http://x", hub: "myhub").webPush)
+        let provider = try WebPushProvider(
+            credentials: ["myhub": credentials], endpoints: ["myhub": EndpointPolicy(webPushHosts: ["127.0.0.1:\(server.port)"])],
+            transport: client)
+        func push(_ id: String) -> PNSDelivery {
+            PNSDelivery(
+                hub: "myhub", notificationId: "n", handle: "https://127.0.0.1:\(server.port)/push/\(id)", webPush: SimulatedSubscription(id: id).keys,
+                format: .browser, body: "{}")
+        }
+        let started = ContinuousClock.now
+        let first = await provider.deliverAll([push("a")])
+        #expect(first.map(\.classification) == [.retry(retryAfter: nil)], "\(first)")
+        #expect(ContinuousClock.now - started < .seconds(10))
+        let second = await provider.deliverAll([push("b")])
+        #expect(second.map(\.classification) == [.retry(retryAfter: nil)], "\(second)")
+        #expect(server.connections.value.withLock { $0 } == 2, "the connection that said GOAWAY takes no new streams")
         await client.shutdown()
     }
 
@@ -119,6 +172,57 @@ final class HTTP1OnlyServer: Sendable {
                 context.write(wrapOutboundOut(.head(head)), promise: nil)
                 context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
             }
+        }
+    }
+}
+
+/// An HTTP/2 server that answers every request's HEADERS with GOAWAY (keeping every stream)
+/// and never answers the request.
+final class GoAwayServer: Sendable {
+    let channel: any Channel
+    let port: Int
+    /// Connections accepted.
+    let connections: Counter
+
+    private init(channel: any Channel, connections: Counter) {
+        self.channel = channel
+        port = channel.localAddress?.port ?? 0
+        self.connections = connections
+    }
+
+    static func start(_ certificates: SimulatorCertificates) async throws -> GoAwayServer {
+        var tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(certificates.serverCertificatePEM.utf8), format: .pem))],
+            privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(certificates.serverKeyPEM.utf8), format: .pem)))
+        tls.applicationProtocols = ["h2"]
+        let context = try NIOSSLContext(configuration: tls)
+        let counter = Counter()
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                counter.value.withLock { $0 += 1 }
+                return channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
+                    try channel.pipeline.syncOperations.addHandler(NIOHTTP2Handler(mode: .server))
+                    try channel.pipeline.syncOperations.addHandler(SayGoAway())
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0)
+            .get()
+        return GoAwayServer(channel: channel, connections: counter)
+    }
+
+    final class Counter: Sendable {
+        let value = Mutex(0)
+    }
+
+    final class SayGoAway: ChannelInboundHandler {
+        typealias InboundIn = HTTP2Frame
+        typealias OutboundOut = HTTP2Frame
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            guard case .headers = unwrapInboundIn(data).payload else { return }
+            let goAway = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: .maxID, errorCode: .noError, opaqueData: nil))
+            context.writeAndFlush(wrapOutboundOut(goAway), promise: nil)
         }
     }
 }

@@ -22,6 +22,13 @@ final class HTTP2Client: Sendable {
         var description: String { "\(origin) does not speak HTTP/2" }
     }
 
+    /// No connection could be made (refused, timed out, TLS failed).
+    struct ConnectFailed: Error, CustomStringConvertible {
+        var origin: String
+        var reason: String
+        var description: String { reason }
+    }
+
     let origin: String
     private let host: String
     private let port: Int
@@ -39,7 +46,9 @@ final class HTTP2Client: Sendable {
         context = try NIOSSLContext(configuration: tls)
         self.host = host
         self.port = port
-        authority = port == 443 ? host : "\(host):\(port)"
+        // An IPv6 literal is bracketed in the authority, as in a URL.
+        let hostPart = host.contains(":") ? "[\(host)]" : host
+        authority = port == 443 ? hostPart : "\(hostPart):\(port)"
         self.connections = (0..<max(1, connections)).map { _ in Connection() }
         self.timeout = timeout
     }
@@ -56,21 +65,30 @@ final class HTTP2Client: Sendable {
         guard !requests.isEmpty else { return }
         let runs = min(connections.count, requests.count)
         let first = next.add(runs, ordering: .relaxed).oldValue
-        for run in 0..<runs {
-            let slice = Array(requests[(requests.count * run / runs)..<(requests.count * (run + 1) / runs)])
-            let connection = connections[(first + run) % connections.count]
-            let channel: any Channel
-            do { channel = try await connection.channel { try await self.connect() } } catch {
-                for request in slice { request.sink.complete(request.index, .failure(error)) }
-                continue
+        // The runs' connections are made (when they must be) side by side: a server slow to
+        // connect or to finish TLS holds up only its own run.
+        await withTaskGroup(of: Void.self) { group in
+            for run in 0..<runs {
+                let slice = Array(requests[(requests.count * run / runs)..<(requests.count * (run + 1) / runs)])
+                let connection = connections[(first + run) % connections.count]
+                group.addTask { await self.write(slice, on: connection) }
             }
-            // A write that never reaches the handler (the connection closed meanwhile) fails its requests.
-            let written = channel.eventLoop.makePromise(of: Void.self)
-            written.futureResult.whenFailure { error in
-                for request in slice { request.sink.complete(request.index, .failure(error)) }
-            }
-            channel.writeAndFlush(StreamRequests(requests: slice), promise: written)
         }
+    }
+
+    private func write(_ slice: [StreamRequest], on connection: Connection) async {
+        let channel: any Channel
+        do { channel = try await connection.channel { try await self.connect() } } catch {
+            let failure: any Error = error is NotHTTP2 ? error : ConnectFailed(origin: origin, reason: "\(error)")
+            for request in slice { request.sink.complete(request.index, .failure(failure)) }
+            return
+        }
+        // A write that never reaches the handler (the connection closed meanwhile) fails its requests.
+        let written = channel.eventLoop.makePromise(of: Void.self)
+        written.futureResult.whenFailure { error in
+            for request in slice { request.sink.complete(request.index, .failure(error)) }
+        }
+        channel.writeAndFlush(StreamRequests(requests: slice), promise: written)
     }
 
     func shutdown() async {
@@ -78,10 +96,12 @@ final class HTTP2Client: Sendable {
     }
 
     /// Connects, and returns once TLS chose HTTP/2; throws `NotHTTP2` when it did not.
-    private func connect() async throws -> any Channel {
+    private func connect() async throws -> Connected {
         let (context, host, authority, timeout) = (self.context, self.host, self.authority, self.timeout)
-        let isAddress = host.allSatisfy { $0.isNumber || $0 == "." || $0 == ":" }
+        // An address literal (IPv4, or IPv6, which has colons) is never sent as SNI.
+        let isAddress = host.contains(":") || host.allSatisfy { $0.isNumber || $0 == "." }
         let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let draining = Draining()
         let negotiated = loop.makePromise(of: String?.self)
         let channel: any Channel
         do {
@@ -102,7 +122,8 @@ final class HTTP2Client: Sendable {
                                 ],
                                 // The headers are ours and valid; the server's answers are still read with care.
                                 headerBlockValidation: .disabled))
-                        try channel.pipeline.syncOperations.addHandler(HTTP2StreamsHandler(authority: authority, timeout: timeout))
+                        try channel.pipeline.syncOperations.addHandler(
+                            HTTP2StreamsHandler(authority: authority, timeout: timeout, draining: draining))
                     }
                 }
                 .connect(host: host, port: port)
@@ -111,6 +132,12 @@ final class HTTP2Client: Sendable {
             negotiated.fail(error)
             throw error
         }
+        // A server that accepts the connection but never finishes the handshake fails it in
+        // the time a request may take, as a request would.
+        let handshakeTimeout = loop.scheduleTask(in: timeout) {
+            negotiated.fail(HTTP2Client.Failure(description: "no TLS handshake within \(timeout)"))
+        }
+        defer { handshakeTimeout.cancel() }
         let chosen: String?
         do { chosen = try await negotiated.futureResult.get() } catch {
             try? await channel.close()
@@ -120,23 +147,37 @@ final class HTTP2Client: Sendable {
             try? await channel.close()
             throw NotHTTP2(origin: origin)
         }
-        return channel
+        return Connected(channel: channel, draining: draining)
+    }
+
+    /// A connection made, and whether its server said GOAWAY (it takes no new streams).
+    struct Connected: Sendable {
+        var channel: any Channel
+        var draining: Draining
+    }
+
+    final class Draining: Sendable {
+        private let value = Atomic<Bool>(false)
+        var isSet: Bool { value.load(ordering: .relaxed) }
+        func set() { value.store(true, ordering: .relaxed) }
     }
 
     /// One connection, made when first needed and again after it closed.
     final class Connection: Sendable {
-        private let current = Mutex<Task<any Channel, any Error>?>(nil)
+        private let current = Mutex<Task<Connected, any Error>?>(nil)
 
-        func channel(_ connect: @escaping @Sendable () async throws -> any Channel) async throws -> any Channel {
-            let task = current.withLock { current -> Task<any Channel, any Error> in
+        /// The connection's channel, made anew when there is none, it closed, or its server
+        /// said GOAWAY (that one finishes its streams on its own and then closes).
+        func channel(_ connect: @escaping @Sendable () async throws -> Connected) async throws -> any Channel {
+            let task = current.withLock { current -> Task<Connected, any Error> in
                 if let existing = current { return existing }
                 let made = Task { try await connect() }
                 current = made
                 return made
             }
             do {
-                let channel = try await task.value
-                if channel.isActive { return channel }
+                let connected = try await task.value
+                if connected.channel.isActive, !connected.draining.isSet { return connected.channel }
             } catch {
                 current.withLock { if $0 == task { $0 = nil } }
                 throw error
@@ -147,11 +188,11 @@ final class HTTP2Client: Sendable {
         }
 
         func close() async {
-            let task = current.withLock { current -> Task<any Channel, any Error>? in
+            let task = current.withLock { current -> Task<Connected, any Error>? in
                 defer { current = nil }
                 return current
             }
-            if let channel = try? await task?.value { try? await channel.close() }
+            if let connected = try? await task?.value { try? await connected.channel.close() }
         }
     }
 }
@@ -245,10 +286,12 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler {
     private var sweep: Scheduled<Void>?
 
     private let timeout: TimeAmount
+    private let draining: HTTP2Client.Draining
 
-    init(authority: String, timeout: TimeAmount) {
+    init(authority: String, timeout: TimeAmount, draining: HTTP2Client.Draining) {
         self.authority = authority
         self.timeout = timeout
+        self.draining = draining
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -308,7 +351,8 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler {
         let every = TimeAmount.nanoseconds(min(max(timeout.nanoseconds / 4, 10_000_000), 1_000_000_000))
         sweep = context.eventLoop.assumeIsolated().scheduleTask(in: every) { [self] in
             expire(context: context)
-            if !closed { scheduleSweep(context: context) }
+            // After GOAWAY the streams the server kept still get their deadline.
+            if !closed || !pending.isEmpty { scheduleSweep(context: context) }
         }
     }
 
@@ -316,12 +360,21 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler {
     private func expire(context: ChannelHandlerContext) {
         let now = NIODeadline.now()
         let late = pending.filter { $0.value.deadline <= now }.map(\.key)
-        guard !late.isEmpty else { return }
+        guard !late.isEmpty else {
+            closeIfDrained(context: context)
+            return
+        }
         for id in late {
             fail(id, HTTP2Client.Failure(description: "no answer within \(timeout)"))
             context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
         }
         context.flush()
+        closeIfDrained(context: context)
+    }
+
+    /// Closes a connection whose server said GOAWAY once it has no stream left.
+    private func closeIfDrained(context: ChannelHandlerContext) {
+        if closed, pending.isEmpty, context.channel.isActive { context.close(promise: nil) }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -338,6 +391,8 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler {
             if headers.endStream { complete(frame.streamID) }
         case .data(let payload):
             guard case .byteBuffer(var bytes) = payload.data else { return }
+            // Padding counts against the window too.
+            window.discard(payload.paddingBytes ?? 0)
             guard var stream = pending[frame.streamID] else {
                 window.discard(bytes.readableBytes)
                 return
@@ -356,10 +411,12 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler {
             fail(frame.streamID, HTTP2Client.Failure(description: "stream reset: \(code)"))
         case .goAway(let lastStreamID, let code, _):
             closed = true
+            draining.set()
             for id in pending.keys where id > lastStreamID { fail(id, HTTP2Client.Failure(description: "GOAWAY \(code)")) }
         default:
             break
         }
+        closeIfDrained(context: context)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {

@@ -144,11 +144,20 @@ public final class PNSHTTPClient: PNSTransport {
         var answers = await sink.answers()
         // An origin found not to speak HTTP/2 is remembered; its requests go again over HTTP/1.1.
         var refused: [Int] = []
+        var unreachable: Set<String> = []
         for (index, answer) in answers.enumerated() {
-            guard case .failure(let error as HTTP2Client.NotHTTP2) = answer.result else { continue }
-            markHTTP1(error.origin)
-            refused.append(index)
+            guard case .failure(let error) = answer.result else { continue }
+            if let notHTTP2 = error as? HTTP2Client.NotHTTP2 {
+                markHTTP1(notHTTP2.origin)
+                refused.append(index)
+            } else if let failed = error as? HTTP2Client.ConnectFailed {
+                unreachable.insert(failed.origin)
+            }
         }
+        // When every place is taken, an origin that could not be reached gives up its client and
+        // its place among the `maximumHTTP2Origins` (so unreachable endpoints cannot keep the
+        // places from working services); the next batch for it makes a new one.
+        for origin in unreachable { forgetIfFull(origin) }
         if !refused.isEmpty {
             let again = ResponseSink(count: refused.count) { slots.release() }
             await sendHTTP1(Array(refused.indices), of: refused.map { requests[$0] }, to: again)
@@ -218,6 +227,14 @@ public final class PNSHTTPClient: PNSTransport {
             state.clients[origin] = made
             return made
         }
+    }
+
+    /// Drops `origin`'s HTTP/2 client when the clients are as many as they may be.
+    private func forgetIfFull(_ origin: String) {
+        let dropped = http2Clients.withLock { state -> HTTP2Client? in
+            state.clients.count >= maximumHTTP2Origins ? state.clients.removeValue(forKey: origin) : nil
+        }
+        if let dropped { Task { await dropped.shutdown() } }
     }
 
     /// `origin` answered TLS without HTTP/2: its requests go over HTTP/1.1 from now on.

@@ -90,6 +90,19 @@ public struct PNSAnswer: Sendable, Equatable {
     }
 }
 
+/// The lowercased hub names of a batch's pushes, made once per run of the same name, not once
+/// per push (providers key their hubs by lowercased name).
+struct HubNames {
+    private var last: (name: String, key: String)?
+
+    mutating func key(_ name: String) -> String {
+        if let last, last.name == name { return last.key }
+        let key = name.lowercased()
+        last = (name, key)
+        return key
+    }
+}
+
 /// A push PushHub will not send, with the answer that says why.
 public struct NotSent: Error, Sendable, Equatable {
     public var answer: PNSAnswer

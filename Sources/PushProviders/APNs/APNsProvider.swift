@@ -61,6 +61,7 @@ public final class APNsProvider: PushProvider {
         sent.reserveCapacity(deliveries.count)
         var jwts: [String: String] = [:]
         var last: (shape: Shape, built: Result<(PNSHeaderFields, Data, String), NotSent>)?
+        var hubNames = HubNames()
         for (index, delivery) in deliveries.enumerated() {
             if let refused = APNsRequest.checkToken(delivery.handle) {
                 answers[index] = APNsRequest.notSent(refused)
@@ -74,7 +75,7 @@ public final class APNsProvider: PushProvider {
             case .failure(let notSent):
                 answers[index] = notSent.answer
             case .success(let (fields, payload, jwt)):
-                let (credentials, tokens) = hubs[delivery.hub.lowercased()]!
+                let (credentials, tokens) = hubs[hubNames.key(delivery.hub)]!
                 requests.append(APNsRequest.request(to: delivery.handle, origin: credentials.resolvedEndpoint, headers: fields, payload: payload))
                 sent.append((index, tokens, jwt))
             }

@@ -49,8 +49,9 @@ public final class FCMProvider: PushProvider {
         var sent: [(index: Int, project: Project)] = []
         var accessTokens: [String: Result<String, any Error>] = [:]
         var last: (hub: String, body: String, format: NotificationFormat, template: Result<FCMMessage.BodyTemplate, FCMMessage.Failure>)?
+        var hubNames = HubNames()
         for (index, delivery) in deliveries.enumerated() {
-            let hub = delivery.hub.lowercased()
+            let hub = hubNames.key(delivery.hub)
             guard let project = hubs[hub] else {
                 answers[index] = .notSent(.noCredentials(hub: delivery.hub, platform: .fcm))
                 continue

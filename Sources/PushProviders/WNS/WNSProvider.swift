@@ -45,8 +45,9 @@ public final class WNSProvider: PushProvider {
         var requests: [PNSRequest] = []
         var sent: [(index: Int, hub: String, tokens: CachedAccessToken)] = []
         var accessTokens: [String: Result<String, any Error>] = [:]
+        var hubNames = HubNames()
         for (index, delivery) in deliveries.enumerated() {
-            let hub = delivery.hub.lowercased()
+            let hub = hubNames.key(delivery.hub)
             guard let tokens = hubs[hub] else {
                 answers[index] = .notSent(.noCredentials(hub: delivery.hub, platform: .wns))
                 continue

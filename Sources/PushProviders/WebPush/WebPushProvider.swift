@@ -48,8 +48,8 @@ public final class WebPushProvider: PushProvider {
         case refused(PNSAnswer)
     }
 
-    func allowedEndpoint(_ delivery: PNSDelivery) async -> Endpoint {
-        let policy = endpoints[delivery.hub.lowercased()] ?? EndpointPolicy()
+    func allowedEndpoint(_ delivery: PNSDelivery, hub: String) async -> Endpoint {
+        let policy = endpoints[hub] ?? EndpointPolicy()
         let url: URL
         switch policy.url(delivery.handle, platform: .webpush) {
         case .success(let allowed): url = allowed
@@ -76,8 +76,9 @@ public final class WebPushProvider: PushProvider {
         var answers = [PNSAnswer?](repeating: nil, count: deliveries.count)
         var requests: [PNSRequest] = []
         var sent: [Int] = []
+        var hubNames = HubNames()
         for (index, delivery) in deliveries.enumerated() {
-            switch await request(for: delivery) {
+            switch await request(for: delivery, hub: hubNames.key(delivery.hub)) {
             case .success(let request):
                 requests.append(request)
                 sent.append(index)
@@ -96,11 +97,10 @@ public final class WebPushProvider: PushProvider {
     }
 
     /// The signed, encrypted request for one push, or why it is not sent.
-    private func request(for delivery: PNSDelivery) async -> Result<PNSRequest, NotSent> {
-        let hub = delivery.hub.lowercased()
+    private func request(for delivery: PNSDelivery, hub: String) async -> Result<PNSRequest, NotSent> {
         guard let vapid = hubs[hub] else { return .failure(NotSent(.notSent(.noCredentials(hub: delivery.hub, platform: .webpush)))) }
         let endpoint: URL
-        switch await allowedEndpoint(delivery) {
+        switch await allowedEndpoint(delivery, hub: hub) {
         case .allowed(let url): endpoint = url
         case .refused(let answer): return .failure(NotSent(answer))
         }

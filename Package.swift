@@ -13,6 +13,7 @@ let package = Package(
         .executable(name: "pushhub-wns-worker", targets: ["PushWNSWorkerMain"]),
         .executable(name: "pushhub-webpush-worker", targets: ["PushWebPushWorkerMain"]),
         .executable(name: "pushhub-fuzz", targets: ["PushFuzz"]),
+        .executable(name: "pushhub-allocations", targets: ["PushAllocationsMain"]),
         .library(name: "PushKafka", targets: ["PushKafka"]),
         .library(name: "PushModel", targets: ["PushModel"]),
     ],
@@ -199,6 +200,15 @@ let package = Package(
         .executableTarget(name: "PushFCMWorkerMain", dependencies: ["PushWorker", "PushModel"]),
         .executableTarget(name: "PushWNSWorkerMain", dependencies: ["PushWorker", "PushModel"]),
         .executableTarget(name: "PushWebPushWorkerMain", dependencies: ["PushWorker", "PushModel"]),
+        // The allocation regression guard: a worker's path with malloc counted (CMallocCount
+        // defines malloc for this one executable).
+        .target(name: "CMallocCount"),
+        .executableTarget(
+            name: "PushAllocationsMain",
+            dependencies: [
+                "CMallocCount", "PushConfiguration", "PushEnvironment", "PushLoad", "PushModel", "PushProviders", "PushWorker",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
         // Load generation (`pushhub load`) and benchmarks.
         .target(
             name: "PushLoad",

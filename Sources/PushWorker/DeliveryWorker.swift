@@ -295,10 +295,11 @@ public final class DeliveryWorker: Service, Sendable {
         duration / 2 + duration / 2 * Double.random(in: 0...1)
     }
 
-    struct PayloadProblem: Error, CustomStringConvertible { var description: String }
+    public struct PayloadProblem: Error, CustomStringConvertible { public var description: String }
 
-    /// The delivery for one target: the native body, or its template filled.
-    static func prepare(_ target: DeliveryBatch.Target, of batch: DeliveryBatch, renderer: TemplateRenderer, expiresAt: Date) -> Result<
+    /// The delivery for one target: the native body, or its template filled. Public for
+    /// `pushhub bench allocations`, which counts what a batch costs on the worker's path.
+    public static func prepare(_ target: DeliveryBatch.Target, of batch: DeliveryBatch, renderer: TemplateRenderer, expiresAt: Date) -> Result<
         PNSDelivery, PayloadProblem
     > {
         var delivery = PNSDelivery(

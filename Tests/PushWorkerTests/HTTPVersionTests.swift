@@ -19,7 +19,7 @@ struct HTTPVersionTests {
     @Test("a Web Push service that speaks only HTTP/1.1 over TLS still gets its pushes, and is remembered as such")
     func http1OnlyPushService() async throws {
         let certificates = try SimulatorCertificates.generate()
-        let server = try await HTTP1OnlyServer.start(certificates)
+        let server = try await TLSTestServer.http1Only(certificates)
         defer { Task { try? await server.channel.close() } }
         let caFile = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-ca-\(UUID().uuidString).pem").path
         try certificates.caPEM.write(toFile: caFile, atomically: true, encoding: .utf8)
@@ -74,7 +74,7 @@ struct HTTPVersionTests {
         .timeLimit(.minutes(1)))
     func goAwayWithoutAnswers() async throws {
         let certificates = try SimulatorCertificates.generate()
-        let server = try await GoAwayServer.start(certificates)
+        let server = try await TLSTestServer.goAway(certificates)
         defer { Task { try? await server.channel.close() } }
         let caFile = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-ca-\(UUID().uuidString).pem").path
         try certificates.caPEM.write(toFile: caFile, atomically: true, encoding: .utf8)
@@ -95,7 +95,7 @@ struct HTTPVersionTests {
         #expect(ContinuousClock.now - started < .seconds(10))
         let second = await provider.deliverAll([push("b")])
         #expect(second.map(\.classification) == [.retry(retryAfter: nil)], "\(second)")
-        #expect(server.connections.value.withLock { $0 } == 2, "the connection that said GOAWAY takes no new streams")
+        #expect(server.recorder.connections.withLock { $0 } == 2, "the connection that said GOAWAY takes no new streams")
         await client.shutdown()
     }
 
@@ -115,9 +115,9 @@ struct HTTPVersionTests {
     }
 }
 
-/// An https server whose TLS offers only `http/1.1`: every request is answered 201.
-final class HTTP1OnlyServer: Sendable {
-    /// The paths requested and the connections accepted.
+/// A TLS server on loopback for these tests: ALPN offers `protocols`, `finish` completes each
+/// connection's pipeline after TLS, and the recorder counts connections and keeps paths.
+final class TLSTestServer: Sendable {
     final class Recorder: Sendable {
         let paths = Mutex<[String]>([])
         let connections = Mutex(0)
@@ -133,11 +133,14 @@ final class HTTP1OnlyServer: Sendable {
         self.recorder = recorder
     }
 
-    static func start(_ certificates: SimulatorCertificates) async throws -> HTTP1OnlyServer {
+    static func start(
+        _ certificates: SimulatorCertificates, protocols: [String],
+        finish: @escaping @Sendable (ChannelPipeline.SynchronousOperations, Recorder) throws -> Void
+    ) async throws -> TLSTestServer {
         var tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(certificates.serverCertificatePEM.utf8), format: .pem))],
             privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(certificates.serverKeyPEM.utf8), format: .pem)))
-        tls.applicationProtocols = ["http/1.1"]
+        tls.applicationProtocols = protocols
         let context = try NIOSSLContext(configuration: tls)
         let recorder = Recorder()
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -145,16 +148,31 @@ final class HTTP1OnlyServer: Sendable {
                 recorder.connections.withLock { $0 += 1 }
                 return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    try channel.pipeline.syncOperations.addHandler(Created(recorder: recorder))
+                    try finish(channel.pipeline.syncOperations, recorder)
                 }
             }
             .bind(host: "127.0.0.1", port: 0)
             .get()
-        return HTTP1OnlyServer(channel: channel, recorder: recorder)
+        return TLSTestServer(channel: channel, recorder: recorder)
     }
 
-    /// Answers every request 201 Created, once its body is in.
+    /// HTTP/1.1 only: every request is answered 201 Created.
+    static func http1Only(_ certificates: SimulatorCertificates) async throws -> TLSTestServer {
+        try await start(certificates, protocols: ["http/1.1"]) { pipeline, recorder in
+            try pipeline.configureHTTPServerPipeline()
+            try pipeline.addHandler(Created(recorder: recorder))
+        }
+    }
+
+    /// HTTP/2 that answers every request's HEADERS with GOAWAY (keeping every stream) and never
+    /// answers the request.
+    static func goAway(_ certificates: SimulatorCertificates) async throws -> TLSTestServer {
+        try await start(certificates, protocols: ["h2"]) { pipeline, _ in
+            try pipeline.addHandler(NIOHTTP2Handler(mode: .server))
+            try pipeline.addHandler(SayGoAway())
+        }
+    }
+
     final class Created: ChannelInboundHandler {
         typealias InboundIn = HTTPServerRequestPart
         typealias OutboundOut = HTTPServerResponsePart
@@ -173,46 +191,6 @@ final class HTTP1OnlyServer: Sendable {
                 context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
             }
         }
-    }
-}
-
-/// An HTTP/2 server that answers every request's HEADERS with GOAWAY (keeping every stream)
-/// and never answers the request.
-final class GoAwayServer: Sendable {
-    let channel: any Channel
-    let port: Int
-    /// Connections accepted.
-    let connections: Counter
-
-    private init(channel: any Channel, connections: Counter) {
-        self.channel = channel
-        port = channel.localAddress?.port ?? 0
-        self.connections = connections
-    }
-
-    static func start(_ certificates: SimulatorCertificates) async throws -> GoAwayServer {
-        var tls = TLSConfiguration.makeServerConfiguration(
-            certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(certificates.serverCertificatePEM.utf8), format: .pem))],
-            privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(certificates.serverKeyPEM.utf8), format: .pem)))
-        tls.applicationProtocols = ["h2"]
-        let context = try NIOSSLContext(configuration: tls)
-        let counter = Counter()
-        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .childChannelInitializer { channel in
-                counter.value.withLock { $0 += 1 }
-                return channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
-                    try channel.pipeline.syncOperations.addHandler(NIOHTTP2Handler(mode: .server))
-                    try channel.pipeline.syncOperations.addHandler(SayGoAway())
-                }
-            }
-            .bind(host: "127.0.0.1", port: 0)
-            .get()
-        return GoAwayServer(channel: channel, connections: counter)
-    }
-
-    final class Counter: Sendable {
-        let value = Mutex(0)
     }
 
     final class SayGoAway: ChannelInboundHandler {

@@ -16,35 +16,49 @@ import Testing
 /// HTTP/1.1 where it does not, or where too many origins already have an HTTP/2 client.
 @Suite("HTTP versions to push services", .timeLimit(.minutes(2)))
 struct HTTPVersionTests {
+    /// A Web Push provider for hub `myhub` whose endpoints may be at 127.0.0.1:`port`.
+    static func webPushProvider(port: Int, client: PNSHTTPClient) throws -> WebPushProvider {
+        let credentials = try #require(try HubsConfiguration.Credentials.simulated(apns: "https://x", http: "http://x", hub: "myhub").webPush)
+        return try WebPushProvider(
+            credentials: ["myhub": credentials], endpoints: ["myhub": EndpointPolicy(webPushHosts: ["127.0.0.1:\(port)"])], transport: client)
+    }
+
+    /// A push to subscription `id` at 127.0.0.1:`port`.
+    static func push(_ id: String, port: Int, body: String = "{}") -> PNSDelivery {
+        PNSDelivery(
+            hub: "myhub", notificationId: "n", handle: "https://127.0.0.1:\(port)/push/\(id)", webPush: SimulatedSubscription(id: id).keys,
+            format: .browser, body: body)
+    }
+
+    /// The certificates' CA written to a file, removed when the test's `body` ends.
+    static func withCAFile<T>(_ certificates: SimulatorCertificates, _ body: (String) async throws -> T) async throws -> T {
+        let caFile = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-ca-\(UUID().uuidString).pem").path
+        try certificates.caPEM.write(toFile: caFile, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: caFile) }
+        return try await body(caFile)
+    }
     @Test("a Web Push service that speaks only HTTP/1.1 over TLS still gets its pushes, and is remembered as such")
     func http1OnlyPushService() async throws {
         let certificates = try SimulatorCertificates.generate()
         let server = try await TLSTestServer.http1Only(certificates)
         defer { Task { try? await server.channel.close() } }
-        let caFile = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-ca-\(UUID().uuidString).pem").path
-        try certificates.caPEM.write(toFile: caFile, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(atPath: caFile) }
-        let client = PNSHTTPClient(trustRootsFile: caFile)
-        let credentials = try #require(try HubsConfiguration.Credentials.simulated(apns: "https://x", http: "http://x", hub: "myhub").webPush)
-        let provider = try WebPushProvider(
-            credentials: ["myhub": credentials], endpoints: ["myhub": EndpointPolicy(webPushHosts: ["127.0.0.1:\(server.port)"])],
-            transport: client)
-        func push(_ id: String) -> PNSDelivery {
-            PNSDelivery(
-                hub: "myhub", notificationId: "n", handle: "https://127.0.0.1:\(server.port)/push/\(id)", webPush: SimulatedSubscription(id: id).keys,
-                format: .browser, body: #"{"title":"hi"}"#)
+        try await Self.withCAFile(certificates) { caFile in
+            let client = PNSHTTPClient(trustRootsFile: caFile)
+            let provider = try Self.webPushProvider(port: server.port, client: client)
+            func push(_ id: String) -> PNSDelivery { Self.push(id, port: server.port, body: #"{"title":"hi"}"#) }
+            let first = await provider.deliverAll([push("a"), push("b")])
+            #expect(first.map(\.classification) == [.delivered, .delivered], "\(first)")
+            #expect(first.map(\.status) == [201, 201])
+            let before = server.recorder.connections.withLock { $0 }
+            let second = await provider.deliverAll([push("c")])
+            #expect(second.map(\.classification) == [.delivered], "\(second)")
+            #expect(
+                server.recorder.paths.withLock { $0 }.sorted() == ["/push/a", "/push/b", "/push/c"],
+                "every push reached the service once, over HTTP/1.1")
+            // One new connection, for the HTTP/1.1 request: no second try at HTTP/2 first.
+            #expect(server.recorder.connections.withLock { $0 } - before == 1, "the origin is not tried over HTTP/2 again")
+            await client.shutdown()
         }
-        let first = await provider.deliverAll([push("a"), push("b")])
-        #expect(first.map(\.classification) == [.delivered, .delivered], "\(first)")
-        #expect(first.map(\.status) == [201, 201])
-        let before = server.recorder.connections.withLock { $0 }
-        let second = await provider.deliverAll([push("c")])
-        #expect(second.map(\.classification) == [.delivered], "\(second)")
-        #expect(
-            server.recorder.paths.withLock { $0 }.sorted() == ["/push/a", "/push/b", "/push/c"], "every push reached the service once, over HTTP/1.1")
-        // One new connection, for the HTTP/1.1 request: no second try at HTTP/2 first.
-        #expect(server.recorder.connections.withLock { $0 } - before == 1, "the origin is not tried over HTTP/2 again")
-        await client.shutdown()
     }
 
     @Test("a push service that accepts the connection but never finishes TLS fails the push in the request time, and is retried")
@@ -54,15 +68,9 @@ struct HTTPVersionTests {
         defer { Task { try? await silent.close() } }
         let port = try #require(silent.localAddress?.port)
         let client = PNSHTTPClient(requestTimeout: .seconds(1))
-        let credentials = try #require(try HubsConfiguration.Credentials.simulated(apns: "https://x", http: "http://x", hub: "myhub").webPush)
-        let provider = try WebPushProvider(
-            credentials: ["myhub": credentials], endpoints: ["myhub": EndpointPolicy(webPushHosts: ["127.0.0.1:\(port)"])], transport: client)
+        let provider = try Self.webPushProvider(port: port, client: client)
         let started = ContinuousClock.now
-        let answers = await provider.deliverAll([
-            PNSDelivery(
-                hub: "myhub", notificationId: "n", handle: "https://127.0.0.1:\(port)/push/x", webPush: SimulatedSubscription(id: "x").keys,
-                format: .browser, body: "{}")
-        ])
+        let answers = await provider.deliverAll([Self.push("x", port: port)])
         #expect(answers.map(\.classification) == [.retry(retryAfter: nil)], "\(answers)")
         #expect(answers.first?.reason?.contains("TLS handshake") == true, "\(answers)")
         #expect(ContinuousClock.now - started < .seconds(10))
@@ -76,27 +84,19 @@ struct HTTPVersionTests {
         let certificates = try SimulatorCertificates.generate()
         let server = try await TLSTestServer.goAway(certificates)
         defer { Task { try? await server.channel.close() } }
-        let caFile = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-ca-\(UUID().uuidString).pem").path
-        try certificates.caPEM.write(toFile: caFile, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(atPath: caFile) }
-        let client = PNSHTTPClient(trustRootsFile: caFile, connections: 1, requestTimeout: .seconds(1))
-        let credentials = try #require(try HubsConfiguration.Credentials.simulated(apns: "https://x", http: "http://x", hub: "myhub").webPush)
-        let provider = try WebPushProvider(
-            credentials: ["myhub": credentials], endpoints: ["myhub": EndpointPolicy(webPushHosts: ["127.0.0.1:\(server.port)"])],
-            transport: client)
-        func push(_ id: String) -> PNSDelivery {
-            PNSDelivery(
-                hub: "myhub", notificationId: "n", handle: "https://127.0.0.1:\(server.port)/push/\(id)", webPush: SimulatedSubscription(id: id).keys,
-                format: .browser, body: "{}")
+        try await Self.withCAFile(certificates) { caFile in
+            let client = PNSHTTPClient(trustRootsFile: caFile, connections: 1, requestTimeout: .seconds(1))
+            let provider = try Self.webPushProvider(port: server.port, client: client)
+            func push(_ id: String) -> PNSDelivery { Self.push(id, port: server.port) }
+            let started = ContinuousClock.now
+            let first = await provider.deliverAll([push("a")])
+            #expect(first.map(\.classification) == [.retry(retryAfter: nil)], "\(first)")
+            #expect(ContinuousClock.now - started < .seconds(10))
+            let second = await provider.deliverAll([push("b")])
+            #expect(second.map(\.classification) == [.retry(retryAfter: nil)], "\(second)")
+            #expect(server.recorder.connections.withLock { $0 } == 2, "the connection that said GOAWAY takes no new streams")
+            await client.shutdown()
         }
-        let started = ContinuousClock.now
-        let first = await provider.deliverAll([push("a")])
-        #expect(first.map(\.classification) == [.retry(retryAfter: nil)], "\(first)")
-        #expect(ContinuousClock.now - started < .seconds(10))
-        let second = await provider.deliverAll([push("b")])
-        #expect(second.map(\.classification) == [.retry(retryAfter: nil)], "\(second)")
-        #expect(server.recorder.connections.withLock { $0 } == 2, "the connection that said GOAWAY takes no new streams")
-        await client.shutdown()
     }
 
     @Test("past the most origins with an HTTP/2 client of their own, pushes still go out (through async-http-client)")

@@ -28,29 +28,17 @@ struct AllocationsCommand: AsyncParsableCommand {
             Two batches warm up; the rest are counted. Prints ALLOCATIONS_PER_DELIVERY.
             """)
 
-    @Option(help: "pushhub.yaml (default: $PUSHHUB_CONFIG or ./data/pushhub.yaml).")
-    var config: String?
-
-    @Option(help: "The hub.")
-    var hub = "pushhub-dev"
-
-    @Option(help: "apns, fcm, wns or webpush.")
-    var platform: String = "apns"
-
-    @Option(help: "Base URL of the simulator listener WNS channels and Web Push endpoints point at.")
-    var simURL = "https://127.0.0.1"
+    @OptionGroup var pns: SimulatedPNSOptions
 
     @Option(help: "Batches counted, after two that warm up.")
     var batches = 10
 
-    @Option(help: "A PEM CA to trust besides the system's (the simulator's; default $PUSHHUB_PNS_CA).")
-    var trustCA: String?
-
     func run() async throws {
-        guard let platform = Platform(rawValue: platform) else { throw ValidationError("--platform must be apns, fcm, wns or webpush") }
+        let platform = try pns.parsedPlatform()
+        let (hub, simURL) = (pns.hub, pns.simURL)
         guard (1...1000).contains(batches) else { throw ValidationError("--batches must be between 1 and 1000") }
-        let hubs = try HubsConfiguration.load(from: config ?? PushHubEnvironment.current.configPath)
-        let http = PNSHTTPClient(trustRootsFile: trustCA ?? PushHubEnvironment.current.pnsTrustRoots)
+        let hubs = try HubsConfiguration.load(from: pns.configPath)
+        let http = PNSHTTPClient(trustRootsFile: pns.trustRoots)
         let provider = try ProviderFactory.make(platform, hubs: hubs, http: http)
         let notificationId = UUID().uuidString.lowercased()
         let records = try (0..<batches + 2).map { number -> Data in

@@ -132,30 +132,16 @@ extension BenchCommand {
             commandName: "pns-request",
             abstract: "Print the request a worker sends for one push (URL, protocol, headers) and write its body, for h2load against pushhub sim.")
 
-        @Option(help: "pushhub.yaml (default: $PUSHHUB_CONFIG or ./data/pushhub.yaml).")
-        var config: String?
-
-        @Option(help: "The hub.")
-        var hub = "pushhub-dev"
-
-        @Option(help: "apns, fcm, wns or webpush.")
-        var platform: String = "apns"
-
-        @Option(help: "Base URL of the simulator listener WNS channels and Web Push endpoints point at.")
-        var simURL = "http://127.0.0.1"
+        @OptionGroup var pns: SimulatedPNSOptions
 
         @Option(help: "Where to write the request's body.")
         var bodyFile: String
 
-        @Option(help: "A PEM CA to trust besides the system's (the simulator's).")
-        var trustCA: String?
-
         func run() async throws {
-            guard let platform = Platform(rawValue: platform) else {
-                throw ValidationError("--platform must be apns, fcm, wns or webpush")
-            }
-            let hubs = try HubsConfiguration.load(from: config ?? PushHubEnvironment.current.configPath)
-            let http = PNSHTTPClient(trustRootsFile: trustCA ?? ProcessInfo.processInfo.environment["PUSHHUB_PNS_CA"])
+            let platform = try pns.parsedPlatform()
+            let (hub, simURL) = (pns.hub, pns.simURL)
+            let hubs = try HubsConfiguration.load(from: pns.configPath)
+            let http = PNSHTTPClient(trustRootsFile: pns.trustRoots)
             defer { Task { await http.shutdown() } }
             let capture = CapturingTransport(network: http)
             let provider = try ProviderFactory.make(platform, hubs: hubs, http: capture)

@@ -35,9 +35,17 @@ public struct PNSDelivery: Sendable {
         self.collapseVariant = collapseVariant
     }
 
-    /// The header named `name`, whatever its case.
+    /// The header named `name`, whatever its (ASCII) case. Byte by byte: providers ask for
+    /// several headers of every push.
     public func header(_ name: String) -> String? {
-        headers.first { $0.key.caseInsensitiveCompare(name) == .orderedSame }?.value
+        let wanted = name.utf8
+        for (key, value) in headers where key.utf8.count == wanted.count {
+            let same = key.utf8.elementsEqual(wanted) { a, b in
+                a == b || (a | 0x20 == b | 0x20 && (97...122).contains(a | 0x20))
+            }
+            if same { return value }
+        }
+        return nil
     }
 }
 

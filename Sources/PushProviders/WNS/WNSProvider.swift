@@ -46,6 +46,7 @@ public final class WNSProvider: PushProvider {
         var sent: [(index: Int, hub: String, tokens: CachedAccessToken)] = []
         var accessTokens: [String: Result<String, any Error>] = [:]
         var hubNames = HubNames()
+        var last: (body: String, headers: [String: String], expiresAt: Date?, built: Result<PNSRequest, NotSent>)?
         for (index, delivery) in deliveries.enumerated() {
             let hub = hubNames.key(delivery.hub)
             guard let tokens = hubs[hub] else {
@@ -59,9 +60,16 @@ public final class WNSProvider: PushProvider {
                 answers[index] = .notSent(.endpointNotAllowed("the channel URI \(refusal.reason)"))
                 continue
             }
+            // A batch's pushes share body and headers: the request is built once per run of
+            // equal ones, and only its channel changes.
+            if last == nil || last!.body != delivery.body || last!.expiresAt != delivery.expiresAt || last!.headers != delivery.headers {
+                last = (delivery.body, delivery.headers, delivery.expiresAt, WNSRequest.make(delivery, channel: channel))
+            }
             var request: PNSRequest
-            switch WNSRequest.make(delivery, channel: channel) {
-            case .success(let made): request = made
+            switch last!.built {
+            case .success(let made):
+                request = made
+                request.target = .url(channel.absoluteString)
             case .failure(let notSent):
                 answers[index] = notSent.answer
                 continue

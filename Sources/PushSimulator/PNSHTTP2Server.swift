@@ -110,7 +110,7 @@ final class PNSFrameHandler: ChannelInboundHandler {
                 window.discard(bytes.readableBytes)
                 return
             }
-            window.discard(data.paddingBytes ?? 0)
+            window.discard(data.paddingBytes.map { $0 + 1 } ?? 0)
             buffered += bytes.readableBytes
             window.receive(&bytes, into: &stream.body)
             guard buffered <= Self.maximumBuffered else {

@@ -99,6 +99,26 @@ struct HTTPVersionTests {
         }
     }
 
+    @Test("a push service that says GOAWAY as soon as a connection is made fails the push promptly, on a few connections", .timeLimit(.minutes(1)))
+    func goAwayAtOnce() async throws {
+        let certificates = try SimulatorCertificates.generate()
+        let server = try await TLSTestServer.start(certificates, protocols: ["h2"]) { pipeline, _ in
+            try pipeline.addHandler(NIOHTTP2Handler(mode: .server))
+            try pipeline.addHandler(TLSTestServer.SayGoAway(atOnce: true))
+        }
+        defer { Task { try? await server.channel.close() } }
+        try await Self.withCAFile(certificates) { caFile in
+            let client = PNSHTTPClient(trustRootsFile: caFile, connections: 1, requestTimeout: .seconds(2))
+            let provider = try Self.webPushProvider(port: server.port, client: client)
+            let started = ContinuousClock.now
+            let answers = await provider.deliverAll([Self.push("a", port: server.port)])
+            #expect(answers.map(\.classification) == [.retry(retryAfter: nil)], "\(answers)")
+            #expect(ContinuousClock.now - started < .seconds(10))
+            #expect(server.recorder.connections.withLock { $0 } <= 3, "a few connections, not one after another for ever")
+            await client.shutdown()
+        }
+    }
+
     @Test("past the most origins with an HTTP/2 client of their own, pushes still go out (through async-http-client)")
     func pastTheOriginLimit() async throws {
         let sim = try await SimulatorFixture.start()
@@ -193,12 +213,25 @@ final class TLSTestServer: Sendable {
         }
     }
 
+    /// GOAWAY on a request's HEADERS, keeping every stream; or `atOnce`, as soon as the
+    /// connection is up, keeping none.
     final class SayGoAway: ChannelInboundHandler {
         typealias InboundIn = HTTP2Frame
         typealias OutboundOut = HTTP2Frame
 
+        let atOnce: Bool
+
+        init(atOnce: Bool = false) { self.atOnce = atOnce }
+
+        func channelActive(context: ChannelHandlerContext) {
+            context.fireChannelActive()
+            guard atOnce else { return }
+            let goAway = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: .rootStream, errorCode: .noError, opaqueData: nil))
+            context.writeAndFlush(wrapOutboundOut(goAway), promise: nil)
+        }
+
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-            guard case .headers = unwrapInboundIn(data).payload else { return }
+            guard !atOnce, case .headers = unwrapInboundIn(data).payload else { return }
             let goAway = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: .maxID, errorCode: .noError, opaqueData: nil))
             context.writeAndFlush(wrapOutboundOut(goAway), promise: nil)
         }

@@ -169,11 +169,17 @@ final class HTTP2Client: Sendable {
         /// The connection's channel, made anew when there is none, it closed, or its server
         /// said GOAWAY (that one finishes its streams on its own and then closes).
         func channel(_ connect: @escaping @Sendable () async throws -> Connected) async throws -> any Channel {
+            try await channel(connect, reconnected: false)
+        }
+
+        private func channel(_ connect: @escaping @Sendable () async throws -> Connected, reconnected: Bool) async throws -> any Channel {
+            var made = false
             let task = current.withLock { current -> Task<Connected, any Error> in
                 if let existing = current { return existing }
-                let made = Task { try await connect() }
-                current = made
-                return made
+                let task = Task { try await connect() }
+                current = task
+                made = true
+                return task
             }
             do {
                 let connected = try await task.value
@@ -182,9 +188,14 @@ final class HTTP2Client: Sendable {
                 current.withLock { if $0 == task { $0 = nil } }
                 throw error
             }
-            // Closed since: the next caller reconnects.
             current.withLock { if $0 == task { $0 = nil } }
-            return try await self.channel(connect)
+            // A connection closed or told GOAWAY since it was made: connect again, once. One
+            // that is so as soon as it is made (a server that hangs up or says GOAWAY at once)
+            // fails, rather than being made again and again.
+            guard !(made && reconnected) else {
+                throw HTTP2Client.Failure(description: "the server closed the connection or said GOAWAY as soon as it was made")
+            }
+            return try await channel(connect, reconnected: made || reconnected)
         }
 
         func close() async {
@@ -317,7 +328,11 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler {
 
     private func write(_ request: StreamRequest, deadline: NIODeadline, context: ChannelHandlerContext) {
         guard !closed, nextStreamID < Int32.max - 2 else {
+            // Out of stream ids: the connection takes no more, and closes once its streams end.
+            closed = true
+            draining.set()
             request.sink.complete(request.index, .failure(HTTP2Client.Failure(description: "the HTTP/2 connection is closing")))
+            closeIfDrained(context: context)
             return
         }
         let id = HTTP2StreamID(nextStreamID)
@@ -391,8 +406,8 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler {
             if headers.endStream { complete(frame.streamID) }
         case .data(let payload):
             guard case .byteBuffer(var bytes) = payload.data else { return }
-            // Padding counts against the window too.
-            window.discard(payload.paddingBytes ?? 0)
+            // Padding counts against the window too, with its length byte.
+            window.discard(payload.paddingBytes.map { $0 + 1 } ?? 0)
             guard var stream = pending[frame.streamID] else {
                 window.discard(bytes.readableBytes)
                 return
@@ -429,6 +444,7 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         closed = true
+        draining.set()
         sweep?.cancel()
         for id in Array(pending.keys) { fail(id, HTTP2Client.Failure(description: "the connection closed")) }
         context.fireChannelInactive()
@@ -436,6 +452,7 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         closed = true
+        draining.set()
         for id in Array(pending.keys) { fail(id, HTTP2Client.Failure(description: "\(error)")) }
         context.close(promise: nil)
     }

@@ -178,7 +178,9 @@ final class PNSFrameHandler: ChannelInboundHandler {
     private static let unique: Set<String> = ["apns-id", "location", "x-wns-msg-id"]
 
     private func respond(_ id: HTTP2StreamID, _ answer: SimAnswer, context: ChannelHandlerContext) {
-        var headers = HPACKHeaders([(":status", String(answer.status))])
+        var headers = HPACKHeaders()
+        headers.reserveCapacity(answer.headers.count + 1)
+        headers.add(name: ":status", value: String(answer.status))
         for (name, value) in answer.headers {
             let name = name.utf8.contains(where: { $0 >= 65 && $0 <= 90 }) ? name.lowercased() : name
             headers.add(name: name, value: value, indexing: Self.unique.contains(name) ? .nonIndexable : .indexable)

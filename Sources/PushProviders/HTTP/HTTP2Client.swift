@@ -337,8 +337,12 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler {
         }
         let id = HTTP2StreamID(nextStreamID)
         nextStreamID += 2
-        var headers = HPACKHeaders([(":method", "POST"), (":scheme", "https"), (":authority", authority)])
+        // One allocation for the stream's header list: sized first, then filled.
+        var headers = HPACKHeaders()
         headers.reserveCapacity(request.headers.fields.count + 4)
+        headers.add(name: ":method", value: "POST")
+        headers.add(name: ":scheme", value: "https")
+        headers.add(name: ":authority", value: authority)
         // Each device's path is new: kept out of the HPACK table, which then holds what repeats
         // (the token, the topic) and stays small to search.
         headers.add(name: ":path", value: request.path, indexing: .nonIndexable)
@@ -349,11 +353,11 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler {
         }
         let hasBody = request.body.readableBytes > 0
         pending[id] = Pending(sink: request.sink, index: request.index, deadline: deadline)
-        // A stream the HTTP/2 handler refuses (e.g. after GOAWAY) fails at once, not at its time-out.
-        let headersWritten = context.eventLoop.makePromise(of: Void.self)
-        headersWritten.futureResult.assumeIsolated().whenFailure { [self] error in fail(id, error) }
+        // No promise per stream (a promise, a future and a callback each): a stream the server
+        // will not take fails through this handler's own books, at GOAWAY (ids past the last it
+        // kept), when the connection closes, or at the deadline sweep.
         context.write(
-            wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: !hasBody)))), promise: headersWritten)
+            wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: !hasBody)))), promise: nil)
         if hasBody {
             context.write(
                 wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(request.body), endStream: true)))), promise: nil)

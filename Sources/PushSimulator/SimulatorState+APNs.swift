@@ -18,10 +18,12 @@ extension SimulatorState {
     /// APNs: `POST /3/device/{token}`; `header` reads a request header by lower-case name.
     func apns(token: String, header: (String) -> String?, payload: Data, faults: SimulatorFaults) -> SimAnswer {
         let answer: SimAnswer = {
-            guard let authorization = header("authorization"), authorization.lowercased().hasPrefix("bearer ") else {
+            guard let authorization = header("authorization"), authorization.utf8.count > 7,
+                authorization.utf8.prefix(7).elementsEqual("bearer ".utf8, by: { $0 | 0x20 == $1 })
+            else {
                 return apnsError(403, "MissingProviderToken", faults)
             }
-            let jwt = String(authorization.dropFirst(7))
+            let jwt = String(decoding: authorization.utf8.dropFirst(7), as: UTF8.self)
             guard let verified = verifyProviderToken(jwt) else { return apnsError(403, "InvalidProviderToken", faults) }
             let now = Int(Date().timeIntervalSince1970)
             if now - verified.issuedAt > 3600 || verified.issuedAt < (faults.expireProviderTokensBefore ?? .min) {
@@ -38,7 +40,8 @@ extension SimulatorState {
             }
             if let priority = header("apns-priority"), !["1", "5", "10"].contains(priority) { return apnsError(400, "BadPriority", faults) }
             if let collapse = header("apns-collapse-id"), collapse.utf8.count > 64 { return apnsError(400, "BadCollapseId", faults) }
-            guard token.count >= 8, token.count <= 200, token.allSatisfy(\.isHexDigit) else { return apnsError(400, "BadDeviceToken", faults) }
+            guard (8...200).contains(token.utf8.count), token.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 | 0x20 >= 97 && $0 | 0x20 <= 102) })
+            else { return apnsError(400, "BadDeviceToken", faults) }
             guard !payload.isEmpty else { return apnsError(400, "PayloadEmpty", faults) }
             guard payload.count <= 4096 else { return apnsError(413, "PayloadTooLarge", faults) }
             guard isJSONObject(payload) else { return apnsError(400, "BadPayload", faults) }

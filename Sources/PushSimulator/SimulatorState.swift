@@ -250,12 +250,17 @@ extension SimulatorState {
     /// The latency fault is the listener's to apply.
     func serve(method: String, path: String, _ request: SimRequest, faults: SimulatorFaults) -> SimAnswer? {
         guard method == "POST" else { return Self.json(405, #"{"reason":"MethodNotAllowed"}"#) }
-        let path = path.firstIndex(of: "?").map { path[..<$0] } ?? path[...]
+        // Byte by byte (this runs for every request): the path without its query.
+        let bytes = path.utf8.prefix { $0 != UInt8(ascii: "?") }
         /// The one path segment after `prefix` (and before `suffix`), if the path is that.
-        func segment(after prefix: String, before suffix: String = "") -> String? {
-            guard path.hasPrefix(prefix), path.hasSuffix(suffix), path.count > prefix.count + suffix.count else { return nil }
-            let value = path.dropFirst(prefix.count).dropLast(suffix.count)
-            return value.contains("/") ? nil : String(value)
+        func segment(after prefix: StaticString, before suffix: StaticString = "") -> String? {
+            let head = UnsafeRawBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount)
+            let tail = UnsafeRawBufferPointer(start: suffix.utf8Start, count: suffix.utf8CodeUnitCount)
+            guard bytes.count > head.count + tail.count, bytes.starts(with: head), bytes.reversed().starts(with: tail.reversed()) else {
+                return nil
+            }
+            let value = bytes.dropFirst(head.count).dropLast(tail.count)
+            return value.contains(UInt8(ascii: "/")) ? nil : String(decoding: value, as: UTF8.self)
         }
         let platform: Platform
         let answer: SimAnswer
@@ -267,9 +272,9 @@ extension SimulatorState {
             (platform, answer) = (.wns, wns(request, channel: channel, faults: faults))
         } else if let subscription = segment(after: "/webpush/") {
             (platform, answer) = (.webpush, webPush(request, subscription: subscription, faults: faults))
-        } else if path == "/oauth2/token" {
+        } else if bytes.elementsEqual("/oauth2/token".utf8) {
             return googleToken(request)
-        } else if path == "/wns/token" {
+        } else if bytes.elementsEqual("/wns/token".utf8) {
             return wnsToken(request)
         } else {
             return nil

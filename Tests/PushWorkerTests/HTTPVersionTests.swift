@@ -73,7 +73,8 @@ struct HTTPVersionTests {
         let answers = await provider.deliverAll([Self.push("x", port: port)])
         #expect(answers.map(\.classification) == [.retry(retryAfter: nil)], "\(answers)")
         #expect(answers.first?.reason?.contains("TLS handshake") == true, "\(answers)")
-        #expect(ContinuousClock.now - started < .seconds(10))
+        // Well within the test's time limit, which a hang would reach; the suite runs beside others on two cores.
+        #expect(ContinuousClock.now - started < .seconds(30))
         await client.shutdown()
     }
 

@@ -139,12 +139,14 @@ final class HTTP2Client: Sendable {
         }
         defer { handshakeTimeout.cancel() }
         let chosen: String?
+        // A connection given up is closed without waiting: TLS's close would wait on a server
+        // that does not answer.
         do { chosen = try await negotiated.futureResult.get() } catch {
-            try? await channel.close()
+            channel.close(promise: nil)
             throw error
         }
         guard chosen == "h2" else {
-            try? await channel.close()
+            channel.close(promise: nil)
             throw NotHTTP2(origin: origin)
         }
         return Connected(channel: channel, draining: draining)

@@ -41,7 +41,7 @@ extension SimulatorState {
                 return wnsError(400, "Content-Type must be \(expected)")
             }
             guard body.readableBytes <= 5000 else { return wnsError(413, "Payload exceeds 5000 bytes") }
-            if expected == "text/xml", !WellFormedXML.check(Data(body.readableBytesView)) { return wnsError(400, "Invalid XML payload") }
+            if expected == "text/xml", !isWellFormedXML(Data(body.readableBytesView)) { return wnsError(400, "Invalid XML payload") }
             if faults.isDead(channel) { return wnsError(410, "Channel expired") }
             if let injected = injected(
                 faults, throttle: { self.wnsError(406, "Throttle limit exceeded") }, error: { self.wnsError(503, "Service unavailable") })
@@ -56,6 +56,18 @@ extension SimulatorState {
             return SimAnswer(status: 200, headers: [("X-WNS-Status", "received"), ("X-WNS-Msg-ID", String(uniqueID().suffix(16)))])
         }()
         return count(.wns, answer)
+    }
+
+    /// Whether `payload` is well-formed XML. A broadcast sends one toast many times, so the
+    /// last documents found well-formed are remembered rather than parsed again.
+    func isWellFormedXML(_ payload: Data) -> Bool {
+        if mutable.withLock({ $0.wellFormedXML.contains(payload) }) { return true }
+        guard WellFormedXML.check(payload) else { return false }
+        mutable.withLock {
+            if $0.wellFormedXML.count >= 64 { $0.wellFormedXML.removeAll() }
+            $0.wellFormedXML.insert(payload)
+        }
+        return true
     }
 
     func wnsError(_ status: Int, _ description: String) -> SimAnswer {

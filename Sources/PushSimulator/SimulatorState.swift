@@ -47,6 +47,8 @@ final class SimulatorState: Sendable {
         var verifiedVAPID: [String: Int] = [:]
         /// Payloads found to be JSON objects lately (a broadcast repeats one).
         var validPayloads: Set<Data> = []
+        /// WNS XML payloads found well-formed lately.
+        var wellFormedXML: Set<Data> = []
         /// FCM messages found valid lately, without their token (`fcmMessageToken`).
         var validFCMMessages: Set<Data> = []
         var fcmAccessTokens: [String: Set<String>] = [:]

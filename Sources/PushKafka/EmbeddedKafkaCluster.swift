@@ -1,5 +1,9 @@
 import Logging
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Kafka protocol requests whose answers the embedded cluster can be told to fail.
 public enum KafkaProtocolRequest: Int16, Sendable, CaseIterable {
     case produce = 0
@@ -70,9 +74,39 @@ public final class EmbeddedKafkaCluster: Sendable {
         try perform("could not take broker \(broker) down") { $0.setBrokerDown(broker) }
     }
 
-    /// Lets `broker` accept connections again.
+    /// Lets `broker` accept connections again, on the port it had.
+    ///
+    /// librdkafka listens on that port again and aborts the process when it cannot: while the
+    /// broker was down, another socket on this machine (an outgoing connection's local port,
+    /// which comes from the same range) may have taken it. So the port is first waited for,
+    /// up to 10 s, until a socket can bind it.
     public func setBrokerUp(_ broker: Int32) throws(KafkaError) {
+        if broker >= 1, Int(broker) <= bootstrapServers.count,
+            let port = bootstrapServers[Int(broker) - 1].split(separator: ":").last.flatMap({ UInt16($0) })
+        {
+            var tries = 0
+            while !Self.canBind(port: port), tries < 500 {
+                usleep(20_000)
+                tries += 1
+            }
+        }
         try perform("could not bring broker \(broker) up") { $0.setBrokerUp(broker) }
+    }
+
+    /// Whether a socket can bind 127.0.0.1:`port` now (with SO_REUSEADDR, as a listener would).
+    static func canBind(port: UInt16) -> Bool {
+        let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard probe >= 0 else { return true }
+        defer { close(probe) }
+        var reuse: Int32 = 1
+        setsockopt(probe, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(probe, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
     }
 
     /// Delays every answer of `broker` by `delay`.

@@ -65,13 +65,7 @@ extension SimulatorState {
     /// Whether `payload` is a JSON object. A broadcast sends one payload many times, so the
     /// last payloads found valid are remembered rather than parsed again.
     func isJSONObject(_ payload: Data) -> Bool {
-        if mutable.withLock({ $0.validPayloads.contains(payload) }) { return true }
-        guard (try? JSONSerialization.jsonObject(with: payload)) is [String: Any] else { return false }
-        mutable.withLock {
-            if $0.validPayloads.count >= 64 { $0.validPayloads.removeAll() }
-            $0.validPayloads.insert(payload)
-        }
-        return true
+        passes(payload, remembered: \.validPayloads) { (try? JSONSerialization.jsonObject(with: $0)) is [String: Any] }
     }
 
     func verifyProviderToken(_ jwt: String) -> (issuedAt: Int, bundleIds: Set<String>)? {

@@ -79,12 +79,7 @@ extension SimulatorState {
             return .refused(fcmError(400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", "Invalid value at 'message.data': values must be strings."))
         }
         // Remembered only when the one "token" found is the message's own.
-        if let split, split.token == token {
-            mutable.withLock {
-                if $0.validFCMMessages.count >= 64 { $0.validFCMMessages.removeAll() }
-                $0.validFCMMessages.insert(split.rest)
-            }
-        }
+        if let split, split.token == token { remember(split.rest, in: \.validFCMMessages) }
         return .token(token)
     }
 

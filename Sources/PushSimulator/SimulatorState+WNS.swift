@@ -61,13 +61,7 @@ extension SimulatorState {
     /// Whether `payload` is well-formed XML. A broadcast sends one toast many times, so the
     /// last documents found well-formed are remembered rather than parsed again.
     func isWellFormedXML(_ payload: Data) -> Bool {
-        if mutable.withLock({ $0.wellFormedXML.contains(payload) }) { return true }
-        guard WellFormedXML.check(payload) else { return false }
-        mutable.withLock {
-            if $0.wellFormedXML.count >= 64 { $0.wellFormedXML.removeAll() }
-            $0.wellFormedXML.insert(payload)
-        }
-        return true
+        passes(payload, remembered: \.wellFormedXML, WellFormedXML.check)
     }
 
     func wnsError(_ status: Int, _ description: String) -> SimAnswer {

@@ -141,6 +141,23 @@ final class SimulatorState: Sendable {
         }
     }
 
+    /// Whether `document` passes `check`. A broadcast sends one document many times, so the
+    /// last 64 that passed are remembered in `remembered` and not checked again.
+    func passes(_ document: Data, remembered: WritableKeyPath<Mutable, Set<Data>>, _ check: (Data) -> Bool) -> Bool {
+        if mutable.withLock({ $0[keyPath: remembered].contains(document) }) { return true }
+        guard check(document) else { return false }
+        remember(document, in: remembered)
+        return true
+    }
+
+    /// Keeps `document` among the last 64 remembered in `remembered`.
+    func remember(_ document: Data, in remembered: WritableKeyPath<Mutable, Set<Data>>) {
+        mutable.withLock {
+            if $0[keyPath: remembered].count >= 64 { $0[keyPath: remembered].removeAll() }
+            $0[keyPath: remembered].insert(document)
+        }
+    }
+
     /// Whether deliveries are kept for `GET /sim/deliveries`.
     var recording: Bool { recordedHandles > 0 }
 

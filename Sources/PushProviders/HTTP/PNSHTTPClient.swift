@@ -107,6 +107,7 @@ public final class PNSHTTPClient: PNSTransport {
         // and looked up once for a run of equal ones, not once per request.
         var last: (url: String, route: (origin: String, path: String)?)?
         var lastClient: (origin: String, client: HTTP2Client?)?
+        var lastRun: (client: HTTP2Client, index: Int)?
         for (index, request) in requests.enumerated() {
             let route: (origin: String, path: String)?
             if case .url(let url) = request.target {
@@ -128,16 +129,25 @@ public final class PNSHTTPClient: PNSTransport {
             if !slots.tryAcquire() {
                 for run in runs { await run.client.submit(run.requests) }
                 runs.removeAll(keepingCapacity: true)
+                lastRun = nil
                 await slots.acquire()
             }
             if lastBody?.data != request.body { lastBody = (request.body, ByteBuffer(bytes: request.body)) }
             let stream = StreamRequest(path: path, headers: request.headers, body: lastBody!.buffer, sink: sink, index: index)
-            if let run = runs.firstIndex(where: { $0.client === client }) {
-                runs[run].requests.append(stream)
+            // The run of the previous request's client, most often; a batch to one origin
+            // (APNs, FCM, WNS) reserves room for all of it once.
+            let run: Int
+            if let lastRun, lastRun.client === client {
+                run = lastRun.index
+            } else if let found = runs.firstIndex(where: { $0.client === client }) {
+                run = found
             } else {
-                runs.append((client, [stream]))
-                runs[runs.count - 1].requests.reserveCapacity(requests.count - index)
+                runs.append((client, []))
+                run = runs.count - 1
+                if run == 0 { runs[0].requests.reserveCapacity(requests.count - index) }
             }
+            runs[run].requests.append(stream)
+            lastRun = (client, run)
         }
         for run in runs { await run.client.submit(run.requests) }
         await sendHTTP1(elsewhere, of: requests, to: sink)

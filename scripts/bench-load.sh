@@ -7,6 +7,10 @@
 #   3. native sends to single users at RATE/s for DURATION s;
 #   4. an APNs-only broadcast with one APNs worker, profiled with perf, then with two;
 # and writes the figures into docs/benchmarks.md. Reports of each run are kept in OUT.
+# PHASES picks some of them (`PHASES="register send"`; "register broadcast send scaling" is
+# all); a run of some phases only prints each one's CPU table and leaves the docs alone.
+# PERF_SEND=1 records each PushHub process with `perf record -g` during the sends (profiles
+# and reports in OUT).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${SCRATCH:-.build}/release
@@ -14,6 +18,9 @@ devices=${DEVICES:-1000000}
 rate=${RATE:-2000}
 duration=${DURATION:-60}
 partitions=${PARTITIONS:-32}
+all_phases="register broadcast send scaling"
+phases=${PHASES:-$all_phases}
+phase() { [[ " $phases " == *" $1 "* ]]; }
 out=${OUT:-$(mktemp -d /tmp/pushhub-bench-load.XXXXXX)}
 dir=$(mktemp -d /tmp/pushhub-bench-load-run.XXXXXX)
 mkdir -p "$out"
@@ -60,6 +67,12 @@ export PUSHHUB_SIM_URL=$(value PUSHHUB_SIM_URL= "$dir/sim")
 # Devices' WNS channels and Web Push endpoints at the HTTP/2 listener, as the real services are.
 export PUSHHUB_SIM_APNS_URL=$(value PUSHHUB_SIM_APNS_URL= "$dir/sim")
 export PUSHHUB_PNS_CA=$(value PUSHHUB_PNS_CA= "$dir/sim")
+# The ingress read the hub before the simulator allowed its listeners as WNS channels and Web
+# Push endpoints: it starts again with the hub as the simulator left it.
+kill "${pids[ingress]}" && wait "${pids[ingress]}" || true
+start ingress "$dir/ingress" "$bin/pushhub-ingress" --port 0 --config "$config" --database "$dir/pushhub.sqlite"
+wait_for PUSHHUB_URL= "$dir/ingress"
+export PUSHHUB_URL=$(value PUSHHUB_URL= "$dir/ingress")
 start dispatcher "$dir/dispatcher" "$bin/pushhub-dispatcher" --config "$config" --database "$dir/pushhub.sqlite"
 for platform in apns fcm wns webpush; do
   start "$platform-worker" "$dir/$platform" "$bin/pushhub-$platform-worker" --config "$config"
@@ -87,23 +100,47 @@ peaks() { # reset (clear_refs 5) or read each process's peak RSS
   done
 }
 
-load register register --devices "$devices" --concurrency 32
-peaks reset
-load broadcast broadcast --devices "$devices" --drain-timeout 600
-peaks read >"$out/broadcast.rss"
-load send send --devices "$devices" --rate "$rate" --duration "$duration" --audience user --format native --concurrency 256
+if phase register; then load register register --devices "$devices" --concurrency 32; fi
+if phase broadcast; then
+  peaks reset
+  load broadcast broadcast --devices "$devices" --drain-timeout 600
+  peaks read >"$out/broadcast.rss"
+fi
+if phase send; then
+  perf_pids=()
+  if [ -n "${PERF_SEND:-}" ]; then
+    for name in ingress dispatcher apns-worker; do
+      perf record -F 999 -g -o "$out/send-$name.perf" -p "${pids[$name]}" -- sleep "$duration" >"$out/send-$name.perf.log" 2>&1 &
+      perf_pids+=($!)
+    done
+  fi
+  load send send --devices "$devices" --rate "$rate" --duration "$duration" --audience user --format native --concurrency 256
+  for pid in "${perf_pids[@]}"; do wait "$pid" || true; done
+  for name in ingress dispatcher apns-worker; do
+    [ -f "$out/send-$name.perf" ] || continue
+    perf report -i "$out/send-$name.perf" --children --sort symbol --stdio -g none 2>/dev/null | grep -E '^ +[0-9]' | head -60 \
+      | swift demangle --simplified >"$out/send-$name.profile.txt" || true
+  done
+fi
 
-# Scaling: the same APNs-only broadcast with one APNs worker (profiled), then two.
-perf record -F 999 -g -o "$dir/perf.data" -p "${pids[apns-worker]}" -- sleep 20 >"$out/perf.log" 2>&1 &
-perf_pid=$!
-load apns-1 broadcast --devices "$devices" --format native --platform apns --drain-timeout 600
-wait "$perf_pid" || true
-start apns-worker-2 "$dir/apns2" "$bin/pushhub-apns-worker" --config "$config"
-wait_for PUSHHUB_OPS_URL= "$dir/apns2"
-sleep 15 # the group rebalances over both workers
-load apns-2 broadcast --devices "$devices" --format native --platform apns --drain-timeout 600
-perf report -i "$dir/perf.data" --no-children --sort dso --stdio 2>/dev/null | grep -E '^ +[0-9]' | head -12 >"$out/profile-dso.txt" || true
-perf report -i "$dir/perf.data" --no-children --sort symbol --stdio -g none 2>/dev/null | grep -E '^ +[0-9]' | head -25 | swift demangle --simplified >"$out/profile-symbols.txt" || true
+if phase scaling; then
+  # Scaling: the same APNs-only broadcast with one APNs worker (profiled), then two.
+  perf record -F 999 -g -o "$dir/perf.data" -p "${pids[apns-worker]}" -- sleep 20 >"$out/perf.log" 2>&1 &
+  perf_pid=$!
+  load apns-1 broadcast --devices "$devices" --format native --platform apns --drain-timeout 600
+  wait "$perf_pid" || true
+  start apns-worker-2 "$dir/apns2" "$bin/pushhub-apns-worker" --config "$config"
+  wait_for PUSHHUB_OPS_URL= "$dir/apns2"
+  sleep 15 # the group rebalances over both workers
+  load apns-2 broadcast --devices "$devices" --format native --platform apns --drain-timeout 600
+  perf report -i "$dir/perf.data" --no-children --sort dso --stdio 2>/dev/null | grep -E '^ +[0-9]' | head -12 >"$out/profile-dso.txt" || true
+  perf report -i "$dir/perf.data" --no-children --sort symbol --stdio -g none 2>/dev/null | grep -E '^ +[0-9]' | head -25 | swift demangle --simplified >"$out/profile-symbols.txt" || true
+fi
 
+if [ "$phases" != "$all_phases" ]; then
+  for file in "$out"/*.cpu; do echo "== $(basename "$file" .cpu): CPU seconds per process"; cat "$file"; done
+  echo "reports in $out (docs/benchmarks.md left alone: not every phase ran)"
+  exit 0
+fi
 python3 scripts/bench-load-report.py "$out" "$devices" "$rate" "$duration" "$partitions"
 echo "reports in $out"

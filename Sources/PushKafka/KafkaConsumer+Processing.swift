@@ -109,6 +109,43 @@ extension KafkaConsumer {
         }
     }
 
+    /// Runs `body` on groups of records (at most `maximum`, those one poll fetched) one group
+    /// at a time until graceful shutdown, so work that costs per call (a store transaction) is
+    /// paid once per group. A group that fails in any way is taken apart: each of its records
+    /// goes through `body` alone, with the retries, budget and dead letters of `processEach`,
+    /// so one bad record costs its group a second pass, never its neighbours.
+    public func processGroups(
+        maximum: Int, budget: RetryBudget = RetryBudget(), logger: Logger,
+        giveUp: @escaping @Sendable (KafkaRecord, String) async throws -> Void,
+        _ body: @escaping @Sendable ([KafkaRecord]) async throws -> Void
+    ) async {
+        let limiter = LogLimiter()
+        for await group in recordGroups(maximum: maximum).cancelOnGracefulShutdown() {
+            if group.count > 1 {
+                do {
+                    try await body(group)
+                    for record in group { markDone(record) }
+                    continue
+                } catch {
+                    if Task.isCancelled { return }
+                    if let suppressed = limiter.shouldLog("\(group[0].topic) group taken apart \(type(of: error))") {
+                        logger.debug(
+                            "a group of records failed; each is processed alone",
+                            metadata: [
+                                "kafka.topic": "\(group[0].topic)", "pushhub.records": "\(group.count)", "pushhub.error": "\(error)",
+                                "pushhub.not_logged": "\(suppressed)",
+                            ])
+                    }
+                }
+            }
+            for record in group {
+                await process(
+                    record, (), budget: budget, limiter: limiter, logger: logger, giveUp: { record, _, reason in try await giveUp(record, reason) },
+                    { record, _ in try await body([record]) })
+            }
+        }
+    }
+
     private func process<Item: Sendable>(
         _ record: KafkaRecord, _ item: Item, budget: RetryBudget, limiter: LogLimiter, logger: Logger,
         giveUp: @Sendable (KafkaRecord, Item, String) async throws -> Void, _ body: @Sendable (KafkaRecord, Item) async throws -> Void

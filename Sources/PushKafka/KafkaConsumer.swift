@@ -62,6 +62,45 @@ public final class KafkaConsumer: Service, Sendable {
         }
     }
 
+    /// The records in groups: each group is at most `maximum` records of one poll, in offset
+    /// order per partition, handed out together. Ends as `records` does.
+    public func recordGroups(maximum: Int) -> RecordGroups { RecordGroups(consumer: self, maximum: max(1, maximum)) }
+
+    public struct RecordGroups: AsyncSequence, Sendable {
+        public typealias Element = [KafkaRecord]
+        let consumer: KafkaConsumer
+        let maximum: Int
+
+        public func makeAsyncIterator() -> Iterator { Iterator(consumer: consumer, maximum: maximum) }
+
+        public struct Iterator: AsyncIteratorProtocol {
+            let consumer: KafkaConsumer
+            let maximum: Int
+            public mutating func next() async -> [KafkaRecord]? { await consumer.nextGroup(maximum: maximum) }
+        }
+    }
+
+    private func nextGroup(maximum: Int) async -> [KafkaRecord]? {
+        while true {
+            let taken = state.machine.withLock { machine -> [KafkaRecord]? in
+                var group: [KafkaRecord] = []
+                while group.count < maximum {
+                    switch machine.handOut() {
+                    case .record(let record): group.append(record)
+                    case .empty: return group
+                    case .closed: return group.isEmpty ? nil : group
+                    }
+                }
+                return group
+            }
+            guard let taken else { return nil }
+            if !taken.isEmpty { return taken }
+            if Task.isCancelled { return nil }
+            let batch = await BlockingCalls.run(on: fetchQueue) { [self] in fetchBatch() }
+            state.machine.withLock { $0.fetched(batch.records, generation: batch.generation) }
+        }
+    }
+
     private func next() async -> KafkaRecord? {
         while true {
             switch state.machine.withLock({ $0.handOut() }) {

@@ -7,8 +7,13 @@ public protocol OutcomeStore: Sendable {
     /// Notes an accepted notification (state Enqueued) that must end by `deadline`. With
     /// `keep`, the request itself is kept in the same transaction until the notification ends,
     /// so `claimUnfinished` can publish it again.
-    func recordEnqueued(_ request: SendRequest, deadline: Date, keep: Bool, now: Date) async throws
-    /// Forgets a notification that could not be queued after all, and its kept request.
+    ///
+    /// With `dispatched` (targets per platform, for a send whose audience was resolved as it
+    /// was accepted), its dispatch summary is recorded in the same transaction, as
+    /// `recordOutcomes` records one: the send is Processing, or NoTargetFound when it has none.
+    func recordEnqueued(_ request: SendRequest, deadline: Date, keep: Bool, dispatched: [Platform: Int]?, now: Date) async throws
+    /// Forgets a notification that could not be queued after all (it has no results yet), and
+    /// its kept request.
     func forgetEnqueued(hub: String, notificationId: String) async throws
     /// Claims up to `limit` kept requests of notifications that have not ended and have not
     /// progressed for `grace`, published fewer than `maximumPublishes` times, the last time
@@ -20,14 +25,27 @@ public protocol OutcomeStore: Sendable {
     /// progressed for `grace`. Their unreported targets count as expired; results arriving
     /// later change nothing. Scheduled sends not yet released are left alone.
     func abandonStalled(now: Date, grace: TimeInterval, abandonAfter: TimeInterval, limit: Int) async throws -> [AbandonedSend]
-    /// Applies a dispatch summary (the first one counts) or a batch of results (each target
-    /// counts once, however its results are batched); returns false when nothing in it was new.
-    @discardableResult
-    func recordOutcomes(_ batch: ResultBatch, now: Date) async throws -> Bool
+    /// Applies dispatch summaries (the first one of a notification counts) and batches of
+    /// results (each target counts once, however its results are batched), all in one
+    /// transaction; says for each batch, in order, whether anything in it was new.
+    func recordOutcomes(_ batches: [ResultBatch], now: Date) async throws -> [Bool]
     func notification(hub: String, id: String) async throws -> NotificationOutcome?
     /// A dead handle: its registration is deleted; an installation's registrations are deleted
     /// and the installation marked `pushChannelExpired` until its push channel is replaced.
     func pruneInvalidHandle(hub: String, registrationId: String) async throws
+}
+
+extension OutcomeStore {
+    /// Notes an accepted notification whose audience the dispatcher resolves.
+    public func recordEnqueued(_ request: SendRequest, deadline: Date, keep: Bool, now: Date) async throws {
+        try await recordEnqueued(request, deadline: deadline, keep: keep, dispatched: nil, now: now)
+    }
+
+    /// Applies one dispatch summary or batch of results; false when nothing in it was new.
+    @discardableResult
+    public func recordOutcomes(_ batch: ResultBatch, now: Date) async throws -> Bool {
+        try await recordOutcomes([batch], now: now).first ?? false
+    }
 }
 
 /// A notification PushHub gave up.

@@ -2,12 +2,17 @@ import Foundation
 import PushModel
 
 extension SQLRegistrationStore: OutcomeStore {
-    public func recordEnqueued(_ request: SendRequest, deadline: Date, keep: Bool, now: Date) async throws {
+    public func recordEnqueued(_ request: SendRequest, deadline: Date, keep: Bool, dispatched: [Platform: Int]?, now: Date) async throws {
         let text = keep ? String(decoding: try WireCoding.encode(request), as: UTF8.self) : nil
+        let lock = database.dialect == .postgres ? " FOR UPDATE" : ""
         try await database.write { connection in
             try await Self.insertEnqueued(
                 request.notificationId, hub: request.hub, enqueuedAt: request.enqueuedAt, deadline: deadline, now: now, on: connection)
             if let text { try await Self.keep(request, text: text, publishedAt: now, on: connection) }
+            if let dispatched {
+                let summary = ResultBatch(notificationId: request.notificationId, hub: request.hub, dispatched: dispatched)
+                try await Self.record(summary, lock: lock, now: now, on: connection)
+            }
         }
     }
 
@@ -34,10 +39,13 @@ extension SQLRegistrationStore: OutcomeStore {
     public func forgetEnqueued(hub: String, notificationId: String) async throws {
         try await database.write { connection in
             let forgotten = try await connection.query(
-                "DELETE FROM notifications WHERE notification_id = ? AND hub = ? AND state = ? RETURNING notification_id",
-                [.text(notificationId), .text(hub), .text(NotificationState.enqueued.rawValue)])
+                """
+                DELETE FROM notifications WHERE notification_id = ? AND hub = ? AND state IN \(Self.openStates) AND received = 0
+                RETURNING notification_id
+                """, [.text(notificationId), .text(hub)])
             guard !forgotten.isEmpty else { return }
             try await connection.execute("DELETE FROM unfinished_sends WHERE notification_id = ?", [.text(notificationId)])
+            try await connection.execute("DELETE FROM result_receipts WHERE notification_id = ?", [.text(notificationId)])
         }
     }
 
@@ -171,72 +179,82 @@ extension SQLRegistrationStore: OutcomeStore {
     /// Rows of `result_targets` inserted per statement.
     static let targetsPerStatement = 250
 
-    @discardableResult
-    public func recordOutcomes(_ batch: ResultBatch, now: Date) async throws -> Bool {
-        let id = batch.notificationId
+    public func recordOutcomes(_ batches: [ResultBatch], now: Date) async throws -> [Bool] {
+        guard !batches.isEmpty else { return [] }
         let lock = database.dialect == .postgres ? " FOR UPDATE" : ""
+        // Notifications are locked in the order of their ids, so two writers never wait on
+        // each other's rows in opposite orders.
+        let order = batches.indices.sorted { (batches[$0].notificationId, $0) < (batches[$1].notificationId, $1) }
         return try await database.write { connection in
-            // Results of a request sent straight into Kafka arrive for a notification the
-            // ingress never saw: it starts here, with no deadline of its own.
-            try await Self.insertEnqueued(id, hub: batch.hub, enqueuedAt: now, deadline: nil, now: now, on: connection)
-            // Locked, so the send is not given up while these results are counted. A send that
-            // ended has its final counts: what arrives after (a duplicate, or a result past the
-            // deadline) changes nothing.
-            let current = try await connection.query("SELECT state FROM notifications WHERE notification_id = ?\(lock)", [.text(id)])
-            guard let state = current.first?.text("state").flatMap(NotificationState.init(rawValue:)), !state.hasEnded else { return false }
-            var fresh = false
-            if let dispatched = batch.dispatched {
-                let first = try await connection.query(
-                    "INSERT INTO result_receipts (notification_id, receipt) VALUES (?, ?) ON CONFLICT DO NOTHING RETURNING receipt",
-                    [.text(id), .text("dispatch")])
-                if !first.isEmpty {
-                    fresh = true
-                    let perPlatform = Dictionary(uniqueKeysWithValues: dispatched.map { ($0.key.rawValue, $0.value) })
-                    let text = String(decoding: try JSONEncoder().encode(perPlatform), as: UTF8.self)
-                    try await connection.execute(
-                        "UPDATE notifications SET expected = ?, dispatched = ?, started_at = COALESCE(started_at, ?) WHERE notification_id = ?",
-                        [.integer(Int64(dispatched.values.reduce(0, +))), .text(text), SQLValue(now), .text(id)])
-                }
-            }
-            if let results = batch.results, !results.isEmpty {
-                // Each target counts once, however its results were batched: a send published
-                // again is dispatched again, and its batches may be cut differently.
-                let keys = batch.targetKeys
-                var counted = Set<String>()
-                var start = 0
-                while start < keys.count {
-                    let chunk = keys[start..<min(start + Self.targetsPerStatement, keys.count)]
-                    let placeholders = Array(repeating: "(?, ?)", count: chunk.count).joined(separator: ", ")
-                    let rows = try await connection.query(
-                        "INSERT INTO result_targets (notification_id, target) VALUES \(placeholders) ON CONFLICT DO NOTHING RETURNING target",
-                        chunk.flatMap { [SQLValue.text(id), .text($0)] })
-                    for row in rows { if let target = row.text("target") { counted.insert(target) } }
-                    start += Self.targetsPerStatement
-                }
-                var counts: [Outcome: Int] = [:]
-                for (result, key) in zip(results, keys) where counted.remove(key) != nil { counts[result.outcome, default: 0] += 1 }
-                let total = counts.values.reduce(0, +)
-                if total > 0 {
-                    fresh = true
-                    let platform = batch.platform?.rawValue ?? "none"
-                    for (outcome, count) in counts.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
-                        try await Self.addCount(id, platform: platform, outcome: outcome, count: Int64(count), on: connection)
-                    }
-                    try await connection.execute(
-                        """
-                        UPDATE notifications SET received = received + ?, expired = expired + ?, rejected = rejected + ?,
-                            started_at = COALESCE(started_at, ?) WHERE notification_id = ?
-                        """,
-                        [
-                            .integer(Int64(total)), .integer(Int64(counts[.expired] ?? 0)), .integer(Int64(counts[.rejected] ?? 0)),
-                            SQLValue(now), .text(id),
-                        ])
-                }
-            }
-            guard fresh else { return false }
-            try await Self.settleState(id, now: now, on: connection)
-            return true
+            var fresh = Array(repeating: false, count: batches.count)
+            for index in order { fresh[index] = try await Self.record(batches[index], lock: lock, now: now, on: connection) }
+            return fresh
         }
+    }
+
+    @discardableResult
+    private static func record(_ batch: ResultBatch, lock: String, now: Date, on connection: any SQLConnection) async throws -> Bool {
+        let id = batch.notificationId
+        // Results of a request sent straight into Kafka arrive for a notification the
+        // ingress never saw: it starts here, with no deadline of its own.
+        try await Self.insertEnqueued(id, hub: batch.hub, enqueuedAt: now, deadline: nil, now: now, on: connection)
+        // Locked, so the send is not given up while these results are counted. A send that
+        // ended has its final counts: what arrives after (a duplicate, or a result past the
+        // deadline) changes nothing.
+        let current = try await connection.query("SELECT state FROM notifications WHERE notification_id = ?\(lock)", [.text(id)])
+        guard let state = current.first?.text("state").flatMap(NotificationState.init(rawValue:)), !state.hasEnded else { return false }
+        var fresh = false
+        if let dispatched = batch.dispatched {
+            let first = try await connection.query(
+                "INSERT INTO result_receipts (notification_id, receipt) VALUES (?, ?) ON CONFLICT DO NOTHING RETURNING receipt",
+                [.text(id), .text("dispatch")])
+            if !first.isEmpty {
+                fresh = true
+                let perPlatform = Dictionary(uniqueKeysWithValues: dispatched.map { ($0.key.rawValue, $0.value) })
+                let text = String(decoding: try JSONEncoder().encode(perPlatform), as: UTF8.self)
+                try await connection.execute(
+                    "UPDATE notifications SET expected = ?, dispatched = ?, started_at = COALESCE(started_at, ?) WHERE notification_id = ?",
+                    [.integer(Int64(dispatched.values.reduce(0, +))), .text(text), SQLValue(now), .text(id)])
+            }
+        }
+        if let results = batch.results, !results.isEmpty {
+            // Each target counts once, however its results were batched: a send published
+            // again is dispatched again, and its batches may be cut differently.
+            let keys = batch.targetKeys
+            var counted = Set<String>()
+            var start = 0
+            while start < keys.count {
+                let chunk = keys[start..<min(start + Self.targetsPerStatement, keys.count)]
+                let placeholders = Array(repeating: "(?, ?)", count: chunk.count).joined(separator: ", ")
+                let rows = try await connection.query(
+                    "INSERT INTO result_targets (notification_id, target) VALUES \(placeholders) ON CONFLICT DO NOTHING RETURNING target",
+                    chunk.flatMap { [SQLValue.text(id), .text($0)] })
+                for row in rows { if let target = row.text("target") { counted.insert(target) } }
+                start += Self.targetsPerStatement
+            }
+            var counts: [Outcome: Int] = [:]
+            for (result, key) in zip(results, keys) where counted.remove(key) != nil { counts[result.outcome, default: 0] += 1 }
+            let total = counts.values.reduce(0, +)
+            if total > 0 {
+                fresh = true
+                let platform = batch.platform?.rawValue ?? "none"
+                for (outcome, count) in counts.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+                    try await Self.addCount(id, platform: platform, outcome: outcome, count: Int64(count), on: connection)
+                }
+                try await connection.execute(
+                    """
+                    UPDATE notifications SET received = received + ?, expired = expired + ?, rejected = rejected + ?,
+                        started_at = COALESCE(started_at, ?) WHERE notification_id = ?
+                    """,
+                    [
+                        .integer(Int64(total)), .integer(Int64(counts[.expired] ?? 0)), .integer(Int64(counts[.rejected] ?? 0)),
+                        SQLValue(now), .text(id),
+                    ])
+            }
+        }
+        guard fresh else { return false }
+        try await settleState(id, now: now, on: connection)
+        return true
     }
 
     /// Moves a notification to the state its counts call for (a cancelled one stays so), and

@@ -121,6 +121,61 @@ struct ProcessEachTests {
         #expect(rest.map(\.index) == [30])
     }
 
+    final class GroupState: Sendable {
+        let state = Mutex<(calls: [[Int]], givenUp: [Int: String], done: Set<Int>)>(([], [:], []))
+    }
+
+    @Test("records come in groups of at most `maximum`; a group with a bad record is taken apart, the bad one given up alone and its neighbours done")
+    func groups() async throws {
+        let kafka = try KafkaFixture(partitions: 1)
+        let producer = try kafka.producer()
+        for result in await producer.sendAll(kafka.records(200)) { _ = try result.get() }
+        let consumer = try kafka.consumer(group: "groups")
+        let box = GroupState()
+
+        try await testGracefulShutdown { trigger in
+            let running = Task { try await consumer.run() }
+            let finished: @Sendable () -> Void = {
+                if box.state.withLock({ $0.done.count + $0.givenUp.count }) == 200 { trigger.triggerGracefulShutdown() }
+            }
+            let processing = Task {
+                await consumer.processGroups(
+                    maximum: 16, logger: testLogger,
+                    giveUp: { record, reason in
+                        box.state.withLock { $0.givenUp[record.index] = reason }
+                        finished()
+                    },
+                    { records in
+                        let indices = records.map(\.index)
+                        box.state.withLock { $0.calls.append(indices) }
+                        if indices.contains(42) { throw PermanentFailure("record 42 is unreadable") }
+                        box.state.withLock { $0.done.formUnion(indices) }
+                        finished()
+                    })
+            }
+            await processing.value
+            try await running.value
+        }
+        let (calls, givenUp, done) = box.state.withLock { ($0.calls, $0.givenUp, $0.done) }
+        #expect(calls.allSatisfy { $0.count <= 16 })
+        #expect(calls.contains { $0.count > 1 }, "records were grouped: \(calls.map(\.count))")
+        let tries: Int = calls.reduce(0) { $0 + $1.filter { $0 == 42 }.count }
+        #expect(tries == 2, "42 failed its group, then failed alone")
+        #expect(calls.contains([42]))
+        #expect(givenUp == [42: "record 42 is unreadable"])
+        #expect(done == Set(0..<200).subtracting([42]))
+        let neighbours: [Int] = calls.first { $0.contains(42) && $0.count > 1 } ?? []
+        let alone: Bool = neighbours.allSatisfy { index in index == 42 || calls.contains([index]) }
+        #expect(alone, "its group's other records went through alone")
+
+        // Every record was marked done: the group's next member starts after them.
+        for result in await producer.sendAll(kafka.records(201).suffix(1)) { _ = try result.get() }
+        let next = try kafka.consumer(group: "groups")
+        let rest = await take(1, from: next)
+        await next.close()
+        #expect(rest.map(\.index) == [200])
+    }
+
     @Test("a repeating log line is let through once per interval, with a count of those held back")
     func logLimiter() async throws {
         let limiter = LogLimiter(interval: .milliseconds(200))

@@ -77,6 +77,49 @@ struct OutcomeStoreTests {
         #expect(try await store.notification(hub: hub, id: refused)?.state == .abandoned)
     }
 
+    @Test(
+        "batches of several notifications in one call, in any order, each said new or not; a summary recorded as the send is accepted; a send not published is forgotten",
+        arguments: StoreKind.available)
+    func manyAtOnce(_ kind: StoreKind) async throws {
+        let (store, hub) = try await Self.outcomes(kind)
+        let (first, second) = ("b" + UUID().uuidString.lowercased(), "a" + UUID().uuidString.lowercased())
+        try await store.recordEnqueued(
+            Self.request(first, hub), deadline: Date().addingTimeInterval(1800), keep: true, dispatched: [.apns: 2], now: Date())
+        #expect(try await store.notification(hub: hub, id: first)?.state == .processing, "its summary came with it")
+        #expect(try await store.notification(hub: hub, id: first)?.expectedTargets == 2)
+        let fresh = try await store.recordOutcomes(
+            [
+                Self.results(first, hub, .apns, [("r1", .delivered)]),
+                ResultBatch(notificationId: first, hub: hub, dispatched: [.apns: 2]),
+                Self.results(second, hub, .fcm, [("f1", .delivered)]),
+                Self.results(first, hub, .apns, [("r1", .delivered), ("r2", .throttled)]),
+                ResultBatch(notificationId: second, hub: hub, dispatched: [.fcm: 1]),
+            ], now: Date())
+        #expect(fresh == [true, false, true, true, true], "a second summary and a target seen twice change nothing")
+        let outcome = try #require(try await store.notification(hub: hub, id: first))
+        #expect(outcome.state == .completed)
+        #expect(outcome.counts == [.apns: [.delivered: 1, .throttled: 1]])
+        #expect(try await store.notification(hub: hub, id: second)?.state == .completed)
+        #expect(try await store.claimUnfinished(now: Date().addingTimeInterval(3600), grace: 1, maximumPublishes: 10, limit: 10).isEmpty)
+
+        // A send with no targets ends as it is accepted.
+        let nobody = UUID().uuidString.lowercased()
+        try await store.recordEnqueued(Self.request(nobody, hub), deadline: Date().addingTimeInterval(1800), keep: true, dispatched: [:], now: Date())
+        #expect(try await store.notification(hub: hub, id: nobody)?.state == .noTargetFound)
+
+        // One whose batches Kafka would not take is forgotten, summary and all.
+        let refused = UUID().uuidString.lowercased()
+        try await store.recordEnqueued(
+            Self.request(refused, hub), deadline: Date().addingTimeInterval(1800), keep: true, dispatched: [.fcm: 1], now: Date())
+        try await store.forgetEnqueued(hub: hub, notificationId: refused)
+        #expect(try await store.notification(hub: hub, id: refused) == nil)
+        #expect(try await store.claimUnfinished(now: Date().addingTimeInterval(3600), grace: 1, maximumPublishes: 10, limit: 10).isEmpty)
+        // Recorded again under the same id, its summary counts anew.
+        try await store.recordEnqueued(
+            Self.request(refused, hub), deadline: Date().addingTimeInterval(1800), keep: false, dispatched: [.fcm: 1], now: Date())
+        #expect(try await store.notification(hub: hub, id: refused)?.expectedTargets == 1)
+    }
+
     @Test("results before the summary, no target, all expired, rejected", arguments: StoreKind.available)
     func otherEndings(_ kind: StoreKind) async throws {
         let (store, hub) = try await Self.outcomes(kind)

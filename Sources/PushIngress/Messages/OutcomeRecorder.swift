@@ -40,27 +40,39 @@ public final class OutcomeRecorder: Service, Sendable {
         }
     }
 
+    /// Records per store transaction: those one poll fetched, up to this many.
+    static let recordsPerTransaction = 64
+
     public func run() async throws {
-        await consumer.processEach(budget: budget, logger: logger, giveUp: giveUp) { [self] record in try await apply(record) }
+        await consumer.processGroups(maximum: Self.recordsPerTransaction, budget: budget, logger: logger, giveUp: giveUp) { [self] records in
+            try await apply(records)
+        }
     }
 
-    func apply(_ record: KafkaRecord) async throws {
-        let batch: ResultBatch
-        do {
-            batch = try WireCoding.decode(ResultBatch.self, from: record.value)
-        } catch {
-            throw PermanentFailure(error.description)
+    /// Records a group of results in one transaction, then prunes the dead handles of those
+    /// that were new. A record that cannot be read fails the group, so its records are taken
+    /// one at a time and only that one is given up.
+    func apply(_ records: [KafkaRecord]) async throws {
+        var batches: [ResultBatch] = []
+        batches.reserveCapacity(records.count)
+        for record in records {
+            do {
+                batches.append(try WireCoding.decode(ResultBatch.self, from: record.value))
+            } catch {
+                throw PermanentFailure(error.description)
+            }
         }
-        let fresh: Bool
+        let fresh: [Bool]
         do {
-            fresh = try await store.recordOutcomes(batch, now: Date())
+            fresh = try await store.recordOutcomes(batches, now: Date())
         } catch let error as SQLError where error.isPermanent {
             throw PermanentFailure("the store refused the result: \(error.message.prefix(300))")
         }
-        guard fresh else { return }
-        for result in batch.results ?? [] where result.outcome == .invalidHandle {
-            guard let registrationId = result.registrationId else { continue }
-            try await store.pruneInvalidHandle(hub: batch.hub, registrationId: registrationId)
+        for (batch, fresh) in zip(batches, fresh) where fresh {
+            for result in batch.results ?? [] where result.outcome == .invalidHandle {
+                guard let registrationId = result.registrationId else { continue }
+                try await store.pruneInvalidHandle(hub: batch.hub, registrationId: registrationId)
+            }
         }
     }
 }

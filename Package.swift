@@ -103,6 +103,7 @@ let package = Package(
             name: "PushIngress",
             dependencies: [
                 "PushConfiguration",
+                "PushDispatcher",
                 "PushKafka",
                 "PushMetrics",
                 "PushOps",

@@ -68,64 +68,22 @@ public final class Dispatcher: Service, Sendable {
         guard let hub = settings.hubs.first(where: { $0.caseInsensitiveCompare(request.hub) == .orderedSame }) else {
             throw PermanentFailure("hub: no hub named \(request.hub)")
         }
-        var queries: [RegistrationQuery] = []
-        switch request.audience {
-        case .tags:
-            // Parsed once, while the record was checked.
-            guard let expression else { throw PermanentFailure("audience.tags: not parsed") }
-            queries = [.tagExpression(expression)]
-        case .broadcast: queries = [.all]
-        case .installationIds(let ids): queries = ids.map(RegistrationQuery.installation)
-        case .handles: break
-        }
-        var batcher = BatchBuilder(request: request, hub: hub, settings: settings, producer: producer)
-        if case .handles(let handles) = request.audience {
-            for handle in handles {
-                try await batcher.add(DeliveryBatch.Target(registrationId: nil, handle: handle.handle, webPush: handle.webPush), on: handle.platform)
+        var batcher = BatchBuilder(
+            request: request, hub: hub, topics: settings.topics, batchSize: settings.batchSize, batchesInFlight: settings.batchesInFlight,
+            producer: producer)
+        do {
+            try await AudienceResolver(store: store).forEachTarget(of: request, expression: expression, hub: hub, pageSize: settings.batchSize) {
+                target, platform in try await batcher.add(target, on: platform)
             }
-        }
-        let now = Date()
-        for query in queries {
-            var cursor: RegistrationCursor?
-            repeat {
-                let page: RegistrationPage
-                do {
-                    page = try await store.registrations(hub: hub, matching: query, after: cursor, limit: settings.batchSize)
-                } catch let error as SQLError where error.isPermanent {
-                    throw PermanentFailure("the store refused the audience's query: \(error.message.prefix(300))")
-                }
-                for registration in page.registrations where Self.reaches(request, registration, now: now) {
-                    try await batcher.add(
-                        DeliveryBatch.Target(
-                            registrationId: registration.registrationId, handle: registration.handle, webPush: registration.webPush,
-                            template: registration.template?.forDelivery),
-                        on: registration.platform)
-                }
-                cursor = page.next
-            } while cursor != nil
+        } catch let error as SQLError where error.isPermanent {
+            throw PermanentFailure("the store refused the audience's query: \(error.message.prefix(300))")
         }
         let dispatched = try await batcher.finish()
-        for (platform, count) in dispatched where count > 0 {
-            MetricsRegistry.shared.counter(
-                "pushhub_targets_dispatched_total", help: "Targets dispatched to a platform's deliveries topic.",
-                labels: ["platform": platform.rawValue]
-            ).increment(by: count)
-        }
-        let summary = ResultBatch(notificationId: request.notificationId, hub: hub, dispatched: dispatched)
-        try await producer.sendAllAcknowledged([
-            KafkaOutgoingRecord(topic: settings.topics.results, key: request.notificationId, value: WireCoding.encode(summary))
-        ])
+        BatchBuilder.count(dispatched)
+        try await producer.sendAllAcknowledged([BatchBuilder.summary(of: request, hub: hub, dispatched: dispatched, topics: settings.topics)])
         logger.info(
             "notification dispatched",
             metadata: ["pushhub.notification_id": "\(request.notificationId)", "pushhub.targets": "\(dispatched.values.reduce(0, +))"])
-    }
-
-    /// Native sends reach the native registrations of their platform; template sends every
-    /// template registration. Expired registrations are skipped.
-    static func reaches(_ request: SendRequest, _ registration: Registration, now: Date) -> Bool {
-        if let expiry = registration.expiresAt, expiry < now { return false }
-        if request.format == .template { return registration.template != nil }
-        return registration.template == nil && registration.platform == request.format.platform
     }
 
     /// The configured hub a record names, read leniently for a record that could not be used.
@@ -141,36 +99,153 @@ public final class Dispatcher: Service, Sendable {
     }
 }
 
+/// A send's audience, read from the store: the dispatcher's whole job, and the ingress's for
+/// an audience small enough to resolve as the send is accepted.
+public struct AudienceResolver: Sendable {
+    let store: any RegistrationStore
+    /// Most installation ids a small audience names: each is a query of its own.
+    public static let smallInstallationIds = 10
+
+    public init(store: any RegistrationStore) { self.store = store }
+
+    /// Calls `add` with each target the request reaches, reading the store a page of
+    /// `pageSize` at a time. Direct handles are targets as they are.
+    public func forEachTarget(
+        of request: SendRequest, expression: TagExpression?, hub: String, pageSize: Int, now: Date = Date(),
+        _ add: (DeliveryBatch.Target, Platform) async throws -> Void
+    ) async throws {
+        if case .handles(let handles) = request.audience {
+            for handle in handles {
+                try await add(DeliveryBatch.Target(registrationId: nil, handle: handle.handle, webPush: handle.webPush), handle.platform)
+            }
+            return
+        }
+        for query in try Self.queries(of: request, expression: expression) {
+            var cursor: RegistrationCursor?
+            repeat {
+                let page = try await store.registrations(hub: hub, matching: query, after: cursor, limit: pageSize)
+                for registration in page.registrations where Self.reaches(request, registration, now: now) {
+                    try await add(Self.target(registration), registration.platform)
+                }
+                cursor = page.next
+            } while cursor != nil
+        }
+    }
+
+    /// The targets of an audience of at most `limit` registrations per query, by platform; nil
+    /// when it may be larger: a broadcast, more than `smallInstallationIds` installations, or a
+    /// tag expression that matches a full page.
+    public func smallAudience(of request: SendRequest, expression: TagExpression?, hub: String, limit: Int, now: Date = Date()) async throws
+        -> [Platform: [DeliveryBatch.Target]]?
+    {
+        var targets: [Platform: [DeliveryBatch.Target]] = [:]
+        switch request.audience {
+        case .broadcast: return nil
+        case .installationIds(let ids) where ids.count > Self.smallInstallationIds: return nil
+        case .handles(let handles):
+            for handle in handles {
+                targets[handle.platform, default: []].append(
+                    DeliveryBatch.Target(registrationId: nil, handle: handle.handle, webPush: handle.webPush))
+            }
+            return targets
+        case .tags, .installationIds: break
+        }
+        for query in try Self.queries(of: request, expression: expression) {
+            let page = try await store.registrations(hub: hub, matching: query, after: nil, limit: limit)
+            guard page.next == nil else { return nil }
+            for registration in page.registrations where Self.reaches(request, registration, now: now) {
+                targets[registration.platform, default: []].append(Self.target(registration))
+            }
+        }
+        return targets
+    }
+
+    /// The store queries that find a request's registrations; none for direct handles.
+    static func queries(of request: SendRequest, expression: TagExpression?) throws -> [RegistrationQuery] {
+        switch request.audience {
+        case .tags:
+            // Parsed once, while the record was checked.
+            guard let expression else { throw PermanentFailure("audience.tags: not parsed") }
+            return [.tagExpression(expression)]
+        case .broadcast: return [.all]
+        case .installationIds(let ids): return ids.map(RegistrationQuery.installation)
+        case .handles: return []
+        }
+    }
+
+    static func target(_ registration: Registration) -> DeliveryBatch.Target {
+        DeliveryBatch.Target(
+            registrationId: registration.registrationId, handle: registration.handle, webPush: registration.webPush,
+            template: registration.template?.forDelivery)
+    }
+
+    /// Native sends reach the native registrations of their platform; template sends every
+    /// template registration. Expired registrations are skipped.
+    static func reaches(_ request: SendRequest, _ registration: Registration, now: Date) -> Bool {
+        if let expiry = registration.expiresAt, expiry < now { return false }
+        if request.format == .template { return registration.template != nil }
+        return registration.template == nil && registration.platform == request.format.platform
+    }
+}
+
 /// Collects targets per platform into DeliveryBatches and produces them, a bounded number
 /// unacknowledged at a time.
-struct BatchBuilder {
+public struct BatchBuilder {
     let request: SendRequest
     let hub: String
-    let settings: DispatcherSettings
+    let topics: PushTopics
+    let batchSize: Int
+    let batchesInFlight: Int
     let producer: KafkaProducer
     private var pending: [Platform: [DeliveryBatch.Target]] = [:]
     private var counts: [Platform: Int] = Dictionary(uniqueKeysWithValues: Platform.allCases.map { ($0, 0) })
     private var unacknowledged: [KafkaOutgoingRecord] = []
     private var batchIndex = 0
 
-    init(request: SendRequest, hub: String, settings: DispatcherSettings, producer: KafkaProducer) {
+    /// Batches of at most `batchSize` targets, at most `batchesInFlight` unacknowledged.
+    public init(
+        request: SendRequest, hub: String, topics: PushTopics, batchSize: Int = DeliveryBatch.maximumTargets, batchesInFlight: Int = 16,
+        producer: KafkaProducer
+    ) {
         self.request = request
         self.hub = hub
-        self.settings = settings
+        self.topics = topics
+        self.batchSize = batchSize
+        self.batchesInFlight = batchesInFlight
         self.producer = producer
     }
 
-    mutating func add(_ target: DeliveryBatch.Target, on platform: Platform) async throws {
+    public mutating func add(_ target: DeliveryBatch.Target, on platform: Platform) async throws {
         pending[platform, default: []].append(target)
         counts[platform, default: 0] += 1
-        if pending[platform]!.count >= settings.batchSize { try await close(platform) }
+        if pending[platform]!.count >= batchSize { try await close(platform) }
     }
 
-    /// Produces what is left and waits for every acknowledgement; returns targets per platform.
-    mutating func finish() async throws -> [Platform: Int] {
+    /// Produces what is left and waits for every acknowledgement; returns targets per platform
+    /// (every platform named, zero where none).
+    public mutating func finish() async throws -> [Platform: Int] {
         for platform in Platform.allCases where !(pending[platform]?.isEmpty ?? true) { try await close(platform) }
         try await flush()
         return counts
+    }
+
+    /// The dispatch summary of a request, for `pushhub.results`: produced once every batch was
+    /// acknowledged.
+    public static func summary(of request: SendRequest, hub: String, dispatched: [Platform: Int], topics: PushTopics) throws
+        -> KafkaOutgoingRecord
+    {
+        let summary = ResultBatch(notificationId: request.notificationId, hub: hub, dispatched: dispatched)
+        return KafkaOutgoingRecord(topic: topics.results, key: request.notificationId, value: try WireCoding.encode(summary))
+    }
+
+    /// Counts dispatched targets in the metrics.
+    public static func count(_ dispatched: [Platform: Int]) {
+        for (platform, count) in dispatched where count > 0 {
+            MetricsRegistry.shared.counter(
+                "pushhub_targets_dispatched_total", help: "Targets dispatched to a platform's deliveries topic.",
+                labels: ["platform": platform.rawValue]
+            ).increment(by: count)
+        }
     }
 
     private mutating func close(_ platform: Platform) async throws {
@@ -181,9 +256,9 @@ struct BatchBuilder {
             expiresAt: request.expiresAt, enqueuedAt: request.enqueuedAt, attempt: 1, targets: targets)
         unacknowledged.append(
             KafkaOutgoingRecord(
-                topic: settings.topics.deliveries(platform), key: "\(request.notificationId):\(batchIndex)", value: try WireCoding.encode(batch)))
+                topic: topics.deliveries(platform), key: "\(request.notificationId):\(batchIndex)", value: try WireCoding.encode(batch)))
         batchIndex += 1
-        if unacknowledged.count >= settings.batchesInFlight { try await flush() }
+        if unacknowledged.count >= batchesInFlight { try await flush() }
     }
 
     private mutating func flush() async throws {

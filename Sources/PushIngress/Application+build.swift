@@ -3,6 +3,7 @@ import Hummingbird
 import HummingbirdCore
 import Logging
 import PushConfiguration
+import PushDispatcher
 import PushOps
 import PushStore
 
@@ -49,7 +50,8 @@ public func buildIngressRouter(
     let queue = publisher.map {
         NotificationQueue(
             publisher: $0, outcomes: stores.outcomes,
-            recovery: recovery ?? SendRecoverySettings(hubs.sendRecovery, embeddedKafka: false), now: now)
+            recovery: recovery ?? SendRecoverySettings(hubs.sendRecovery, embeddedKafka: false), now: now,
+            audiences: AudienceResolver(store: stores.registrations))
     }
     addOperationsRoutes(to: router, checks: readiness)
     InstallationController(store: stores.registrations).addRoutes(to: hubRoutes)

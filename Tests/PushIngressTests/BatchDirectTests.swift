@@ -34,9 +34,9 @@ struct BatchDirectTests {
             )
             #expect(response.status == .created, "\(response.text)")
         }
-        let request = try #require(try await fixture.requests(1).first)
-        #expect(request.audience == .handles(["Device Token1", "Device Token2", "Device Token3"].map { DirectHandle(platform: .apns, handle: $0) }))
-        #expect(request.body == #"{"aps":{"alert":"Hello"}}"#)
+        let batch = try #require(try await fixture.deliveries(1).first)
+        #expect(batch.platform == .apns && batch.targets.map(\.handle) == ["Device Token1", "Device Token2", "Device Token3"])
+        #expect(batch.body == #"{"aps":{"alert":"Hello"}}"#)
     }
 
     @Test(

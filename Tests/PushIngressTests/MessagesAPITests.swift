@@ -52,6 +52,57 @@ struct MessagingFixture {
         return found
     }
 
+    /// The DeliveryBatches the ingress produced itself for small audiences, waiting for `count`.
+    func deliveries(_ count: Int) async throws -> [DeliveryBatch] {
+        try await read(count, from: Platform.allCases.map(topics.deliveries)) { try WireCoding.decode(DeliveryBatch.self, from: $0.value) }
+    }
+
+    /// The dispatch summaries on the results topic, waiting for `count`.
+    func summaries(_ count: Int) async throws -> [ResultBatch] {
+        try await read(count, from: [topics.results]) { try WireCoding.decode(ResultBatch.self, from: $0.value) }
+    }
+
+    /// Whether nothing arrives on `topic` for `quiet`.
+    func isEmpty(_ topic: String, quiet: Duration = .seconds(3)) async throws -> Bool {
+        try await read(1, from: [topic], timeout: quiet) { $0.offset }.isEmpty
+    }
+
+    /// Up to `count` records of `topics`, decoded, read for at most `timeout`.
+    private func read<T: Sendable>(
+        _ count: Int, from topics: [String], timeout: Duration = .seconds(30), _ decode: @escaping @Sendable (KafkaRecord) throws -> T
+    ) async throws -> [T] {
+        var configuration = KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: "reader-\(UUID().uuidString)")
+        configuration.sessionTimeout = .seconds(3)
+        let consumer = try KafkaConsumer.make(configuration: configuration, topics: topics, logger: Self.logger)
+        let reading = Task {
+            var found: [T] = []
+            // The consumer's records end once this task is cancelled.
+            for await record in consumer.records {
+                found.append(try decode(record))
+                if found.count >= count { break }
+            }
+            return found
+        }
+        let timer = Task {
+            try? await Task.sleep(for: timeout)
+            reading.cancel()
+        }
+        let found = try await reading.value
+        timer.cancel()
+        await consumer.close()
+        return found
+    }
+
+    /// A registration of `platform` carrying `tags`, straight into the store.
+    @discardableResult
+    func register(_ platform: NativeFormat, handle: String, tags: [String], hub: String = "myhub") async throws -> Registration {
+        try await store.upsertRegistration(
+            Registration(
+                registrationId: try await store.issueRegistrationId(hub: hub), hub: hub, format: platform, handle: handle, tags: tags,
+                updatedAt: Date()),
+            ifMatch: nil)
+    }
+
     static let send = IngressFixture.fullAccess
 }
 
@@ -63,9 +114,11 @@ struct MessagesAPITests {
         return headers
     }
 
-    @Test("a native send to a tag expression is queued and answered 201 with its id")
+    @Test("a native send to a small tag audience is resolved as it is accepted: its batch and summary are published, no request, 201 with its id")
     func nativeSend() async throws {
         let fixture = try await MessagingFixture()
+        let device = try await fixture.register(.apple, handle: String(repeating: "ab", count: 32), tags: ["Sports"])
+        try await fixture.register(.apple, handle: String(repeating: "cd", count: 32), tags: ["Sports", "Politics"])
         let (location, trackingId) = try await fixture.app.test(.router) { client in
             let response = try await client.execute(
                 uri: "/myhub/messages?api-version=2015-04", method: .post,
@@ -77,13 +130,46 @@ struct MessagesAPITests {
             #expect(response.status == .created, "\(response.text)")
             return (response.headers[.location], response.headers[HTTPField.Name("TrackingId")!])
         }
-        let request = try #require(try await fixture.requests(1).first)
-        #expect(request.audience == .tags("Sports && !Politics"))
-        #expect(request.format == .apple)
-        #expect(request.body == #"{"aps":{"alert":"Goal!"}}"#)
-        #expect(request.headers == ["apns-priority": "5"])
-        #expect(trackingId == request.notificationId)
-        #expect(location?.contains("/myhub/messages/\(request.notificationId)") == true)
+        let batch = try #require(try await fixture.deliveries(1).first)
+        #expect(batch.platform == .apns && batch.format == .apple && batch.kind == .native)
+        #expect(batch.targets.map(\.registrationId) == [device.registrationId])
+        #expect(batch.body == #"{"aps":{"alert":"Goal!"}}"#)
+        #expect(batch.headers == ["apns-priority": "5"])
+        #expect(batch.expiresAt != nil, "stamped with its deadline")
+        #expect(trackingId == batch.notificationId)
+        #expect(location?.contains("/myhub/messages/\(batch.notificationId)") == true)
+        let summary = try #require(try await fixture.summaries(1).first)
+        #expect(summary.notificationId == batch.notificationId && summary.dispatched?[.apns] == 1)
+        let outcome = try await fixture.store.notification(hub: "myhub", id: batch.notificationId)
+        #expect(outcome?.state == .processing && outcome?.expectedTargets == 1)
+        #expect(try await fixture.isEmpty(fixture.topics.requests), "no dispatcher hop")
+    }
+
+    @Test("a send to nobody ends NoTargetFound at once; a tag audience of more than a page, and a broadcast, go to the dispatcher")
+    func smallAndLarge() async throws {
+        let fixture = try await MessagingFixture()
+        try await fixture.store.importRegistrations(
+            (0..<501).map {
+                Registration(registrationId: "big\($0)", hub: "myhub", format: .gcm, handle: "token-\($0)", tags: ["Big"], updatedAt: Date())
+            })
+        let ids = try await fixture.app.test(.router) { client in
+            var ids: [String] = []
+            for tags in ["Nobody", "Big", nil] as [String?] {
+                var pairs = [("ServiceBusNotification-Format", "gcm"), ("Content-Type", "application/json")]
+                if let tags { pairs.append(("ServiceBusNotification-Tags", tags)) }
+                let response = try await client.execute(
+                    uri: "/myhub/messages", method: .post, headers: Self.headers(pairs), body: ByteBuffer(string: #"{"data":{"m":"hi"}}"#))
+                #expect(response.status == .created, "\(response.text)")
+                ids.append(response.headers[HTTPField.Name("TrackingId")!] ?? "")
+            }
+            let nobody = try await client.execute(uri: "/myhub/messages/\(ids[0])", method: .get, headers: IngressFixture.fullAccess)
+            #expect(nobody.text.contains("<State>NoTargetFound</State>"), "\(nobody.text)")
+            return ids
+        }
+        let requests = try await fixture.requests(2)
+        #expect(Set(requests.map(\.notificationId)) == Set(ids[1...]))
+        #expect(try await fixture.summaries(1).map(\.notificationId) == [ids[0]], "a summary of zero for nobody")
+        #expect(try await fixture.isEmpty(fixture.topics.deliveries(.fcm)))
     }
 
     @Test("template broadcast and direct sends")
@@ -104,13 +190,13 @@ struct MessagesAPITests {
                 body: ByteBuffer(string: "<toast/>"))
             #expect(direct.status == .created, "\(direct.text)")
         }
-        let requests = try await fixture.requests(2)
-        #expect(Set(requests.map(\.format)) == [.template, .windows])
-        #expect(requests.first { $0.format == .template }?.audience == .broadcast)
-        #expect(
-            requests.first { $0.format == .windows }?.audience
-                == .handles([DirectHandle(platform: .wns, handle: "https://db5.notify.windows.com/channel")]))
-        #expect(requests.first { $0.format == .windows }?.headers["X-WNS-Type"] == "wns/toast")
+        let requests = try await fixture.requests(1)
+        #expect(requests.map(\.format) == [.template])
+        #expect(requests.first?.audience == .broadcast)
+        let direct = try #require(try await fixture.deliveries(1).first)
+        #expect(direct.platform == .wns && direct.format == .windows)
+        #expect(direct.targets.map(\.handle) == ["https://db5.notify.windows.com/channel"] && direct.targets.first?.registrationId == nil)
+        #expect(direct.headers["X-WNS-Type"] == "wns/toast")
     }
 
     @Test(
@@ -212,7 +298,9 @@ struct MessagesAPITests {
 
     @Test("when Kafka cannot take the send: 503 with Retry-After, never 201")
     func kafkaDown() async throws {
-        let fixture = try await MessagingFixture(deliveryTimeout: .seconds(2))
+        // Sends are kept for republishing, so what a refused send left behind would show.
+        let fixture = try await MessagingFixture(
+            deliveryTimeout: .seconds(2), recovery: SendRecoverySettings(IngressFixture.hubs.sendRecovery, embeddedKafka: true))
         try fixture.cluster.setBrokerDown(1)
         try await fixture.app.test(.router) { client in
             let response = try await client.execute(
@@ -221,6 +309,16 @@ struct MessagesAPITests {
                 body: ByteBuffer(string: #"{"data":{"message":"hi"}}"#))
             #expect(response.status == .serviceUnavailable)
             #expect(response.headers[.retryAfter] == "5")
+            // A direct send's batch is refused as well: 503, and nothing is kept of it.
+            let direct = try await client.execute(
+                uri: "/myhub/messages?direct", method: .post,
+                headers: Self.headers([
+                    ("ServiceBusNotification-Format", "gcm"), ("ServiceBusNotification-DeviceHandle", "token-1"),
+                    ("Content-Type", "application/json"),
+                ]),
+                body: ByteBuffer(string: #"{"data":{"message":"hi"}}"#))
+            #expect(direct.status == .serviceUnavailable)
         }
+        #expect(try await fixture.store.claimUnfinished(now: Date().addingTimeInterval(3600), grace: 1, maximumPublishes: 10, limit: 10).isEmpty)
     }
 }

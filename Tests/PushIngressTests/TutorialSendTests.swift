@@ -14,6 +14,10 @@ struct TutorialSendTests {
         for name in ["alice", "bob", "carol"] {
             try await fixture.store.setUser(name: name, passwordHash: hashPassword("\(name)-secret"))
         }
+        // Bob's devices, as /api/register tags them.
+        try await fixture.register(.apple, handle: String(repeating: "0b", count: 32), tags: ["username:bob"])
+        try await fixture.register(.gcm, handle: "bob-fcm-token", tags: ["username:bob"])
+        try await fixture.register(.windows, handle: "https://db5.notify.windows.com/?token=bob", tags: ["username:bob"])
         return fixture
     }
 
@@ -34,9 +38,10 @@ struct TutorialSendTests {
             }
             return ids
         }
-        let requests = Dictionary(uniqueKeysWithValues: try await fixture.requests(3).map { ($0.notificationId, $0) })
+        // Sent to bob's devices only, resolved as each send was accepted.
+        let requests = Dictionary(uniqueKeysWithValues: try await fixture.deliveries(3).map { ($0.notificationId, $0) })
         let apns = try #require(requests[ids["apns"]!])
-        #expect(apns.audience == .tags("username:bob"))
+        #expect(apns.targets.map(\.handle) == [String(repeating: "0b", count: 32)])
         let alert = try JSONSerialization.jsonObject(with: Data(apns.body.utf8)) as? [String: [String: String]]
         #expect(alert?["aps"]?["alert"] == "From alice: \(message)")
         let fcm = try #require(requests[ids["fcm"]!])
@@ -92,9 +97,9 @@ struct TutorialSendTests {
             #expect(try await client.execute(uri: "/api/notifications/abc", method: .get, headers: Self.alice).status == .notFound)
             return (richId, answer["notificationId"])
         }
-        let silent = try #require(try await fixture.requests(1).first)
+        let silent = try #require(try await fixture.deliveries(1).first)
         #expect(silent.notificationId == notificationId)
-        #expect(silent.audience == .tags("username:bob"))
+        #expect(silent.platform == .apns && silent.targets.count == 1, "bob's one APNs device")
         #expect(silent.headers == ["apns-push-type": "background", "apns-priority": "5"])
         let payload = try #require(try JSONSerialization.jsonObject(with: Data(silent.body.utf8)) as? [String: Any])
         #expect((payload["aps"] as? [String: Any])?["content-available"] as? Int == 1)

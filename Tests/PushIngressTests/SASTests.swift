@@ -3,6 +3,7 @@ import Hummingbird
 import HummingbirdTesting
 import PushConfiguration
 import PushIngress
+import Synchronization
 import Testing
 
 @Suite("SAS authentication on the hub API")
@@ -56,6 +57,30 @@ struct SASTests {
             try await client.execute(uri: Self.path, method: .get, headers: [.authorization: header]) { response in
                 #expect(response.status == .notFound, "authorized, and there is no such installation: \(response.text)")
             }
+        }
+    }
+
+    @Test("a token verified once is checked again on every use: its resource, its hub, its rights and its expiry")
+    func verifiedTokens() async throws {
+        let clock = Mutex(Date())
+        let fixture = try await IngressFixture(now: { clock.withLock { $0 } })
+        let installation = IngressFixture.token("/myhub/installations/i1", lifetime: 60)
+        let listen = IngressFixture.token("/myhub", key: IngressFixture.listenKey, name: "DefaultListenSharedAccessSignature", lifetime: 60)
+        try await fixture.app.test(.router) { client in
+            func status(_ uri: String, _ header: String, _ method: HTTPRequest.Method = .get) async throws -> HTTPResponse.Status {
+                try await client.execute(uri: uri, method: method, headers: [.authorization: header]).status
+            }
+            #expect(try await status(Self.path, installation) == .notFound, "verified and remembered")
+            #expect(try await status("/myhub/installations/i2", installation) == .unauthorized, "not its resource")
+            #expect(try await status("/otherhub/installations/i1", installation) == .unauthorized, "not its hub")
+            #expect(try await status(Self.path, listen) == .notFound)
+            #expect(try await status("/myhub/registrations", listen) == .forbidden, "lacks the Manage right")
+            #expect(try await status(Self.path, installation) == .notFound)
+            clock.withLock { $0 = $0.addingTimeInterval(120) }
+            let expired = try await client.execute(uri: Self.path, method: .get, headers: [.authorization: installation])
+            #expect(expired.status == .unauthorized)
+            #expect(expired.text.contains("expired"), "\(expired.text)")
+            #expect(try await status(Self.path, listen) == .unauthorized)
         }
     }
 

@@ -76,6 +76,17 @@ public struct SharedAccessSignature: Sendable, Equatable {
         guard expected.count == signature.count, zip(expected, signature).reduce(0, { $0 | ($1.0 ^ $1.1) }) == 0 else {
             throw .badSignature
         }
+        return try check(rules: rules, host: host, path: path, right: right, now: now)
+    }
+
+    /// The checks of `verify` that do not depend on the signature: the rule still exists, the
+    /// token has not expired, it covers the request's resource and its rule has the right.
+    /// For a token whose signature was verified before.
+    @discardableResult
+    public func check(
+        rules: [HubsConfiguration.SASRule], host: String, path: String, right: AccessRight, now: Date
+    ) throws(SASError) -> HubsConfiguration.SASRule {
+        guard let rule = rules.first(where: { $0.name == keyName }) else { throw .unknownRule(keyName) }
         guard Double(expiry) > now.timeIntervalSince1970 else { throw .expired }
         guard Self.covers(resource: resource, host: host, path: path) else { throw .wrongResource(resource) }
         guard rule.allows(right) else { throw .lacksRight(right, rule: rule.name) }

@@ -2,12 +2,21 @@ import Foundation
 import Hummingbird
 import PushConfiguration
 import PushModel
+import Synchronization
 
 /// Decides whether a hub API request may do what it asks: the hub exists, and its SAS token
 /// is valid for this resource and carries the right.
 struct HubAccess: Sendable {
     let hubs: HubsConfiguration
     let now: @Sendable () -> Date
+    /// Tokens whose signature was verified, so a client that sends the same token with every
+    /// request pays for parsing and HMAC once.
+    let verified = VerifiedTokens()
+
+    init(hubs: HubsConfiguration, now: @escaping @Sendable () -> Date) {
+        self.hubs = hubs
+        self.now = now
+    }
 
     /// The hub, once the request is allowed `right` on it. An unknown hub is refused exactly as
     /// a token whose key or signature does not match, so hub names cannot be probed. Routes
@@ -15,11 +24,22 @@ struct HubAccess: Sendable {
     func authorize(_ request: Request, hub name: String, _ right: AccessRight) throws -> HubsConfiguration.Hub {
         guard let header = request.headers[.authorization] else { throw HubAPIError(.unauthorized, SASError.missing.description) }
         do throws(SASError) {
+            guard let hub = hubs.hub(named: name) else {
+                _ = try SharedAccessSignature.parse(header)
+                throw SASError.badSignature as SASError
+            }
+            let key = VerifiedTokens.Key(hub: hub.name, header: header)
+            if let token = verified.token(for: key) {
+                // Signed by one of the hub's rules already: what depends on the request and
+                // the time is checked again.
+                try token.check(rules: hub.sasRules, host: request.head.authority ?? "", path: request.uri.path, right: right, now: now())
+                return hub
+            }
             let token = try SharedAccessSignature.parse(header)
-            guard let hub = hubs.hub(named: name) else { throw SASError.badSignature as SASError }
             _ = try token.verify(
                 rules: hub.sasRules, host: request.head.authority ?? "", path: request.uri.path,
                 right: right, now: now())
+            verified.remember(token, for: key)
             return hub
         } catch {
             throw HubAPIError(error.isForbidden ? .forbidden : .unauthorized, error.description)
@@ -76,6 +96,29 @@ extension Request {
             throw HubAPIError(
                 .unsupportedMediaType,
                 "Content-Type must be \(accepted.joined(separator: " or ")), not \(headers[.contentType] ?? "(none)")")
+        }
+    }
+}
+
+/// Tokens whose signature a hub's rules verified, by hub and Authorization header. Bounded:
+/// when full it starts again empty. An entry is only ever added after its signature was
+/// verified, and its expiry, resource and rights are checked on every use.
+final class VerifiedTokens: Sendable {
+    struct Key: Hashable, Sendable {
+        var hub: String
+        var header: String
+    }
+
+    static let capacity = 4096
+    private let tokens = Mutex<[Key: SharedAccessSignature]>([:])
+
+    func token(for key: Key) -> SharedAccessSignature? { tokens.withLock { $0[key] } }
+
+    func remember(_ token: SharedAccessSignature, for key: Key) {
+        guard key.header.utf8.count <= 2048 else { return }
+        tokens.withLock {
+            if $0.count >= Self.capacity { $0.removeAll(keepingCapacity: true) }
+            $0[key] = token
         }
     }
 }

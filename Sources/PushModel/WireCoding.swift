@@ -46,6 +46,7 @@ public enum WireCoding {
     public static func encode<T: WireMessage>(_ message: T) throws(WireError) -> Data {
         // Result batches are the most written message (one per worker batch): written directly.
         if let batch = message as? ResultBatch { return batch.wireJSON() }
+        if let batch = message as? DeliveryBatch { return batch.wireJSON() }
         do {
             return try makeEncoder().encode(Stamped(message: message))
         } catch {

@@ -92,7 +92,9 @@ struct HTTPVersionTests {
             let started = ContinuousClock.now
             let first = await provider.deliverAll([push("a")])
             #expect(first.map(\.classification) == [.retry(retryAfter: nil)], "\(first)")
-            #expect(ContinuousClock.now - started < .seconds(10))
+            // Within a few request times, not the test's time limit, which a hang would reach; the
+            // suite runs beside others on two cores, where 2 s of work has taken 14 s of wall time.
+            #expect(ContinuousClock.now - started < .seconds(30))
             let second = await provider.deliverAll([push("b")])
             #expect(second.map(\.classification) == [.retry(retryAfter: nil)], "\(second)")
             #expect(server.recorder.connections.withLock { $0 } == 2, "the connection that said GOAWAY takes no new streams")
@@ -114,7 +116,9 @@ struct HTTPVersionTests {
             let started = ContinuousClock.now
             let answers = await provider.deliverAll([Self.push("a", port: server.port)])
             #expect(answers.map(\.classification) == [.retry(retryAfter: nil)], "\(answers)")
-            #expect(ContinuousClock.now - started < .seconds(10))
+            // Within a few request times, not the test's time limit, which a hang would reach; the
+            // suite runs beside others on two cores, where 2 s of work has taken 14 s of wall time.
+            #expect(ContinuousClock.now - started < .seconds(30))
             #expect(server.recorder.connections.withLock { $0 } <= 3, "a few connections, not one after another for ever")
             await client.shutdown()
         }

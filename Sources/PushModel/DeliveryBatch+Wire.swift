@@ -1,0 +1,105 @@
+import Foundation
+
+extension DeliveryBatch {
+    /// This batch's wire JSON written straight to bytes: the fields, sorted keys and escaping of
+    /// `WireCoding.encode`, as `ResultBatch.wireJSON` writes results. The dispatcher writes one
+    /// batch of up to 500 targets per record, and the ingress one per small send.
+    func wireJSON() -> Data {
+        var out = JSONBytes(capacity: 400 + body.utf8.count + targets.count * 120)
+        out.byte(UInt8(ascii: "{"))
+        out.key("attempt", first: true)
+        out.integer(attempt)
+        out.key("body")
+        out.string(body)
+        if let enqueuedAt {
+            out.key("enqueuedAt")
+            out.string(RFC3339.format(enqueuedAt))
+        }
+        if let expiresAt {
+            out.key("expiresAt")
+            out.string(RFC3339.format(expiresAt))
+        }
+        if let format {
+            out.key("format")
+            out.string(format.rawValue)
+        }
+        out.key("headers")
+        out.object(headers)
+        out.key("hub")
+        out.string(hub)
+        out.key("kind")
+        out.string(kind.rawValue)
+        if let notBefore {
+            out.key("notBefore")
+            out.string(RFC3339.format(notBefore))
+        }
+        out.key("notificationId")
+        out.string(notificationId)
+        out.key("platform")
+        out.string(platform.rawValue)
+        out.key("schema")
+        out.string(Self.schema)
+        out.key("targets")
+        out.byte(UInt8(ascii: "["))
+        for (index, target) in targets.enumerated() {
+            if index > 0 { out.byte(UInt8(ascii: ",")) }
+            target.write(to: &out)
+        }
+        out.byte(UInt8(ascii: "]"))
+        out.byte(UInt8(ascii: "}"))
+        return Data(out.bytes)
+    }
+}
+
+extension DeliveryBatch.Target {
+    /// The target as a JSON object with sorted keys; absent optionals are left out.
+    fileprivate func write(to out: inout JSONBytes) {
+        out.byte(UInt8(ascii: "{"))
+        out.key("handle", first: true)
+        out.string(handle)
+        if let registrationId {
+            out.key("registrationId")
+            out.string(registrationId)
+        }
+        if let template {
+            out.key("template")
+            out.byte(UInt8(ascii: "{"))
+            out.key("body", first: true)
+            out.string(template.body)
+            if let expiry = template.expiry {
+                out.key("expiry")
+                out.string(expiry)
+            }
+            if let headers = template.headers {
+                out.key("headers")
+                out.object(headers)
+            }
+            out.byte(UInt8(ascii: "}"))
+        }
+        if let webPush {
+            out.key("webPush")
+            out.byte(UInt8(ascii: "{"))
+            out.key("auth", first: true)
+            out.string(webPush.auth)
+            out.key("p256dh")
+            out.string(webPush.p256dh)
+            out.byte(UInt8(ascii: "}"))
+        }
+        out.byte(UInt8(ascii: "}"))
+    }
+}
+
+extension JSONBytes {
+    /// An object of strings, its keys sorted as JSONEncoder sorts them.
+    mutating func object(_ values: [String: String]) {
+        byte(UInt8(ascii: "{"))
+        for (index, key) in values.keys.sorted(by: JSONBytes.sortedKeyOrder).enumerated() {
+            self.key(key, first: index == 0)
+            string(values[key]!)
+        }
+        byte(UInt8(ascii: "}"))
+    }
+
+    /// JSONEncoder's `.sortedKeys` order.
+    static func sortedKeyOrder(_ a: String, _ b: String) -> Bool { a < b }
+}

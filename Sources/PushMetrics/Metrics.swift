@@ -68,15 +68,36 @@ public final class MetricsRegistry: Sendable {
         return text
     }
 
-    /// `{a="1",b="2"}`, sorted, escaped; empty without labels.
+    /// `{a="1",b="2"}`, names sorted, values escaped; empty without labels. The key a series is found by, looked up on every count,
+    /// so it is built in one string without Foundation.
     static func labelText(_ labels: [String: String]) -> String {
         guard !labels.isEmpty else { return "" }
-        let pairs = labels.sorted { $0.key < $1.key }.map { "\($0.key)=\"\(escape($0.value))\"" }
-        return "{" + pairs.joined(separator: ",") + "}"
+        var text = "{"
+        for (index, label) in labels.sorted(by: { $0.key < $1.key }).enumerated() {
+            if index > 0 { text += "," }
+            text += label.key
+            text += "=\""
+            text += escape(label.value)
+            text += "\""
+        }
+        text += "}"
+        return text
     }
 
+    /// A label value as the text format writes it: backslash, double quote and newline escaped.
     static func escape(_ value: String) -> String {
-        value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"").replacingOccurrences(of: "\n", with: "\\n")
+        guard value.utf8.contains(where: { $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\n") }) else { return value }
+        var escaped = ""
+        escaped.reserveCapacity(value.utf8.count + 8)
+        for character in value.unicodeScalars {
+            switch character {
+            case "\\": escaped += "\\\\"
+            case "\"": escaped += "\\\""
+            case "\n": escaped += "\\n"
+            default: escaped.unicodeScalars.append(character)
+            }
+        }
+        return escaped
     }
 }
 

@@ -48,7 +48,7 @@ public enum RegistrationDescription {
             }
             webPush = WebPushKeys(p256dh: p256dh, auth: auth)
         }
-        let tags = (description.child("Tags")?.text ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter {
+        let tags = (description.child("Tags")?.text ?? "").split(separator: ",").map { String($0.trimmingSpaces) }.filter {
             !$0.isEmpty
         }
         try Tags.validate(tags, field: "\(description.name).Tags")

@@ -117,7 +117,7 @@ public enum Audience: Codable, Sendable, Equatable {
     func validate(for format: NotificationFormat) throws(WireError) -> TagExpression? {
         switch self {
         case .tags(let expression):
-            try FieldCheck.notEmpty(expression.trimmingCharacters(in: .whitespaces), "audience.tags")
+            try FieldCheck.notEmpty(String(expression.trimmingSpaces), "audience.tags")
             do { return try TagExpression.parse(expression) } catch { throw .invalidField(field: "audience.tags", reason: error.description) }
         case .broadcast:
             break

@@ -12,6 +12,7 @@ struct OperationsTests {
         let metrics = MetricsRegistry()
         metrics.counter("jobs_total", help: "Jobs.", labels: ["queue": "a\"b", "kind": "x"]).increment(by: 3)
         metrics.counter("jobs_total", help: "Jobs.", labels: ["kind": "x", "queue": "a\"b"]).increment()
+        metrics.counter("jobs_total", help: "Jobs.", labels: ["kind": "y", "queue": "c\\d\né"]).increment()
         metrics.gauge("lag", help: "Lag.").set(7)
         let histogram = metrics.histogram("latency_seconds", help: "Latency.", labels: ["route": "/x"], buckets: [0.1, 1])
         histogram.observe(0.05)
@@ -22,6 +23,7 @@ struct OperationsTests {
                 # HELP jobs_total Jobs.
                 # TYPE jobs_total counter
                 jobs_total{kind="x",queue="a\\"b"} 4
+                jobs_total{kind="y",queue="c\\\\d\\né"} 1
                 # HELP lag Lag.
                 # TYPE lag gauge
                 lag 7

@@ -24,7 +24,7 @@ public struct SharedAccessSignature: Sendable, Equatable {
         var fields: [String: String] = [:]
         for pair in header.dropFirst(prefix.count).split(separator: "&") {
             guard let equals = pair.firstIndex(of: "=") else { throw .malformed("\"\(pair)\" is not name=value") }
-            fields[pair[..<equals].trimmingCharacters(in: .whitespaces).lowercased()] = String(pair[pair.index(after: equals)...])
+            fields[pair[..<equals].trimmingSpaces.lowercased()] = String(pair[pair.index(after: equals)...])
         }
         guard let sr = fields["sr"], !sr.isEmpty else { throw .malformed("sr (the resource) is missing") }
         guard let sig = fields["sig"]?.removingPercentEncoding, let signature = Data(base64Encoded: sig) else {

@@ -91,7 +91,7 @@ extension Request {
     /// Refuses a body whose content type is not one of `accepted` (parameters such as charset
     /// are allowed) with 415.
     func requireContentType(_ accepted: [String]) throws {
-        let given = headers[.contentType]?.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        let given = headers[.contentType]?.split(separator: ";").first.map { $0.trimmingSpaces.lowercased() }
         guard let given, accepted.contains(given) else {
             throw HubAPIError(
                 .unsupportedMediaType,

@@ -56,7 +56,7 @@ public struct SendRequestBuilder: Sendable {
         if let handles {
             guard !handles.isEmpty else { throw .invalidField(field: "devices", reason: "a direct send needs at least one device handle") }
             audience = .handles(handles)
-        } else if let tags, !tags.trimmingCharacters(in: .whitespaces).isEmpty {
+        } else if let tags, !tags.trimmingSpaces.isEmpty {
             audience = .tags(tags)
         } else {
             audience = .broadcast
@@ -85,7 +85,7 @@ public struct SendRequestBuilder: Sendable {
     }
 
     static func checkContentType(_ contentType: String?, format: NotificationFormat, headers: [String: String]) throws(WireError) {
-        let given = contentType?.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        let given = contentType?.split(separator: ";").first.map { $0.trimmingSpaces.lowercased() } ?? ""
         let accepted = try acceptedContentTypes(for: format, headers: headers)
         guard accepted.contains(given) else {
             throw .invalidField(

@@ -231,11 +231,11 @@ public struct BatchBuilder {
 
     /// The dispatch summary of a request, for `pushhub.results`: produced once every batch was
     /// acknowledged.
-    public static func summary(of request: SendRequest, hub: String, dispatched: [Platform: Int], topics: PushTopics) throws
-        -> KafkaOutgoingRecord
-    {
+    public static func summary(
+        of request: SendRequest, hub: String, dispatched: [Platform: Int], topics: PushTopics, headers: [KafkaHeader] = []
+    ) throws -> KafkaOutgoingRecord {
         let summary = ResultBatch(notificationId: request.notificationId, hub: hub, dispatched: dispatched)
-        return KafkaOutgoingRecord(topic: topics.results, key: request.notificationId, value: try WireCoding.encode(summary))
+        return KafkaOutgoingRecord(topic: topics.results, key: request.notificationId, value: try WireCoding.encode(summary), headers: headers)
     }
 
     /// Counts dispatched targets in the metrics.

@@ -59,7 +59,10 @@ struct MessagingFixture {
 
     /// The dispatch summaries on the results topic, waiting for `count`.
     func summaries(_ count: Int) async throws -> [ResultBatch] {
-        try await read(count, from: [topics.results]) { try WireCoding.decode(ResultBatch.self, from: $0.value) }
+        try await read(count, from: [topics.results]) { record in
+            #expect(record.header("pushhub-recorded") == Data("summary".utf8), "marked as taken by the store already")
+            return try WireCoding.decode(ResultBatch.self, from: record.value)
+        }
     }
 
     /// Whether nothing arrives on `topic` for `quiet`.

@@ -41,7 +41,11 @@ public struct KafkaNotificationPublisher: NotificationPublisher {
         let dispatched = try await batcher.finish()
         BatchBuilder.count(dispatched)
         do {
-            try await producer.sendAllAcknowledged([BatchBuilder.summary(of: request, hub: request.hub, dispatched: dispatched, topics: topics)])
+            // The store took this summary with the send's Enqueued row: the outcome recorder
+            // passes over it.
+            let summary = try BatchBuilder.summary(
+                of: request, hub: request.hub, dispatched: dispatched, topics: topics, headers: [OutcomeRecorder.recordedHeader])
+            try await producer.sendAllAcknowledged([summary])
         } catch {
             logger.warning(
                 "dispatch summary not published; the send's batches are",

@@ -40,6 +40,10 @@ public final class OutcomeRecorder: Service, Sendable {
         }
     }
 
+    /// Marks a dispatch summary the ingress published for a send whose audience it resolved:
+    /// the store took it with the send's Enqueued row, so it is passed over here.
+    public static let recordedHeader = KafkaHeader(key: "pushhub-recorded", value: Data("summary".utf8))
+
     /// Records per store transaction: those one poll fetched, up to this many.
     static let recordsPerTransaction = 64
 
@@ -55,13 +59,14 @@ public final class OutcomeRecorder: Service, Sendable {
     func apply(_ records: [KafkaRecord]) async throws {
         var batches: [ResultBatch] = []
         batches.reserveCapacity(records.count)
-        for record in records {
+        for record in records where record.header(Self.recordedHeader.key) != Self.recordedHeader.value {
             do {
                 batches.append(try WireCoding.decode(ResultBatch.self, from: record.value))
             } catch {
                 throw PermanentFailure(error.description)
             }
         }
+        guard !batches.isEmpty else { return }
         let fresh: [Bool]
         do {
             fresh = try await store.recordOutcomes(batches, now: Date())

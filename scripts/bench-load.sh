@@ -9,8 +9,8 @@
 # and writes the figures into docs/benchmarks.md. Reports of each run are kept in OUT.
 # PHASES picks some of them (`PHASES="register send"`; "register broadcast send scaling" is
 # all); a run of some phases only prints each one's CPU table and leaves the docs alone.
-# PERF_SEND=1 records each PushHub process with `perf record -g` during the sends (profiles
-# and reports in OUT).
+# PERF=1 records the ingress, the dispatcher and the APNs worker with `perf record -g` during
+# the registrations and the sends (profiles and reports in OUT, named after the phase).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${SCRATCH:-.build}/release
@@ -100,27 +100,40 @@ peaks() { # reset (clear_refs 5) or read each process's peak RSS
   done
 }
 
-if phase register; then load register register --devices "$devices" --concurrency 32; fi
+perf_pids=()
+perf_start() { # phase: records the ingress, the dispatcher and the APNs worker until perf_stop
+  [ -n "${PERF:-}" ] || return 0
+  perf_phase=$1
+  perf_pids=()
+  for name in ingress dispatcher apns-worker; do
+    perf record -F 999 -g -o "$out/$perf_phase-$name.perf" -p "${pids[$name]}" >"$out/$perf_phase-$name.perf.log" 2>&1 &
+    perf_pids+=($!)
+  done
+}
+perf_stop() {
+  [ -n "${PERF:-}" ] || return 0
+  for pid in "${perf_pids[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
+  for pid in "${perf_pids[@]}"; do wait "$pid" || true; done
+  for name in ingress dispatcher apns-worker; do
+    perf report -i "$out/$perf_phase-$name.perf" --children --sort symbol --stdio -g none 2>/dev/null | grep -E '^ +[0-9]' | head -80 \
+      | swift demangle --simplified >"$out/$perf_phase-$name.profile.txt" || true
+  done
+}
+
+if phase register; then
+  perf_start register
+  load register register --devices "$devices" --concurrency 32
+  perf_stop
+fi
 if phase broadcast; then
   peaks reset
   load broadcast broadcast --devices "$devices" --drain-timeout 600
   peaks read >"$out/broadcast.rss"
 fi
 if phase send; then
-  perf_pids=()
-  if [ -n "${PERF_SEND:-}" ]; then
-    for name in ingress dispatcher apns-worker; do
-      perf record -F 999 -g -o "$out/send-$name.perf" -p "${pids[$name]}" -- sleep "$duration" >"$out/send-$name.perf.log" 2>&1 &
-      perf_pids+=($!)
-    done
-  fi
+  perf_start send
   load send send --devices "$devices" --rate "$rate" --duration "$duration" --audience user --format native --concurrency 256
-  for pid in "${perf_pids[@]}"; do wait "$pid" || true; done
-  for name in ingress dispatcher apns-worker; do
-    [ -f "$out/send-$name.perf" ] || continue
-    perf report -i "$out/send-$name.perf" --children --sort symbol --stdio -g none 2>/dev/null | grep -E '^ +[0-9]' | head -60 \
-      | swift demangle --simplified >"$out/send-$name.profile.txt" || true
-  done
+  perf_stop
 fi
 
 if phase scaling; then

@@ -86,30 +86,55 @@ public struct SharedAccessSignature: Sendable, Equatable {
     public func check(
         rules: [HubsConfiguration.SASRule], host: String, path: String, right: AccessRight, now: Date
     ) throws(SASError) -> HubsConfiguration.SASRule {
+        try check(rules: rules, scope: Scope(resource: resource), host: host, path: path, right: right, now: now)
+    }
+
+    /// `check`, with the token's resource read once (`Scope(resource:)`) for every use.
+    @discardableResult
+    func check(
+        rules: [HubsConfiguration.SASRule], scope: Scope?, host: String, path: String, right: AccessRight, now: Date
+    ) throws(SASError) -> HubsConfiguration.SASRule {
         guard let rule = rules.first(where: { $0.name == keyName }) else { throw .unknownRule(keyName) }
         guard Double(expiry) > now.timeIntervalSince1970 else { throw .expired }
-        guard Self.covers(resource: resource, host: host, path: path) else { throw .wrongResource(resource) }
+        guard let scope, scope.covers(host: host, path: path) else { throw .wrongResource(resource) }
         guard rule.allows(right) else { throw .lacksRight(right, rule: rule.name) }
         return rule
     }
 
-    /// Whether a token for `resource` (the namespace or a hub, scheme sb, http or https) covers
-    /// a request to `host` and `path`: same host, and the resource's path a prefix of the
-    /// request's, segment by segment. Scheme, host and hub name (the first segment) are
-    /// compared ignoring case, as hub names are; the rest exactly, as ids are.
-    static func covers(resource: String, host: String, path: String) -> Bool {
-        guard let url = URLComponents(string: resource), let scheme = url.scheme?.lowercased(), ["sb", "http", "https"].contains(scheme),
-            let resourceHost = url.host?.lowercased()
-        else { return false }
-        guard resourceHost == hostWithoutPort(host).lowercased() else { return false }
-        let granted = url.path.split(separator: "/")
-        let requested = path.split(separator: "/")
-        guard requested.count >= granted.count else { return false }
-        for (index, (given, asked)) in zip(granted, requested).enumerated() {
-            let same = index == 0 ? given.lowercased() == asked.lowercased() : given == asked
-            guard same else { return false }
+    /// What a token's resource grants: a host, and the path segments every request's path must
+    /// start with.
+    struct Scope: Sendable {
+        let host: String
+        let segments: [Substring]
+
+        /// Nil for a resource that names no host, or a scheme other than sb, http or https.
+        init?(resource: String) {
+            guard let url = URLComponents(string: resource), let scheme = url.scheme?.lowercased(), ["sb", "http", "https"].contains(scheme),
+                let host = url.host?.lowercased()
+            else { return nil }
+            self.host = host
+            segments = url.path.split(separator: "/")
         }
-        return true
+
+        /// Same host, and the resource's path a prefix of the request's, segment by segment.
+        /// Host and hub name (the first segment) are compared ignoring case, as hub names are;
+        /// the rest exactly, as ids are.
+        func covers(host requestHost: String, path: String) -> Bool {
+            guard host == SharedAccessSignature.hostWithoutPort(requestHost).lowercased() else { return false }
+            let requested = path.split(separator: "/")
+            guard requested.count >= segments.count else { return false }
+            for (index, (given, asked)) in zip(segments, requested).enumerated() {
+                let same = index == 0 ? given.lowercased() == asked.lowercased() : given == asked
+                guard same else { return false }
+            }
+            return true
+        }
+    }
+
+    /// Whether a token for `resource` (the namespace or a hub, scheme sb, http or https) covers
+    /// a request to `host` and `path` (see `Scope`).
+    static func covers(resource: String, host: String, path: String) -> Bool {
+        Scope(resource: resource)?.covers(host: host, path: path) ?? false
     }
 
     static func hostWithoutPort(_ host: String) -> String {

@@ -29,17 +29,18 @@ struct HubAccess: Sendable {
                 throw SASError.badSignature as SASError
             }
             let key = VerifiedTokens.Key(hub: hub.name, header: header)
-            if let token = verified.token(for: key) {
+            if let known = verified.token(for: key) {
                 // Signed by one of the hub's rules already: what depends on the request and
                 // the time is checked again.
-                try token.check(rules: hub.sasRules, host: request.head.authority ?? "", path: request.uri.path, right: right, now: now())
+                try known.token.check(
+                    rules: hub.sasRules, scope: known.scope, host: request.head.authority ?? "", path: request.uri.path, right: right, now: now())
                 return hub
             }
             let token = try SharedAccessSignature.parse(header)
             _ = try token.verify(
                 rules: hub.sasRules, host: request.head.authority ?? "", path: request.uri.path,
                 right: right, now: now())
-            verified.remember(token, for: key)
+            verified.remember(VerifiedTokens.Verified(token: token, scope: SharedAccessSignature.Scope(resource: token.resource)), for: key)
             return hub
         } catch {
             throw HubAPIError(error.isForbidden ? .forbidden : .unauthorized, error.description)
@@ -109,12 +110,18 @@ final class VerifiedTokens: Sendable {
         var header: String
     }
 
+    /// A verified token, and its resource as read once.
+    struct Verified: Sendable {
+        var token: SharedAccessSignature
+        var scope: SharedAccessSignature.Scope?
+    }
+
     static let capacity = 4096
-    private let tokens = Mutex<[Key: SharedAccessSignature]>([:])
+    private let tokens = Mutex<[Key: Verified]>([:])
 
-    func token(for key: Key) -> SharedAccessSignature? { tokens.withLock { $0[key] } }
+    func token(for key: Key) -> Verified? { tokens.withLock { $0[key] } }
 
-    func remember(_ token: SharedAccessSignature, for key: Key) {
+    func remember(_ token: Verified, for key: Key) {
         guard key.header.utf8.count <= 2048 else { return }
         tokens.withLock {
             if $0.count >= Self.capacity { $0.removeAll(keepingCapacity: true) }

@@ -201,6 +201,8 @@ public struct BatchBuilder {
     private var counts: [Platform: Int] = Dictionary(uniqueKeysWithValues: Platform.allCases.map { ($0, 0) })
     private var unacknowledged: [KafkaOutgoingRecord] = []
     private var batchIndex = 0
+    /// Batches Kafka acknowledged so far: after a failure, whether some went out.
+    public private(set) var acknowledged = 0
 
     /// Batches of at most `batchSize` targets, at most `batchesInFlight` unacknowledged.
     public init(
@@ -221,10 +223,12 @@ public struct BatchBuilder {
         if pending[platform]!.count >= batchSize { try await close(platform) }
     }
 
-    /// Produces what is left and waits for every acknowledgement; returns targets per platform
-    /// (every platform named, zero where none).
-    public mutating func finish() async throws -> [Platform: Int] {
+    /// Produces what is left, with `trailing` records after the last batches, and waits for
+    /// every acknowledgement; returns targets per platform (every platform named, zero where
+    /// none).
+    public mutating func finish(trailing: [KafkaOutgoingRecord] = []) async throws -> [Platform: Int] {
         for platform in Platform.allCases where !(pending[platform]?.isEmpty ?? true) { try await close(platform) }
+        unacknowledged.append(contentsOf: trailing)
         try await flush()
         return counts
     }
@@ -263,7 +267,13 @@ public struct BatchBuilder {
 
     private mutating func flush() async throws {
         guard !unacknowledged.isEmpty else { return }
-        try await producer.sendAllAcknowledged(unacknowledged)
+        let results = await producer.sendAll(unacknowledged)
+        let deliveryTopics = Set(Platform.allCases.map(topics.deliveries))
+        acknowledged +=
+            zip(unacknowledged, results).filter { record, result in
+                if case .success = result { return deliveryTopics.contains(record.topic) } else { return false }
+            }.count
         unacknowledged.removeAll(keepingCapacity: true)
+        for result in results { _ = try result.get() }
     }
 }

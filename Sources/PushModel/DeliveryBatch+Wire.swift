@@ -100,6 +100,7 @@ extension JSONBytes {
         byte(UInt8(ascii: "}"))
     }
 
-    /// JSONEncoder's `.sortedKeys` order.
-    static func sortedKeyOrder(_ a: String, _ b: String) -> Bool { a < b }
+    /// JSONEncoder's `.sortedKeys` order: by UTF-8 bytes, not by `String <`, which compares
+    /// canonical equivalents as equal.
+    static func sortedKeyOrder(_ a: String, _ b: String) -> Bool { a.utf8.lexicographicallyPrecedes(b.utf8) }
 }

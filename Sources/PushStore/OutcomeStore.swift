@@ -12,9 +12,10 @@ public protocol OutcomeStore: Sendable {
     /// was accepted), its dispatch summary is recorded in the same transaction, as
     /// `recordOutcomes` records one: the send is Processing, or NoTargetFound when it has none.
     func recordEnqueued(_ request: SendRequest, deadline: Date, keep: Bool, dispatched: [Platform: Int]?, now: Date) async throws
-    /// Forgets a notification that could not be queued after all (it has no results yet), and
-    /// its kept request.
-    func forgetEnqueued(hub: String, notificationId: String) async throws
+    /// Forgets a notification that could not be queued after all, and its kept request: one
+    /// still Enqueued, or with `resolved` (recorded with its dispatch summary, none of its
+    /// batches queued) one with no results, with its summary.
+    func forgetEnqueued(hub: String, notificationId: String, resolved: Bool) async throws
     /// Claims up to `limit` kept requests of notifications that have not ended and have not
     /// progressed for `grace`, published fewer than `maximumPublishes` times, the last time
     /// more than `grace` ago, doubling after each publish up to 16 × `grace`. Their publish
@@ -36,6 +37,11 @@ public protocol OutcomeStore: Sendable {
 }
 
 extension OutcomeStore {
+    /// Forgets a notification still Enqueued that could not be queued after all.
+    public func forgetEnqueued(hub: String, notificationId: String) async throws {
+        try await forgetEnqueued(hub: hub, notificationId: notificationId, resolved: false)
+    }
+
     /// Notes an accepted notification whose audience the dispatcher resolves.
     public func recordEnqueued(_ request: SendRequest, deadline: Date, keep: Bool, now: Date) async throws {
         try await recordEnqueued(request, deadline: deadline, keep: keep, dispatched: nil, now: now)

@@ -36,11 +36,12 @@ extension SQLRegistrationStore: OutcomeStore {
             """, [.text(request.notificationId), .text(request.hub), .text(text), SQLValue(publishedAt)])
     }
 
-    public func forgetEnqueued(hub: String, notificationId: String) async throws {
+    public func forgetEnqueued(hub: String, notificationId: String, resolved: Bool) async throws {
+        let states = resolved ? Self.openStates : "('\(NotificationState.enqueued.rawValue)')"
         try await database.write { connection in
             let forgotten = try await connection.query(
                 """
-                DELETE FROM notifications WHERE notification_id = ? AND hub = ? AND state IN \(Self.openStates) AND received = 0
+                DELETE FROM notifications WHERE notification_id = ? AND hub = ? AND state IN \(states) AND received = 0
                 RETURNING notification_id
                 """, [.text(notificationId), .text(hub)])
             guard !forgotten.isEmpty else { return }
@@ -182,8 +183,10 @@ extension SQLRegistrationStore: OutcomeStore {
     public func recordOutcomes(_ batches: [ResultBatch], now: Date) async throws -> [Bool] {
         guard !batches.isEmpty else { return [] }
         let lock = database.dialect == .postgres ? " FOR UPDATE" : ""
-        // Notifications are locked in the order of their ids, so two writers never wait on
-        // each other's rows in opposite orders.
+        // A group's notifications are locked in the order of their ids, so two groups never
+        // wait on each other's rows in opposite orders. (Others that lock notifications, as
+        // `abandonStalled` does, may still deadlock with a group on PostgreSQL: that error is
+        // transient, and the group is taken apart and retried.)
         let order = batches.indices.sorted { (batches[$0].notificationId, $0) < (batches[$1].notificationId, $1) }
         return try await database.write { connection in
             var fresh = Array(repeating: false, count: batches.count)

@@ -19,14 +19,16 @@ struct MessagingFixture {
     let topics = PushTopics(prefix: "t\(UUID().uuidString.prefix(8).lowercased()).")
     static let logger = Logger(label: "pushhub.tests") { _ in SwiftLogNoOpLogHandler() }
 
+    /// `maximumRecordBytes` makes the producer refuse larger records, as a broker may.
     init(
         deliveryTimeout: Duration = .seconds(30), hubs: HubsConfiguration = IngressFixture.hubs, richQuota: RichPayloadQuota = RichPayloadQuota(),
-        recovery: SendRecoverySettings? = nil, now: @escaping @Sendable () -> Date = { Date() }
+        recovery: SendRecoverySettings? = nil, maximumRecordBytes: Int? = nil, now: @escaping @Sendable () -> Date = { Date() }
     ) async throws {
         cluster = try EmbeddedKafkaCluster.start(brokers: 1, logger: Self.logger)
         for topic in topics.all { try cluster.createTopic(topic, partitions: 2) }
         var configuration = KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers)
         configuration.deliveryTimeout = deliveryTimeout
+        if let maximumRecordBytes { configuration.additionalProperties["message.max.bytes"] = "\(maximumRecordBytes)" }
         producer = try KafkaProducer.make(configuration: configuration, logger: Self.logger)
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
         store = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
@@ -65,9 +67,18 @@ struct MessagingFixture {
         }
     }
 
-    /// Whether nothing arrives on `topic` for `quiet`.
-    func isEmpty(_ topic: String, quiet: Duration = .seconds(3)) async throws -> Bool {
-        try await read(1, from: [topic], timeout: quiet) { $0.offset }.isEmpty
+    /// Whether nothing came to `topic` before now: a marker is produced to each of its (two)
+    /// partitions, and the topic's first records are read.
+    func isEmpty(_ topic: String) async throws -> Bool {
+        let partitions: [Int32] = [0, 1]
+        for partition in partitions {
+            try await producer.send(KafkaOutgoingRecord(topic: topic, partition: partition, key: Data("marker".utf8), value: Data("{}".utf8)))
+        }
+        // A record before a marker comes first in its partition, so the first records read
+        // are all markers only when there is nothing else.
+        let records = try await read(partitions.count, from: [topic]) { $0.keyString ?? "" }
+        #expect(records.count == partitions.count, "read: \(records)")
+        return records.allSatisfy { $0 == "marker" }
     }
 
     /// Up to `count` records of `topics`, decoded, read for at most `timeout`.
@@ -173,6 +184,39 @@ struct MessagesAPITests {
         #expect(Set(requests.map(\.notificationId)) == Set(ids[1...]))
         #expect(try await fixture.summaries(1).map(\.notificationId) == [ids[0]], "a summary of zero for nobody")
         #expect(try await fixture.isEmpty(fixture.topics.deliveries(.fcm)))
+    }
+
+    @Test("a resolved send of which Kafka took some batches and not others is not forgotten: 201, and the dispatcher gets it whole")
+    func partlyPublished() async throws {
+        // The producer refuses records over 2,000 bytes: the FCM device's batch, with its
+        // large template, is refused; the APNs device's is taken.
+        let fixture = try await MessagingFixture(
+            recovery: SendRecoverySettings(IngressFixture.hubs.sendRecovery, embeddedKafka: true), maximumRecordBytes: 2000)
+        try await fixture.store.upsertRegistration(
+            Registration(
+                registrationId: "small", hub: "myhub", format: .apple, handle: String(repeating: "ab", count: 32), tags: ["Fans"],
+                template: Template(body: #"{"aps":{"alert":"$(m)"}}"#), updatedAt: Date()), ifMatch: nil)
+        let large = #"{"message":{"data":{"m":"$(m)","pad":""# + String(repeating: "x", count: 3000) + #""}}}"#
+        try await fixture.store.upsertRegistration(
+            Registration(
+                registrationId: "large", hub: "myhub", format: .fcmv1, handle: "fcm-token", tags: ["Fans"], template: Template(body: large),
+                updatedAt: Date()), ifMatch: nil)
+        let id = try await fixture.app.test(.router) { client in
+            let response = try await client.execute(
+                uri: "/myhub/messages", method: .post,
+                headers: Self.headers([
+                    ("ServiceBusNotification-Format", "template"), ("ServiceBusNotification-Tags", "Fans"), ("Content-Type", "application/json"),
+                ]),
+                body: ByteBuffer(string: #"{"m":"hi"}"#))
+            #expect(response.status == .created, "\(response.text)")
+            return response.headers[HTTPField.Name("TrackingId")!] ?? ""
+        }
+        let delivered = try await fixture.deliveries(1)
+        #expect(delivered.map(\.platform) == [.apns] && delivered.first?.notificationId == id)
+        let requests = try await fixture.requests(1)
+        #expect(requests.map(\.notificationId) == [id], "handed to the dispatcher whole")
+        let outcome = try await fixture.store.notification(hub: "myhub", id: id)
+        #expect(outcome?.state == .processing && outcome?.expectedTargets == 2, "kept, with its summary")
     }
 
     @Test("template broadcast and direct sends")

@@ -11,7 +11,7 @@ import Testing
 struct OpenAPITests {
     struct NoPublisher: NotificationPublisher {
         func publish(_ request: SendRequest) async throws {}
-        func publish(_ request: SendRequest, resolved targets: [Platform: [DeliveryBatch.Target]]) async throws {}
+        func publish(_ request: SendRequest, resolved targets: [Platform: [DeliveryBatch.Target]], recorded: Bool) async throws {}
     }
 
     @Test("every route the router serves is in docs/openapi.yaml, and every documented route is served")

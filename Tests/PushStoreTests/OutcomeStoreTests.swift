@@ -112,6 +112,8 @@ struct OutcomeStoreTests {
         try await store.recordEnqueued(
             Self.request(refused, hub), deadline: Date().addingTimeInterval(1800), keep: true, dispatched: [.fcm: 1], now: Date())
         try await store.forgetEnqueued(hub: hub, notificationId: refused)
+        #expect(try await store.notification(hub: hub, id: refused)?.state == .processing, "only an Enqueued one, unless resolved")
+        try await store.forgetEnqueued(hub: hub, notificationId: refused, resolved: true)
         #expect(try await store.notification(hub: hub, id: refused) == nil)
         #expect(try await store.claimUnfinished(now: Date().addingTimeInterval(3600), grace: 1, maximumPublishes: 10, limit: 10).isEmpty)
         // Recorded again under the same id, its summary counts anew.

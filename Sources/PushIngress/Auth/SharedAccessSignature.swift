@@ -81,9 +81,9 @@ public struct SharedAccessSignature: Sendable, Equatable {
 
     /// The checks of `verify` that do not depend on the signature: the rule still exists, the
     /// token has not expired, it covers the request's resource and its rule has the right.
-    /// For a token whose signature was verified before.
+    /// For a token whose signature was verified before: never call it on one that was not.
     @discardableResult
-    public func check(
+    func check(
         rules: [HubsConfiguration.SASRule], host: String, path: String, right: AccessRight, now: Date
     ) throws(SASError) -> HubsConfiguration.SASRule {
         try check(rules: rules, scope: Scope(resource: resource), host: host, path: path, right: right, now: now)

@@ -10,10 +10,21 @@ public protocol NotificationPublisher: Sendable {
     /// Returns once the request is durably queued; throws when it could not be.
     func publish(_ request: SendRequest) async throws
     /// Produces the DeliveryBatches of a send whose audience was resolved (`targets` by
-    /// platform) as the dispatcher would have, and once all are acknowledged its dispatch
-    /// summary to `pushhub.results`. Throws when a batch could not be queued; a summary that
-    /// could not be is only logged, since the batches are on their way and the store has it.
-    func publish(_ request: SendRequest, resolved targets: [Platform: [DeliveryBatch.Target]]) async throws
+    /// platform) as the dispatcher would have, with its dispatch summary to `pushhub.results`
+    /// (marked `recorded` when the store took it already); returns once all are acknowledged.
+    /// Throws `PartlyPublished` when some batches were acknowledged and others not.
+    func publish(_ request: SendRequest, resolved targets: [Platform: [DeliveryBatch.Target]], recorded: Bool) async throws
+}
+
+/// Some of a resolved send's batches went out, others did not.
+public struct PartlyPublished: Error, Sendable {
+    public var acknowledged: Int
+    public var underlying: any Error
+
+    public init(acknowledged: Int, underlying: any Error) {
+        self.acknowledged = acknowledged
+        self.underlying = underlying
+    }
 }
 
 /// Publishes with PushHub's idempotent, `acks=all` producer: SendRequests keyed by notification
@@ -21,35 +32,32 @@ public protocol NotificationPublisher: Sendable {
 public struct KafkaNotificationPublisher: NotificationPublisher {
     let producer: KafkaProducer
     let topics: PushTopics
-    let logger: Logger
 
-    public init(producer: KafkaProducer, topics: PushTopics, logger: Logger = Logger(label: "pushhub.ingress.publisher")) {
+    public init(producer: KafkaProducer, topics: PushTopics) {
         self.producer = producer
         self.topics = topics
-        self.logger = logger
     }
 
     public func publish(_ request: SendRequest) async throws {
         try await producer.send(KafkaOutgoingRecord(topic: topics.requests, key: request.notificationId, value: WireCoding.encode(request)))
     }
 
-    public func publish(_ request: SendRequest, resolved targets: [Platform: [DeliveryBatch.Target]]) async throws {
+    public func publish(_ request: SendRequest, resolved targets: [Platform: [DeliveryBatch.Target]], recorded: Bool) async throws {
+        let dispatched = Dictionary(uniqueKeysWithValues: Platform.allCases.map { ($0, targets[$0]?.count ?? 0) })
+        // The summary goes with the last batches, in one round trip. Marked, the outcome
+        // recorder passes over it; were it published and the batches not, the send is
+        // forgotten and a marked summary records nothing.
+        let summary = try BatchBuilder.summary(
+            of: request, hub: request.hub, dispatched: dispatched, topics: topics, headers: recorded ? [OutcomeRecorder.recordedHeader] : [])
         var batcher = BatchBuilder(request: request, hub: request.hub, topics: topics, producer: producer)
-        for platform in Platform.allCases {
-            for target in targets[platform] ?? [] { try await batcher.add(target, on: platform) }
-        }
-        let dispatched = try await batcher.finish()
-        BatchBuilder.count(dispatched)
         do {
-            // The store took this summary with the send's Enqueued row: the outcome recorder
-            // passes over it.
-            let summary = try BatchBuilder.summary(
-                of: request, hub: request.hub, dispatched: dispatched, topics: topics, headers: [OutcomeRecorder.recordedHeader])
-            try await producer.sendAllAcknowledged([summary])
+            for platform in Platform.allCases {
+                for target in targets[platform] ?? [] { try await batcher.add(target, on: platform) }
+            }
+            BatchBuilder.count(try await batcher.finish(trailing: [summary]))
         } catch {
-            logger.warning(
-                "dispatch summary not published; the send's batches are",
-                metadata: ["pushhub.notification_id": "\(request.notificationId)", "pushhub.error": "\(error)"])
+            guard batcher.acknowledged == 0 else { throw PartlyPublished(acknowledged: batcher.acknowledged, underlying: error) }
+            throw error
         }
     }
 }

@@ -3,6 +3,7 @@ import Logging
 import PushDispatcher
 import PushModel
 import PushStore
+import Synchronization
 
 /// Puts an accepted send on its way: notes it Enqueued (so a GET right after the answer finds
 /// it, and a send that stalls is given up by its deadline), keeping the request itself in the
@@ -23,6 +24,8 @@ struct NotificationQueue: Sendable {
     /// Where small audiences are resolved; nil sends everything through the dispatcher.
     var audiences: AudienceResolver?
     var logger = Logger(label: "pushhub.ingress.queue")
+    /// Sends whose audience is being read as they are accepted (at most 32 at a time).
+    let resolving = InFlightLimit(32)
 
     /// The send could not be queued; the caller answers 503 with Retry-After.
     struct NotQueued: Error {}
@@ -36,9 +39,25 @@ struct NotificationQueue: Sendable {
             let dispatched = Dictionary(uniqueKeysWithValues: Platform.allCases.map { ($0, targets[$0]?.count ?? 0) })
             try await outcomes?.recordEnqueued(request, deadline: request.expiresAt!, keep: recovery.republish, dispatched: dispatched, now: now)
             do {
-                try await publisher.publish(request, resolved: targets)
+                try await publisher.publish(request, resolved: targets, recorded: outcomes != nil)
+            } catch let partly as PartlyPublished {
+                // Some devices have it: the send is not forgotten, and the dispatcher publishes
+                // it whole (a device reached twice counts once).
+                logger.warning(
+                    "some batches of a send were not queued; the dispatcher publishes it again",
+                    metadata: [
+                        "pushhub.notification_id": "\(request.notificationId)", "pushhub.batches": "\(partly.acknowledged)",
+                        "pushhub.error": "\(partly.underlying)",
+                    ])
+                do {
+                    try await publisher.publish(request)
+                } catch {
+                    // Neither: 503, and the send stays, counting what went out, until
+                    // recovery publishes it again or its deadline ends it.
+                    throw NotQueued()
+                }
             } catch {
-                try? await outcomes?.forgetEnqueued(hub: request.hub, notificationId: request.notificationId)
+                try? await outcomes?.forgetEnqueued(hub: request.hub, notificationId: request.notificationId, resolved: true)
                 throw NotQueued()
             }
             return request
@@ -58,8 +77,16 @@ struct NotificationQueue: Sendable {
     private func smallAudience(of request: SendRequest, now: Date) async -> [Platform: [DeliveryBatch.Target]]? {
         guard let audiences else { return nil }
         do {
+            let expression = try request.validatedExpression()
+            // An expression with no tag every match carries (`!a`) is a scan of the hub's
+            // registrations: the dispatcher's work, behind Kafka, not a request's.
+            if let expression, expression.drivingTags == nil { return nil }
+            // At most `resolving` sends read the store as they are accepted; the rest go to
+            // the dispatcher.
+            guard resolving.enter() else { return nil }
+            defer { resolving.leave() }
             return try await audiences.smallAudience(
-                of: request, expression: try request.validatedExpression(), hub: request.hub, limit: DeliveryBatch.maximumTargets, now: now)
+                of: request, expression: expression, hub: request.hub, limit: DeliveryBatch.maximumTargets, now: now)
         } catch {
             logger.debug(
                 "audience not resolved as the send was accepted; the dispatcher resolves it",
@@ -67,4 +94,20 @@ struct NotificationQueue: Sendable {
             return nil
         }
     }
+}
+
+/// A count of work in flight with a ceiling: `enter` says no once it is reached.
+final class InFlightLimit: Sendable {
+    let maximum: Int
+    private let count = Atomic<Int>(0)
+
+    init(_ maximum: Int) { self.maximum = maximum }
+
+    func enter() -> Bool {
+        if count.wrappingAdd(1, ordering: .relaxed).newValue <= maximum { return true }
+        count.wrappingSubtract(1, ordering: .relaxed)
+        return false
+    }
+
+    func leave() { count.wrappingSubtract(1, ordering: .relaxed) }
 }

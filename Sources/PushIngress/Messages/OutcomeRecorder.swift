@@ -73,10 +73,22 @@ public final class OutcomeRecorder: Service, Sendable {
         } catch let error as SQLError where error.isPermanent {
             throw PermanentFailure("the store refused the result: \(error.message.prefix(300))")
         }
+        // Pruned once the results are kept; a prune that fails is logged, not retried (the
+        // results would not be new again), and the handle is pruned when a send next finds
+        // it dead.
         for (batch, fresh) in zip(batches, fresh) where fresh {
             for result in batch.results ?? [] where result.outcome == .invalidHandle {
                 guard let registrationId = result.registrationId else { continue }
-                try await store.pruneInvalidHandle(hub: batch.hub, registrationId: registrationId)
+                do {
+                    try await store.pruneInvalidHandle(hub: batch.hub, registrationId: registrationId)
+                } catch {
+                    logger.warning(
+                        "dead handle not pruned",
+                        metadata: [
+                            "pushhub.notification_id": "\(batch.notificationId)", "pushhub.registration_id": "\(registrationId)",
+                            "pushhub.error": "\(error)",
+                        ])
+                }
             }
         }
     }

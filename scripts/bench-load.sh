@@ -10,7 +10,8 @@
 # PHASES picks some of them (`PHASES="register send"`; "register broadcast send scaling" is
 # all); a run of some phases only prints each one's CPU table and leaves the docs alone.
 # PERF=1 records the ingress, the dispatcher and the APNs worker with `perf record -g` during
-# the registrations and the sends (profiles and reports in OUT, named after the phase).
+# the registrations, the broadcast and the sends (profiles and reports in OUT, named after
+# the phase).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${SCRATCH:-.build}/release
@@ -127,7 +128,9 @@ if phase register; then
 fi
 if phase broadcast; then
   peaks reset
+  perf_start broadcast
   load broadcast broadcast --devices "$devices" --drain-timeout 600
+  perf_stop
   peaks read >"$out/broadcast.rss"
 fi
 if phase send; then

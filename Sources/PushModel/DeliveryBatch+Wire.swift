@@ -11,28 +11,16 @@ extension DeliveryBatch {
         out.integer(attempt)
         out.key("body")
         out.string(body)
-        if let enqueuedAt {
-            out.key("enqueuedAt")
-            out.string(RFC3339.format(enqueuedAt))
-        }
-        if let expiresAt {
-            out.key("expiresAt")
-            out.string(RFC3339.format(expiresAt))
-        }
-        if let format {
-            out.key("format")
-            out.string(format.rawValue)
-        }
+        out.field("enqueuedAt", enqueuedAt.map(RFC3339.format))
+        out.field("expiresAt", expiresAt.map(RFC3339.format))
+        out.field("format", format?.rawValue)
         out.key("headers")
         out.object(headers)
         out.key("hub")
         out.string(hub)
         out.key("kind")
         out.string(kind.rawValue)
-        if let notBefore {
-            out.key("notBefore")
-            out.string(RFC3339.format(notBefore))
-        }
+        out.field("notBefore", notBefore.map(RFC3339.format))
         out.key("notificationId")
         out.string(notificationId)
         out.key("platform")
@@ -57,19 +45,13 @@ extension DeliveryBatch.Target {
         out.byte(UInt8(ascii: "{"))
         out.key("handle", first: true)
         out.string(handle)
-        if let registrationId {
-            out.key("registrationId")
-            out.string(registrationId)
-        }
+        out.field("registrationId", registrationId)
         if let template {
             out.key("template")
             out.byte(UInt8(ascii: "{"))
             out.key("body", first: true)
             out.string(template.body)
-            if let expiry = template.expiry {
-                out.key("expiry")
-                out.string(expiry)
-            }
+            out.field("expiry", template.expiry)
             if let headers = template.headers {
                 out.key("headers")
                 out.object(headers)

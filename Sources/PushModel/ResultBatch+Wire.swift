@@ -20,10 +20,7 @@ extension ResultBatch {
         out.string(hub)
         out.key("notificationId")
         out.string(notificationId)
-        if let platform {
-            out.key("platform")
-            out.string(platform.rawValue)
-        }
+        out.field("platform", platform?.rawValue)
         if case .results(let results) = content {
             out.key("results")
             out.byte(UInt8(ascii: "["))
@@ -48,24 +45,12 @@ extension DeliveryResult {
         out.integer(attempts)
         out.key("dwellMs")
         out.integer(dwellMs)
-        if let handle {
-            out.key("handle")
-            out.string(handle)
-        }
+        out.field("handle", handle)
         out.key("outcome")
         out.string(outcome.rawValue)
-        if let pnsReason {
-            out.key("pnsReason")
-            out.string(pnsReason)
-        }
-        if let pnsStatus {
-            out.key("pnsStatus")
-            out.integer(pnsStatus)
-        }
-        if let registrationId {
-            out.key("registrationId")
-            out.string(registrationId)
-        }
+        out.field("pnsReason", pnsReason)
+        out.field("pnsStatus", pnsStatus)
+        out.field("registrationId", registrationId)
         out.byte(UInt8(ascii: "}"))
     }
 }
@@ -97,6 +82,20 @@ struct JSONBytes {
     }
 
     mutating func integer(_ value: Int) { bytes.append(contentsOf: String(value).utf8) }
+
+    /// `,"name":"value"`, or nothing when there is no value: an optional field.
+    mutating func field(_ name: String, _ value: String?) {
+        guard let value else { return }
+        key(name)
+        string(value)
+    }
+
+    /// `,"name":n`, or nothing when there is no value.
+    mutating func field(_ name: String, _ value: Int?) {
+        guard let value else { return }
+        key(name)
+        integer(value)
+    }
 
     mutating func string(_ value: String) {
         bytes.append(UInt8(ascii: "\""))

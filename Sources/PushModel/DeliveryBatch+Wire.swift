@@ -28,12 +28,7 @@ extension DeliveryBatch {
         out.key("schema")
         out.string(Self.schema)
         out.key("targets")
-        out.byte(UInt8(ascii: "["))
-        for (index, target) in targets.enumerated() {
-            if index > 0 { out.byte(UInt8(ascii: ",")) }
-            target.write(to: &out)
-        }
-        out.byte(UInt8(ascii: "]"))
+        out.array(targets) { target, out in target.write(to: &out) }
         out.byte(UInt8(ascii: "}"))
         return Data(out.bytes)
     }

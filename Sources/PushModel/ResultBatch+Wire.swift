@@ -23,12 +23,7 @@ extension ResultBatch {
         out.field("platform", platform?.rawValue)
         if case .results(let results) = content {
             out.key("results")
-            out.byte(UInt8(ascii: "["))
-            for (index, result) in results.enumerated() {
-                if index > 0 { out.byte(UInt8(ascii: ",")) }
-                result.write(to: &out)
-            }
-            out.byte(UInt8(ascii: "]"))
+            out.array(results) { result, out in result.write(to: &out) }
         }
         out.key("schema")
         out.string(Self.schema)
@@ -82,6 +77,16 @@ struct JSONBytes {
     }
 
     mutating func integer(_ value: Int) { bytes.append(contentsOf: String(value).utf8) }
+
+    /// `[a,b,…]`, each element written by `write`.
+    mutating func array<Elements: Sequence>(_ elements: Elements, _ write: (Elements.Element, inout JSONBytes) -> Void) {
+        bytes.append(UInt8(ascii: "["))
+        for (index, element) in elements.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            write(element, &self)
+        }
+        bytes.append(UInt8(ascii: "]"))
+    }
 
     /// `,"name":"value"`, or nothing when there is no value: an optional field.
     mutating func field(_ name: String, _ value: String?) {

@@ -334,8 +334,9 @@ public final class SQLRegistrationStore: RegistrationStore {
         guard let id = row.text("registration_id"), let hub = row.text("hub"), let formatText = row.text("format"),
             let format = NativeFormat(rawValue: formatText), let handle = row.text("handle")
         else { throw SQLError(message: "a registration row is incomplete") }
-        // Comma-joined: no tag, implicit tag or installation id can hold a comma.
-        let tags = row.text("tags").map { $0.split(separator: ",").map(String.init) } ?? []
+        // Comma-joined: no tag, implicit tag or installation id can hold a comma. Split by
+        // bytes: splitting by characters was a quarter of the dispatcher's CPU on a broadcast.
+        let tags = row.text("tags").map { $0.utf8.split(separator: UInt8(ascii: ",")).map { String(Substring($0)) } } ?? []
         let template = try row.text("template_body").map { body in
             Template(
                 name: row.text("template_name"), body: body,

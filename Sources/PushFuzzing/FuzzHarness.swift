@@ -55,6 +55,11 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             _ = try? WireCoding.decode(SendRequest.self, from: data)
             _ = try? WireCoding.decode(DeliveryBatch.self, from: data)
             _ = try? WireCoding.decode(ResultBatch.self, from: data)
+            // What the fast reader takes, JSONDecoder takes with the same value.
+            if let fast = ResultBatch.fromWireJSON(data) {
+                let reference = try? WireCoding.makeDecoder().decode(ResultBatch.self, from: data)
+                precondition(reference == fast, "ResultBatch.fromWireJSON read \(fast), JSONDecoder \(String(describing: reference))")
+            }
         }
     }
 

@@ -145,9 +145,15 @@ extension ResultBatch {
                 // A key given twice is left to JSONDecoder.
                 guard seen.insert(key).inserted else { return false }
                 switch key {
-                case "schema": schema = reader.string()
-                case "notificationId": notificationId = reader.string()
-                case "hub": hub = reader.string()
+                case "schema":
+                    schema = reader.string()
+                    return schema != nil
+                case "notificationId":
+                    notificationId = reader.string()
+                    return notificationId != nil
+                case "hub":
+                    hub = reader.string()
+                    return hub != nil
                 case "platform":
                     if reader.takeNull() { return true }
                     guard let text = reader.string(), let value = Platform(rawValue: text) else { return false }
@@ -176,12 +182,7 @@ extension ResultBatch {
                     dispatched = counts
                 default: return reader.skipValue(depth: 2)
                 }
-                switch key {
-                case "schema": return schema != nil
-                case "notificationId": return notificationId != nil
-                case "hub": return hub != nil
-                default: return true
-                }
+                return true
             }
             guard read, reader.atEnd(), schema == Self.schema, let notificationId, let hub else { return nil }
             switch (results, dispatched) {
@@ -223,23 +224,29 @@ extension DeliveryResult {
             seen |= bit
             // Optional fields may be null; required ones may not.
             if bit & (1 | 2 | 8 | 16) != 0, reader.takeNull() { return true }
+            // Each read gives nil for what it does not take, which gives the object up.
             switch key {
-            case "registrationId": registrationId = reader.string()
-            case "handle": handle = reader.string()
-            case "outcome": outcome = reader.string().flatMap(Outcome.init(rawValue:))
-            case "pnsStatus": pnsStatus = reader.integer()
-            case "pnsReason": pnsReason = reader.string()
-            case "attempts": attempts = reader.integer()
-            default: dwellMs = reader.integer()
-            }
-            switch key {
-            case "registrationId": return registrationId != nil
-            case "handle": return handle != nil
-            case "outcome": return outcome != nil
-            case "pnsStatus": return pnsStatus != nil
-            case "pnsReason": return pnsReason != nil
-            case "attempts": return attempts != nil
-            default: return dwellMs != nil
+            case "registrationId":
+                registrationId = reader.string()
+                return registrationId != nil
+            case "handle":
+                handle = reader.string()
+                return handle != nil
+            case "outcome":
+                outcome = reader.string().flatMap(Outcome.init(rawValue:))
+                return outcome != nil
+            case "pnsStatus":
+                pnsStatus = reader.integer()
+                return pnsStatus != nil
+            case "pnsReason":
+                pnsReason = reader.string()
+                return pnsReason != nil
+            case "attempts":
+                attempts = reader.integer()
+                return attempts != nil
+            default:
+                dwellMs = reader.integer()
+                return dwellMs != nil
             }
         }
         guard read, let outcome, let attempts, let dwellMs else { return nil }

@@ -152,15 +152,16 @@ struct NotificationsController: Sendable {
     {
         guard let queue else { throw AppBackendError(.serviceUnavailable, "sending needs Kafka; this ingress runs without it") }
         let request: SendRequest
+        let expression: TagExpression?
         do {
-            request = try SendRequestBuilder().build(
+            (request, expression) = try SendRequestBuilder().buildChecked(
                 hub: hub, format: format.rawValue, tags: "username:\(recipient)", headers: headers, body: Data(body.utf8),
                 contentType: contentType)
         } catch {
             throw AppBackendError(.badRequest, error.description)
         }
         do {
-            try await queue.enqueue(request)
+            try await queue.enqueue(request, expression: expression)
         } catch is NotificationQueue.NotQueued {
             var failure = AppBackendError(.serviceUnavailable, "the notification could not be queued; try again")
             failure.retryAfter = 5

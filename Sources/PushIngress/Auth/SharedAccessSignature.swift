@@ -131,12 +131,6 @@ public struct SharedAccessSignature: Sendable, Equatable {
         }
     }
 
-    /// Whether a token for `resource` (the namespace or a hub, scheme sb, http or https) covers
-    /// a request to `host` and `path` (see `Scope`).
-    static func covers(resource: String, host: String, path: String) -> Bool {
-        Scope(resource: resource)?.covers(host: host, path: path) ?? false
-    }
-
     static func hostWithoutPort(_ host: String) -> String {
         if host.hasPrefix("["), let end = host.firstIndex(of: "]") { return String(host[host.index(after: host.startIndex)..<end]) }
         return host.split(separator: ":").first.map(String.init) ?? host

@@ -28,16 +28,18 @@ struct MessageController: Sendable {
 
     @Sendable func send(_ request: Request, context: HubRequestContext) async throws -> Response {
         let hub = context.hub
-        let sendRequest = try await build(request, hub: hub, direct: request.uri.queryParameters.has("direct"))
-        return try await publish(sendRequest, hub: hub, request, context)
+        let built = try await build(request, hub: hub, direct: request.uri.queryParameters.has("direct"))
+        return try await publish(built.request, expression: built.expression, hub: hub, request, context)
     }
 
     /// Queues a checked send: 201 once Kafka acknowledged it, 503 with Retry-After when not.
-    private func publish(_ sendRequest: SendRequest, hub: HubsConfiguration.Hub, _ request: Request, _ context: HubRequestContext) async throws
+    private func publish(
+        _ sendRequest: SendRequest, expression: TagExpression? = nil, hub: HubsConfiguration.Hub, _ request: Request, _ context: HubRequestContext
+    ) async throws
         -> Response
     {
         do {
-            try await queue.enqueue(sendRequest)
+            try await queue.enqueue(sendRequest, expression: expression)
         } catch is NotificationQueue.NotQueued {
             var response = try HubAPIError(.serviceUnavailable, "the notification could not be queued; try again").response(
                 from: request, context: context)
@@ -103,7 +105,7 @@ struct MessageController: Sendable {
         guard due > now.addingTimeInterval(-60), due <= now.addingTimeInterval(Self.scheduleHorizon) else {
             throw HubAPIError(.badRequest, "ServiceBusNotification-ScheduleTime: must be in the next 7 days, not \(text)")
         }
-        let sendRequest = try await build(request, hub: hub, direct: false)
+        let sendRequest = try await build(request, hub: hub, direct: false).request
         try await schedules.schedule(sendRequest, dueAt: due)
         return created(request, hub: hub.name, collection: "schedulednotifications", id: sendRequest.notificationId)
     }
@@ -117,7 +119,9 @@ struct MessageController: Sendable {
         return Response(status: .ok)
     }
 
-    private func build(_ request: Request, hub: HubsConfiguration.Hub, direct: Bool) async throws -> SendRequest {
+    private func build(_ request: Request, hub: HubsConfiguration.Hub, direct: Bool) async throws -> (
+        request: SendRequest, expression: TagExpression?
+    ) {
         let body = try await request.collectBody(upTo: Self.bodyLimit)
         var headers: [String: String] = [:]
         for field in request.headers { headers[field.name.rawName] = field.value }
@@ -126,7 +130,7 @@ struct MessageController: Sendable {
             handle = try Self.directHandle(request)
         }
         do {
-            let built = try SendRequestBuilder().build(
+            let built = try SendRequestBuilder().buildChecked(
                 hub: hub.name, format: request.headers[.notificationFormat], tags: request.headers[.notificationTags],
                 handles: handle.map { [$0] },
                 headers: headers, body: Data(buffer: body), contentType: request.headers[.contentType])

@@ -32,12 +32,13 @@ struct NotificationQueue: Sendable {
 
     /// Returns the request as published (with its `expiresAt`).
     @discardableResult
-    func enqueue(_ request: SendRequest) async throws -> SendRequest {
+    /// `expression` is the request's tag expression as its checks parsed it.
+    func enqueue(_ request: SendRequest, expression: TagExpression?) async throws -> SendRequest {
         let now = now()
         let request = recovery.stamped(request, acceptedAt: now)
-        if let targets = await smallAudience(of: request, now: now) {
-            let dispatched = Dictionary(uniqueKeysWithValues: Platform.allCases.map { ($0, targets[$0]?.count ?? 0) })
-            try await outcomes?.recordEnqueued(request, deadline: request.expiresAt!, keep: recovery.republish, dispatched: dispatched, now: now)
+        if let targets = await smallAudience(of: request, expression: expression, now: now) {
+            try await outcomes?.recordEnqueued(
+                request, deadline: request.expiresAt!, keep: recovery.republish, dispatched: BatchBuilder.counts(of: targets), now: now)
             do {
                 try await publisher.publish(request, resolved: targets, recorded: outcomes != nil)
             } catch let partly as PartlyPublished {
@@ -74,10 +75,9 @@ struct NotificationQueue: Sendable {
 
     /// The targets of a small audience; nil for a large one, or when the store could not say
     /// (the dispatcher then resolves it, with its retries).
-    private func smallAudience(of request: SendRequest, now: Date) async -> [Platform: [DeliveryBatch.Target]]? {
+    private func smallAudience(of request: SendRequest, expression: TagExpression?, now: Date) async -> [Platform: [DeliveryBatch.Target]]? {
         guard let audiences else { return nil }
         do {
-            let expression = try request.validatedExpression()
             // An expression with no tag every match carries (`!a`) is a scan of the hub's
             // registrations: the dispatcher's work, behind Kafka, not a request's.
             if let expression, expression.drivingTags == nil { return nil }

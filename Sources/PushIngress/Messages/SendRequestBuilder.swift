@@ -34,6 +34,16 @@ public struct SendRequestBuilder: Sendable {
         hub: String, format formatText: String?, tags: String?, handles: [DirectHandle]? = nil, headers: [String: String], body: Data,
         contentType: String?, now: Date = Date()
     ) throws(WireError) -> SendRequest {
+        try buildChecked(hub: hub, format: formatText, tags: tags, handles: handles, headers: headers, body: body, contentType: contentType, now: now)
+            .request
+    }
+
+    /// `build`, with the tag expression it parsed while checking (nil for other audiences), so
+    /// the ingress does not parse it again to resolve the audience.
+    func buildChecked(
+        hub: String, format formatText: String?, tags: String?, handles: [DirectHandle]? = nil, headers: [String: String], body: Data,
+        contentType: String?, now: Date = Date()
+    ) throws(WireError) -> (request: SendRequest, expression: TagExpression?) {
         guard let formatText, let format = NotificationFormat(rawValue: formatText.lowercased()) else {
             throw .invalidField(
                 field: "ServiceBusNotification-Format",
@@ -66,12 +76,11 @@ public struct SendRequestBuilder: Sendable {
             headers: headers.filter { Self.passThrough($0.key) }, expiresAt: nil, enqueuedAt: RFC3339.truncated(now))
         // Checked once, the tag expression parsed once; its errors name the header it came from.
         do {
-            _ = try request.validatedExpression()
+            return (request, try request.validatedExpression())
         } catch .invalidField(field: "audience.tags", let reason) {
             let shown = tags.map { $0.count > 64 ? "\($0.prefix(64))…" : $0 } ?? ""
             throw .invalidField(field: "ServiceBusNotification-Tags", reason: "\"\(shown)\" \(reason)")
         }
-        return request
     }
 
     /// The content types a body of `format` may have, the first being the usual one.

@@ -55,6 +55,12 @@ extension BenchCommand {
         @Option(help: "The store: an SQLite path (default: a fresh temporary file) or postgres://….")
         var database: String?
 
+        @Option(help: "Seconds of each installation-upsert phase after paging; 0 skips them.")
+        var upsertSeconds = 10.0
+
+        @Option(help: "Replace this section of the Markdown file (between its markers) with the figures.")
+        var section = "store-paging-benchmark"
+
         @Option(help: "Replace the store section of this Markdown file with the figures.")
         var markdownFile: String?
 
@@ -63,11 +69,12 @@ extension BenchCommand {
             var options = StorePagingBenchmark.Options(location: StoreLocation(path))
             options.registrations = registrations
             options.pageSize = pageSize
-            let (seedSeconds, figures) = try await StorePagingBenchmark(options: options, logger: makeLogger("pushhub.bench")).run { emit($0) }
-            let table = BenchmarkReport.storeTable(figures, seedSeconds: seedSeconds, options: options)
+            options.upsertSeconds = upsertSeconds
+            let (seedSeconds, figures, upserts) = try await StorePagingBenchmark(options: options, logger: makeLogger("pushhub.bench")).run { emit($0) }
+            let table = BenchmarkReport.storeTable(figures, upserts: upserts, seedSeconds: seedSeconds, options: options)
             emit(table)
             if let markdownFile {
-                try BenchmarkReport.replaceSection("store-paging-benchmark", in: URL(fileURLWithPath: markdownFile), with: table)
+                try BenchmarkReport.replaceSection(section, in: URL(fileURLWithPath: markdownFile), with: table)
             }
             if database == nil {
                 for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }

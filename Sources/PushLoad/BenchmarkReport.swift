@@ -26,7 +26,10 @@ public enum BenchmarkReport {
         return lines.joined(separator: "\n")
     }
 
-    public static func storeTable(_ figures: [StorePagingBenchmark.Figure], seedSeconds: Double, options: StorePagingBenchmark.Options) -> String {
+    public static func storeTable(
+        _ figures: [StorePagingBenchmark.Figure], upserts: [StorePagingBenchmark.UpsertFigure] = [], seedSeconds: Double,
+        options: StorePagingBenchmark.Options
+    ) -> String {
         var lines = [
             "Measured \(RFC3339Day.today()) on this machine (\(ProcessInfo.processInfo.activeProcessorCount) cores): \(options.registrations) registrations in \(options.location), seeded in \(String(format: "%.1f", seedSeconds)) s; pages of \(options.pageSize).",
             "",
@@ -37,6 +40,20 @@ public enum BenchmarkReport {
             lines.append(
                 "| `\(figure.expression)` | \(figure.targets) | \(String(format: "%.2f", figure.seconds)) | \(Int(figure.targetsPerSecond.rounded())) |"
             )
+        }
+        if !upserts.isEmpty {
+            lines += [
+                "",
+                "Installation upserts (three tags each) into the same store, \(options.upsertConcurrency) at a time, as the hub API makes them:",
+                "",
+                "| upserts of | upserts | seconds | upserts/s | p50 | p99 |",
+                "|---|---:|---:|---:|---:|---:|",
+            ]
+            for figure in upserts {
+                lines.append(
+                    "| \(figure.phase) | \(figure.upserts) | \(String(format: "%.1f", figure.seconds)) | \(Int(figure.upsertsPerSecond.rounded())) | \(String(format: "%.1f", figure.p50 * 1000)) ms | \(String(format: "%.1f", figure.p99 * 1000)) ms |"
+                )
+            }
         }
         return lines.joined(separator: "\n")
     }

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PushModel
 import PushStore
+import Synchronization
 
 /// Seeds a store with registrations carrying tags from a fixed distribution, then pages
 /// through tag expressions the way the dispatcher will, and measures targets per second.
@@ -11,6 +12,10 @@ public struct StorePagingBenchmark: Sendable {
         public var pageSize = 1_000
         public var location: StoreLocation
         public var expressions = ["Sports", "Sports && !Politics", "Sports || Music || Weather", "(Sports || Music) && !Politics && lang:en"]
+        /// Seconds of each upsert phase (new installations, then the same ones again); 0 skips them.
+        public var upsertSeconds = 10.0
+        /// Upserts in flight at once, as an ingress's requests would be.
+        public var upsertConcurrency = 32
 
         public init(location: StoreLocation) {
             self.location = location
@@ -22,6 +27,16 @@ public struct StorePagingBenchmark: Sendable {
         public var targets: Int
         public var seconds: Double
         public var targetsPerSecond: Double { Double(targets) / seconds }
+    }
+
+    /// Installation upserts into the seeded store, as the hub API makes them.
+    public struct UpsertFigure: Sendable {
+        public var phase: String
+        public var upserts: Int
+        public var seconds: Double
+        public var p50: Double
+        public var p99: Double
+        public var upsertsPerSecond: Double { Double(upserts) / seconds }
     }
 
     public let options: Options
@@ -43,7 +58,7 @@ public struct StorePagingBenchmark: Sendable {
         return tags
     }
 
-    public func run(progress: (String) -> Void) async throws -> (seedSeconds: Double, figures: [Figure]) {
+    public func run(progress: (String) -> Void) async throws -> (seedSeconds: Double, figures: [Figure], upserts: [UpsertFigure]) {
         let store = try await options.location.open(logger: logger)
         let hub = "bench"
         let seedStart = ContinuousClock.now
@@ -74,7 +89,60 @@ public struct StorePagingBenchmark: Sendable {
             progress("\(text): \(targets) targets in \(String(format: "%.2f", figure.seconds)) s")
             figures.append(figure)
         }
+        var upserts: [UpsertFigure] = []
+        if options.upsertSeconds > 0 {
+            let created = try await upsertPhase("new installations", store: store, hub: hub, startingAt: 0)
+            progress("new installations: \(created.upserts) at \(Int(created.upsertsPerSecond))/s, p99 \(Int(created.p99 * 1000)) ms")
+            let updated = try await upsertPhase("the same installations again", store: store, hub: hub, startingAt: 0, limit: created.upserts)
+            progress("updates: \(updated.upserts) at \(Int(updated.upsertsPerSecond))/s, p99 \(Int(updated.p99 * 1000)) ms")
+            upserts = [created, updated]
+        }
         await store.close()
-        return (seedSeconds, figures)
+        return (seedSeconds, figures, upserts)
+    }
+
+    /// `upsertConcurrency` writers upserting installations `i0, i1, …` (wrapping at `limit`)
+    /// with three tags each, for `upsertSeconds`.
+    private func upsertPhase(_ phase: String, store: any RegistrationStore, hub: String, startingAt first: Int, limit: Int = .max) async throws
+        -> UpsertFigure
+    {
+        let deadline = ContinuousClock.now + .milliseconds(Int(options.upsertSeconds * 1000))
+        let next = NextIndex(first)
+        let start = ContinuousClock.now
+        let latencies = try await withThrowingTaskGroup(of: [Double].self) { group in
+            for _ in 0..<options.upsertConcurrency {
+                group.addTask {
+                    var latencies: [Double] = []
+                    while ContinuousClock.now < deadline {
+                        let index = next.take() % limit
+                        let installation = Installation(
+                            installationId: "i\(index)", userId: "user\(index)", platform: [.apns, .fcmv1, .wns][index % 3],
+                            pushChannel: String(format: "%064x", index + 1 << 40), tags: Self.tags(index).filter { !$0.hasPrefix("username:") })
+                        let began = ContinuousClock.now
+                        _ = try await store.upsertInstallation(installation, hub: hub)
+                        latencies.append((ContinuousClock.now - began).seconds)
+                    }
+                    return latencies
+                }
+            }
+            return try await group.reduce(into: []) { $0 += $1 }.sorted()
+        }
+        let seconds = (ContinuousClock.now - start).seconds
+        func percentile(_ p: Double) -> Double { latencies.isEmpty ? 0 : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
+        return UpsertFigure(phase: phase, upserts: latencies.count, seconds: seconds, p50: percentile(0.5), p99: percentile(0.99))
+    }
+}
+
+/// A counter the upsert writers share.
+private final class NextIndex: Sendable {
+    private let value: Mutex<Int>
+
+    init(_ first: Int) { value = Mutex(first) }
+
+    func take() -> Int {
+        value.withLock { value in
+            value += 1
+            return value - 1
+        }
     }
 }

@@ -152,9 +152,6 @@ public struct Installation: Codable, Sendable, Equatable {
             try Tags.validate(template.tags ?? [], field: "templates.\(name).tags")
             try FieldCheck.headers(template.headers ?? [:], "templates.\(name).headers")
         }
-        if templates.count > 10 {
-            throw .invalidField(field: "templates", reason: "at most 10 templates per installation, not \(templates.count)")
-        }
     }
 
     /// The registrations this installation is stored as: the native one, then one per template.

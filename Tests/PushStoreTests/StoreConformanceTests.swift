@@ -174,6 +174,38 @@ struct StoreConformanceTests {
         #expect(try await fixture.store.all(hub: fixture.hub, matching: .user("u1")).count == 4)
     }
 
+    @Test("an import of more rows than one statement takes stores every registration with its columns and tags", arguments: StoreKind.available)
+    func importManyRows(_ kind: StoreKind) async throws {
+        let fixture = try await StoreFixture.make(kind)
+        let now = RFC3339.truncated(Date())
+        let count = 1_234
+        let registrations = (0..<count).map { index in
+            Registration(
+                registrationId: "imported-\(index)", hub: fixture.hub, format: index % 2 == 0 ? .apple : .fcmv1, handle: "handle-\(index)",
+                tags: index % 3 == 0 ? ["all", "even-3"] : ["all"],
+                template: index % 7 == 0 ? Template(name: "t\(index)", body: "{\"aps\":{\"alert\":\"$(m)\"}}", headers: ["apns-priority": "5"]) : nil,
+                userId: index % 11 == 0 ? "user-\(index)" : nil, updatedAt: now)
+        }
+        try await fixture.store.importRegistrations(registrations)
+
+        let stored = try await fixture.store.all(hub: fixture.hub, matching: .all, pageSize: 500)
+        #expect(stored.map(\.registrationId) == registrations.map(\.registrationId), "imported in order, each once")
+        for (want, got) in zip(registrations, stored) where want != got {
+            Issue.record("\(want.registrationId) stored as \(got)")
+            break
+        }
+        #expect(try await fixture.store.all(hub: fixture.hub, matching: .tagExpression(try TagExpression.parse("even-3")), pageSize: 100).count == 412)
+        #expect(try await fixture.store.all(hub: fixture.hub, matching: .tagExpression(try TagExpression.parse("all && !even-3"))).count == 822)
+        #expect(try await fixture.store.all(hub: fixture.hub, matching: .user("user-22")).map(\.registrationId) == ["imported-22"])
+
+        // A batch with one bad row writes nothing.
+        let bad = Registration(registrationId: "imported-bad", hub: fixture.hub, format: .apple, handle: "h", tags: ["bad tag!"], updatedAt: now)
+        await #expect(throws: StoreError.self) {
+            try await fixture.store.importRegistrations([Registration(registrationId: "imported-new", hub: fixture.hub, format: .apple, handle: "h", tags: [], updatedAt: now), bad])
+        }
+        #expect(try await fixture.store.registration(hub: fixture.hub, id: "imported-new") == nil)
+    }
+
     @Test("users and their password hashes", arguments: StoreKind.available)
     func users(_ kind: StoreKind) async throws {
         let fixture = try await StoreFixture.make(kind)

@@ -70,7 +70,9 @@ extension BenchCommand {
             options.registrations = registrations
             options.pageSize = pageSize
             options.upsertSeconds = upsertSeconds
-            let (seedSeconds, figures, upserts) = try await StorePagingBenchmark(options: options, logger: makeLogger("pushhub.bench")).run { emit($0) }
+            let (seedSeconds, figures, upserts) = try await StorePagingBenchmark(options: options, logger: makeLogger("pushhub.bench")).run {
+                emit($0)
+            }
             let table = BenchmarkReport.storeTable(figures, upserts: upserts, seedSeconds: seedSeconds, options: options)
             emit(table)
             if let markdownFile {

@@ -156,7 +156,9 @@ public final class SQLRegistrationStore: RegistrationStore {
                 let row = "(" + Array(repeating: "?", count: 16).joined(separator: ", ") + ")"
                 var binds: [SQLValue] = []
                 binds.reserveCapacity(chunk.count * 16)
-                for registration in chunk { binds += try Self.columns(of: registration) + [.text(registration.hub), .text(registration.registrationId)] }
+                for registration in chunk {
+                    binds += try Self.columns(of: registration) + [.text(registration.hub), .text(registration.registrationId)]
+                }
                 let inserted = try await connection.query(
                     """
                     INSERT INTO registrations (format, handle, p256dh, auth, tags, template_name, template_body, template_headers,
@@ -192,7 +194,8 @@ public final class SQLRegistrationStore: RegistrationStore {
         for start in stride(from: 0, to: triples.count, by: perStatement) {
             let binds = Array(triples[start..<min(start + perStatement, triples.count)])
             try await connection.execute(
-                "INSERT INTO registration_tags (hub, tag, seq) VALUES " + Array(repeating: "(?, ?, ?)", count: binds.count / 3).joined(separator: ", "),
+                "INSERT INTO registration_tags (hub, tag, seq) VALUES "
+                    + Array(repeating: "(?, ?, ?)", count: binds.count / 3).joined(separator: ", "),
                 binds)
         }
     }

@@ -194,14 +194,17 @@ struct StoreConformanceTests {
             Issue.record("\(want.registrationId) stored as \(got)")
             break
         }
-        #expect(try await fixture.store.all(hub: fixture.hub, matching: .tagExpression(try TagExpression.parse("even-3")), pageSize: 100).count == 412)
+        #expect(
+            try await fixture.store.all(hub: fixture.hub, matching: .tagExpression(try TagExpression.parse("even-3")), pageSize: 100).count == 412)
         #expect(try await fixture.store.all(hub: fixture.hub, matching: .tagExpression(try TagExpression.parse("all && !even-3"))).count == 822)
         #expect(try await fixture.store.all(hub: fixture.hub, matching: .user("user-22")).map(\.registrationId) == ["imported-22"])
 
         // A batch with one bad row writes nothing.
         let bad = Registration(registrationId: "imported-bad", hub: fixture.hub, format: .apple, handle: "h", tags: ["bad tag!"], updatedAt: now)
         await #expect(throws: StoreError.self) {
-            try await fixture.store.importRegistrations([Registration(registrationId: "imported-new", hub: fixture.hub, format: .apple, handle: "h", tags: [], updatedAt: now), bad])
+            try await fixture.store.importRegistrations([
+                Registration(registrationId: "imported-new", hub: fixture.hub, format: .apple, handle: "h", tags: [], updatedAt: now), bad,
+            ])
         }
         #expect(try await fixture.store.registration(hub: fixture.hub, id: "imported-new") == nil)
     }

@@ -53,19 +53,50 @@ public indirect enum TagExpression: Sendable, Hashable, CustomStringConvertible 
 
     /// Tags of which every match carries at least one, so a store can start from its tag
     /// index instead of scanning every registration; `nil` when there are none (e.g. `!a`).
-    public var drivingTags: Set<String>? {
+    /// Of the two sides of an `&&`, the one with fewer tags.
+    public var drivingTags: Set<String>? { drivingTags { _ in 1 } }
+
+    /// The driving tags that the fewest registrations carry, by `count` (a tag's registrations,
+    /// or an estimate): of the two sides of an `&&`, the side whose tags' counts add up to less.
+    public func drivingTags(weighedBy count: (String) -> Int) -> Set<String>? {
+        drivingChoice(count)?.tags
+    }
+
+    private func drivingChoice(_ count: (String) -> Int) -> (tags: Set<String>, weight: Int)? {
         switch self {
-        case .tag(let tag): [tag]
-        case .not: nil
+        case .tag(let tag): return ([tag], count(tag))
+        case .not: return nil
         case .and(let left, let right):
-            switch (left.drivingTags, right.drivingTags) {
-            case (let l?, let r?): l.count <= r.count ? l : r
-            case (let l?, nil): l
-            case (nil, let r?): r
-            case (nil, nil): nil
+            switch (left.drivingChoice(count), right.drivingChoice(count)) {
+            case (let l?, let r?): return l.weight <= r.weight ? l : r
+            case (let l?, nil): return l
+            case (nil, let r?): return r
+            case (nil, nil): return nil
             }
         case .or(let left, let right):
-            if let l = left.drivingTags, let r = right.drivingTags { l.union(r) } else { nil }
+            guard let l = left.drivingChoice(count), let r = right.drivingChoice(count) else { return nil }
+            let tags = l.tags.union(r.tags)
+            return (tags, tags.reduce(0) { $0 &+ count($1) })
+        }
+    }
+
+    /// Whether counts can change the driving tags: some `&&` has driving tags on both sides.
+    /// (`a`, `a || b`, `a && !b` start from the same tags whatever the counts.)
+    public var drivingDependsOnCounts: Bool {
+        switch self {
+        case .tag, .not: false
+        case .and(let left, let right):
+            (left.drivingTags != nil && right.drivingTags != nil) || left.drivingDependsOnCounts || right.drivingDependsOnCounts
+        case .or(let left, let right): left.drivingDependsOnCounts || right.drivingDependsOnCounts
+        }
+    }
+
+    /// Every tag the expression names.
+    public var tags: Set<String> {
+        switch self {
+        case .tag(let tag): [tag]
+        case .not(let inner): inner.tags
+        case .and(let left, let right), .or(let left, let right): left.tags.union(right.tags)
         }
     }
 

@@ -180,8 +180,39 @@ public enum Migrations {
                     """,
                 ]
             ),
+            // How many registrations carry each tag, so a tag expression is paged from its
+            // rarest driving tags. SQLite keeps them with triggers (one writer, so no counter
+            // row is ever contended); PostgreSQL's planner statistics give the estimate there
+            // (`SQLRegistrationStore.tagCounts`), since a counter row every writer of a common
+            // tag updates would serialize them. PostgreSQL keeps statistics on hub and tag
+            // together, since a tag's share of one hub is not its share of the table times the
+            // hub's.
+            (
+                7,
+                dialect == .sqlite
+                    ? sqliteTagCounts : ["CREATE STATISTICS registration_tags_by_hub_and_tag (mcv, ndistinct) ON hub, tag FROM registration_tags"]
+            ),
         ]
     }
+
+    private static let sqliteTagCounts = [
+        "CREATE TABLE tag_counts (hub TEXT NOT NULL, tag TEXT NOT NULL, registrations BIGINT NOT NULL, PRIMARY KEY (hub, tag))",
+        "INSERT INTO tag_counts (hub, tag, registrations) SELECT hub, tag, count(*) FROM registration_tags WHERE substr(tag, 1, 1) <> '$' GROUP BY hub, tag",
+        """
+        CREATE TRIGGER registration_tags_counted AFTER INSERT ON registration_tags WHEN substr(new.tag, 1, 1) <> '$' BEGIN
+            INSERT INTO tag_counts (hub, tag, registrations) VALUES (new.hub, new.tag, 1)
+            ON CONFLICT (hub, tag) DO UPDATE SET registrations = registrations + 1;
+        END
+        """,
+        // Implicit tags (`$InstallationId:{…}`, `$UserId:{…}`) are one installation's or one
+        // user's and are not counted; a tag nobody carries any more leaves no row behind.
+        """
+        CREATE TRIGGER registration_tags_uncounted AFTER DELETE ON registration_tags WHEN substr(old.tag, 1, 1) <> '$' BEGIN
+            UPDATE tag_counts SET registrations = registrations - 1 WHERE hub = old.hub AND tag = old.tag;
+            DELETE FROM tag_counts WHERE hub = old.hub AND tag = old.tag AND registrations <= 0;
+        END
+        """,
+    ]
 
     /// Brings the database to the newest version; each step in its own transaction. On
     /// PostgreSQL every migration transaction first takes one advisory lock, so replicas that

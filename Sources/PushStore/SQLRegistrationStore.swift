@@ -1,9 +1,11 @@
 import Foundation
 import PushModel
+import Synchronization
 
 /// The registration store on any `SQLDatabase`.
 public final class SQLRegistrationStore: RegistrationStore {
     let database: any SQLDatabase
+    private let remembered = TagCounts()
 
     private init(database: any SQLDatabase) {
         self.database = database
@@ -83,20 +85,20 @@ public final class SQLRegistrationStore: RegistrationStore {
             """, [.text(hub), .text(installation.installationId), .text(document), now])
         // Rows are updated in place, keeping their paging position: an audience being paged
         // while the installation changes meets each of its registrations once.
-        var existing: [String: (seq: Int64, version: Int64)] = [:]
+        var existing: [String: (row: StoredRow, version: Int64)] = [:]
         for row in try await connection.query(
-            "SELECT seq, registration_id, version FROM registrations WHERE hub = ? AND installation_id = ?",
+            "SELECT seq, registration_id, version, tags FROM registrations WHERE hub = ? AND installation_id = ?",
             [.text(hub), .text(installation.installationId)])
         {
-            if let id = row.text("registration_id"), let seq = row.integer("seq") { existing[id] = (seq, row.integer("version") ?? 0) }
+            if let id = row.text("registration_id"), let stored = StoredRow(row) { existing[id] = (stored, row.integer("version") ?? 0) }
         }
         for var registration in installation.registrations(hub: hub, now: installation.lastUpdate ?? Date()) {
             let current = existing.removeValue(forKey: registration.registrationId)
             registration.version = (current?.version ?? 0) + 1
-            try await writeRegistration(registration, existingSeq: current?.seq, on: connection)
+            try await writeRegistration(registration, existing: current?.row, on: connection)
         }
         for (_, stale) in existing {
-            try await connection.execute("DELETE FROM registrations WHERE seq = ?", [.integer(stale.seq)])
+            try await connection.execute("DELETE FROM registrations WHERE seq = ?", [.integer(stale.row.seq)])
         }
     }
 
@@ -116,7 +118,7 @@ public final class SQLRegistrationStore: RegistrationStore {
         do { try Tags.validate(registration.tags, field: "Tags") } catch { throw StoreError.invalid(error) }
         return try await database.write { connection in
             let existing = try await connection.query(
-                "SELECT seq, version, installation_id FROM registrations WHERE hub = ? AND registration_id = ?",
+                "SELECT seq, version, installation_id, tags FROM registrations WHERE hub = ? AND registration_id = ?",
                 [.text(registration.hub), .text(registration.registrationId)]
             ).first
             if let installation = existing?.text("installation_id") {
@@ -131,7 +133,7 @@ public final class SQLRegistrationStore: RegistrationStore {
             stored.version = (currentVersion ?? 0) + 1
             stored.updatedAt = RFC3339.truncated(Date())
             stored.installationId = nil
-            try await Self.writeRegistration(stored, existingSeq: existing?.integer("seq"), on: connection)
+            try await Self.writeRegistration(stored, existing: existing.flatMap(StoredRow.init), on: connection)
             try await connection.execute(
                 "DELETE FROM registration_ids WHERE hub = ? AND registration_id = ?", [.text(stored.hub), .text(stored.registrationId)])
             return stored
@@ -260,9 +262,9 @@ public final class SQLRegistrationStore: RegistrationStore {
             case .user(let id):
                 return try await Self.scan(hub: hub, filter: ("r.user_id = ?", [.text(id)]), after: after, limit: limit, on: connection)
             case .tagExpression(let expression):
-                let filter = Self.compile(expression)
-                guard let driving = expression.drivingTags else {
-                    return try await Self.scan(hub: hub, filter: filter, after: after, limit: limit, on: connection)
+                let counts = expression.drivingDependsOnCounts ? try await self.tagCounts(expression.tags, hub: hub, on: connection) : [:]
+                guard let driving = expression.drivingTags(weighedBy: { counts[$0] ?? 0 }) else {
+                    return try await Self.scan(hub: hub, filter: Self.compile(expression), after: after, limit: limit, on: connection)
                 }
                 // Candidates carry a driving tag; what that already decides is not checked again.
                 var remaining: TagExpression? = expression
@@ -278,6 +280,64 @@ public final class SQLRegistrationStore: RegistrationStore {
         }
     }
 
+    /// The tags `expression` would be paged from in `hub`: its driving tags that the fewest
+    /// registrations carry.
+    public func drivingTags(of expression: TagExpression, hub: String) async throws -> Set<String>? {
+        try await database.read { connection in
+            let counts = try await self.tagCounts(expression.tags, hub: hub, on: connection)
+            return expression.drivingTags(weighedBy: { counts[$0] ?? 0 })
+        }
+    }
+
+    /// How many registrations of `hub` carry each tag: SQLite's counts, kept by triggers, or
+    /// PostgreSQL's planner estimate. Remembered for `TagCounts.lifetime`, since a page of a
+    /// broadcast asks again; the choice they make is of speed only, never of what matches.
+    /// Implicit tags (`$InstallationId:{…}`, `$UserId:{…}`; no other tag starts with `$`)
+    /// stand for one installation's or one user's few registrations: they count as 1 and are
+    /// not counted by SQLite either.
+    private func tagCounts(_ tags: Set<String>, hub: String, on connection: any SQLConnection) async throws -> [String: Int] {
+        var counts: [String: Int] = [:]
+        let now = ContinuousClock.now
+        for tag in tags {
+            if tag.utf8.first == UInt8(ascii: "$") {
+                counts[tag] = 1
+                continue
+            }
+            if let known = remembered.count(hub: hub, tag: tag, at: now) {
+                counts[tag] = known
+                continue
+            }
+            let count: Int
+            switch database.dialect {
+            case .sqlite:
+                count = Int(
+                    try await connection.query(
+                        "SELECT registrations FROM tag_counts WHERE hub = ? AND tag = ?", [.text(hub), .text(tag)]
+                    ).first?.integer("registrations") ?? 0)
+            case .postgres:
+                // The first line reads like `Index Only Scan using … (cost=0.56..4.58 rows=1234 width=0)`.
+                let plan = try await connection.query("EXPLAIN SELECT 1 FROM registration_tags WHERE hub = ? AND tag = ?", [.text(hub), .text(tag)])
+                count = plan.first.flatMap { $0.text("QUERY PLAN") }.flatMap(Self.estimatedRows) ?? 0
+            }
+            remembered.remember(count, hub: hub, tag: tag, at: now)
+            counts[tag] = count
+        }
+        return counts
+    }
+
+    /// Brings the estimates PostgreSQL pages by up to date now, as its autovacuum does in
+    /// time (after a bulk import, say); SQLite's counts are always current.
+    public func refreshStatistics() async throws {
+        guard database.dialect == .postgres else { return }
+        try await database.write { connection in try await connection.execute("ANALYZE registration_tags", []) }
+    }
+
+    /// The `rows=N` of a line of PostgreSQL's EXPLAIN.
+    static func estimatedRows(_ line: String) -> Int? {
+        guard let range = line.range(of: " rows=") else { return nil }
+        return Int(line[range.upperBound...].prefix { $0.isASCII && $0.isNumber })
+    }
+
     /// Registrations in `seq` order with an optional filter.
     private static func scan(hub: String, filter: (sql: String, binds: [SQLValue])?, after: Int64, limit: Int, on connection: any SQLConnection)
         async throws -> RegistrationPage
@@ -291,28 +351,39 @@ public final class SQLRegistrationStore: RegistrationStore {
         return RegistrationPage(registrations: registrations, next: next)
     }
 
-    /// Starts from the tag index: the next `limit` registrations carrying any driving tag
-    /// (each tag's index range read in order, merged), then the whole expression as a filter.
+    /// Starts from the tag index: a page covers the next `limit` registrations carrying any
+    /// driving tag, and holds those of them that match the rest of the expression. The page's
+    /// last candidate is found first, from the index alone; then one query reads the matching
+    /// rows up to it, so candidates that do not match never leave the database.
     private static func pageByTags(
         hub: String, driving: [String], filter: (sql: String, binds: [SQLValue]), after: Int64, limit: Int, on connection: any SQLConnection
     ) async throws -> RegistrationPage {
+        let drivingSQL: String
+        let drivingBinds: [SQLValue]
+        if driving.count == 1 {
+            drivingSQL = "tag = ?"
+            drivingBinds = [.text(driving[0])]
+        } else {
+            drivingSQL = "tag IN (" + Array(repeating: "?", count: driving.count).joined(separator: ", ") + ")"
+            drivingBinds = driving.map(SQLValue.text)
+        }
+        // Each tag's range is read in order and at most `limit` deep; a registration carrying
+        // two driving tags counts once.
         let perTag = "SELECT seq FROM (SELECT seq FROM registration_tags WHERE hub = ? AND tag = ? AND seq > ? ORDER BY seq LIMIT ?) AS t"
-        let union = Array(repeating: perTag, count: driving.count).joined(separator: " UNION ")
-        var binds: [SQLValue] = []
-        for tag in driving { binds += [.text(hub), .text(tag), .integer(after), .integer(Int64(limit))] }
-        let candidates = try await connection.query(
-            "SELECT seq FROM (\(union)) AS candidates ORDER BY seq LIMIT ?", binds + [.integer(Int64(limit))]
-        ).compactMap { $0.integer("seq") }
-        guard let last = candidates.last else { return RegistrationPage(registrations: [], next: nil) }
-        let placeholders = Array(repeating: "?", count: candidates.count).joined(separator: ", ")
-        // When the expression is just the driving tags or'ed together, every candidate matches.
+        var boundBinds: [SQLValue] = []
+        for tag in driving { boundBinds += [.text(hub), .text(tag), .integer(after), .integer(Int64(limit))] }
+        let bound = try await connection.query(
+            "SELECT seq FROM (\(Array(repeating: perTag, count: driving.count).joined(separator: " UNION "))) AS candidates ORDER BY seq LIMIT 1 OFFSET ?",
+            boundBinds + [.integer(Int64(limit - 1))]
+        ).first?.integer("seq")
         let condition = filter.sql.isEmpty ? "" : " AND \(filter.sql)"
         let rows = try await connection.query(
-            "SELECT r.* FROM registrations r WHERE r.seq IN (\(placeholders))\(condition) ORDER BY r.seq",
-            candidates.map(SQLValue.integer) + filter.binds)
-        return RegistrationPage(
-            registrations: try rows.map(registration(from:)),
-            next: candidates.count == limit ? RegistrationCursor(position: last) : nil)
+            """
+            SELECT r.* FROM registrations r WHERE r.seq IN
+                (SELECT seq FROM registration_tags WHERE hub = ? AND \(drivingSQL) AND seq > ? AND seq <= ?)\(condition) ORDER BY r.seq
+            """,
+            [.text(hub)] + drivingBinds + [.integer(after), .integer(bound ?? Int64.max)] + filter.binds)
+        return RegistrationPage(registrations: try rows.map(registration(from:)), next: bound.map(RegistrationCursor.init(position:)))
     }
 
     /// A tag expression as a condition on `registrations r`. Chains of one operator become one
@@ -342,20 +413,48 @@ public final class SQLRegistrationStore: RegistrationStore {
         }
     }
 
-    /// Inserts a registration, or updates the row `existingSeq` in place; its tags are
-    /// written again either way.
-    private static func writeRegistration(_ registration: Registration, existingSeq: Int64?, on connection: any SQLConnection) async throws {
+    /// What an update needs of the row it updates: where it is and the tags it had.
+    struct StoredRow {
+        var seq: Int64
+        var tags: Set<String>
+
+        init?(_ row: SQLRow) {
+            guard let seq = row.integer("seq") else { return nil }
+            self.seq = seq
+            tags = Set(Self.splitTags(row.text("tags")))
+        }
+
+        /// The `tags` column: comma-joined, since no tag, implicit tag or installation id can
+        /// hold a comma. Split by bytes: splitting by characters was a quarter of the
+        /// dispatcher's CPU on a broadcast.
+        static func splitTags(_ column: String?) -> [String] {
+            column.map { $0.utf8.split(separator: UInt8(ascii: ",")).map { String(Substring($0)) } } ?? []
+        }
+    }
+
+    /// Inserts a registration, or updates the row `existing` in place. Of its tag rows only
+    /// those that changed are written: an update that keeps the tags leaves the tag index
+    /// (and SQLite's counts) alone.
+    private static func writeRegistration(_ registration: Registration, existing: StoredRow?, on connection: any SQLConnection) async throws {
         let values = try columns(of: registration)
         let seq: Int64
-        if let existingSeq {
+        var added = registration.tags
+        if let existing {
             try await connection.execute(
                 """
                 UPDATE registrations SET format = ?, handle = ?, p256dh = ?, auth = ?, tags = ?, template_name = ?, template_body = ?,
                     template_headers = ?, template_expiry = ?, installation_id = ?, user_id = ?, expires_at = ?, version = ?, updated_at = ?
                 WHERE seq = ?
-                """, values + [.integer(existingSeq)])
-            try await connection.execute("DELETE FROM registration_tags WHERE seq = ?", [.integer(existingSeq)])
-            seq = existingSeq
+                """, values + [.integer(existing.seq)])
+            let removed = existing.tags.subtracting(registration.tags)
+            if !removed.isEmpty {
+                try await connection.execute(
+                    "DELETE FROM registration_tags WHERE seq = ? AND tag IN (" + Array(repeating: "?", count: removed.count).joined(separator: ", ")
+                        + ")",
+                    [.integer(existing.seq)] + removed.sorted().map(SQLValue.text))
+            }
+            added = registration.tags.filter { !existing.tags.contains($0) }
+            seq = existing.seq
         } else {
             let rows = try await connection.query(
                 """
@@ -366,7 +465,7 @@ public final class SQLRegistrationStore: RegistrationStore {
             guard let inserted = rows.first?.integer("seq") else { throw SQLError(message: "the registration insert returned no row") }
             seq = inserted
         }
-        try await insertTags(registration.tags.flatMap { [.text(registration.hub), .text($0), .integer(seq)] }, on: connection)
+        try await insertTags(added.flatMap { [.text(registration.hub), .text($0), .integer(seq)] }, on: connection)
     }
 
     /// A registration's columns from `format` to `updated_at`, in the order of the INSERT and
@@ -386,9 +485,7 @@ public final class SQLRegistrationStore: RegistrationStore {
         guard let id = row.text("registration_id"), let hub = row.text("hub"), let formatText = row.text("format"),
             let format = NativeFormat(rawValue: formatText), let handle = row.text("handle")
         else { throw SQLError(message: "a registration row is incomplete") }
-        // Comma-joined: no tag, implicit tag or installation id can hold a comma. Split by
-        // bytes: splitting by characters was a quarter of the dispatcher's CPU on a broadcast.
-        let tags = row.text("tags").map { $0.utf8.split(separator: UInt8(ascii: ",")).map { String(Substring($0)) } } ?? []
+        let tags = StoredRow.splitTags(row.text("tags"))
         let template = try row.text("template_body").map { body in
             Template(
                 name: row.text("template_name"), body: body,
@@ -423,5 +520,32 @@ public final class SQLRegistrationStore: RegistrationStore {
     private static func encode<T: Encodable>(_ value: T) throws -> String {
         let encoder = WireCoding.makeEncoder()
         return String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+}
+
+/// Tag counts remembered for a while, at most `capacity` of them.
+final class TagCounts: Sendable {
+    static let lifetime = Duration.seconds(30)
+    static let capacity = 10_000
+
+    private struct Key: Hashable {
+        var hub: String
+        var tag: String
+    }
+
+    private let counts = Mutex<[Key: (count: Int, until: ContinuousClock.Instant)]>([:])
+
+    func count(hub: String, tag: String, at now: ContinuousClock.Instant) -> Int? {
+        counts.withLock { counts in
+            guard let known = counts[Key(hub: hub, tag: tag)], known.until > now else { return nil }
+            return known.count
+        }
+    }
+
+    func remember(_ count: Int, hub: String, tag: String, at now: ContinuousClock.Instant) {
+        counts.withLock { counts in
+            if counts.count >= Self.capacity { counts.removeAll(keepingCapacity: true) }
+            counts[Key(hub: hub, tag: tag)] = (count, now + Self.lifetime)
+        }
     }
 }

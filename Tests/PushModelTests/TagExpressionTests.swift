@@ -115,3 +115,25 @@ struct RFC3339Tests {
         #expect(RFC3339.parse(text) == nil)
     }
 }
+
+extension TagExpressionTests {
+    @Test(
+        "driving tags weighed by counts: an && starts from its rarer side; counts matter only where an && has driving tags on both sides",
+        arguments: [
+            ("a && b", ["a": 10, "b": 3], ["b"], true),
+            ("b && a", ["a": 10, "b": 3], ["b"], true),
+            ("(a || b) && c", ["a": 1, "b": 1, "c": 5], ["a", "b"], true),
+            ("(a || b) && c", ["a": 4, "b": 2, "c": 5], ["c"], true),
+            ("a && !b", ["a": 10, "b": 1], ["a"], false),
+            ("a || b", ["a": 10, "b": 1], ["a", "b"], false),
+            ("!(a && b) && c", ["a": 1, "b": 1, "c": 9], ["c"], false),
+            ("(a && b) || c", ["a": 9, "b": 1, "c": 9], ["b", "c"], true),
+            ("a && b && c", ["a": 5, "b": 7, "c": 6], ["a"], true),
+        ])
+    func weighedDrivingTags(_ text: String, _ counts: [String: Int], _ driving: [String], _ dependsOnCounts: Bool) throws {
+        let expression = try TagExpression.parse(text)
+        #expect(expression.drivingTags(weighedBy: { counts[$0] ?? 0 }) == Set(driving))
+        #expect(expression.drivingDependsOnCounts == dependsOnCounts)
+        #expect(expression.tags == Set(counts.keys))
+    }
+}

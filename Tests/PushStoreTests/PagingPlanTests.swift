@@ -1,0 +1,81 @@
+import Foundation
+import PushModel
+import PushStore
+import Testing
+
+@Suite("Paging plans: the rarest driving tags", .timeLimit(.minutes(2)))
+struct PagingPlanTests {
+    /// 200 registrations: `common` on all, `mid` on every fifth, `rare` on every fiftieth.
+    static func seed(_ store: SQLRegistrationStore, hub: String) async throws {
+        try await store.importRegistrations(
+            (0..<200).map { index in
+                var tags = ["common"]
+                if index % 5 == 0 { tags.append("mid") }
+                if index % 50 == 0 { tags.append("rare") }
+                return Registration(
+                    registrationId: "r\(index)", hub: hub, format: .apple, handle: "h\(index)", tags: tags.sorted(), updatedAt: Date())
+            })
+    }
+
+    @Test("an && is paged from its side whose tags the fewest registrations carry, whichever side it is", arguments: StoreKind.available)
+    func rarestSide(_ kind: StoreKind) async throws {
+        let fixture = try await StoreFixture.make(kind)
+        let store = try #require(fixture.store as? SQLRegistrationStore)
+        try await Self.seed(store, hub: fixture.hub)
+        try await store.refreshStatistics()
+        for (text, driving, matches) in [
+            ("common && rare", ["rare"], 4),
+            ("rare && common", ["rare"], 4),
+            ("common && mid", ["mid"], 40),
+            ("(common || mid) && rare", ["rare"], 4),
+            ("common && (rare || mid)", ["mid", "rare"], 40),
+            ("common && !mid", ["common"], 160),
+        ] {
+            let expression = try TagExpression.parse(text)
+            #expect(try await store.drivingTags(of: expression, hub: fixture.hub) == Set(driving), "\(text)")
+            let found = try await store.all(hub: fixture.hub, matching: .tagExpression(expression), pageSize: 7)
+            #expect(found.count == matches, "\(text)")
+            #expect(Set(found.map(\.registrationId)).count == matches, "\(text): none twice")
+        }
+    }
+
+    @Test("SQLite's tag counts follow every write: updates, deletes, installations and imports")
+    func sqliteCountsFollowWrites() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
+        let hub = "counts"
+        var store = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
+        try await Self.seed(store, hub: hub)
+        #expect(try await store.drivingTags(of: try TagExpression.parse("mid && rare"), hub: hub) == ["rare"])
+        // `rare` goes on 30 more registrations through updates and an installation's
+        // templates, and off most of `mid` through deletes: the choice turns round.
+        for index in 1..<21 {
+            _ = try await store.upsertRegistration(
+                Registration(
+                    registrationId: "r\(index)", hub: hub, format: .apple, handle: "h\(index)", tags: ["common", "rare"], updatedAt: Date()),
+                ifMatch: nil)
+        }
+        let templates = (0..<10).map { ("t\($0)", Template(body: "{}")) }
+        _ = try await store.upsertInstallation(
+            Installation(
+                installationId: "i", platform: .apns, pushChannel: "c", tags: ["rare"], templates: Dictionary(uniqueKeysWithValues: templates)),
+            hub: hub)
+        for index in stride(from: 25, to: 200, by: 5) where index % 50 != 0 {
+            #expect(try await store.deleteRegistration(hub: hub, id: "r\(index)", ifMatch: nil))
+        }
+        try await store.importRegistrations(
+            (0..<28).map { Registration(registrationId: "x\($0)", hub: hub, format: .apple, handle: "x\($0)", tags: ["band"], updatedAt: Date()) })
+        // A store opened anew remembers no count.
+        await store.close()
+        store = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
+        #expect(try await store.all(hub: hub, matching: .tagExpression(try TagExpression.parse("rare"))).count == 4 + 20 + 11)
+        #expect(try await store.drivingTags(of: try TagExpression.parse("mid && rare"), hub: hub) == ["mid"], "mid 4, rare 35")
+        #expect(try await store.drivingTags(of: try TagExpression.parse("rare && band"), hub: hub) == ["band"], "rare 35, band 28")
+        // The installation deleted takes its eleven registrations' tags with it (a cascade).
+        #expect(try await store.deleteInstallation(hub: hub, id: "i"))
+        await store.close()
+        store = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
+        #expect(try await store.drivingTags(of: try TagExpression.parse("band && rare"), hub: hub) == ["rare"], "rare 24, band 28")
+        await store.close()
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+    }
+}

@@ -4,7 +4,7 @@ SWIFT ?= swift
 SCRATCH ?= .build
 SWIFTFLAGS := --scratch-path $(SCRATCH)
 
-.PHONY: all build release dev test format fuzz bench-kafka bench-ingress bench-store bench-dispatch bench-apns bench-pns bench-load clean
+.PHONY: all build release dev test format fuzz bench-kafka bench-ingress bench-store bench-store-postgres bench-dispatch bench-apns bench-pns bench-load clean
 
 all: build
 
@@ -55,6 +55,14 @@ bench-ingress:
 # Tag-expression paging over a million registrations.
 bench-store: release
 	$(SCRATCH)/release/pushhub bench store --markdown-file docs/benchmarks.md
+
+# The same on PostgreSQL at ten million registrations (BENCH_STORE_REGISTRATIONS), on a
+# throwaway server (scripts/with-postgres.sh) with 1 GiB of shared buffers.
+BENCH_STORE_REGISTRATIONS ?= 10000000
+bench-store-postgres: release
+	scripts/install-deps.sh test
+	PUSHHUB_POSTGRES_OPTIONS="-c shared_buffers=1GB -c max_wal_size=8GB -c checkpoint_timeout=30min" scripts/with-postgres.sh sh -c \
+	  '$(SCRATCH)/release/pushhub bench store --registrations $(BENCH_STORE_REGISTRATIONS) --database "$$PUSHHUB_TEST_POSTGRES_URL" --section store-postgres-benchmark --markdown-file docs/benchmarks.md'
 
 # A broadcast to a million registrations through the dispatcher: time and memory.
 bench-dispatch: release

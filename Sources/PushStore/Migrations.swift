@@ -192,8 +192,68 @@ public enum Migrations {
                 dialect == .sqlite
                     ? sqliteTagCounts : ["CREATE STATISTICS registration_tags_by_hub_and_tag (mcv, ndistinct) ON hub, tag FROM registration_tags"]
             ),
+            // PostgreSQL writes an installation with its registrations in one call of a
+            // function: a statement, not six round trips, each parsed and planned (the
+            // client's work per round trip cost as much as the server's).
+            (8, dialect == .postgres ? [postgresWriteInstallation] : []),
         ]
     }
+
+    /// What `SQLRegistrationStore.writeInstallation` does, as one PostgreSQL function: the
+    /// installation row first (its row lock orders concurrent writers of one installation;
+    /// every later statement takes a new snapshot, as in READ COMMITTED), then each
+    /// registration updated in place or inserted, only the tag rows that changed written,
+    /// and the installation's registrations it no longer has deleted. `registrations` is a
+    /// JSON array of rows (`SQLRegistrationStore.InstallationRegistrationRow`).
+    static let postgresWriteInstallation = """
+        CREATE OR REPLACE FUNCTION pushhub_write_installation(
+            p_hub TEXT, p_installation_id TEXT, p_document TEXT, p_updated_at BIGINT, p_registrations TEXT
+        ) RETURNS BIGINT LANGUAGE plpgsql AS $$
+        DECLARE
+            wanted RECORD;
+            current RECORD;
+            new_seq BIGINT;
+            new_tags TEXT[];
+            old_tags TEXT[];
+            kept TEXT[] := '{}';
+        BEGIN
+            INSERT INTO installations (hub, installation_id, document, updated_at) VALUES (p_hub, p_installation_id, p_document, p_updated_at)
+            ON CONFLICT (hub, installation_id) DO UPDATE SET document = excluded.document, updated_at = excluded.updated_at;
+            FOR wanted IN SELECT * FROM json_to_recordset(p_registrations::json) AS x(
+                registration_id TEXT, format TEXT, handle TEXT, p256dh TEXT, auth TEXT, tags TEXT, template_name TEXT,
+                template_body TEXT, template_headers TEXT, template_expiry TEXT, user_id TEXT, expires_at BIGINT)
+            LOOP
+                kept := kept || wanted.registration_id;
+                new_tags := CASE WHEN wanted.tags = '' THEN '{}'::TEXT[] ELSE string_to_array(wanted.tags, ',') END;
+                SELECT seq, version, tags INTO current FROM registrations
+                    WHERE hub = p_hub AND installation_id = p_installation_id AND registration_id = wanted.registration_id;
+                IF FOUND THEN
+                    UPDATE registrations SET format = wanted.format, handle = wanted.handle, p256dh = wanted.p256dh, auth = wanted.auth,
+                        tags = wanted.tags, template_name = wanted.template_name, template_body = wanted.template_body,
+                        template_headers = wanted.template_headers, template_expiry = wanted.template_expiry,
+                        user_id = wanted.user_id, expires_at = wanted.expires_at, version = current.version + 1, updated_at = p_updated_at
+                        WHERE seq = current.seq;
+                    old_tags := CASE WHEN current.tags = '' THEN '{}'::TEXT[] ELSE string_to_array(current.tags, ',') END;
+                    IF new_tags IS DISTINCT FROM old_tags THEN
+                        DELETE FROM registration_tags WHERE seq = current.seq AND tag <> ALL (new_tags);
+                        INSERT INTO registration_tags (hub, tag, seq) SELECT p_hub, tag, current.seq FROM unnest(new_tags) AS tag
+                            WHERE tag <> ALL (old_tags);
+                    END IF;
+                ELSE
+                    INSERT INTO registrations (hub, registration_id, format, handle, p256dh, auth, tags, template_name, template_body,
+                        template_headers, template_expiry, installation_id, user_id, expires_at, version, updated_at)
+                    VALUES (p_hub, wanted.registration_id, wanted.format, wanted.handle, wanted.p256dh, wanted.auth, wanted.tags,
+                        wanted.template_name, wanted.template_body, wanted.template_headers, wanted.template_expiry, p_installation_id,
+                        wanted.user_id, wanted.expires_at, 1, p_updated_at)
+                    RETURNING seq INTO new_seq;
+                    INSERT INTO registration_tags (hub, tag, seq) SELECT p_hub, tag, new_seq FROM unnest(new_tags) AS tag;
+                END IF;
+            END LOOP;
+            DELETE FROM registrations WHERE hub = p_hub AND installation_id = p_installation_id AND registration_id <> ALL (kept);
+            RETURN array_length(kept, 1);
+        END
+        $$
+        """
 
     private static let sqliteTagCounts = [
         "CREATE TABLE tag_counts (hub TEXT NOT NULL, tag TEXT NOT NULL, registrations BIGINT NOT NULL, PRIMARY KEY (hub, tag))",

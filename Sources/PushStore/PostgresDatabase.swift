@@ -41,6 +41,10 @@ public final class PostgresDatabase: SQLDatabase {
         }
     }
 
+    public func writeStatement<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) async throws -> T) async throws -> T {
+        try await read(body)
+    }
+
     public func write<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) async throws -> T) async throws -> T {
         let logger = self.logger
         do {

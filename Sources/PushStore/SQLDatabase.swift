@@ -65,6 +65,9 @@ public protocol SQLDatabase: Sendable {
     func read<T: Sendable>(_ body: @Sendable (any SQLConnection) async throws -> T) async throws -> T
     /// Runs `body` in one transaction, committed when it returns and rolled back when it throws.
     func write<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) async throws -> T) async throws -> T
+    /// Runs `body`, which writes with one statement, as its own transaction: on PostgreSQL
+    /// without BEGIN and COMMIT around it (a statement commits alone), on SQLite as `write`.
+    func writeStatement<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) async throws -> T) async throws -> T
     /// Closes every connection.
     func close() async
 }

@@ -29,8 +29,10 @@ public final class SQLRegistrationStore: RegistrationStore {
         stored.lastUpdate = RFC3339.truncated(Date())
         let document = try Self.encode(stored)
         let value = stored
-        try await database.write { connection in
-            try await Self.writeInstallation(value, document: document, hub: hub, on: connection)
+        let dialect = database.dialect
+        // PostgreSQL writes it with one statement (`pushhub_write_installation`).
+        try await database.writeStatement { connection in
+            try await Self.writeInstallation(value, document: document, hub: hub, dialect: dialect, on: connection)
         }
         return stored
     }
@@ -45,14 +47,15 @@ public final class SQLRegistrationStore: RegistrationStore {
     }
 
     public func patchInstallation(hub: String, id: String, _ operations: [InstallationPatchOperation]) async throws -> Installation {
-        try await database.write { connection in
+        let dialect = database.dialect
+        return try await database.write { connection in
             guard let current = try await Self.readInstallation(hub: hub, id: id, on: connection) else {
                 throw StoreError.notFound("installation \(id)")
             }
             var patched: Installation
             do { patched = try current.applying(operations) } catch let error as WireError { throw StoreError.invalid(error) }
             patched.lastUpdate = RFC3339.truncated(Date())
-            try await Self.writeInstallation(patched, document: try Self.encode(patched), hub: hub, on: connection)
+            try await Self.writeInstallation(patched, document: try Self.encode(patched), hub: hub, dialect: dialect, on: connection)
             return patched
         }
     }
@@ -73,9 +76,17 @@ public final class SQLRegistrationStore: RegistrationStore {
         return try WireCoding.makeDecoder().decode(Installation.self, from: Data(document.utf8))
     }
 
-    private static func writeInstallation(_ installation: Installation, document: String, hub: String, on connection: any SQLConnection) async throws
-    {
+    private static func writeInstallation(
+        _ installation: Installation, document: String, hub: String, dialect: SQLDialect, on connection: any SQLConnection
+    ) async throws {
         let now = SQLValue(installation.lastUpdate ?? Date())
+        if dialect == .postgres {
+            let rows = try installation.registrations(hub: hub, now: installation.lastUpdate ?? Date()).map { try InstallationRegistrationRow($0) }
+            _ = try await connection.query(
+                "SELECT pushhub_write_installation(?, ?, ?, ?, ?) AS written",
+                [.text(hub), .text(installation.installationId), .text(document), now, .text(String(decoding: try encodeRows(rows), as: UTF8.self))])
+            return
+        }
         // The installation row is written first: on PostgreSQL its lock orders concurrent
         // writers of the same installation, so their registration rewrites do not interleave.
         try await connection.execute(
@@ -410,6 +421,42 @@ public final class SQLRegistrationStore: RegistrationStore {
             let compiled = operands.map { compile($0, dialect: dialect) }
             return ("(" + compiled.map(\.sql).joined(separator: isAnd ? " AND " : " OR ") + ")", compiled.flatMap(\.binds))
         }
+    }
+
+    /// A registration of an installation as `pushhub_write_installation` takes it: the
+    /// columns it writes, as `columns(of:)` holds them.
+    struct InstallationRegistrationRow: Encodable {
+        var registration_id: String
+        var format: String
+        var handle: String
+        var p256dh: String?
+        var auth: String?
+        var tags: String
+        var template_name: String?
+        var template_body: String?
+        var template_headers: String?
+        var template_expiry: String?
+        var user_id: String?
+        var expires_at: Int64?
+
+        init(_ registration: Registration) throws {
+            registration_id = registration.registrationId
+            format = registration.format.rawValue
+            handle = registration.handle
+            p256dh = registration.webPush?.p256dh
+            auth = registration.webPush?.auth
+            tags = registration.tags.joined(separator: ",")
+            template_name = registration.template?.name
+            template_body = registration.template?.body
+            template_headers = try registration.template?.headers.map { try SQLRegistrationStore.encode($0) }
+            template_expiry = registration.template?.expiry
+            user_id = registration.userId
+            if case .integer(let milliseconds) = SQLValue(registration.expiresAt) { expires_at = milliseconds }
+        }
+    }
+
+    private static func encodeRows(_ rows: [InstallationRegistrationRow]) throws -> Data {
+        try JSONEncoder().encode(rows)
     }
 
     /// What an update needs of the row it updates: where it is and the tags it had.

@@ -75,6 +75,10 @@ public final class SQLiteDatabase: SQLDatabase {
         }
     }
 
+    public func writeStatement<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) async throws -> T) async throws -> T {
+        try await write(body)
+    }
+
     /// Runs the waiting writes in transactions until none are left.
     private func commitPending() async {
         while true {

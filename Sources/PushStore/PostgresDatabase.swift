@@ -115,15 +115,17 @@ struct PostgresSQLConnection: SQLConnection {
 
     /// PushHub's SQL uses `?` placeholders; PostgreSQL numbers them.
     static func query(_ sql: String, _ binds: [SQLValue]) -> PostgresQuery {
-        var numbered = ""
-        numbered.reserveCapacity(sql.count + binds.count * 2)
+        // Byte by byte: `?` is ASCII, and a UTF-8 continuation byte is never one.
+        var numbered: [UInt8] = []
+        numbered.reserveCapacity(sql.utf8.count + binds.count * 3)
         var index = 0
-        for character in sql {
-            if character == "?" {
+        for byte in sql.utf8 {
+            if byte == UInt8(ascii: "?") {
                 index += 1
-                numbered += "$\(index)"
+                numbered.append(UInt8(ascii: "$"))
+                numbered += String(index).utf8
             } else {
-                numbered.append(character)
+                numbered.append(byte)
             }
         }
         var bindings = PostgresBindings(capacity: binds.count)
@@ -134,7 +136,7 @@ struct PostgresSQLConnection: SQLConnection {
             case .text(let text): bindings.append(text)
             }
         }
-        return PostgresQuery(unsafeSQL: numbered, binds: bindings)
+        return PostgresQuery(unsafeSQL: String(decoding: numbered, as: UTF8.self), binds: bindings)
     }
 
     static func describe(_ error: any Error, _ sql: String) -> SQLError {

@@ -204,7 +204,7 @@ public enum Migrations {
     /// every later statement takes a new snapshot, as in READ COMMITTED), then each
     /// registration updated in place or inserted, only the tag rows that changed written,
     /// and the installation's registrations it no longer has deleted. `registrations` is a
-    /// JSON array of rows (`SQLRegistrationStore.InstallationRegistrationRow`).
+    /// JSON array of rows named by column (`SQLRegistrationStore.installationRows`).
     static let postgresWriteInstallation = """
         CREATE OR REPLACE FUNCTION pushhub_write_installation(
             p_hub TEXT, p_installation_id TEXT, p_document TEXT, p_updated_at BIGINT, p_registrations TEXT

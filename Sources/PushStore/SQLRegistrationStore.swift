@@ -81,10 +81,10 @@ public final class SQLRegistrationStore: RegistrationStore {
     ) async throws {
         let now = SQLValue(installation.lastUpdate ?? Date())
         if dialect == .postgres {
-            let rows = try installation.registrations(hub: hub, now: installation.lastUpdate ?? Date()).map { try InstallationRegistrationRow($0) }
+            let rows = try installationRows(installation.registrations(hub: hub, now: installation.lastUpdate ?? Date()))
             _ = try await connection.query(
                 "SELECT pushhub_write_installation(?, ?, ?, ?, ?) AS written",
-                [.text(hub), .text(installation.installationId), .text(document), now, .text(String(decoding: try encodeRows(rows), as: UTF8.self))])
+                [.text(hub), .text(installation.installationId), .text(document), now, .text(rows)])
             return
         }
         // The installation row is written first: on PostgreSQL its lock orders concurrent
@@ -423,40 +423,15 @@ public final class SQLRegistrationStore: RegistrationStore {
         }
     }
 
-    /// A registration of an installation as `pushhub_write_installation` takes it: the
-    /// columns it writes, as `columns(of:)` holds them.
-    struct InstallationRegistrationRow: Encodable {
-        var registration_id: String
-        var format: String
-        var handle: String
-        var p256dh: String?
-        var auth: String?
-        var tags: String
-        var template_name: String?
-        var template_body: String?
-        var template_headers: String?
-        var template_expiry: String?
-        var user_id: String?
-        var expires_at: Int64?
-
-        init(_ registration: Registration) throws {
-            registration_id = registration.registrationId
-            format = registration.format.rawValue
-            handle = registration.handle
-            p256dh = registration.webPush?.p256dh
-            auth = registration.webPush?.auth
-            tags = registration.tags.joined(separator: ",")
-            template_name = registration.template?.name
-            template_body = registration.template?.body
-            template_headers = try registration.template?.headers.map { try SQLRegistrationStore.encode($0) }
-            template_expiry = registration.template?.expiry
-            user_id = registration.userId
-            if case .integer(let milliseconds) = SQLValue(registration.expiresAt) { expires_at = milliseconds }
+    /// The registrations of an installation as `pushhub_write_installation` takes them: a JSON
+    /// array of objects named by column, from `columns(of:)`.
+    private static func installationRows(_ registrations: [Registration]) throws -> String {
+        let rows = try registrations.map { registration in
+            var row = Dictionary(uniqueKeysWithValues: zip(columnNames, try columns(of: registration)))
+            row["registration_id"] = .text(registration.registrationId)
+            return row
         }
-    }
-
-    private static func encodeRows(_ rows: [InstallationRegistrationRow]) throws -> Data {
-        try JSONEncoder().encode(rows)
+        return String(decoding: try JSONEncoder().encode(rows), as: UTF8.self)
     }
 
     /// What an update needs of the row it updates: where it is and the tags it had.
@@ -513,6 +488,12 @@ public final class SQLRegistrationStore: RegistrationStore {
         }
         try await insertTags(added.flatMap { [.text(registration.hub), .text($0), .integer(seq)] }, on: connection)
     }
+
+    /// The names of `columns(of:)`.
+    static let columnNames = [
+        "format", "handle", "p256dh", "auth", "tags", "template_name", "template_body", "template_headers", "template_expiry",
+        "installation_id", "user_id", "expires_at", "version", "updated_at",
+    ]
 
     /// A registration's columns from `format` to `updated_at`, in the order of the INSERT and
     /// UPDATE statements.
@@ -592,6 +573,18 @@ final class TagCounts: Sendable {
         counts.withLock { counts in
             if counts.count >= Self.capacity { counts.removeAll(keepingCapacity: true) }
             counts[Key(hub: hub, tag: tag)] = (count, now + Self.lifetime)
+        }
+    }
+}
+
+/// A column's value in the JSON that `pushhub_write_installation` reads.
+extension SQLValue: Encodable {
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .null: try container.encodeNil()
+        case .integer(let number): try container.encode(number)
+        case .text(let text): try container.encode(text)
         }
     }
 }

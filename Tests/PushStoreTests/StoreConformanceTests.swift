@@ -41,6 +41,46 @@ struct StoreConformanceTests {
         #expect(try await store.deleteInstallation(hub: fixture.hub, id: "phone-1") == false)
     }
 
+    @Test(
+        "an installation's registrations are stored column for column as the installation makes them, rewritten with versions, tags and templates",
+        arguments: StoreKind.available)
+    func installationRegistrationsExactly(_ kind: StoreKind) async throws {
+        let fixture = try await StoreFixture.make(kind)
+        var installation = Installation(
+            installationId: "browser-1", userId: "bob", platform: .browser, pushChannel: "https://push.example/sub/1",
+            webPush: WebPushKeys(p256dh: "key-p256dh", auth: "key-auth"), tags: ["b", "a"],
+            templates: [
+                "toast": Template(body: #"{"title":"$(t)"}"#, headers: ["X-Custom": "one", "X-Tag": "$(tag)"], expiry: "$(expiry)", tags: ["t1"]),
+                "plain": Template(body: "{}"),
+            ])
+        installation.expirationTime = Date(timeIntervalSince1970: 1_900_000_000.125)
+        func check(_ written: Installation, versions: [String: Int64], _ note: String) async throws {
+            let stored = try await fixture.store.all(hub: fixture.hub, matching: .installation(written.installationId))
+            var expected = written.registrations(hub: fixture.hub, now: try #require(written.lastUpdate))
+            for index in expected.indices { expected[index].version = versions[expected[index].registrationId] ?? 1 }
+            #expect(
+                stored.sorted { $0.registrationId < $1.registrationId } == expected.sorted { $0.registrationId < $1.registrationId }, "\(note)")
+        }
+        let first = try await fixture.store.upsertInstallation(installation, hub: fixture.hub)
+        try await check(first, versions: [:], "written")
+
+        // Rewritten: a tag goes and one comes, a template goes, one changes, the key rotates.
+        installation.tags = ["a", "c"]
+        installation.templates = ["toast": Template(body: #"{"title":"$(t)","v":2}"#, headers: ["X-Custom": "two"])]
+        installation.webPush = WebPushKeys(p256dh: "key-2", auth: "auth-2")
+        installation.expirationTime = nil
+        let second = try await fixture.store.upsertInstallation(installation, hub: fixture.hub)
+        let native = Registration.installationRegistrationId("browser-1", template: nil)
+        let toast = Registration.installationRegistrationId("browser-1", template: "toast")
+        try await check(second, versions: [native: 2, toast: 2], "rewritten")
+        #expect(try await fixture.store.all(hub: fixture.hub, matching: .tagExpression(.tag("b"))).isEmpty)
+        #expect(try await fixture.store.all(hub: fixture.hub, matching: .tagExpression(.tag("t1"))).isEmpty)
+        #expect(try await fixture.store.all(hub: fixture.hub, matching: .tagExpression(.tag("c"))).count == 2)
+        #expect(
+            try await fixture.store.registration(hub: fixture.hub, id: Registration.installationRegistrationId("browser-1", template: "plain")) == nil
+        )
+    }
+
     @Test("patching an installation rewrites its registrations", arguments: StoreKind.available)
     func patchInstallation(_ kind: StoreKind) async throws {
         let fixture = try await StoreFixture.make(kind)

@@ -200,7 +200,8 @@ public enum Migrations {
     }
 
     /// What `SQLRegistrationStore.writeInstallation` does, as one PostgreSQL function: the
-    /// installation row first (its row lock orders concurrent writers of one installation;
+    /// installation row first (its row lock orders concurrent writers of one installation, since
+    /// every writer, patch, prune and delete takes it first;
     /// every later statement takes a new snapshot, as in READ COMMITTED), then each
     /// registration updated in place or inserted, only the tag rows that changed written,
     /// and the installation's registrations it no longer has deleted. `registrations` is a

@@ -42,7 +42,11 @@ public final class PostgresDatabase: SQLDatabase {
     }
 
     public func writeStatement<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) async throws -> T) async throws -> T {
-        try await read(body)
+        // No BEGIN: the body's one statement commits alone.
+        let logger = self.logger
+        return try await client.withConnection { connection in
+            try await body(PostgresSQLConnection(connection: connection, logger: logger))
+        }
     }
 
     public func write<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) async throws -> T) async throws -> T {

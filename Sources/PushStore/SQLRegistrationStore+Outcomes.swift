@@ -307,6 +307,7 @@ extension SQLRegistrationStore: OutcomeStore {
     }
 
     public func pruneInvalidHandle(hub: String, registrationId: String) async throws {
+        let dialect = database.dialect
         try await database.write { connection in
             guard
                 let row = try await connection.query(
@@ -314,10 +315,14 @@ extension SQLRegistrationStore: OutcomeStore {
                 ).first
             else { return }
             if let installationId = row.text("installation_id") {
+                // The installation row is locked first, as every writer of an installation
+                // takes it (on PostgreSQL; SQLite has one writer).
+                let document = try await connection.query(
+                    "SELECT document FROM installations WHERE hub = ? AND installation_id = ?" + (dialect == .postgres ? " FOR UPDATE" : ""),
+                    [.text(hub), .text(installationId)]
+                ).first?.text("document")
                 try await connection.execute("DELETE FROM registrations WHERE hub = ? AND installation_id = ?", [.text(hub), .text(installationId)])
-                if let document = try await connection.query(
-                    "SELECT document FROM installations WHERE hub = ? AND installation_id = ?", [.text(hub), .text(installationId)]
-                ).first?.text("document") {
+                if let document {
                     var installation = try WireCoding.makeDecoder().decode(Installation.self, from: Data(document.utf8))
                     installation.pushChannelExpired = true
                     let updated = String(decoding: try WireCoding.makeEncoder().encode(installation), as: UTF8.self)

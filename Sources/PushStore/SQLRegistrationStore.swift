@@ -49,7 +49,9 @@ public final class SQLRegistrationStore: RegistrationStore {
     public func patchInstallation(hub: String, id: String, _ operations: [InstallationPatchOperation]) async throws -> Installation {
         let dialect = database.dialect
         return try await database.write { connection in
-            guard let current = try await Self.readInstallation(hub: hub, id: id, on: connection) else {
+            // Locked as it is read, on PostgreSQL: two patches, or a patch and an upsert, of one
+            // installation take turns instead of one undoing the other.
+            guard let current = try await Self.readInstallation(hub: hub, id: id, forUpdate: dialect == .postgres, on: connection) else {
                 throw StoreError.notFound("installation \(id)")
             }
             var patched: Installation
@@ -62,16 +64,21 @@ public final class SQLRegistrationStore: RegistrationStore {
 
     public func deleteInstallation(hub: String, id: String) async throws -> Bool {
         try await database.write { connection in
-            try await connection.execute("DELETE FROM registrations WHERE hub = ? AND installation_id = ?", [.text(hub), .text(id)])
+            // The installation row first, as every writer of an installation takes it: on
+            // PostgreSQL its lock orders them, and the registrations are then read after any
+            // writer before has committed.
             let deleted = try await connection.query(
                 "DELETE FROM installations WHERE hub = ? AND installation_id = ? RETURNING installation_id", [.text(hub), .text(id)])
+            try await connection.execute("DELETE FROM registrations WHERE hub = ? AND installation_id = ?", [.text(hub), .text(id)])
             return !deleted.isEmpty
         }
     }
 
-    private static func readInstallation(hub: String, id: String, on connection: any SQLConnection) async throws -> Installation? {
+    private static func readInstallation(hub: String, id: String, forUpdate: Bool = false, on connection: any SQLConnection) async throws
+        -> Installation?
+    {
         let rows = try await connection.query(
-            "SELECT document FROM installations WHERE hub = ? AND installation_id = ?", [.text(hub), .text(id)])
+            "SELECT document FROM installations WHERE hub = ? AND installation_id = ?" + (forUpdate ? " FOR UPDATE" : ""), [.text(hub), .text(id)])
         guard let document = rows.first?.text("document") else { return nil }
         return try WireCoding.makeDecoder().decode(Installation.self, from: Data(document.utf8))
     }
@@ -571,7 +578,10 @@ final class TagCounts: Sendable {
 
     func remember(_ count: Int, hub: String, tag: String, at now: ContinuousClock.Instant) {
         counts.withLock { counts in
-            if counts.count >= Self.capacity { counts.removeAll(keepingCapacity: true) }
+            if counts.count >= Self.capacity {
+                counts = counts.filter { $0.value.until > now }
+                if counts.count >= Self.capacity { counts.removeAll(keepingCapacity: true) }
+            }
             counts[Key(hub: hub, tag: tag)] = (count, now + Self.lifetime)
         }
     }

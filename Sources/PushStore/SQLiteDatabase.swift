@@ -123,6 +123,7 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
     private var handle: OpaquePointer?
     private var statements: [String: OpaquePointer] = [:]
     static let maximumCachedStatements = 256
+    static let maximumCachedParameters = 256
     /// What SQLite says of a statement too large or deep to compile; other errors (a missing
     /// table during an upgrade, a busy database) may pass later.
     static let refusedShapes = [
@@ -170,9 +171,12 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
         _ = try step(sql, binds, collect: false)
     }
 
-    private func prepared(_ sql: String) throws -> OpaquePointer {
+    /// A prepared statement, and whether it stays in the cache: one with more than
+    /// `maximumCachedParameters` parameters (an import's many rows, whose count varies) is
+    /// used once and finalized, so the cache never holds large statements no one runs again.
+    private func prepared(_ sql: String) throws -> (OpaquePointer, cached: Bool) {
         guard let handle else { throw SQLError(message: "the SQLite connection is closed") }
-        if let statement = statements[sql] { return statement }
+        if let statement = statements[sql] { return (statement, true) }
         var statement: OpaquePointer?
         let code = sqlite3_prepare_v2(handle, sql, -1, &statement, nil)
         guard code == SQLITE_OK, let statement else {
@@ -182,6 +186,7 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
             let permanent = code & 0xFF == SQLITE_TOOBIG || Self.refusedShapes.contains { message.contains($0) }
             throw SQLError(message: "\(message) in: \(sql.prefix(200))", isPermanent: permanent)
         }
+        guard sqlite3_bind_parameter_count(statement) <= Self.maximumCachedParameters else { return (statement, false) }
         // Statements are cached by their text; expressions sent by clients make new texts, so
         // the cache is emptied when it grows past its bound.
         if statements.count >= Self.maximumCachedStatements {
@@ -189,14 +194,18 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
             statements.removeAll()
         }
         statements[sql] = statement
-        return statement
+        return (statement, true)
     }
 
     private func step(_ sql: String, _ binds: [SQLValue], collect: Bool) throws -> (rows: [SQLRow], Void) {
-        let statement = try prepared(sql)
+        let (statement, cached) = try prepared(sql)
         defer {
-            sqlite3_reset(statement)
-            sqlite3_clear_bindings(statement)
+            if cached {
+                sqlite3_reset(statement)
+                sqlite3_clear_bindings(statement)
+            } else {
+                sqlite3_finalize(statement)
+            }
         }
         for (offset, value) in binds.enumerated() {
             let index = Int32(offset + 1)

@@ -348,6 +348,39 @@ struct PagingStabilityTests {
 
 @Suite("Concurrent writes")
 struct ConcurrentWriteTests {
+    @Test(
+        "an installation upserted, patched, pruned and deleted at once: no write fails, and no registration outlives its installation",
+        arguments: StoreKind.available)
+    func installationRaces(_ kind: StoreKind) async throws {
+        let fixture = try await StoreFixture.make(kind)
+        let store = try #require(fixture.store as? SQLRegistrationStore)
+        let native = Registration.installationRegistrationId("racer", template: nil)
+        for round in 0..<30 {
+            let installation = Installation(
+                installationId: "racer", platform: .apns, pushChannel: "token-\(round)", tags: ["round-\(round)"],
+                templates: ["t": Template(body: #"{"aps":{"alert":"$(m)"}}"#)])
+            _ = try await store.upsertInstallation(installation, hub: fixture.hub)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { _ = try await store.upsertInstallation(installation, hub: fixture.hub) }
+                group.addTask { try await store.pruneInvalidHandle(hub: fixture.hub, registrationId: native) }
+                group.addTask {
+                    do {
+                        _ = try await store.patchInstallation(
+                            hub: fixture.hub, id: "racer", [InstallationPatchOperation(op: .add, path: "/tags", value: .string("patched"))])
+                    } catch StoreError.notFound {}
+                }
+                if round % 2 == 0 { group.addTask { _ = try await store.deleteInstallation(hub: fixture.hub, id: "racer") } }
+                try await group.waitForAll()
+            }
+            let stored = try await store.all(hub: fixture.hub, matching: .installation("racer"))
+            if try await store.installation(hub: fixture.hub, id: "racer") == nil {
+                #expect(stored.isEmpty, "round \(round): registrations without their installation: \(stored.map(\.registrationId))")
+            } else {
+                #expect(stored.isEmpty || stored.count == 2, "round \(round): \(stored.map(\.registrationId))")
+            }
+        }
+    }
+
     @Test("writes that fail among concurrent writes change nothing; the others all land", arguments: StoreKind.available)
     func failuresStayAlone(_ kind: StoreKind) async throws {
         let fixture = try await StoreFixture.make(kind)

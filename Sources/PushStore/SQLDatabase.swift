@@ -41,6 +41,26 @@ public struct SQLRow: Sendable {
     public func date(_ column: String) -> Date? {
         integer(column).map { Date(timeIntervalSince1970: Double($0) / 1000) }
     }
+
+    /// The text of the column at `index` (found once for many rows), nil for a null or a
+    /// column the query does not have.
+    func text(at index: Int?) -> String? {
+        guard let index else { return nil }
+        switch values[index] {
+        case .text(let text): return text
+        case .integer(let number): return String(number)
+        case .null: return nil
+        }
+    }
+
+    func integer(at index: Int?) -> Int64? {
+        guard let index else { return nil }
+        switch values[index] {
+        case .integer(let number): return number
+        case .text(let text): return Int64(text)
+        case .null: return nil
+        }
+    }
 }
 
 /// The SQL a database understands, where the two differ.

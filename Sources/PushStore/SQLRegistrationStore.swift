@@ -369,7 +369,7 @@ public final class SQLRegistrationStore: RegistrationStore {
         let rows = try await connection.query(
             "SELECT r.* FROM registrations r WHERE r.hub = ? AND r.seq > ?\(condition) ORDER BY r.seq LIMIT ?",
             [.text(hub), .integer(after)] + (filter?.binds ?? []) + [.integer(Int64(limit))])
-        let registrations = try rows.map(registration(from:))
+        let registrations = try registrations(from: rows)
         let next = rows.count == limit ? rows.last?.integer("seq").map(RegistrationCursor.init(position:)) : nil
         return RegistrationPage(registrations: registrations, next: next)
     }
@@ -397,7 +397,7 @@ public final class SQLRegistrationStore: RegistrationStore {
                 (SELECT seq FROM registration_tags WHERE hub = ? AND \(tags) AND seq > ? AND seq <= ?)\(condition) ORDER BY r.seq
             """,
             [.text(hub)] + driving.map(SQLValue.text) + [.integer(after), .integer(bound ?? Int64.max)] + filter.binds)
-        return RegistrationPage(registrations: try rows.map(registration(from:)), next: bound.map(RegistrationCursor.init(position:)))
+        return RegistrationPage(registrations: try registrations(from: rows), next: bound.map(RegistrationCursor.init(position:)))
     }
 
     /// A tag expression as a condition on `registrations r`, read from the row's own `tags`
@@ -516,21 +516,51 @@ public final class SQLRegistrationStore: RegistrationStore {
     }
 
     static func registration(from row: SQLRow) throws -> Registration {
-        guard let id = row.text("registration_id"), let hub = row.text("hub"), let formatText = row.text("format"),
-            let format = NativeFormat(rawValue: formatText), let handle = row.text("handle")
-        else { throw SQLError(message: "a registration row is incomplete") }
-        let tags = StoredRow.splitTags(row.text("tags"))
-        let template = try row.text("template_body").map { body in
-            Template(
-                name: row.text("template_name"), body: body,
-                headers: try row.text("template_headers").map { try JSONDecoder().decode([String: String].self, from: Data($0.utf8)) },
-                expiry: row.text("template_expiry"))
+        try RegistrationColumns(row).registration(row)
+    }
+
+    /// Registrations from rows of `registrations`, each column found by name once for all of
+    /// them, not once a row.
+    static func registrations(from rows: [SQLRow]) throws -> [Registration] {
+        guard let first = rows.first else { return [] }
+        let columns = RegistrationColumns(first)
+        return try rows.map(columns.registration)
+    }
+
+    /// Where each column of a `registrations` row is.
+    struct RegistrationColumns {
+        let id, hub, format, handle, p256dh, auth, tags, templateName, templateBody, templateHeaders, templateExpiry: Int?
+        let installationId, userId, expiresAt, version, updatedAt: Int?
+
+        init(_ row: SQLRow) {
+            let columns = row.columns
+            (id, hub, format, handle) = (columns["registration_id"], columns["hub"], columns["format"], columns["handle"])
+            (p256dh, auth, tags) = (columns["p256dh"], columns["auth"], columns["tags"])
+            (templateName, templateBody, templateHeaders, templateExpiry) =
+                (columns["template_name"], columns["template_body"], columns["template_headers"], columns["template_expiry"])
+            (installationId, userId, expiresAt) = (columns["installation_id"], columns["user_id"], columns["expires_at"])
+            (version, updatedAt) = (columns["version"], columns["updated_at"])
         }
-        let webPush = row.text("p256dh").flatMap { p256dh in row.text("auth").map { WebPushKeys(p256dh: p256dh, auth: $0) } }
-        return Registration(
-            registrationId: id, hub: hub, format: format, handle: handle, webPush: webPush, tags: tags, template: template,
-            installationId: row.text("installation_id"), userId: row.text("user_id"), expiresAt: row.date("expires_at"),
-            version: row.integer("version") ?? 1, updatedAt: row.date("updated_at") ?? Date(timeIntervalSince1970: 0))
+
+        func registration(_ row: SQLRow) throws -> Registration {
+            guard let id = row.text(at: id), let hub = row.text(at: hub), let formatText = row.text(at: format),
+                let format = NativeFormat(rawValue: formatText), let handle = row.text(at: handle)
+            else { throw SQLError(message: "a registration row is incomplete") }
+            let tags = StoredRow.splitTags(row.text(at: tags))
+            let template = try row.text(at: templateBody).map { body in
+                Template(
+                    name: row.text(at: templateName), body: body,
+                    headers: try row.text(at: templateHeaders).map { try JSONDecoder().decode([String: String].self, from: Data($0.utf8)) },
+                    expiry: row.text(at: templateExpiry))
+            }
+            let webPush = row.text(at: p256dh).flatMap { p256dh in row.text(at: auth).map { WebPushKeys(p256dh: p256dh, auth: $0) } }
+            return Registration(
+                registrationId: id, hub: hub, format: format, handle: handle, webPush: webPush, tags: tags, template: template,
+                installationId: row.text(at: installationId), userId: row.text(at: userId),
+                expiresAt: row.integer(at: expiresAt).map { Date(timeIntervalSince1970: Double($0) / 1000) },
+                version: row.integer(at: version) ?? 1,
+                updatedAt: row.integer(at: updatedAt).map { Date(timeIntervalSince1970: Double($0) / 1000) } ?? Date(timeIntervalSince1970: 0))
+        }
     }
 
     // MARK: Users

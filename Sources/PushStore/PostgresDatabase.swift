@@ -91,16 +91,23 @@ struct PostgresSQLConnection: SQLConnection {
             if columns == nil {
                 columns = Dictionary(row.enumerated().map { ($0.element.columnName, $0.offset) }) { first, _ in first }
             }
+            values.reserveCapacity(columns?.count ?? 0)
             for cell in row {
-                guard cell.bytes != nil else {
+                guard let bytes = cell.bytes else {
                     values.append(.null)
                     continue
                 }
-                switch cell.dataType {
-                case .int8: values.append(.integer(try cell.decode(Int64.self)))
-                case .int4: values.append(.integer(Int64(try cell.decode(Int32.self))))
-                case .int2: values.append(.integer(Int64(try cell.decode(Int16.self))))
-                case .bool: values.append(.integer(try cell.decode(Bool.self) ? 1 : 0))
+                // The common cells read straight from their bytes (binary: big-endian integers,
+                // UTF-8 text), the rest through postgres-nio's decoders.
+                switch (cell.dataType, cell.format) {
+                case (.int8, .binary) where bytes.readableBytes == 8:
+                    values.append(.integer(bytes.getInteger(at: bytes.readerIndex, endianness: .big, as: Int64.self)!))
+                case (.text, _), (.varchar, _):
+                    values.append(.text(String(buffer: bytes)))
+                case (.int8, _): values.append(.integer(try cell.decode(Int64.self)))
+                case (.int4, _): values.append(.integer(Int64(try cell.decode(Int32.self))))
+                case (.int2, _): values.append(.integer(Int64(try cell.decode(Int16.self))))
+                case (.bool, _): values.append(.integer(try cell.decode(Bool.self) ? 1 : 0))
                 default: values.append(.text(try cell.decode(String.self)))
                 }
             }

@@ -22,21 +22,9 @@ public struct SQLRow: Sendable {
         columns[column].map { values[$0] } ?? .null
     }
 
-    public func text(_ column: String) -> String? {
-        switch self[column] {
-        case .text(let text): text
-        case .integer(let number): String(number)
-        case .null: nil
-        }
-    }
+    public func text(_ column: String) -> String? { text(at: columns[column]) }
 
-    public func integer(_ column: String) -> Int64? {
-        switch self[column] {
-        case .integer(let number): number
-        case .text(let text): Int64(text)
-        case .null: nil
-        }
-    }
+    public func integer(_ column: String) -> Int64? { integer(at: columns[column]) }
 
     public func date(_ column: String) -> Date? {
         integer(column).map { Date(timeIntervalSince1970: Double($0) / 1000) }
@@ -45,20 +33,18 @@ public struct SQLRow: Sendable {
     /// The text of the column at `index` (found once for many rows), nil for a null or a
     /// column the query does not have.
     func text(at index: Int?) -> String? {
-        guard let index else { return nil }
-        switch values[index] {
-        case .text(let text): return text
-        case .integer(let number): return String(number)
-        case .null: return nil
+        switch index.map({ values[$0] }) ?? .null {
+        case .text(let text): text
+        case .integer(let number): String(number)
+        case .null: nil
         }
     }
 
     func integer(at index: Int?) -> Int64? {
-        guard let index else { return nil }
-        switch values[index] {
-        case .integer(let number): return number
-        case .text(let text): return Int64(text)
-        case .null: return nil
+        switch index.map({ values[$0] }) ?? .null {
+        case .integer(let number): number
+        case .text(let text): Int64(text)
+        case .null: nil
         }
     }
 }

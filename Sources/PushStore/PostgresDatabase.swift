@@ -35,18 +35,20 @@ public final class PostgresDatabase: SQLDatabase {
     }
 
     public func read<T: Sendable>(_ body: @Sendable (any SQLConnection) async throws -> T) async throws -> T {
+        try await onPrimary(body)
+    }
+
+    /// A pooled connection to the server, with no transaction of its own.
+    private func onPrimary<T: Sendable>(_ body: @Sendable (any SQLConnection) async throws -> T) async throws -> T {
         let logger = self.logger
         return try await client.withConnection { connection in
             try await body(PostgresSQLConnection(connection: connection, logger: logger))
         }
     }
 
+    /// No BEGIN: the body's one statement commits alone.
     public func writeStatement<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) async throws -> T) async throws -> T {
-        // No BEGIN: the body's one statement commits alone.
-        let logger = self.logger
-        return try await client.withConnection { connection in
-            try await body(PostgresSQLConnection(connection: connection, logger: logger))
-        }
+        try await onPrimary(body)
     }
 
     public func write<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) async throws -> T) async throws -> T {

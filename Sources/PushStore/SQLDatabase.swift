@@ -26,9 +26,7 @@ public struct SQLRow: Sendable {
 
     public func integer(_ column: String) -> Int64? { integer(at: columns[column]) }
 
-    public func date(_ column: String) -> Date? {
-        integer(column).map { Date(timeIntervalSince1970: Double($0) / 1000) }
-    }
+    public func date(_ column: String) -> Date? { date(at: columns[column]) }
 
     /// The text of the column at `index` (found once for many rows), nil for a null or a
     /// column the query does not have.
@@ -38,6 +36,11 @@ public struct SQLRow: Sendable {
         case .integer(let number): String(number)
         case .null: nil
         }
+    }
+
+    /// Milliseconds since the epoch, as `SQLValue(Date)` writes them.
+    func date(at index: Int?) -> Date? {
+        integer(at: index).map { Date(timeIntervalSince1970: Double($0) / 1000) }
     }
 
     func integer(at index: Int?) -> Int64? {

@@ -94,8 +94,7 @@ public final class SQLRegistrationStore: RegistrationStore {
                 [.text(hub), .text(installation.installationId), .text(document), now, .text(rows)])
             return
         }
-        // The installation row is written first: on PostgreSQL its lock orders concurrent
-        // writers of the same installation, so their registration rewrites do not interleave.
+        // SQLite's path (PostgreSQL returned above): the same steps as the function, in order.
         try await connection.execute(
             """
             INSERT INTO installations (hub, installation_id, document, updated_at) VALUES (?, ?, ?, ?)
@@ -173,7 +172,6 @@ public final class SQLRegistrationStore: RegistrationStore {
             // registrations into PostgreSQL a matter of hours, one round trip each.
             for start in stride(from: 0, to: normalized.count, by: Self.importRowsPerStatement) {
                 let chunk = normalized[start..<min(start + Self.importRowsPerStatement, normalized.count)]
-                let row = "(" + Array(repeating: "?", count: 16).joined(separator: ", ") + ")"
                 var binds: [SQLValue] = []
                 binds.reserveCapacity(chunk.count * 16)
                 for registration in chunk {
@@ -181,9 +179,7 @@ public final class SQLRegistrationStore: RegistrationStore {
                 }
                 let inserted = try await connection.query(
                     """
-                    INSERT INTO registrations (format, handle, p256dh, auth, tags, template_name, template_body, template_headers,
-                        template_expiry, installation_id, user_id, expires_at, version, updated_at, hub, registration_id)
-                    VALUES \(Array(repeating: row, count: chunk.count).joined(separator: ", ")) RETURNING seq, hub, registration_id
+                    \(Self.insertRegistrations(rows: chunk.count)) RETURNING seq, hub, registration_id
                     """, binds)
                 // RETURNING's order is not promised, so rows are matched by their keys.
                 var seqs: [String: [String: Int64]] = [:]
@@ -224,7 +220,7 @@ public final class SQLRegistrationStore: RegistrationStore {
         try await database.read { connection in
             try await connection.query(
                 "SELECT * FROM registrations WHERE hub = ? AND registration_id = ?", [.text(hub), .text(id)]
-            ).first.map(Self.registration(from:))
+            ).first.map { try Self.RegistrationColumns($0).registration($0) }
         }
     }
 
@@ -351,8 +347,8 @@ public final class SQLRegistrationStore: RegistrationStore {
     /// candidates be read from the tag index alone. SQLite's counts are always current.
     public func refreshStatistics() async throws {
         guard database.dialect == .postgres else { return }
-        // VACUUM runs outside a transaction, so on a connection for reading.
-        try await database.read { connection in try await connection.execute("VACUUM (ANALYZE) registration_tags, registrations", []) }
+        // VACUUM runs outside a transaction block.
+        try await database.writeStatement { connection in try await connection.execute("VACUUM (ANALYZE) registration_tags, registrations", []) }
     }
 
     /// The `rows=N` of a line of PostgreSQL's EXPLAIN.
@@ -469,11 +465,7 @@ public final class SQLRegistrationStore: RegistrationStore {
         var added = registration.tags
         if let existing {
             try await connection.execute(
-                """
-                UPDATE registrations SET format = ?, handle = ?, p256dh = ?, auth = ?, tags = ?, template_name = ?, template_body = ?,
-                    template_headers = ?, template_expiry = ?, installation_id = ?, user_id = ?, expires_at = ?, version = ?, updated_at = ?
-                WHERE seq = ?
-                """, values + [.integer(existing.seq)])
+                updateRegistration, values + [.integer(existing.seq)])
             let removed = existing.tags.subtracting(registration.tags)
             if !removed.isEmpty {
                 try await connection.execute(
@@ -485,11 +477,7 @@ public final class SQLRegistrationStore: RegistrationStore {
             seq = existing.seq
         } else {
             let rows = try await connection.query(
-                """
-                INSERT INTO registrations (format, handle, p256dh, auth, tags, template_name, template_body, template_headers,
-                    template_expiry, installation_id, user_id, expires_at, version, updated_at, hub, registration_id)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq
-                """, values + [.text(registration.hub), .text(registration.registrationId)])
+                insertRegistrations(rows: 1) + " RETURNING seq", values + [.text(registration.hub), .text(registration.registrationId)])
             guard let inserted = rows.first?.integer("seq") else { throw SQLError(message: "the registration insert returned no row") }
             seq = inserted
         }
@@ -502,6 +490,16 @@ public final class SQLRegistrationStore: RegistrationStore {
         "installation_id", "user_id", "expires_at", "version", "updated_at",
     ]
 
+    /// An INSERT of `rows` registrations, each bound as `columns(of:)`, then hub and id.
+    static func insertRegistrations(rows: Int) -> String {
+        let names = columnNames + ["hub", "registration_id"]
+        let row = "(" + Array(repeating: "?", count: names.count).joined(separator: ", ") + ")"
+        return "INSERT INTO registrations (\(names.joined(separator: ", "))) VALUES " + Array(repeating: row, count: rows).joined(separator: ", ")
+    }
+
+    /// An UPDATE of one registration, bound as `columns(of:)`, then its `seq`.
+    static let updateRegistration = "UPDATE registrations SET " + columnNames.map { "\($0) = ?" }.joined(separator: ", ") + " WHERE seq = ?"
+
     /// A registration's columns from `format` to `updated_at`, in the order of the INSERT and
     /// UPDATE statements.
     private static func columns(of registration: Registration) throws -> [SQLValue] {
@@ -513,10 +511,6 @@ public final class SQLRegistrationStore: RegistrationStore {
             SQLValue(headers), SQLValue(template?.expiry), SQLValue(registration.installationId), SQLValue(registration.userId),
             SQLValue(registration.expiresAt), .integer(registration.version), SQLValue(registration.updatedAt),
         ]
-    }
-
-    static func registration(from row: SQLRow) throws -> Registration {
-        try RegistrationColumns(row).registration(row)
     }
 
     /// Registrations from rows of `registrations`, each column found by name once for all of
@@ -557,9 +551,8 @@ public final class SQLRegistrationStore: RegistrationStore {
             return Registration(
                 registrationId: id, hub: hub, format: format, handle: handle, webPush: webPush, tags: tags, template: template,
                 installationId: row.text(at: installationId), userId: row.text(at: userId),
-                expiresAt: row.integer(at: expiresAt).map { Date(timeIntervalSince1970: Double($0) / 1000) },
-                version: row.integer(at: version) ?? 1,
-                updatedAt: row.integer(at: updatedAt).map { Date(timeIntervalSince1970: Double($0) / 1000) } ?? Date(timeIntervalSince1970: 0))
+                expiresAt: row.date(at: expiresAt), version: row.integer(at: version) ?? 1,
+                updatedAt: row.date(at: updatedAt) ?? Date(timeIntervalSince1970: 0))
         }
     }
 

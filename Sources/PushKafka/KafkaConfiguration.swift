@@ -8,6 +8,8 @@ public struct KafkaProducerConfiguration: Sendable {
     public var deliveryTimeout: Duration = .seconds(30)
     /// How long records wait to be batched together (librdkafka `linger.ms`).
     public var linger: Duration = .milliseconds(5)
+    /// The topics it will produce to, learnt as it starts to run (`KafkaProducer.prepare`).
+    public var topics: [String] = []
     /// Any other librdkafka property, applied last.
     public var additionalProperties: [String: String] = [:]
 

@@ -23,11 +23,12 @@ public struct KafkaWiring: Sendable {
         self.tuneConsumer = tuneConsumer
     }
 
-    /// A producer for `servers` and the wiring around it.
+    /// A producer for `servers`, which learns every PushHub topic as it starts, and the
+    /// wiring around it.
     public static func make(servers: [String], topics: PushTopics, logger: Logger) throws(KafkaError) -> KafkaWiring {
-        KafkaWiring(
-            servers: servers, topics: topics,
-            producer: try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: servers), logger: logger))
+        var configuration = KafkaProducerConfiguration(bootstrapServers: servers)
+        configuration.topics = topics.all
+        return KafkaWiring(servers: servers, topics: topics, producer: try KafkaProducer.make(configuration: configuration, logger: logger))
     }
 
     /// A consumer in `group` of `topics`.

@@ -46,6 +46,23 @@ extension RDKafkaClient {
         return KafkaErrorCode(code)
     }
 
+    /// Asks the brokers for `topics`' partitions and leaders in one metadata request, waiting
+    /// up to `timeout`, on a Dispatch thread. librdkafka holds the first record to a topic it
+    /// has not met until it has learnt them; learnt beforehand, that record goes out at once.
+    func learnTopics(_ topics: [String], timeout: Duration) async -> KafkaErrorCode {
+        let milliseconds = Int32(clamping: timeout.milliseconds)
+        return await BlockingCalls.run { [self] in
+            // The topics are made known to the client first: a metadata answer updates only
+            // the topics it knows.
+            let known = topics.compactMap { rd_kafka_topic_new(handle, $0, nil) }
+            defer { known.forEach { rd_kafka_topic_destroy($0) } }
+            var metadata: UnsafePointer<rd_kafka_metadata>? = nil
+            let code = rd_kafka_metadata(handle, 1, nil, &metadata, milliseconds)
+            if let metadata { rd_kafka_metadata_destroy(metadata) }
+            return KafkaErrorCode(code)
+        }
+    }
+
     /// Waits up to `timeout` until every record handed over so far has its delivery report,
     /// on a Dispatch thread.
     func flush(timeout: Duration) async -> KafkaErrorCode {

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import PushKafka
 import Testing
 
@@ -126,6 +127,30 @@ struct ProduceConsumeTests {
         #expect(allSeen, "every record is seen by one member or the other")
         #expect(await seenByA.count == 300)
         #expect(await seenByB.count >= 2_700)
+    }
+
+    @Test("a producer told its topics learns their partitions as it starts, not on its first record to each")
+    func topicsLearntAhead() async throws {
+        let kafka = try KafkaFixture(partitions: 4)
+        let other = "test.\(UUID().uuidString.lowercased())"
+        try kafka.cluster.createTopic(other, partitions: 4, replicationFactor: 3)
+        let handler = CapturingLogHandler()
+        var configuration = KafkaProducerConfiguration(bootstrapServers: kafka.cluster.bootstrapServers)
+        configuration.topics = [kafka.topic]
+        // librdkafka logs "Topic … partition count changed from 0 to 4" when it learns one.
+        configuration.additionalProperties = ["debug": "topic"]
+        let producer = try KafkaProducer.make(configuration: configuration, logger: Logger(label: "capture") { _ in handler })
+        func learnt(_ topic: String) -> Bool {
+            handler.entries.contains { $0.metadata["kafka.message"].map { $0.contains(topic) && $0.contains("partition count changed") } ?? false }
+        }
+        let running = Task { try await producer.run() }
+        #expect(await eventually(timeout: .seconds(10)) { learnt(kafka.topic) }, "learnt as the producer starts")
+        #expect(!learnt(other), "a topic it was not told of is not learnt before its first record")
+        try await producer.send(KafkaOutgoingRecord(topic: other, key: "k", value: Data("v".utf8)))
+        #expect(learnt(other))
+        #expect(!handler.entries.contains { $0.level >= .warning && $0.message != "librdkafka" })
+        running.cancel()
+        await producer.shutdown()
     }
 }
 

@@ -32,7 +32,10 @@ public struct LoadRunner: Sendable {
                 watcher = try await ResultsWatcher.start(servers: servers, topic: settings.topics.results, recorder: recorder, logger: logger)
             }
             if settings.via == .kafka, let servers = settings.kafka {
-                producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: servers), logger: logger)
+                let made = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: servers), logger: logger)
+                // Learnt before the clock starts, so the first sends do not wait for it.
+                await made.prepare(topics: [settings.topics.requests])
+                producer = made
             }
         } catch {
             await watcher?.stop()

@@ -141,6 +141,9 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
         }
         self.handle = handle
         sqlite3_busy_timeout(handle, 5000)
+        // Temporary tables and indexes (a page's UNION, a statement journal) in memory: by
+        // default each one is a file created in /var/tmp and deleted again.
+        try run("PRAGMA temp_store=MEMORY")
     }
 
     deinit { close() }

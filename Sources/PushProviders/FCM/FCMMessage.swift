@@ -58,7 +58,7 @@ public enum FCMMessage {
         /// The template for `body` in `format`, or why FCM would refuse it.
         static func make(body: String, format: NotificationFormat) -> Result<BodyTemplate, Failure> {
             // A marker no payload holds, replaced by each device's token.
-            let marker = "pushhub-token-" + UUID().uuidString
+            let marker = "pushhub-token-" + RandomID.make()
             let whole: Data
             do { whole = try request(body: body, format: format == .gcm ? "gcm" : "fcmv1", token: marker) } catch { return .failure(error) }
             guard let found = whole.range(of: Data(JSONText.quoted(marker))) else {

@@ -72,7 +72,10 @@ struct AllocationsCommand: AsyncParsableCommand {
         let batch = try WireCoding.decode(DeliveryBatch.self, from: record)
         let renderer = TemplateRenderer(properties: [:])
         let expiresAt = Date().addingTimeInterval(1800)
-        let deliveries = try batch.targets.map { try DeliveryWorker.prepare($0, of: batch, renderer: renderer, expiresAt: expiresAt).get() }
+        var renderings = BatchRenderings()
+        let deliveries = try batch.targets.map {
+            try DeliveryWorker.prepare($0, of: batch, renderer: renderer, expiresAt: expiresAt, renderings: &renderings).get()
+        }
         let answers = await provider.deliverAll(deliveries)
         let results = zip(batch.targets, answers).map { target, answer in
             DeliveryResult(

@@ -60,6 +60,10 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
                 let reference = try? WireCoding.makeDecoder().decode(ResultBatch.self, from: data)
                 precondition(reference == fast, "ResultBatch.fromWireJSON read \(fast), JSONDecoder \(String(describing: reference))")
             }
+            if let fast = DeliveryBatch.fromWireJSON(data) {
+                let reference = try? WireCoding.makeDecoder().decode(DeliveryBatch.self, from: data)
+                precondition(reference == fast, "DeliveryBatch.fromWireJSON read \(fast), JSONDecoder \(String(describing: reference))")
+            }
         }
     }
 

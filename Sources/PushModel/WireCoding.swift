@@ -21,9 +21,14 @@ public enum WireCoding {
 
     /// Decodes and validates a message of type `T`.
     public static func decode<T: WireMessage>(_ type: T.Type, from data: Data) throws(WireError) -> T {
-        // Result batches, the most read message, are read straight from their bytes when they
-        // are plain; anything else goes through JSONDecoder, which names what is wrong.
+        // Result and delivery batches, the most read messages, are read straight from their
+        // bytes when they are plain; anything else goes through JSONDecoder, which names what
+        // is wrong.
         if T.self == ResultBatch.self, let batch = ResultBatch.fromWireJSON(data) {
+            try batch.validate()
+            return batch as! T
+        }
+        if T.self == DeliveryBatch.self, let batch = DeliveryBatch.fromWireJSON(data) {
             try batch.validate()
             return batch as! T
         }

@@ -6,7 +6,22 @@ import PushModel
 /// one notification to one registration, so a device that gets the push twice (a send
 /// published again after a crash) shows it once. Different notifications, and a notification's
 /// different templates for one device, get different keys.
-enum CollapseKey {
+public enum CollapseKey {
+    /// The `PNSDelivery.collapseVariant` of a template's pushes: 22 base64url characters of
+    /// SHA-256 over its body, headers and expiry. Templates that differ get different keys;
+    /// the pushes of one template share theirs, so a batch's targets, which usually share
+    /// their template, share their headers too (and the same template twice on one device is
+    /// the same push twice, shown once).
+    public static func variant(of template: Template) -> String {
+        var hasher = SHA256()
+        hasher.update(data: Data(template.body.utf8))
+        for (name, value) in (template.headers ?? [:]).sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
+            hasher.update(data: Data("\nheader \(name): \(value)".utf8))
+        }
+        if let expiry = template.expiry { hasher.update(data: Data("\nexpiry \(expiry)".utf8)) }
+        return String(Base64URL.encode(Data(hasher.finalize())).prefix(22))
+    }
+
     /// For `apns-collapse-id` (at most 64 bytes): the notification id when it fits, else a digest.
     static func apns(_ delivery: PNSDelivery) -> String {
         if delivery.collapseVariant == nil, delivery.notificationId.utf8.count <= 64 { return delivery.notificationId }

@@ -226,8 +226,9 @@ public final class DeliveryWorker: Service, Sendable {
         var deliveries: [PNSDelivery?] = Array(repeating: nil, count: targets.count)
         var round: [Int] = []
         round.reserveCapacity(targets.count)
+        var renderings = BatchRenderings()
         for (index, target) in targets.enumerated() {
-            switch Self.prepare(target, of: batch, renderer: renderer, expiresAt: expiresAt) {
+            switch Self.prepare(target, of: batch, renderer: renderer, expiresAt: expiresAt, renderings: &renderings) {
             case .success(let delivery):
                 deliveries[index] = delivery
                 round.append(index)
@@ -297,37 +298,25 @@ public final class DeliveryWorker: Service, Sendable {
 
     public struct PayloadProblem: Error, CustomStringConvertible { public var description: String }
 
-    /// The delivery for one target: the native body, or its template filled. Public for
+    /// The PNS call for one target: the batch's payload, or the target's template rendered
+    /// (once for all the batch's targets that share it, through `renderings`). Public for
     /// `pushhub bench allocations`, which counts what a batch costs on the worker's path.
-    public static func prepare(_ target: DeliveryBatch.Target, of batch: DeliveryBatch, renderer: TemplateRenderer, expiresAt: Date) -> Result<
-        PNSDelivery, PayloadProblem
-    > {
+    public static func prepare(
+        _ target: DeliveryBatch.Target, of batch: DeliveryBatch, renderer: TemplateRenderer, expiresAt: Date, renderings: inout BatchRenderings
+    ) -> Result<PNSDelivery, PayloadProblem> {
         var delivery = PNSDelivery(
             hub: batch.hub, notificationId: batch.notificationId, handle: target.handle, webPush: target.webPush,
             format: batch.format ?? batch.platform.templateFormat, body: batch.body, headers: batch.headers, expiresAt: expiresAt)
         guard batch.kind == .template, let template = target.template else { return .success(delivery) }
-        delivery.collapseVariant = target.registrationId ?? ""
-
-        do {
-            delivery.body = try renderer.render(template.body, as: batch.platform == .wns ? .xml : .json)
-            for (name, value) in template.headers ?? [:] { delivery.headers[name] = try renderer.render(value: value) }
-            if let expiry = template.expiry {
-                let text = try renderer.render(value: expiry)
-                if batch.platform == .apns, !text.isEmpty {
-                    guard let date = Int(text).map({ Date(timeIntervalSince1970: Double($0)) }) ?? RFC3339.parse(text) else {
-                        return .failure(PayloadProblem(description: "template expiry: \(text) is not a date"))
-                    }
-                    delivery.headers["apns-expiration"] = String(Int(date.timeIntervalSince1970))
-                }
-            }
-        } catch {
-            return .failure(PayloadProblem(description: "template: \(error)"))
+        let rendered: BatchRenderings.Rendered
+        switch renderings.rendering(template, platform: batch.platform, renderer: renderer) {
+        case .success(let value): rendered = value
+        case .failure(let problem): return .failure(problem)
         }
-        if batch.platform == .fcm, let object = JSONLimits.dictionary(Data(delivery.body.utf8)),
-            object["message"] == nil
-        {
-            delivery.format = .gcm
-        }
+        delivery.body = rendered.body
+        delivery.collapseVariant = rendered.collapseVariant
+        for (name, value) in rendered.headers { delivery.headers[name] = value }
+        if rendered.isLegacyFCM { delivery.format = .gcm }
         return .success(delivery)
     }
 
@@ -431,5 +420,60 @@ actor DeliveryWindow {
         let ready = waiters
         waiters = []
         for waiter in ready { waiter.resume() }
+    }
+}
+
+/// A batch's templates as rendered for its targets. Targets usually share their template
+/// (every device of an app registers the same one), and the properties are the batch's: a
+/// template the same as the one before is not rendered again. Rendering was a ninth of the
+/// APNs worker's CPU in a template broadcast when it was done for every target.
+public struct BatchRenderings: Sendable {
+    /// What a template makes of the batch's properties.
+    public struct Rendered: Sendable {
+        var body: String
+        /// The template's headers rendered, and `apns-expiration` from its expiry.
+        var headers: [String: String]
+        /// An FCM body without `message`: the legacy (gcm) format.
+        var isLegacyFCM: Bool
+        /// `CollapseKey.variant(of:)` the template.
+        var collapseVariant: String
+    }
+
+    public typealias Problem = DeliveryWorker.PayloadProblem
+
+    private var last: (template: Template, rendered: Result<Rendered, Problem>)?
+
+    public init() {}
+
+    mutating func rendering(_ template: Template, platform: Platform, renderer: TemplateRenderer) -> Result<Rendered, Problem> {
+        if let last, last.template == template { return last.rendered }
+        let rendered = Self.render(template, platform: platform, renderer: renderer)
+        last = (template, rendered)
+        return rendered
+    }
+
+    private static func render(_ template: Template, platform: Platform, renderer: TemplateRenderer) -> Result<
+        Rendered, Problem
+    > {
+        var rendered = Rendered(body: "", headers: [:], isLegacyFCM: false, collapseVariant: CollapseKey.variant(of: template))
+        do {
+            rendered.body = try renderer.render(template.body, as: platform == .wns ? .xml : .json)
+            for (name, value) in template.headers ?? [:] { rendered.headers[name] = try renderer.render(value: value) }
+            if let expiry = template.expiry {
+                let text = try renderer.render(value: expiry)
+                if platform == .apns, !text.isEmpty {
+                    guard let date = Int(text).map({ Date(timeIntervalSince1970: Double($0)) }) ?? RFC3339.parse(text) else {
+                        return .failure(Problem(description: "template expiry: \(text) is not a date"))
+                    }
+                    rendered.headers["apns-expiration"] = String(Int(date.timeIntervalSince1970))
+                }
+            }
+        } catch {
+            return .failure(Problem(description: "template: \(error)"))
+        }
+        if platform == .fcm, let object = JSONLimits.dictionary(Data(rendered.body.utf8)), object["message"] == nil {
+            rendered.isLegacyFCM = true
+        }
+        return .success(rendered)
     }
 }

@@ -47,4 +47,81 @@ struct DeliveryBatchWireTests {
             #expect(direct == reference, "\(String(decoding: direct, as: UTF8.self))\n\(String(decoding: reference, as: UTF8.self))")
         }
     }
+
+    @Test("read straight from bytes: the same batch as JSONDecoder's, with other key orders, whitespace, escapes, nulls and unknown fields")
+    func readFast() throws {
+        for batch in Self.batches() {
+            let wire = try WireCoding.encode(batch)
+            #expect(DeliveryBatch.fromWireJSON(wire) == batch)
+            #expect(try WireCoding.makeDecoder().decode(DeliveryBatch.self, from: wire) == batch)
+            // Other writers: JSONSerialization's key order and escaping, unknown fields of any
+            // kind, optional fields as null, whitespace.
+            var object = try #require(try JSONSerialization.jsonObject(with: wire) as? [String: Any])
+            object["extra"] = ["a": [1, 2.5e3, -0.5E-2, true, false, NSNull(), "x\u{e9}/\u{1F680}"], "b": [:] as [String: Any]]
+            for key in ["format", "expiresAt", "enqueuedAt", "notBefore"] where object[key] == nil { object[key] = NSNull() }
+            var targets = try #require(object["targets"] as? [[String: Any]])
+            for index in targets.indices {
+                if targets[index]["registrationId"] == nil { targets[index]["registrationId"] = NSNull() }
+                if targets[index]["webPush"] == nil { targets[index]["webPush"] = NSNull() }
+                if var template = targets[index]["template"] as? [String: Any] {
+                    if template["headers"] == nil { template["headers"] = NSNull() }
+                    template["future"] = [["x": 1]]
+                    targets[index]["template"] = template
+                }
+            }
+            targets[0]["note"] = ["nested": [[1], [2]]]
+            object["targets"] = targets
+            let other = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted])
+            #expect(DeliveryBatch.fromWireJSON(other) == batch, "\(String(decoding: other, as: UTF8.self))")
+            let escaped = Data(String(decoding: wire, as: UTF8.self).replacingOccurrences(of: "\"hub\"", with: "\"h\\u0075b\"").utf8)
+            #expect(DeliveryBatch.fromWireJSON(escaped) == batch)
+        }
+    }
+
+    @Test("read straight from bytes: what it takes, JSONDecoder takes the same; the rest is left to JSONDecoder")
+    func readFastNeverDiffers() throws {
+        var generator = SystemRandomNumberGenerator()
+        let encoded = try Self.batches().map { try WireCoding.encode($0) }
+        let alphabet = Array(#"{}[]":,\ -0123456789.eEtrufalsn"#.utf8) + [0x00, 0x1F, 0x7F, 0xC3, 0xA9, 0xFF]
+        var taken = 0
+        for _ in 0..<4000 {
+            var bytes = [UInt8](encoded.randomElement(using: &generator)!)
+            for _ in 0..<Int.random(in: 1...3, using: &generator) {
+                let index = Int.random(in: 0..<bytes.count, using: &generator)
+                switch Int.random(in: 0..<3, using: &generator) {
+                case 0: bytes[index] = alphabet.randomElement(using: &generator)!
+                case 1: bytes.remove(at: index)
+                default: bytes.insert(alphabet.randomElement(using: &generator)!, at: index)
+                }
+            }
+            let data = Data(bytes)
+            guard let fast = DeliveryBatch.fromWireJSON(data) else { continue }
+            taken += 1
+            let reference = try? WireCoding.makeDecoder().decode(DeliveryBatch.self, from: data)
+            #expect(reference == fast, "\(String(decoding: data, as: UTF8.self))")
+        }
+        #expect(taken > 0, "some mutations are still batches")
+        // Deeper than the limit, a key twice (at the top, in a target, in a template), a number
+        // where an integer goes, a lone surrogate, a date that is not one, a template's name.
+        let batch = DeliveryBatch(
+            notificationId: "n", hub: "hub", platform: .apns, kind: .template, body: "{}", enqueuedAt: Date(timeIntervalSince1970: 1_800_000_000),
+            targets: [DeliveryBatch.Target(registrationId: "r", handle: "h", template: Template(body: "{}", expiry: "1"))])
+        let wire = String(decoding: try WireCoding.encode(batch), as: UTF8.self)
+        #expect(DeliveryBatch.fromWireJSON(Data(wire.utf8)) == batch)
+        for refused in [
+            wire.replacingOccurrences(
+                of: "\"hub\":", with: "\"deep\":" + String(repeating: "[", count: 40) + String(repeating: "]", count: 40) + ",\"hub\":"),
+            wire.replacingOccurrences(of: "\"hub\":", with: "\"hub\":\"x\",\"hub\":"),
+            wire.replacingOccurrences(of: "{\"handle\":", with: "{\"handle\":\"x\",\"handle\":"),
+            wire.replacingOccurrences(of: "{\"body\":", with: "{\"body\":\"x\",\"body\":"),
+            wire.replacingOccurrences(of: "\"attempt\":1", with: "\"attempt\":1.0"),
+            wire.replacingOccurrences(of: "\"hub\":\"", with: "\"hub\":\"\\ud800"),
+            wire.replacingOccurrences(of: "\"enqueuedAt\":\"", with: "\"enqueuedAt\":\"x"),
+            wire.replacingOccurrences(of: "{\"body\":", with: "{\"name\":\"t\",\"body\":"),
+            wire + "x",
+        ] {
+            #expect(refused != wire)
+            #expect(DeliveryBatch.fromWireJSON(Data(refused.utf8)) == nil, "\(refused)")
+        }
+    }
 }

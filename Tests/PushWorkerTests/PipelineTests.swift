@@ -194,13 +194,14 @@ struct PipelineTests {
     }
 
     @Test(
-        "a send published twice reaches the device twice under one collapse key and counts once; each template has its own key; a send's own key stays"
+        "a send published twice reaches the device twice under one collapse key and counts once; each template has its own key, shared by the devices that have it; a send's own key stays"
     )
     func collapseKeys() async throws {
         let pipeline = try await PipelineFixture(workers: [.apns, .webpush])
         defer { Task { await pipeline.stop() } }
         let sim = pipeline.sim
         let token = SimulatedHandle.apns("collapse-phone")
+        let otherToken = SimulatedHandle.apns("collapse-other-phone")
         let subscription = SimulatedSubscription(id: "collapse-browser")
         let endpoint = subscription.endpoint(base: sim.http)
         try await Application(router: try pipeline.router()).test(.router) { client in
@@ -209,6 +210,12 @@ struct PipelineTests {
                 Self.installation(
                     "c-apns", platform: "apns", channel: "\"\(token)\"", tags: ["collapse"],
                     templates: #"{"a":{"body":"{\"aps\":{\"alert\":\"a $(m)\"}}"},"b":{"body":"{\"aps\":{\"alert\":\"b $(m)\"}}"}}"#))
+            // Another phone with template a only (for template sends; native ones are apple).
+            try await Self.put(
+                client, "c-apns-other",
+                Self.installation(
+                    "c-apns-other", platform: "apns", channel: "\"\(otherToken)\"", tags: ["collapse-template"],
+                    templates: #"{"a":{"body":"{\"aps\":{\"alert\":\"a $(m)\"}}"}}"#))
             try await Self.put(
                 client, "c-web",
                 Self.installation(
@@ -244,11 +251,14 @@ struct PipelineTests {
         #expect(topics == Array(repeating: web.notificationId.replacingOccurrences(of: "-", with: ""), count: 2), "\(topics)")
 
         // A template send, twice: each template's push has a key of its own, the same on
-        // both attempts.
-        let template = request(.template, #"{"m":"x"}"#)
+        // both attempts, and the same for every device with that template.
+        var template = request(.template, #"{"m":"x"}"#)
+        template.audience = .tags("collapse || collapse-template")
         try await Self.publishTwice(template, pipeline)
         let keys = try await Self.deliveredHeaders(sim, token, 6).dropFirst(2).compactMap { $0["apns-collapse-id"] }
         #expect(keys.count == 4 && Set(keys).count == 2 && !keys.contains(template.notificationId), "\(keys)")
+        let otherKeys = try await Self.deliveredHeaders(sim, otherToken, 2).compactMap { $0["apns-collapse-id"] }
+        #expect(otherKeys.count == 2 && Set(otherKeys).count == 1 && keys.contains(otherKeys[0]), "\(otherKeys) against \(keys)")
 
         // A send's own keys are left alone.
         for own in [

@@ -57,7 +57,8 @@ extension RDKafkaClient {
             let known = topics.compactMap { rd_kafka_topic_new(handle, $0, nil) }
             defer { known.forEach { rd_kafka_topic_destroy($0) } }
             var metadata: UnsafePointer<rd_kafka_metadata>? = nil
-            let code = rd_kafka_metadata(handle, 1, nil, &metadata, milliseconds)
+            // all_topics 0: the topics this client knows, not every topic of the cluster.
+            let code = rd_kafka_metadata(handle, 0, nil, &metadata, milliseconds)
             if let metadata { rd_kafka_metadata_destroy(metadata) }
             return KafkaErrorCode(code)
         }

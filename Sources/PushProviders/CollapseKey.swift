@@ -3,22 +3,28 @@ import Foundation
 import PushModel
 
 /// The collapse key PushHub gives a push whose send set none: the same for every attempt of
-/// one notification to one registration, so a device that gets the push twice (a send
-/// published again after a crash) shows it once. Different notifications, and a notification's
-/// different templates for one device, get different keys.
+/// one notification to one device (for a template push, while the template stays the same),
+/// so a device that gets the push twice (a send published again after a crash) shows it once.
+/// Different notifications, and a notification's different templates for one device, get
+/// different keys.
 public enum CollapseKey {
     /// The `PNSDelivery.collapseVariant` of a template's pushes: 22 base64url characters of
-    /// SHA-256 over its body, headers and expiry. Templates that differ get different keys;
-    /// the pushes of one template share theirs, so a batch's targets, which usually share
-    /// their template, share their headers too (and the same template twice on one device is
-    /// the same push twice, shown once).
+    /// SHA-256 over its body, headers and expiry, each field's bytes after their length, so
+    /// no two templates that differ share one. The pushes of one template share theirs, so a
+    /// batch's targets, which usually share their template, share their headers too (and the
+    /// same template twice on one device is the same push twice, shown once).
     public static func variant(of template: Template) -> String {
         var hasher = SHA256()
-        hasher.update(data: Data(template.body.utf8))
-        for (name, value) in (template.headers ?? [:]).sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
-            hasher.update(data: Data("\nheader \(name): \(value)".utf8))
+        func field(_ tag: String, _ text: String) {
+            hasher.update(data: Data("\(tag)\(text.utf8.count):".utf8))
+            hasher.update(data: Data(text.utf8))
         }
-        if let expiry = template.expiry { hasher.update(data: Data("\nexpiry \(expiry)".utf8)) }
+        field("b", template.body)
+        for (name, value) in (template.headers ?? [:]).sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
+            field("h", name)
+            field("v", value)
+        }
+        if let expiry = template.expiry { field("e", expiry) }
         return String(Base64URL.encode(Data(hasher.finalize())).prefix(22))
     }
 

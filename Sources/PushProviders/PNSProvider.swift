@@ -16,8 +16,9 @@ public struct PNSDelivery: Sendable {
     public var headers: [String: String]
     /// After this the PNS need not deliver it.
     public var expiresAt: Date?
-    /// What tells this push apart from the notification's other pushes to the same device (a
-    /// template's registration id); nil for a native push. Part of the derived collapse key.
+    /// What tells this push apart from the notification's other pushes to the same device
+    /// (`CollapseKey.variant(of:)` its template); nil for a native push. Part of the derived
+    /// collapse key.
     public var collapseVariant: String?
 
     public init(

@@ -42,6 +42,12 @@ public final class SQLiteDatabase: SQLDatabase {
             try (0..<max(1, readerCount)).map { _ in
                 let reader = try SQLiteConnection(path: path)
                 try reader.run("PRAGMA foreign_keys=ON")
+                // A query's temporary tables (a page's UNION and ORDER BY) in memory: by
+                // default each one is a file created in /var/tmp and deleted again. Only the
+                // readers': the writer's are savepoint journals, which hold every page a write
+                // changes (ending a broadcast's send deletes a million rows of
+                // `result_targets`, 270 MB of them), and stay files.
+                try reader.run("PRAGMA temp_store=MEMORY")
                 return reader
             })
     }
@@ -141,9 +147,6 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
         }
         self.handle = handle
         sqlite3_busy_timeout(handle, 5000)
-        // Temporary tables and indexes (a page's UNION, a statement journal) in memory: by
-        // default each one is a file created in /var/tmp and deleted again.
-        try run("PRAGMA temp_store=MEMORY")
     }
 
     deinit { close() }

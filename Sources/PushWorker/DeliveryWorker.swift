@@ -425,7 +425,7 @@ actor DeliveryWindow {
 
 /// A batch's templates as rendered for its targets. Targets usually share their template
 /// (every device of an app registers the same one), and the properties are the batch's: a
-/// template the same as the one before is not rendered again. Rendering was a ninth of the
+/// template with the same bytes as the one before is not rendered again. Rendering was a ninth of the
 /// APNs worker's CPU in a template broadcast when it was done for every target.
 public struct BatchRenderings: Sendable {
     /// What a template makes of the batch's properties.
@@ -441,21 +441,24 @@ public struct BatchRenderings: Sendable {
 
     public typealias Problem = DeliveryWorker.PayloadProblem
 
-    private var last: (template: Template, rendered: Result<Rendered, Problem>)?
+    /// The last template rendered, known by its variant: a digest of its bytes (Swift's `==`
+    /// on strings would take canonically equivalent ones for the same).
+    private var last: (variant: String, rendered: Result<Rendered, Problem>)?
 
     public init() {}
 
     mutating func rendering(_ template: Template, platform: Platform, renderer: TemplateRenderer) -> Result<Rendered, Problem> {
-        if let last, last.template == template { return last.rendered }
-        let rendered = Self.render(template, platform: platform, renderer: renderer)
-        last = (template, rendered)
+        let variant = CollapseKey.variant(of: template)
+        if let last, last.variant == variant { return last.rendered }
+        let rendered = Self.render(template, variant: variant, platform: platform, renderer: renderer)
+        last = (variant, rendered)
         return rendered
     }
 
-    private static func render(_ template: Template, platform: Platform, renderer: TemplateRenderer) -> Result<
+    private static func render(_ template: Template, variant: String, platform: Platform, renderer: TemplateRenderer) -> Result<
         Rendered, Problem
     > {
-        var rendered = Rendered(body: "", headers: [:], isLegacyFCM: false, collapseVariant: CollapseKey.variant(of: template))
+        var rendered = Rendered(body: "", headers: [:], isLegacyFCM: false, collapseVariant: variant)
         do {
             rendered.body = try renderer.render(template.body, as: platform == .wns ? .xml : .json)
             for (name, value) in template.headers ?? [:] { rendered.headers[name] = try renderer.render(value: value) }

@@ -200,3 +200,26 @@ struct ProviderCoreTests {
         #expect(refused.classification == .payloadRejected && transport.pushes.count == 2)
     }
 }
+
+@Suite("Collapse keys of template pushes")
+struct CollapseVariantTests {
+    @Test("templates that differ in any byte of body, headers or expiry get different variants; the same bytes the same one")
+    func variants() {
+        let base = Template(body: #"{"aps":{"alert":"$(m)"}}"#, headers: ["x-a": "1"], expiry: "5")
+        #expect(CollapseKey.variant(of: base) == CollapseKey.variant(of: Template(body: base.body, headers: ["x-a": "1"], expiry: "5")))
+        #expect(CollapseKey.variant(of: base).count == 22)
+        let others = [
+            Template(body: base.body + " ", headers: ["x-a": "1"], expiry: "5"),
+            Template(body: base.body, headers: ["x-a": "2"], expiry: "5"),
+            Template(body: base.body, headers: ["x-b": "1"], expiry: "5"),
+            Template(body: base.body, headers: ["x-a": "1"], expiry: nil),
+            // A field's text cannot pass for the next field.
+            Template(body: base.body, headers: ["x-a": "1\ne1:5"], expiry: nil),
+            // Canonically equivalent, as Swift's == sees them, but other bytes.
+            Template(body: base.body.replacingOccurrences(of: "alert", with: "al\u{E9}rt"), headers: ["x-a": "1"], expiry: "5"),
+            Template(body: base.body.replacingOccurrences(of: "alert", with: "ale\u{301}rt"), headers: ["x-a": "1"], expiry: "5"),
+        ]
+        let variants = [base].map(CollapseKey.variant(of:)) + others.map(CollapseKey.variant(of:))
+        #expect(Set(variants).count == variants.count, "\(variants)")
+    }
+}

@@ -216,3 +216,33 @@ struct WorkerTests {
         #expect(await !window.isFull)
     }
 }
+
+@Suite("A batch's templates rendered once")
+struct BatchRenderingsTests {
+    @Test("targets with the same template share its rendering and collapse key; any other bytes are rendered for themselves")
+    func sharedRendering() throws {
+        let template = Template(body: #"{"aps":{"alert":"hello $(name)"}}"#)
+        let equivalent = Template(body: #"{"aps":{"alert":"h\#u{E9}llo $(name)"}}"#)
+        let decomposed = Template(body: #"{"aps":{"alert":"he\#u{301}llo $(name)"}}"#)
+        let targets = [template, template, equivalent, decomposed, template].enumerated().map { index, template in
+            DeliveryBatch.Target(registrationId: "r\(index)", handle: String(repeating: "a", count: 64), template: template)
+        }
+        let batch = DeliveryBatch(
+            notificationId: UUID().uuidString.lowercased(), hub: "myhub", platform: .apns, kind: .template, body: #"{"name":"Ann"}"#,
+            targets: targets)
+        let renderer = TemplateRenderer(properties: ["name": "Ann"])
+        var renderings = BatchRenderings()
+        let deliveries = try targets.map {
+            try DeliveryWorker.prepare($0, of: batch, renderer: renderer, expiresAt: Date().addingTimeInterval(60), renderings: &renderings).get()
+        }
+        #expect(
+            deliveries.map(\.body) == [
+                #"{"aps":{"alert":"hello Ann"}}"#, #"{"aps":{"alert":"hello Ann"}}"#, #"{"aps":{"alert":"h\#u{E9}llo Ann"}}"#,
+                #"{"aps":{"alert":"he\#u{301}llo Ann"}}"#, #"{"aps":{"alert":"hello Ann"}}"#,
+            ])
+        #expect(deliveries.map { Array($0.body.utf8) }[2] != deliveries.map { Array($0.body.utf8) }[3])
+        let variants = deliveries.map(\.collapseVariant)
+        #expect(variants[0] == variants[1] && variants[0] == variants[4])
+        #expect(Set(variants).count == 3)
+    }
+}

@@ -196,6 +196,28 @@ public enum Migrations {
             // function: a statement, not six round trips, each parsed and planned (the
             // client's work per round trip cost as much as the server's).
             (8, dialect == .postgres ? [postgresWriteInstallation] : []),
+            // Sends whose counted targets are left to delete: a send that ends with many (a
+            // broadcast's million) hands them to `sweepEndedTargets` instead of deleting them
+            // in the transaction that ends it. On SQLite, `result_targets` becomes one B-tree
+            // keyed by its primary key (a rowid table kept the rows and a second index of them,
+            // two B-tree inserts per counted target).
+            (
+                9,
+                ["CREATE TABLE ended_sends_with_targets (notification_id TEXT PRIMARY KEY)"]
+                    + (dialect == .sqlite
+                        ? [
+                            """
+                            CREATE TABLE result_targets_by_key (
+                                notification_id TEXT NOT NULL,
+                                target TEXT NOT NULL,
+                                PRIMARY KEY (notification_id, target)
+                            ) WITHOUT ROWID
+                            """,
+                            "INSERT INTO result_targets_by_key (notification_id, target) SELECT notification_id, target FROM result_targets",
+                            "DROP TABLE result_targets",
+                            "ALTER TABLE result_targets_by_key RENAME TO result_targets",
+                        ] : [])
+            ),
         ]
     }
 

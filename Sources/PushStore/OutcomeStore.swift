@@ -26,6 +26,9 @@ public protocol OutcomeStore: Sendable {
     /// progressed for `grace`. Their unreported targets count as expired; results arriving
     /// later change nothing. Scheduled sends not yet released are left alone.
     func abandonStalled(now: Date, grace: TimeInterval, abandonAfter: TimeInterval, limit: Int) async throws -> [AbandonedSend]
+    /// Deletes up to `limit` counted targets of a send that ended with more than its ending
+    /// deleted, in one transaction; false when no such send was left.
+    func sweepEndedTargets(limit: Int) async throws -> Bool
     /// Applies dispatch summaries (the first one of a notification counts) and batches of
     /// results (each target counts once, however its results are batched), all in one
     /// transaction; says for each batch, in order, whether anything in it was new.

@@ -164,9 +164,42 @@ extension SQLRegistrationStore: OutcomeStore {
     }
 
     /// What an ended notification no longer needs: its kept request and its counted targets.
+    /// Up to `targetsDeletedAtEnd` targets go at once; more are left to `sweepEndedTargets`,
+    /// so the transaction that ends a broadcast (and makes it Completed for the hub API) does
+    /// not also delete a million rows. Results for an ended send are passed over before its
+    /// targets are read, so the rows left change no count.
     static func forgetWork(of id: String, on connection: any SQLConnection) async throws {
         try await connection.execute("DELETE FROM unfinished_sends WHERE notification_id = ?", [.text(id)])
-        try await connection.execute("DELETE FROM result_targets WHERE notification_id = ?", [.text(id)])
+        if try await deleteTargets(of: id, upTo: targetsDeletedAtEnd, on: connection) {
+            try await connection.execute(
+                "INSERT INTO ended_sends_with_targets (notification_id) VALUES (?) ON CONFLICT DO NOTHING", [.text(id)])
+        }
+    }
+
+    /// Counted targets an ending send deletes itself.
+    static let targetsDeletedAtEnd = 1_000
+
+    /// Deletes up to `limit` of a send's counted targets; says whether any are left.
+    private static func deleteTargets(of id: String, upTo limit: Int, on connection: any SQLConnection) async throws -> Bool {
+        try await connection.execute(
+            """
+            DELETE FROM result_targets WHERE notification_id = ? AND target IN
+                (SELECT target FROM result_targets WHERE notification_id = ? ORDER BY target LIMIT ?)
+            """, [.text(id), .text(id), .integer(Int64(limit))])
+        return !(try await connection.query("SELECT 1 AS left FROM result_targets WHERE notification_id = ? LIMIT 1", [.text(id)]).isEmpty)
+    }
+
+    public func sweepEndedTargets(limit: Int) async throws -> Bool {
+        try await database.write { connection in
+            guard
+                let id = try await connection.query("SELECT notification_id FROM ended_sends_with_targets LIMIT 1", []).first?.text(
+                    "notification_id")
+            else { return false }
+            if try await !Self.deleteTargets(of: id, upTo: limit, on: connection) {
+                try await connection.execute("DELETE FROM ended_sends_with_targets WHERE notification_id = ?", [.text(id)])
+            }
+            return true
+        }
     }
 
     static func addCount(_ id: String, platform: String, outcome: Outcome, count: Int64, on connection: any SQLConnection) async throws {

@@ -120,6 +120,36 @@ struct OutcomeStoreTests {
         #expect(try await store.notification(hub: hub, id: refused)?.expectedTargets == 1)
     }
 
+    @Test(
+        "a send that ends with many counted targets leaves them to the sweep, which deletes them a transaction at a time; a late result still counts nothing",
+        arguments: StoreKind.available)
+    func endedTargetsSwept(_ kind: StoreKind) async throws {
+        let (store, hub) = try await Self.outcomes(kind)
+        while try await store.sweepEndedTargets(limit: 100_000) {}
+        // Small: its ending deletes its targets itself.
+        let small = UUID().uuidString.lowercased()
+        try await store.recordOutcomes(ResultBatch(notificationId: small, hub: hub, dispatched: [.apns: 2]), now: Date())
+        try await store.recordOutcomes(Self.results(small, hub, .apns, [("a", .delivered), ("b", .delivered)]), now: Date())
+        #expect(try await store.notification(hub: hub, id: small)?.state == .completed)
+        #expect(try await store.sweepEndedTargets(limit: 1_000) == false)
+
+        let id = UUID().uuidString.lowercased()
+        try await store.recordOutcomes(ResultBatch(notificationId: id, hub: hub, dispatched: [.apns: 2_500]), now: Date())
+        for start in stride(from: 0, to: 2_500, by: 500) {
+            try await store.recordOutcomes(Self.results(id, hub, .apns, (start..<start + 500).map { ("r\($0)", .delivered) }), now: Date())
+        }
+        #expect(try await store.notification(hub: hub, id: id)?.state == .completed)
+        let late = Self.results(id, hub, .apns, [("r7", .invalidHandle), ("r2600", .delivered)])
+        #expect(try await store.recordOutcomes(late, now: Date()) == false)
+        // 1,000 went as it ended; 1,500 are left: two sweeps, then none.
+        #expect(try await store.sweepEndedTargets(limit: 1_000))
+        #expect(try await store.sweepEndedTargets(limit: 1_000))
+        #expect(try await store.sweepEndedTargets(limit: 1_000) == false)
+        #expect(try await store.recordOutcomes(late, now: Date()) == false)
+        let outcome = try #require(try await store.notification(hub: hub, id: id))
+        #expect(outcome.state == .completed && outcome.counts == [.apns: [.delivered: 2_500]])
+    }
+
     @Test("results before the summary, no target, all expired, rejected", arguments: StoreKind.available)
     func otherEndings(_ kind: StoreKind) async throws {
         let (store, hub) = try await Self.outcomes(kind)

@@ -307,6 +307,44 @@ struct MigrationTests {
     }
 }
 
+extension MigrationTests {
+    @Test("SQLite at version 8: the counted targets of an open send survive result_targets' rebuild as one B-tree")
+    func resultTargetsRebuilt() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let id = UUID().uuidString.lowercased()
+        func results(_ targets: [String]) -> ResultBatch {
+            ResultBatch(
+                notificationId: id, hub: "myhub", platform: .apns,
+                results: targets.map { DeliveryResult(registrationId: $0, handle: "h", outcome: .delivered, pnsStatus: 200, attempts: 1, dwellMs: 1) }
+            )
+        }
+        var store = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
+        try await store.recordOutcomes(ResultBatch(notificationId: id, hub: "myhub", dispatched: [.apns: 4]), now: Date())
+        #expect(try await store.recordOutcomes(results(["a", "b"]), now: Date()))
+        await store.close()
+        // Back to version 8's shape: the rowid table with its rows, no sweep table.
+        let database = try SQLiteDatabase(path: path)
+        try await database.write { connection in
+            for statement in [
+                "CREATE TABLE old_targets (notification_id TEXT NOT NULL, target TEXT NOT NULL, PRIMARY KEY (notification_id, target))",
+                "INSERT INTO old_targets SELECT notification_id, target FROM result_targets", "DROP TABLE result_targets",
+                "ALTER TABLE old_targets RENAME TO result_targets", "DROP TABLE ended_sends_with_targets",
+                "DELETE FROM schema_migrations WHERE version = 9",
+            ] {
+                try await connection.execute(statement, [])
+            }
+        }
+        await database.close()
+        store = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
+        #expect(try await store.recordOutcomes(results(["a", "b"]), now: Date()) == false, "still counted")
+        #expect(try await store.recordOutcomes(results(["b", "c", "d"]), now: Date()))
+        let outcome = try #require(try await store.notification(hub: "myhub", id: id))
+        #expect(outcome.state == .completed && outcome.counts == [.apns: [.delivered: 4]])
+        await store.close()
+    }
+}
+
 @Suite("Paging while registrations change")
 struct PagingStabilityTests {
     @Test("a registration or installation updated mid-paging is met once", arguments: StoreKind.available)

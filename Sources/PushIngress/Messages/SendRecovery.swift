@@ -88,8 +88,9 @@ public final class SendRecovery: Service, Sendable {
         }
     }
 
-    /// One round: gives up stalled sends past their deadline, then publishes again what
-    /// stalled (every kept send when `everything`). Returns how many it published.
+    /// One round: gives up stalled sends past their deadline, deletes the counted targets
+    /// that ended sends left, then publishes again what stalled (every kept send when
+    /// `everything`). Returns how many it published.
     @discardableResult
     public func check(everything: Bool = false) async -> Int {
         let now = now()
@@ -108,6 +109,13 @@ public final class SendRecovery: Service, Sendable {
             }
         } catch {
             logger.error("stalled sends could not be checked", metadata: ["pushhub.error": "\(error)"])
+        }
+        // The counted targets ended sends left, a transaction of 20,000 at a time so other
+        // writes go on between them.
+        do {
+            while try await store.sweepEndedTargets(limit: 20_000), !Task.isCancelled {}
+        } catch {
+            logger.error("counted targets of ended sends could not be deleted", metadata: ["pushhub.error": "\(error)"])
         }
         guard settings.republish else { return 0 }
         var published = 0

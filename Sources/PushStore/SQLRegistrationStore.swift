@@ -529,7 +529,8 @@ public final class SQLRegistrationStore: RegistrationStore {
     static func registrations(from rows: [SQLRow]) throws -> [Registration] {
         guard let first = rows.first else { return [] }
         let columns = RegistrationColumns(first)
-        return try rows.map(columns.registration)
+        var headers: [String: [String: String]] = [:]
+        return try rows.map { try columns.registration($0, headers: &headers) }
     }
 
     /// Where each column of a `registrations` row is.
@@ -548,6 +549,14 @@ public final class SQLRegistrationStore: RegistrationStore {
         }
 
         func registration(_ row: SQLRow) throws -> Registration {
+            var headers: [String: [String: String]] = [:]
+            return try registration(row, headers: &headers)
+        }
+
+        /// A row's registration; `headers` keeps the template headers decoded so far by their
+        /// JSON text, since a page's templates nearly always share theirs: one JSONDecoder run
+        /// per distinct text, not one per WNS template registration.
+        func registration(_ row: SQLRow, headers decoded: inout [String: [String: String]]) throws -> Registration {
             guard let id = row.text(at: id), let hub = row.text(at: hub), let formatText = row.text(at: format),
                 let format = NativeFormat(rawValue: formatText), let handle = row.text(at: handle)
             else { throw SQLError(message: "a registration row is incomplete") }
@@ -555,7 +564,12 @@ public final class SQLRegistrationStore: RegistrationStore {
             let template = try row.text(at: templateBody).map { body in
                 Template(
                     name: row.text(at: templateName), body: body,
-                    headers: try row.text(at: templateHeaders).map { try JSONDecoder().decode([String: String].self, from: Data($0.utf8)) },
+                    headers: try row.text(at: templateHeaders).map { text in
+                        if let known = decoded[text] { return known }
+                        let headers = try JSONDecoder().decode([String: String].self, from: Data(text.utf8))
+                        if decoded.count < 64 { decoded[text] = headers }
+                        return headers
+                    },
                     expiry: row.text(at: templateExpiry))
             }
             let webPush = row.text(at: p256dh).flatMap { p256dh in row.text(at: auth).map { WebPushKeys(p256dh: p256dh, auth: $0) } }

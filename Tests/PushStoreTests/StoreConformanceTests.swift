@@ -10,6 +10,26 @@ struct StoreConformanceTests {
         Installation(installationId: id, userId: user, platform: .apns, pushChannel: "token-\(id)", tags: tags, templates: templates)
     }
 
+    @Test("a page of template registrations reads each one's own template headers, alike or not", arguments: StoreKind.available)
+    func templateHeadersPerRow(_ kind: StoreKind) async throws {
+        let fixture = try await StoreFixture.make(kind)
+        let kinds = ["wns/toast", "wns/badge", "wns/toast", "wns/tile", "wns/badge"]
+        for (index, type) in kinds.enumerated() {
+            _ = try await fixture.store.upsertInstallation(
+                Installation(
+                    installationId: "w\(index)", platform: .wns, pushChannel: "https://wns.example/\(index)", tags: ["tile"],
+                    templates: ["t": .init(body: "<toast/>", headers: ["X-WNS-Type": type])]),
+                hub: fixture.hub)
+        }
+        let page = try await fixture.store.registrations(hub: fixture.hub, matching: .tagExpression(.tag("tile")), after: nil, limit: 100)
+        let read = Dictionary(
+            uniqueKeysWithValues: page.registrations.compactMap { registration in
+                registration.template.map { (registration.installationId ?? "", $0.headers ?? [:]) }
+            })
+        #expect(read.count == kinds.count)
+        for (index, type) in kinds.enumerated() { #expect(read["w\(index)"] == ["X-WNS-Type": type]) }
+    }
+
     @Test("an installation is stored as its registrations, with the implicit tags", arguments: StoreKind.available)
     func installationRoundTrip(_ kind: StoreKind) async throws {
         let fixture = try await StoreFixture.make(kind)

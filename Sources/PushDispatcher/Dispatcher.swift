@@ -123,9 +123,9 @@ public struct AudienceResolver: Sendable {
         for query in try Self.queries(of: request, expression: expression) {
             var cursor: RegistrationCursor?
             repeat {
-                let page = try await store.registrations(hub: hub, matching: query, after: cursor, limit: pageSize)
-                for registration in page.registrations where Self.reaches(request, registration, now: now) {
-                    try await add(Self.target(registration), registration.platform)
+                let page = try await store.deliveryCandidates(hub: hub, matching: query, after: cursor, limit: pageSize)
+                for candidate in page.candidates where Self.reaches(request, candidate, now: now) {
+                    try await add(Self.target(candidate), candidate.platform)
                 }
                 cursor = page.next
             } while cursor != nil
@@ -151,10 +151,10 @@ public struct AudienceResolver: Sendable {
         case .tags, .installationIds: break
         }
         for query in try Self.queries(of: request, expression: expression) {
-            let page = try await store.registrations(hub: hub, matching: query, after: nil, limit: limit)
+            let page = try await store.deliveryCandidates(hub: hub, matching: query, after: nil, limit: limit)
             guard page.next == nil else { return nil }
-            for registration in page.registrations where Self.reaches(request, registration, now: now) {
-                targets[registration.platform, default: []].append(Self.target(registration))
+            for candidate in page.candidates where Self.reaches(request, candidate, now: now) {
+                targets[candidate.platform, default: []].append(Self.target(candidate))
             }
         }
         return targets
@@ -173,18 +173,17 @@ public struct AudienceResolver: Sendable {
         }
     }
 
-    static func target(_ registration: Registration) -> DeliveryBatch.Target {
+    static func target(_ candidate: DeliveryCandidate) -> DeliveryBatch.Target {
         DeliveryBatch.Target(
-            registrationId: registration.registrationId, handle: registration.handle, webPush: registration.webPush,
-            template: registration.template?.forDelivery)
+            registrationId: candidate.registrationId, handle: candidate.handle, webPush: candidate.webPush, template: candidate.template)
     }
 
     /// Native sends reach the native registrations of their platform; template sends every
     /// template registration. Expired registrations are skipped.
-    static func reaches(_ request: SendRequest, _ registration: Registration, now: Date) -> Bool {
-        if let expiry = registration.expiresAt, expiry < now { return false }
-        if request.format == .template { return registration.template != nil }
-        return registration.template == nil && registration.platform == request.format.platform
+    static func reaches(_ request: SendRequest, _ candidate: DeliveryCandidate, now: Date) -> Bool {
+        if let expiry = candidate.expiresAt, expiry < now { return false }
+        if request.format == .template { return candidate.template != nil }
+        return candidate.template == nil && candidate.platform == request.format.platform
     }
 }
 

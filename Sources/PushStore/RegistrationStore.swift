@@ -35,6 +35,10 @@ public protocol RegistrationStore: UserStore {
     /// One page of the registrations matching `query`, in a stable order; pass the returned
     /// cursor to get the next page.
     func registrations(hub: String, matching query: RegistrationQuery, after cursor: RegistrationCursor?, limit: Int) async throws -> RegistrationPage
+    /// The same page as `registrations`, holding only what a delivery needs of each: what the
+    /// dispatcher reads, without the tags, ids and times it would only throw away.
+    func deliveryCandidates(hub: String, matching query: RegistrationQuery, after cursor: RegistrationCursor?, limit: Int) async throws
+        -> DeliveryCandidatePage
 
     /// Adds many registrations (not installations) in one transaction: for imports and for
     /// seeding load tests. Ids must be new.
@@ -77,6 +81,52 @@ public struct RegistrationPage: Sendable {
     public var registrations: [Registration]
     /// `nil` on the last page.
     public var next: RegistrationCursor?
+}
+
+/// What a delivery needs of a registration.
+public struct DeliveryCandidate: Sendable, Equatable {
+    public var registrationId: String
+    public var format: NativeFormat
+    public var handle: String
+    public var webPush: WebPushKeys?
+    /// Body, headers and expiry only (`Template.forDelivery`).
+    public var template: Template?
+    public var expiresAt: Date?
+
+    public init(
+        registrationId: String, format: NativeFormat, handle: String, webPush: WebPushKeys? = nil, template: Template? = nil, expiresAt: Date? = nil
+    ) {
+        self.registrationId = registrationId
+        self.format = format
+        self.handle = handle
+        self.webPush = webPush
+        self.template = template
+        self.expiresAt = expiresAt
+    }
+
+    public init(_ registration: Registration) {
+        self.init(
+            registrationId: registration.registrationId, format: registration.format, handle: registration.handle, webPush: registration.webPush,
+            template: registration.template?.forDelivery, expiresAt: registration.expiresAt)
+    }
+
+    public var platform: Platform { format.platform }
+}
+
+public struct DeliveryCandidatePage: Sendable {
+    public var candidates: [DeliveryCandidate]
+    /// `nil` on the last page.
+    public var next: RegistrationCursor?
+}
+
+extension RegistrationStore {
+    /// From `registrations`, for stores with no leaner read.
+    public func deliveryCandidates(hub: String, matching query: RegistrationQuery, after cursor: RegistrationCursor?, limit: Int) async throws
+        -> DeliveryCandidatePage
+    {
+        let page = try await registrations(hub: hub, matching: query, after: cursor, limit: limit)
+        return DeliveryCandidatePage(candidates: page.registrations.map(DeliveryCandidate.init), next: page.next)
+    }
 }
 
 public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {

@@ -263,24 +263,46 @@ public final class SQLRegistrationStore: RegistrationStore {
     public func registrations(hub: String, matching query: RegistrationQuery, after cursor: RegistrationCursor?, limit: Int) async throws
         -> RegistrationPage
     {
+        let (rows, next) = try await page(hub: hub, matching: query, after: cursor, limit: limit, columns: "r.*")
+        return RegistrationPage(registrations: try Self.registrations(from: rows), next: next)
+    }
+
+    public func deliveryCandidates(hub: String, matching query: RegistrationQuery, after cursor: RegistrationCursor?, limit: Int) async throws
+        -> DeliveryCandidatePage
+    {
+        let (rows, next) = try await page(hub: hub, matching: query, after: cursor, limit: limit, columns: CandidateColumns.selected)
+        guard let first = rows.first else { return DeliveryCandidatePage(candidates: [], next: next) }
+        let columns = CandidateColumns(first)
+        var headers: [String: [String: String]] = [:]
+        return DeliveryCandidatePage(candidates: try rows.map { try columns.candidate($0, headers: &headers) }, next: next)
+    }
+
+    /// The rows of one page of `query`, with `columns` of `registrations r` (`r.seq` among them).
+    private func page(hub: String, matching query: RegistrationQuery, after cursor: RegistrationCursor?, limit: Int, columns: String)
+        async throws -> (rows: [SQLRow], next: RegistrationCursor?)
+    {
         let limit = max(1, limit)
         let after = Int64(cursor?.position ?? 0)
         let dialect = database.dialect
         return try await database.read { connection in
             switch query {
             case .all:
-                return try await Self.scan(hub: hub, filter: nil, after: after, limit: limit, on: connection)
+                return try await Self.scan(hub: hub, filter: nil, after: after, limit: limit, columns: columns, on: connection)
             case .handle(let handle):
-                return try await Self.scan(hub: hub, filter: ("r.handle = ?", [.text(handle)]), after: after, limit: limit, on: connection)
+                return try await Self.scan(
+                    hub: hub, filter: ("r.handle = ?", [.text(handle)]), after: after, limit: limit, columns: columns, on: connection)
             case .installation(let id):
-                return try await Self.scan(hub: hub, filter: ("r.installation_id = ?", [.text(id)]), after: after, limit: limit, on: connection)
+                return try await Self.scan(
+                    hub: hub, filter: ("r.installation_id = ?", [.text(id)]), after: after, limit: limit, columns: columns, on: connection)
             case .user(let id):
-                return try await Self.scan(hub: hub, filter: ("r.user_id = ?", [.text(id)]), after: after, limit: limit, on: connection)
+                return try await Self.scan(
+                    hub: hub, filter: ("r.user_id = ?", [.text(id)]), after: after, limit: limit, columns: columns, on: connection)
             case .tagExpression(let expression):
                 let counts = expression.drivingDependsOnCounts ? try await self.tagCounts(expression.tags, hub: hub, on: connection) : [:]
                 guard let driving = expression.drivingTags(weighedBy: { counts[$0] ?? 0 }) else {
                     return try await Self.scan(
-                        hub: hub, filter: Self.compile(expression, dialect: dialect), after: after, limit: limit, on: connection)
+                        hub: hub, filter: Self.compile(expression, dialect: dialect), after: after, limit: limit, columns: columns,
+                        on: connection)
                 }
                 // Candidates carry a driving tag; what that already decides is not checked again.
                 var remaining: TagExpression? = expression
@@ -291,8 +313,7 @@ public final class SQLRegistrationStore: RegistrationStore {
                 }
                 return try await Self.pageByTags(
                     hub: hub, driving: driving.sorted(), filter: remaining.map { Self.compile($0, dialect: dialect) } ?? ("", []), after: after,
-                    limit: limit,
-                    on: connection)
+                    limit: limit, columns: columns, on: connection)
             }
         }
     }
@@ -358,16 +379,14 @@ public final class SQLRegistrationStore: RegistrationStore {
     }
 
     /// Registrations in `seq` order with an optional filter.
-    private static func scan(hub: String, filter: (sql: String, binds: [SQLValue])?, after: Int64, limit: Int, on connection: any SQLConnection)
-        async throws -> RegistrationPage
-    {
+    private static func scan(
+        hub: String, filter: (sql: String, binds: [SQLValue])?, after: Int64, limit: Int, columns: String, on connection: any SQLConnection
+    ) async throws -> (rows: [SQLRow], next: RegistrationCursor?) {
         let condition = filter.map { " AND \($0.sql)" } ?? ""
         let rows = try await connection.query(
-            "SELECT r.* FROM registrations r WHERE r.hub = ? AND r.seq > ?\(condition) ORDER BY r.seq LIMIT ?",
+            "SELECT \(columns) FROM registrations r WHERE r.hub = ? AND r.seq > ?\(condition) ORDER BY r.seq LIMIT ?",
             [.text(hub), .integer(after)] + (filter?.binds ?? []) + [.integer(Int64(limit))])
-        let registrations = try registrations(from: rows)
-        let next = rows.count == limit ? rows.last?.integer("seq").map(RegistrationCursor.init(position:)) : nil
-        return RegistrationPage(registrations: registrations, next: next)
+        return (rows, rows.count == limit ? rows.last?.integer("seq").map(RegistrationCursor.init(position:)) : nil)
     }
 
     /// Starts from the tag index: a page covers the next `limit` registrations carrying any
@@ -376,8 +395,9 @@ public final class SQLRegistrationStore: RegistrationStore {
     /// at most `limit` deep, merged); then one query reads the matching rows up to it, so
     /// candidates that do not match never leave the database.
     private static func pageByTags(
-        hub: String, driving: [String], filter: (sql: String, binds: [SQLValue]), after: Int64, limit: Int, on connection: any SQLConnection
-    ) async throws -> RegistrationPage {
+        hub: String, driving: [String], filter: (sql: String, binds: [SQLValue]), after: Int64, limit: Int, columns: String,
+        on connection: any SQLConnection
+    ) async throws -> (rows: [SQLRow], next: RegistrationCursor?) {
         let perTag = "SELECT seq FROM (SELECT seq FROM registration_tags WHERE hub = ? AND tag = ? AND seq > ? ORDER BY seq LIMIT ?) AS t"
         var binds: [SQLValue] = []
         for tag in driving { binds += [.text(hub), .text(tag), .integer(after), .integer(Int64(limit))] }
@@ -389,11 +409,11 @@ public final class SQLRegistrationStore: RegistrationStore {
         let condition = filter.sql.isEmpty ? "" : " AND \(filter.sql)"
         let rows = try await connection.query(
             """
-            SELECT r.* FROM registrations r WHERE r.seq IN
+            SELECT \(columns) FROM registrations r WHERE r.seq IN
                 (SELECT seq FROM registration_tags WHERE hub = ? AND \(tags) AND seq > ? AND seq <= ?)\(condition) ORDER BY r.seq
             """,
             [.text(hub)] + driving.map(SQLValue.text) + [.integer(after), .integer(bound ?? Int64.max)] + filter.binds)
-        return RegistrationPage(registrations: try registrations(from: rows), next: bound.map(RegistrationCursor.init(position:)))
+        return (rows, bound.map(RegistrationCursor.init(position:)))
     }
 
     /// A tag expression as a condition on `registrations r`, read from the row's own `tags`
@@ -564,12 +584,7 @@ public final class SQLRegistrationStore: RegistrationStore {
             let template = try row.text(at: templateBody).map { body in
                 Template(
                     name: row.text(at: templateName), body: body,
-                    headers: try row.text(at: templateHeaders).map { text in
-                        if let known = decoded[text] { return known }
-                        let headers = try JSONDecoder().decode([String: String].self, from: Data(text.utf8))
-                        if decoded.count < 64 { decoded[text] = headers }
-                        return headers
-                    },
+                    headers: try row.text(at: templateHeaders).map { try Self.templateHeaders($0, decoded: &decoded) },
                     expiry: row.text(at: templateExpiry))
             }
             let webPush = row.text(at: p256dh).flatMap { p256dh in row.text(at: auth).map { WebPushKeys(p256dh: p256dh, auth: $0) } }
@@ -578,6 +593,46 @@ public final class SQLRegistrationStore: RegistrationStore {
                 installationId: row.text(at: installationId), userId: row.text(at: userId),
                 expiresAt: row.date(at: expiresAt), version: row.integer(at: version) ?? 1,
                 updatedAt: row.date(at: updatedAt) ?? Date(timeIntervalSince1970: 0))
+        }
+
+        /// A template's headers from their JSON text, decoded once per distinct text.
+        static func templateHeaders(_ text: String, decoded: inout [String: [String: String]]) throws -> [String: String] {
+            if let known = decoded[text] { return known }
+            let headers = try JSONDecoder().decode([String: String].self, from: Data(text.utf8))
+            if decoded.count < 64 { decoded[text] = headers }
+            return headers
+        }
+    }
+
+    /// Where each column of a `deliveryCandidates` row is: the columns a delivery needs and no
+    /// others (a broadcast's dispatcher made every registration whole, tags split and times
+    /// read, to keep a fifth of it).
+    struct CandidateColumns {
+        static let selected =
+            "r.seq, r.registration_id, r.format, r.handle, r.p256dh, r.auth, r.template_body, r.template_headers, r.template_expiry, r.expires_at"
+        let id, format, handle, p256dh, auth, templateBody, templateHeaders, templateExpiry, expiresAt: Int?
+
+        init(_ row: SQLRow) {
+            let columns = row.columns
+            (id, format, handle, p256dh, auth) = (
+                columns["registration_id"], columns["format"], columns["handle"], columns["p256dh"], columns["auth"]
+            )
+            (templateBody, templateHeaders, templateExpiry, expiresAt) =
+                (columns["template_body"], columns["template_headers"], columns["template_expiry"], columns["expires_at"])
+        }
+
+        func candidate(_ row: SQLRow, headers decoded: inout [String: [String: String]]) throws -> DeliveryCandidate {
+            guard let id = row.text(at: id), let formatText = row.text(at: format), let format = NativeFormat(rawValue: formatText),
+                let handle = row.text(at: handle)
+            else { throw SQLError(message: "a registration row is incomplete") }
+            let template = try row.text(at: templateBody).map { body in
+                Template(
+                    body: body, headers: try row.text(at: templateHeaders).map { try RegistrationColumns.templateHeaders($0, decoded: &decoded) },
+                    expiry: row.text(at: templateExpiry))
+            }
+            let webPush = row.text(at: p256dh).flatMap { p256dh in row.text(at: auth).map { WebPushKeys(p256dh: p256dh, auth: $0) } }
+            return DeliveryCandidate(
+                registrationId: id, format: format, handle: handle, webPush: webPush, template: template, expiresAt: row.date(at: expiresAt))
         }
     }
 

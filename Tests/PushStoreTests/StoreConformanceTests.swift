@@ -10,6 +10,45 @@ struct StoreConformanceTests {
         Installation(installationId: id, userId: user, platform: .apns, pushChannel: "token-\(id)", tags: tags, templates: templates)
     }
 
+    @Test("delivery candidates are the pages of registrations, cut alike, holding what a delivery needs", arguments: StoreKind.available)
+    func deliveryCandidatesMatchRegistrations(_ kind: StoreKind) async throws {
+        let fixture = try await StoreFixture.make(kind)
+        for index in 0..<23 {
+            let platform: Installation.InstallationPlatform = [.apns, .fcmv1, .wns, .browser][index % 4]
+            let channel: String
+            var keys: WebPushKeys?
+            switch platform {
+            case .wns: channel = "https://wns.example/\(index)"
+            case .browser:
+                channel = "https://push.example/\(index)"
+                keys = WebPushKeys(p256dh: "p\(index)", auth: "a\(index)")
+            default: channel = "token-\(index)"
+            }
+            _ = try await fixture.store.upsertInstallation(
+                Installation(
+                    installationId: "c\(index)", userId: "u\(index % 3)", platform: platform, pushChannel: channel, webPush: keys,
+                    tags: index % 2 == 0 ? ["even"] : ["odd"],
+                    templates: index % 3 == 0
+                        ? ["t": .init(name: "t", body: "{\"n\":\"$(n)\"}", headers: platform == .wns ? ["X-WNS-Type": "wns/raw"] : nil, expiry: "0")]
+                        : [:],
+                    expirationTime: index % 5 == 0 ? Date().addingTimeInterval(3600) : nil),
+                hub: fixture.hub)
+        }
+        for query: RegistrationQuery in [.all, .tagExpression(.tag("even")), .tagExpression(try TagExpression.parse("even || odd")), .user("u1")] {
+            var cursor: RegistrationCursor?
+            var pages = 0
+            repeat {
+                let registrations = try await fixture.store.registrations(hub: fixture.hub, matching: query, after: cursor, limit: 5)
+                let candidates = try await fixture.store.deliveryCandidates(hub: fixture.hub, matching: query, after: cursor, limit: 5)
+                #expect(candidates.candidates == registrations.registrations.map(DeliveryCandidate.init), "\(query)")
+                #expect(candidates.next == registrations.next)
+                cursor = registrations.next
+                pages += 1
+            } while cursor != nil && pages < 20
+            #expect(pages > 1 || query == .user("u1"), "\(query) spans pages")
+        }
+    }
+
     @Test("a page of template registrations reads each one's own template headers, alike or not", arguments: StoreKind.available)
     func templateHeadersPerRow(_ kind: StoreKind) async throws {
         let fixture = try await StoreFixture.make(kind)

@@ -104,19 +104,19 @@ extension DeliveryBatch {
             var attempt: Int?
             var notBefore: Date?
             var targets: [Target]?
-            var seen = Set<String>()
-            let read = reader.object { reader, key in
-                guard seen.insert(key).inserted else { return false }
+            let read = reader.fields(Self.wireKeys, depth: 2) { reader, key in
                 switch key {
-                case "schema": schema = reader.string()
-                case "notificationId": notificationId = reader.string()
-                case "hub": hub = reader.string()
-                case "body": body = reader.string()
-                case "platform": platform = reader.string().flatMap(Platform.init(rawValue:))
-                case "kind": kind = reader.string().flatMap(Kind.init(rawValue:))
-                case "attempt":
-                    attempt = reader.integer()
-                    return attempt != nil
+                case "schema": return reader.string(into: &schema)
+                case "notificationId": return reader.string(into: &notificationId)
+                case "hub": return reader.string(into: &hub)
+                case "body": return reader.string(into: &body)
+                case "platform":
+                    platform = reader.string().flatMap(Platform.init(rawValue:))
+                    return platform != nil
+                case "kind":
+                    kind = reader.string().flatMap(Kind.init(rawValue:))
+                    return kind != nil
+                case "attempt": return reader.integer(into: &attempt)
                 case "format":
                     if reader.takeNull() { return true }
                     format = reader.string().flatMap(NotificationFormat.init(rawValue:))
@@ -125,7 +125,12 @@ extension DeliveryBatch {
                     if reader.takeNull() { return true }
                     guard let read = reader.stringMap() else { return false }
                     headers = read
-                case "expiresAt", "enqueuedAt", "notBefore":
+                    return true
+                case "targets":
+                    targets = reader.array(of: Target.fromWireJSON)
+                    return targets != nil
+                default:
+                    // The dates: expiresAt, enqueuedAt, notBefore.
                     if reader.takeNull() { return true }
                     guard let date = reader.string().flatMap(RFC3339.parse) else { return false }
                     switch key {
@@ -133,27 +138,7 @@ extension DeliveryBatch {
                     case "enqueuedAt": enqueuedAt = date
                     default: notBefore = date
                     }
-                case "targets":
-                    var read: [Target] = []
-                    guard
-                        reader.array({ reader in
-                            guard let target = Target.fromWireJSON(&reader) else { return false }
-                            read.append(target)
-                            return true
-                        })
-                    else { return false }
-                    targets = read
-                default: return reader.skipValue(depth: 2)
-                }
-                // The required strings and enumerations: nil gives the batch up.
-                switch key {
-                case "schema": return schema != nil
-                case "notificationId": return notificationId != nil
-                case "hub": return hub != nil
-                case "body": return body != nil
-                case "platform": return platform != nil
-                case "kind": return kind != nil
-                default: return true
+                    return true
                 }
             }
             guard read, reader.atEnd(), schema == Self.schema, let notificationId, let hub, let platform, let kind, let body, let attempt,
@@ -166,77 +151,60 @@ extension DeliveryBatch {
     }
 }
 
+extension DeliveryBatch {
+    /// The keys `fromWireJSON` reads.
+    static let wireKeys = [
+        "schema", "notificationId", "hub", "platform", "kind", "format", "body", "headers", "expiresAt", "enqueuedAt", "attempt", "notBefore",
+        "targets",
+    ]
+}
+
 extension DeliveryBatch.Target {
+    /// The keys `fromWireJSON` reads.
+    static let wireKeys = ["registrationId", "handle", "webPush", "template"]
+
     /// One target object, as `DeliveryBatch.fromWireJSON` reads it; nil for anything else.
     fileprivate static func fromWireJSON(_ reader: inout JSONReader) -> DeliveryBatch.Target? {
         var registrationId: String?
         var handle: String?
         var webPush: WebPushKeys?
         var template: Template?
-        var seen: UInt8 = 0
-        let read = reader.object { reader, key in
-            let bit: UInt8
+        let read = reader.fields(Self.wireKeys, depth: 4) { reader, key in
             switch key {
-            case "registrationId": bit = 1
-            case "handle": bit = 2
-            case "webPush": bit = 4
-            case "template": bit = 8
-            default: return reader.skipValue(depth: 4)
-            }
-            guard seen & bit == 0 else { return false }
-            seen |= bit
-            if bit != 2, reader.takeNull() { return true }
-            switch key {
-            case "registrationId":
-                registrationId = reader.string()
-                return registrationId != nil
-            case "handle":
-                handle = reader.string()
-                return handle != nil
+            case "handle": return reader.string(into: &handle)
+            case "registrationId": return reader.takeNull() || reader.string(into: &registrationId)
             case "webPush":
+                if reader.takeNull() { return true }
                 var p256dh: String?
                 var auth: String?
                 guard
-                    reader.object({ reader, key in
-                        switch key {
-                        case "p256dh" where p256dh == nil:
-                            p256dh = reader.string()
-                            return p256dh != nil
-                        case "auth" where auth == nil:
-                            auth = reader.string()
-                            return auth != nil
-                        case "p256dh", "auth": return false
-                        default: return reader.skipValue(depth: 5)
-                        }
-                    }), let p256dh, let auth
+                    reader.fields(
+                        ["p256dh", "auth"], depth: 5,
+                        { reader, key in key == "auth" ? reader.string(into: &auth) : reader.string(into: &p256dh) }),
+                    let p256dh, let auth
                 else { return false }
                 webPush = WebPushKeys(p256dh: p256dh, auth: auth)
                 return true
             default:
+                if reader.takeNull() { return true }
                 var body: String?
                 var headers: [String: String]?
                 var expiry: String?
-                var fields = Set<String>()
                 guard
-                    reader.object({ reader, key in
-                        guard fields.insert(key).inserted else { return false }
-                        switch key {
-                        case "body":
-                            body = reader.string()
-                            return body != nil
-                        case "headers":
-                            if reader.takeNull() { return true }
-                            headers = reader.stringMap()
-                            return headers != nil
-                        case "expiry":
-                            if reader.takeNull() { return true }
-                            expiry = reader.string()
-                            return expiry != nil
-                        // A template's name and tags are not delivered; never written here.
-                        case "name", "tags": return false
-                        default: return reader.skipValue(depth: 5)
-                        }
-                    }), let body
+                    reader.fields(
+                        ["body", "headers", "expiry", "name", "tags"], depth: 5,
+                        { reader, key in
+                            switch key {
+                            case "body": return reader.string(into: &body)
+                            case "headers":
+                                if reader.takeNull() { return true }
+                                headers = reader.stringMap()
+                                return headers != nil
+                            case "expiry": return reader.takeNull() || reader.string(into: &expiry)
+                            // A template's name and tags are not delivered; never written here.
+                            default: return false
+                            }
+                        }), let body
                 else { return false }
                 template = Template(body: body, headers: headers, expiry: expiry)
                 return true

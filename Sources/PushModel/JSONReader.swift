@@ -46,6 +46,43 @@ struct JSONReader {
         return take(UInt8(ascii: "}"))
     }
 
+    /// The members of an object, each of the `known` keys at most once (a key given twice
+    /// gives the object up, and the choice between them to JSONDecoder), read by `body`; other
+    /// keys are skipped, at `depth`. At most 64 known keys.
+    mutating func fields(_ known: [String], depth: Int, _ body: (inout JSONReader, String) -> Bool) -> Bool {
+        var seen: UInt64 = 0
+        return object { reader, key in
+            guard let index = known.firstIndex(of: key) else { return reader.skipValue(depth: depth) }
+            guard seen & (1 << index) == 0 else { return false }
+            seen |= 1 << index
+            return body(&reader, key)
+        }
+    }
+
+    /// A string into `value`; false (the caller gives up) when none is next.
+    mutating func string(into value: inout String?) -> Bool {
+        value = string()
+        return value != nil
+    }
+
+    /// An integer into `value`; false when none is next.
+    mutating func integer(into value: inout Int?) -> Bool {
+        value = integer()
+        return value != nil
+    }
+
+    /// An array whose elements `element` reads; nil when it is malformed or an element is not
+    /// taken.
+    mutating func array<Element>(of element: (inout JSONReader) -> Element?) -> [Element]? {
+        var elements: [Element] = []
+        let read = array { reader in
+            guard let next = element(&reader) else { return false }
+            elements.append(next)
+            return true
+        }
+        return read ? elements : nil
+    }
+
     /// The elements of an array, each read by `body`, which returns false to give up.
     mutating func array(_ body: (inout JSONReader) -> Bool) -> Bool {
         guard take(UInt8(ascii: "[")) else { return false }

@@ -151,36 +151,20 @@ extension ResultBatch {
             var platform: Platform?
             var results: [DeliveryResult]?
             var dispatched: [Platform: Int]?
-            var seen = Set<String>()
-            let read = reader.object { reader, key in
-                // A key given twice is left to JSONDecoder.
-                guard seen.insert(key).inserted else { return false }
+            let read = reader.fields(Self.wireKeys, depth: 2) { reader, key in
                 switch key {
-                case "schema":
-                    schema = reader.string()
-                    return schema != nil
-                case "notificationId":
-                    notificationId = reader.string()
-                    return notificationId != nil
-                case "hub":
-                    hub = reader.string()
-                    return hub != nil
+                case "schema": return reader.string(into: &schema)
+                case "notificationId": return reader.string(into: &notificationId)
+                case "hub": return reader.string(into: &hub)
                 case "platform":
                     if reader.takeNull() { return true }
-                    guard let text = reader.string(), let value = Platform(rawValue: text) else { return false }
-                    platform = value
+                    platform = reader.string().flatMap(Platform.init(rawValue:))
+                    return platform != nil
                 case "results":
                     if reader.takeNull() { return true }
-                    var read: [DeliveryResult] = []
-                    guard
-                        reader.array({ reader in
-                            guard let result = DeliveryResult.fromWireJSON(&reader) else { return false }
-                            read.append(result)
-                            return true
-                        })
-                    else { return false }
-                    results = read
-                case "dispatched":
+                    results = reader.array(of: DeliveryResult.fromWireJSON)
+                    return results != nil
+                default:
                     if reader.takeNull() { return true }
                     var counts: [Platform: Int] = [:]
                     guard
@@ -191,9 +175,8 @@ extension ResultBatch {
                         })
                     else { return false }
                     dispatched = counts
-                default: return reader.skipValue(depth: 2)
+                    return true
                 }
-                return true
             }
             guard read, reader.atEnd(), schema == Self.schema, let notificationId, let hub else { return nil }
             switch (results, dispatched) {
@@ -208,7 +191,15 @@ extension ResultBatch {
     }
 }
 
+extension ResultBatch {
+    /// The keys `fromWireJSON` reads.
+    static let wireKeys = ["schema", "notificationId", "hub", "platform", "results", "dispatched"]
+}
+
 extension DeliveryResult {
+    /// The keys `fromWireJSON` reads.
+    static let wireKeys = ["registrationId", "handle", "outcome", "pnsStatus", "pnsReason", "attempts", "dwellMs"]
+
     /// One result object, as `ResultBatch.fromWireJSON` reads it; nil for anything else.
     fileprivate static func fromWireJSON(_ reader: inout JSONReader) -> DeliveryResult? {
         var registrationId: String?
@@ -218,46 +209,18 @@ extension DeliveryResult {
         var pnsReason: String?
         var attempts: Int?
         var dwellMs: Int?
-        var seen: UInt8 = 0
-        let read = reader.object { reader, key in
-            let bit: UInt8
-            switch key {
-            case "registrationId": bit = 1
-            case "handle": bit = 2
-            case "outcome": bit = 4
-            case "pnsStatus": bit = 8
-            case "pnsReason": bit = 16
-            case "attempts": bit = 32
-            case "dwellMs": bit = 64
-            default: return reader.skipValue(depth: 4)
-            }
-            guard seen & bit == 0 else { return false }
-            seen |= bit
+        let read = reader.fields(Self.wireKeys, depth: 4) { reader, key in
             // Optional fields may be null; required ones may not.
-            if bit & (1 | 2 | 8 | 16) != 0, reader.takeNull() { return true }
-            // Each read gives nil for what it does not take, which gives the object up.
             switch key {
-            case "registrationId":
-                registrationId = reader.string()
-                return registrationId != nil
-            case "handle":
-                handle = reader.string()
-                return handle != nil
+            case "registrationId": return reader.takeNull() || reader.string(into: &registrationId)
+            case "handle": return reader.takeNull() || reader.string(into: &handle)
             case "outcome":
                 outcome = reader.string().flatMap(Outcome.init(rawValue:))
                 return outcome != nil
-            case "pnsStatus":
-                pnsStatus = reader.integer()
-                return pnsStatus != nil
-            case "pnsReason":
-                pnsReason = reader.string()
-                return pnsReason != nil
-            case "attempts":
-                attempts = reader.integer()
-                return attempts != nil
-            default:
-                dwellMs = reader.integer()
-                return dwellMs != nil
+            case "pnsStatus": return reader.takeNull() || reader.integer(into: &pnsStatus)
+            case "pnsReason": return reader.takeNull() || reader.string(into: &pnsReason)
+            case "attempts": return reader.integer(into: &attempts)
+            default: return reader.integer(into: &dwellMs)
             }
         }
         guard read, let outcome, let attempts, let dwellMs else { return nil }

@@ -555,17 +555,15 @@ public final class SQLRegistrationStore: RegistrationStore {
 
     /// Where each column of a `registrations` row is.
     struct RegistrationColumns {
-        let id, hub, format, handle, p256dh, auth, tags, templateName, templateBody, templateHeaders, templateExpiry: Int?
-        let installationId, userId, expiresAt, version, updatedAt: Int?
+        /// The columns a delivery needs; the rest of a registration's are below.
+        let delivery: CandidateColumns
+        let hub, tags, templateName, installationId, userId, version, updatedAt: Int?
 
         init(_ row: SQLRow) {
+            delivery = CandidateColumns(row)
             let columns = row.columns
-            (id, hub, format, handle) = (columns["registration_id"], columns["hub"], columns["format"], columns["handle"])
-            (p256dh, auth, tags) = (columns["p256dh"], columns["auth"], columns["tags"])
-            (templateName, templateBody, templateHeaders, templateExpiry) =
-                (columns["template_name"], columns["template_body"], columns["template_headers"], columns["template_expiry"])
-            (installationId, userId, expiresAt) = (columns["installation_id"], columns["user_id"], columns["expires_at"])
-            (version, updatedAt) = (columns["version"], columns["updated_at"])
+            (hub, tags, templateName) = (columns["hub"], columns["tags"], columns["template_name"])
+            (installationId, userId, version, updatedAt) = (columns["installation_id"], columns["user_id"], columns["version"], columns["updated_at"])
         }
 
         func registration(_ row: SQLRow) throws -> Registration {
@@ -573,34 +571,18 @@ public final class SQLRegistrationStore: RegistrationStore {
             return try registration(row, headers: &headers)
         }
 
-        /// A row's registration; `headers` keeps the template headers decoded so far by their
-        /// JSON text, since a page's templates nearly always share theirs: one JSONDecoder run
-        /// per distinct text, not one per WNS template registration.
+        /// A row's registration: its delivery candidate, and the rest. `headers` keeps the
+        /// template headers decoded so far (`CandidateColumns.candidate`).
         func registration(_ row: SQLRow, headers decoded: inout [String: [String: String]]) throws -> Registration {
-            guard let id = row.text(at: id), let hub = row.text(at: hub), let formatText = row.text(at: format),
-                let format = NativeFormat(rawValue: formatText), let handle = row.text(at: handle)
-            else { throw SQLError(message: "a registration row is incomplete") }
-            let tags = StoredRow.splitTags(row.text(at: tags))
-            let template = try row.text(at: templateBody).map { body in
-                Template(
-                    name: row.text(at: templateName), body: body,
-                    headers: try row.text(at: templateHeaders).map { try Self.templateHeaders($0, decoded: &decoded) },
-                    expiry: row.text(at: templateExpiry))
-            }
-            let webPush = row.text(at: p256dh).flatMap { p256dh in row.text(at: auth).map { WebPushKeys(p256dh: p256dh, auth: $0) } }
+            let candidate = try delivery.candidate(row, headers: &decoded)
+            guard let hub = row.text(at: hub) else { throw SQLError(message: "a registration row is incomplete") }
+            var template = candidate.template
+            template?.name = row.text(at: templateName)
             return Registration(
-                registrationId: id, hub: hub, format: format, handle: handle, webPush: webPush, tags: tags, template: template,
-                installationId: row.text(at: installationId), userId: row.text(at: userId),
-                expiresAt: row.date(at: expiresAt), version: row.integer(at: version) ?? 1,
+                registrationId: candidate.registrationId, hub: hub, format: candidate.format, handle: candidate.handle, webPush: candidate.webPush,
+                tags: StoredRow.splitTags(row.text(at: tags)), template: template, installationId: row.text(at: installationId),
+                userId: row.text(at: userId), expiresAt: candidate.expiresAt, version: row.integer(at: version) ?? 1,
                 updatedAt: row.date(at: updatedAt) ?? Date(timeIntervalSince1970: 0))
-        }
-
-        /// A template's headers from their JSON text, decoded once per distinct text.
-        static func templateHeaders(_ text: String, decoded: inout [String: [String: String]]) throws -> [String: String] {
-            if let known = decoded[text] { return known }
-            let headers = try JSONDecoder().decode([String: String].self, from: Data(text.utf8))
-            if decoded.count < 64 { decoded[text] = headers }
-            return headers
         }
     }
 
@@ -621,18 +603,28 @@ public final class SQLRegistrationStore: RegistrationStore {
                 (columns["template_body"], columns["template_headers"], columns["template_expiry"], columns["expires_at"])
         }
 
+        /// A row's candidate; `headers` keeps the template headers decoded so far by their
+        /// JSON text, since a page's templates nearly always share theirs: one JSONDecoder run
+        /// per distinct text, not one per WNS template registration.
         func candidate(_ row: SQLRow, headers decoded: inout [String: [String: String]]) throws -> DeliveryCandidate {
             guard let id = row.text(at: id), let formatText = row.text(at: format), let format = NativeFormat(rawValue: formatText),
                 let handle = row.text(at: handle)
             else { throw SQLError(message: "a registration row is incomplete") }
             let template = try row.text(at: templateBody).map { body in
                 Template(
-                    body: body, headers: try row.text(at: templateHeaders).map { try RegistrationColumns.templateHeaders($0, decoded: &decoded) },
+                    body: body, headers: try row.text(at: templateHeaders).map { try Self.headers($0, decoded: &decoded) },
                     expiry: row.text(at: templateExpiry))
             }
             let webPush = row.text(at: p256dh).flatMap { p256dh in row.text(at: auth).map { WebPushKeys(p256dh: p256dh, auth: $0) } }
             return DeliveryCandidate(
                 registrationId: id, format: format, handle: handle, webPush: webPush, template: template, expiresAt: row.date(at: expiresAt))
+        }
+
+        private static func headers(_ text: String, decoded: inout [String: [String: String]]) throws -> [String: String] {
+            if let known = decoded[text] { return known }
+            let headers = try JSONDecoder().decode([String: String].self, from: Data(text.utf8))
+            if decoded.count < 64 { decoded[text] = headers }
+            return headers
         }
     }
 

@@ -66,6 +66,27 @@ struct SendRecoveryTests {
         #expect(metrics.render().contains("pushhub_sends_republished_total 0"))
     }
 
+    @Test("a recovery round deletes the counted targets an ended broadcast left, whatever their number")
+    func roundSweepsEndedTargets() async throws {
+        let fixture = try await MessagingFixture()
+        let id = UUID().uuidString.lowercased()
+        try await fixture.store.recordOutcomes(ResultBatch(notificationId: id, hub: "myhub", dispatched: [.fcm: 45_000]), now: Date())
+        for start in stride(from: 0, to: 45_000, by: 500) {
+            let results = (start..<start + 500).map {
+                DeliveryResult(registrationId: "r\($0)", handle: "h", outcome: .delivered, pnsStatus: 200, attempts: 1, dwellMs: 1)
+            }
+            try await fixture.store.recordOutcomes(ResultBatch(notificationId: id, hub: "myhub", platform: .fcm, results: results), now: Date())
+        }
+        let recovery = SendRecovery(
+            store: fixture.store, publisher: KafkaNotificationPublisher(producer: fixture.producer, topics: fixture.topics),
+            settings: SendRecoverySettings(SendRecoveryConfiguration(), embeddedKafka: false), logger: MessagingFixture.logger)
+        await recovery.check()
+        // 1,000 went as the send ended, the other 44,000 in the round (three transactions).
+        #expect(try await fixture.store.sweepEndedTargets(limit: 1) == false)
+        let details = try await Self.details(fixture, id, at: Date())
+        #expect(details.contains("<State>Completed</State>") && details.contains("<FcmV1OutcomeCounts>"), "\(details)")
+    }
+
     @Test("republishing keeps each accepted send and publishes the same request again; a send Kafka refused (503) is not kept")
     func republishes() async throws {
         let clock = TestClock()

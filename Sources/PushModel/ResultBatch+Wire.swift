@@ -59,6 +59,14 @@ public enum JSONText {
         out.string(value)
         return out.bytes
     }
+
+    /// An object of strings (a template's headers) with sorted keys, as
+    /// `WireCoding.makeEncoder()` writes it.
+    public static func object(_ values: [String: String]) -> String {
+        var out = JSONBytes(capacity: values.reduce(2) { $0 + $1.key.utf8.count + $1.value.utf8.count + 6 })
+        out.object(values)
+        return String(decoding: out.bytes, as: UTF8.self)
+    }
 }
 
 /// JSON written byte by byte, escaped as JSONEncoder escapes with `.withoutEscapingSlashes`.
@@ -77,6 +85,11 @@ struct JSONBytes {
     }
 
     mutating func integer(_ value: Int) { bytes.append(contentsOf: String(value).utf8) }
+
+    /// Text written as it is: `true`, `false`, `null`.
+    mutating func literal(_ text: StaticString) {
+        text.withUTF8Buffer { bytes.append(contentsOf: $0) }
+    }
 
     /// `[a,b,…]`, each element written by `write`.
     mutating func array<Elements: Sequence>(_ elements: Elements, _ write: (Elements.Element, inout JSONBytes) -> Void) {

@@ -68,7 +68,7 @@ extension HubsConfiguration {
 public enum SimulatedHandle {
     /// A 64-hex-digit APNs device token derived from `seed`.
     public static func apns(_ seed: String) -> String {
-        SHA256.hash(data: Data(seed.utf8)).map { String(format: "%02x", $0) }.joined()
+        Hex.lowercase(SHA256.hash(data: Data(seed.utf8)))
     }
 
     public static func wnsChannel(base: String, id: String) -> String { "\(base)/wns/channel/\(id)" }

@@ -97,6 +97,6 @@ extension ResultBatch {
             hasher.update(
                 data: Data("\n\(result.registrationId ?? "")\t\(result.handle ?? "")\t\(result.outcome == .rejected ? "rejected" : "")".utf8))
         }
-        return hasher.finalize().map { String(format: "%02x", $0) }.joined()
+        return Hex.lowercase(hasher.finalize())
     }
 }

@@ -358,7 +358,7 @@ extension SQLRegistrationStore: OutcomeStore {
                 if let document {
                     var installation = try WireCoding.makeDecoder().decode(Installation.self, from: Data(document.utf8))
                     installation.pushChannelExpired = true
-                    let updated = String(decoding: try WireCoding.makeEncoder().encode(installation), as: UTF8.self)
+                    let updated = Self.document(installation)
                     try await connection.execute(
                         "UPDATE installations SET document = ? WHERE hub = ? AND installation_id = ?",
                         [.text(updated), .text(hub), .text(installationId)])

@@ -27,7 +27,7 @@ public final class SQLRegistrationStore: RegistrationStore {
         do { try installation.validate() } catch { throw StoreError.invalid(error) }
         var stored = installation
         stored.lastUpdate = RFC3339.truncated(Date())
-        let document = try Self.encode(stored)
+        let document = Self.document(stored)
         let value = stored
         let dialect = database.dialect
         // PostgreSQL writes it with one statement (`pushhub_write_installation`).
@@ -57,7 +57,7 @@ public final class SQLRegistrationStore: RegistrationStore {
             var patched: Installation
             do { patched = try current.applying(operations) } catch let error as WireError { throw StoreError.invalid(error) }
             patched.lastUpdate = RFC3339.truncated(Date())
-            try await Self.writeInstallation(patched, document: try Self.encode(patched), hub: hub, dialect: dialect, on: connection)
+            try await Self.writeInstallation(patched, document: Self.document(patched), hub: hub, dialect: dialect, on: connection)
             return patched
         }
     }
@@ -535,7 +535,7 @@ public final class SQLRegistrationStore: RegistrationStore {
     /// UPDATE statements.
     private static func columns(of registration: Registration) throws -> [SQLValue] {
         let template = registration.template
-        let headers = try template?.headers.map { try encode($0) }
+        let headers = template?.headers.map(JSONText.object)
         return [
             .text(registration.format.rawValue), .text(registration.handle), SQLValue(registration.webPush?.p256dh),
             SQLValue(registration.webPush?.auth), .text(registration.tags.joined(separator: ",")), SQLValue(template?.name), SQLValue(template?.body),
@@ -646,9 +646,9 @@ public final class SQLRegistrationStore: RegistrationStore {
         }
     }
 
-    private static func encode<T: Encodable>(_ value: T) throws -> String {
-        let encoder = WireCoding.makeEncoder()
-        return String(decoding: try encoder.encode(value), as: UTF8.self)
+    /// The stored form of an installation.
+    static func document(_ installation: Installation) -> String {
+        String(decoding: installation.wireJSON(), as: UTF8.self)
     }
 }
 

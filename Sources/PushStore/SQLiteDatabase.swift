@@ -37,16 +37,20 @@ public final class SQLiteDatabase: SQLDatabase {
         try writerConnection.run("PRAGMA journal_mode=WAL")
         try writerConnection.run("PRAGMA synchronous=NORMAL")
         try writerConnection.run("PRAGMA foreign_keys=ON")
+        // The writer's savepoint journals in memory. Every write runs in a savepoint of its own,
+        // which first copies each page it changes into the journal; past 64 KiB (16 pages, less
+        // than one installation's write) SQLite moved it to a file, and a transaction paid two
+        // `pwrite`s a page for it, six times the writes of the log itself. Memory follows the
+        // largest single write, which PushHub bounds: an ended send's targets go 1,000 to a
+        // write and 20,000 to a sweep (a million in one write journalled 270 MB).
+        try writerConnection.run("PRAGMA temp_store=MEMORY")
         writer = ConnectionLease([writerConnection])
         readers = ConnectionLease(
             try (0..<max(1, readerCount)).map { _ in
                 let reader = try SQLiteConnection(path: path)
                 try reader.run("PRAGMA foreign_keys=ON")
-                // A query's temporary tables (a page's UNION and ORDER BY) in memory: by
-                // default each one is a file created in /var/tmp and deleted again. Only the
-                // readers': the writer's are savepoint journals, which hold every page a write
-                // changes (ending a broadcast's send deletes a million rows of
-                // `result_targets`, 270 MB of them), and stay files.
+                // A query's temporary tables (a page's UNION and ORDER BY) in memory too: by
+                // default each one is a file created in /var/tmp and deleted again.
                 try reader.run("PRAGMA temp_store=MEMORY")
                 return reader
             })

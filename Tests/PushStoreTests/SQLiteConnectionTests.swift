@@ -4,18 +4,50 @@ import Testing
 
 @Suite("SQLite connections", .timeLimit(.minutes(1)))
 struct SQLiteConnectionTests {
-    @Test("readers keep a query's temporary tables in memory, not in files under /var/tmp; the writer keeps its savepoint journals in files")
+    @Test("readers keep a query's temporary tables in memory, not in files under /var/tmp, and the writer its savepoint journals")
     func temporaryStoreInMemory() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-temp-\(UUID().uuidString).sqlite").path
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
         let database = try SQLiteDatabase(path: path, readers: 2)
         // 2 is MEMORY, 0 the build's default (a file once past a small size).
         let written = try await database.write { try await $0.query("PRAGMA temp_store", []).first?.integer("temp_store") }
-        #expect(written == 0)
+        #expect(written == 2)
         for _ in 0..<2 {
             let read = try await database.read { try await $0.query("PRAGMA temp_store", []).first?.integer("temp_store") }
             #expect(read == 2)
         }
+        await database.close()
+    }
+
+    /// SQLite's temporary files, open in this process: they are unlinked as they open, so
+    /// only /proc/self/fd still names them.
+    static func openTemporaryFiles() -> Int {
+        let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return descriptors.filter { ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\($0)")) ?? "").contains("etilqs_") }
+            .count
+    }
+
+    @Test("a write's savepoint journal stays in memory past SQLite's 64 KiB, where it used to become a file")
+    func savepointJournalInMemory() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-journal-\(UUID().uuidString).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let database = try SQLiteDatabase(path: path, readers: 1)
+        // Rows of 3 kB, each on a page of its own; existing pages are what a savepoint journals.
+        try await database.write { connection in
+            try await connection.execute("CREATE TABLE pages (id INTEGER PRIMARY KEY, filler BLOB NOT NULL)", [])
+            for id in 0..<3_000 { try await connection.execute("INSERT INTO pages VALUES (?, zeroblob(3000))", [.integer(Int64(id))]) }
+        }
+        // 200 pages changed in one write: 800 kB of journal. And the next write's too, in the
+        // same transaction when it comes while the first one runs.
+        async let first = database.write { connection in
+            try await connection.execute("UPDATE pages SET filler = zeroblob(3001) WHERE id < 200", [])
+            return Self.openTemporaryFiles()
+        }
+        async let second = database.write { connection in
+            try await connection.execute("UPDATE pages SET filler = zeroblob(3002) WHERE id >= 2800", [])
+            return Self.openTemporaryFiles()
+        }
+        #expect(try await [first, second] == [0, 0])
         await database.close()
     }
 }

@@ -223,11 +223,7 @@ struct HubAPIClient: Sendable {
     }
 
     func register(_ installation: Installation, due: ContinuousClock.Instant, recorder: LoadRecorder) async {
-        let body: Data
-        do { body = try JSONEncoder().encode(installation) } catch {
-            recorder.registrationFailed(kind: "encoding: \(error)")
-            return
-        }
+        let body = installation.wireJSON()
         let url = "\(settings.url)/\(settings.hub)/installations/\(installation.installationId)?api-version=2015-04"
         do {
             let response = try await http.send(.PUT, url, headers: [("Authorization", token), ("Content-Type", "application/json")], body: body)

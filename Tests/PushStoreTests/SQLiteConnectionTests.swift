@@ -50,4 +50,26 @@ struct SQLiteConnectionTests {
         #expect(try await [first, second] == [0, 0])
         await database.close()
     }
+
+    @Test("the log is copied into the database beside the writer once it passes its threshold, so it starts again and stays bounded")
+    func checkpointBesideTheWriter() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-checkpoint-\(UUID().uuidString).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let database = try SQLiteDatabase(path: path, readers: 1, checkpointPages: 100)
+        try await database.write { try await $0.execute("CREATE TABLE pages (id INTEGER PRIMARY KEY, filler BLOB NOT NULL)", []) }
+        // 150 writes of 40 pages, one after the other: 6,000 pages, 25 MB of log without a
+        // checkpoint. One beside the writer never catches up with a steady stream of writes;
+        // the writer copies the rest past twice the threshold, and the log starts again.
+        for round in 0..<150 {
+            try await database.write { connection in
+                for id in 0..<40 { try await connection.execute("INSERT INTO pages VALUES (?, zeroblob(3000))", [.integer(Int64(round * 40 + id))]) }
+            }
+        }
+        let log = try #require(try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int)
+        // Its size is its longest: the checkpoint beside the writer runs for a while.
+        #expect(log < 1_500 * 4_096, "the log holds \(log / 4_096) pages")
+        let rows = try await database.read { try await $0.query("SELECT count(*) AS n FROM pages", []).first?.integer("n") }
+        #expect(rows == 6_000)
+        await database.close()
+    }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOCore
+import NIOHTTP1
 import PushIngress
 import PushKafka
 import PushModel
@@ -39,6 +40,7 @@ public struct LoadRunner: Sendable {
             }
         } catch {
             await watcher?.stop()
+            await hub.shutdown()
             await http.shutdown()
             throw LoadFailure("Kafka at \(settings.kafka?.joined(separator: ",") ?? "?"): \(error)")
         }
@@ -108,6 +110,7 @@ public struct LoadRunner: Sendable {
         }
         ticker.cancel()
         await producer?.shutdown()
+        await hub.shutdown()
         await http.shutdown()
         let measured = recorder.snapshot()
         progress(ProgressLine.render(measured, previous: measured, seconds: recorder.now(), interval: 0))
@@ -214,19 +217,38 @@ enum Pacing {
 struct HubAPIClient: Sendable {
     let settings: LoadSettings
     let http: PNSHTTPClient
+    /// Keep-alive connections of our own to a plain-HTTP ingress (`http://HOST:PORT`);
+    /// async-http-client cost the load generator more CPU per request than the ingress's
+    /// own HTTP handling.
+    let plain: HTTP1Client?
     let token: String
 
     init(settings: LoadSettings, http: PNSHTTPClient) {
         self.settings = settings
         self.http = http
+        if let url = URLComponents(string: settings.url), url.scheme == "http", let host = url.host, let port = url.port, url.path.isEmpty {
+            plain = HTTP1Client(host: host, port: port, connections: settings.concurrency)
+        } else {
+            plain = nil
+        }
         token = settings.connection.token(for: "/\(settings.hub)", lifetime: settings.timeout + 600)
+    }
+
+    /// One request to `path` (from the hub's name on) on the ingress.
+    private func exchange(_ method: HTTPMethod, _ path: String, headers: [(String, String)], body: Data?) async throws -> PNSResponse {
+        if let plain { return try await plain.send(method, path: path, headers: headers, body: body) }
+        return try await http.send(method, settings.url + path, headers: headers, body: body)
+    }
+
+    func shutdown() async {
+        await plain?.shutdown()
     }
 
     func register(_ installation: Installation, due: ContinuousClock.Instant, recorder: LoadRecorder) async {
         let body = installation.wireJSON()
-        let url = "\(settings.url)/\(settings.hub)/installations/\(installation.installationId)?api-version=2015-04"
+        let path = "/\(settings.hub)/installations/\(installation.installationId)?api-version=2015-04"
         do {
-            let response = try await http.send(.PUT, url, headers: [("Authorization", token), ("Content-Type", "application/json")], body: body)
+            let response = try await exchange(.PUT, path, headers: [("Authorization", token), ("Content-Type", "application/json")], body: body)
             if (200..<300).contains(response.status) {
                 recorder.registered(latency: LoadRecorder.seconds(ContinuousClock.now - due))
             } else {
@@ -246,8 +268,7 @@ struct HubAPIClient: Sendable {
         fields.append(("Content-Type", "\(contentType);charset=utf-8"))
         fields += headers.map { ($0.key, $0.value) }
         do {
-            let response = try await http.send(
-                .POST, "\(settings.url)/\(settings.hub)/messages?api-version=2015-04", headers: fields, body: Data(body.utf8))
+            let response = try await exchange(.POST, "/\(settings.hub)/messages?api-version=2015-04", headers: fields, body: Data(body.utf8))
             guard response.status == 201, let id = response.headers.first(name: "TrackingId") else {
                 recorder.sendFailed(kind: Self.kind(response))
                 return
@@ -261,8 +282,8 @@ struct HubAPIClient: Sendable {
     /// The State of a notification's details (`GET /{hub}/messages/{id}`), e.g. `Completed`.
     func state(of id: String) async -> String? {
         guard
-            let response = try? await http.send(
-                .GET, "\(settings.url)/\(settings.hub)/messages/\(id)?api-version=2015-04", headers: [("Authorization", token)], body: nil),
+            let response = try? await exchange(
+                .GET, "/\(settings.hub)/messages/\(id)?api-version=2015-04", headers: [("Authorization", token)], body: nil),
             response.status == 200
         else { return nil }
         let text = String(decoding: response.body, as: UTF8.self)

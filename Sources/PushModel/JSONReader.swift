@@ -59,6 +59,14 @@ struct JSONReader {
         }
     }
 
+    /// `true` or `false`; nil when neither is next.
+    mutating func bool() -> Bool? {
+        skipSpace()
+        if literal("true") { return true }
+        if literal("false") { return false }
+        return nil
+    }
+
     /// A string into `value`; false (the caller gives up) when none is next.
     mutating func string(into value: inout String?) -> Bool {
         value = string()

@@ -96,6 +96,27 @@ struct TemplateLanguageTests {
         let error = #expect(throws: TemplateError.self) { try TemplateRenderer.validate(template, as: .json) }
         #expect(error?.message.contains(reason) == true, "\(String(describing: error))")
     }
+
+    @Test("a template found valid once is remembered, but only with its headers, expiry and format: a change is checked again")
+    func rememberedValid() throws {
+        let body = #"{"aps":{"alert":"$(message)"}}"#
+        for _ in 0..<2 {
+            try TemplateRenderer.validate(body: body, headers: ["X-A": "$(a)"], expiry: "$(e)", format: .apple, field: "t")
+        }
+        // A valid WNS body is no JSON; a header or an expiry that breaks.
+        let toast = "<toast><visual><binding template=\"ToastText01\"><text id=\"1\">$(message)</text></binding></visual></toast>"
+        try TemplateRenderer.validate(body: toast, headers: nil, expiry: nil, format: .windows, field: "t")
+        #expect(throws: WireError.self) { try TemplateRenderer.validate(body: toast, headers: nil, expiry: nil, format: .apple, field: "t") }
+        #expect(throws: WireError.self) {
+            try TemplateRenderer.validate(body: body, headers: ["X-A": "$(a"], expiry: "$(e)", format: .apple, field: "t")
+        }
+        #expect(throws: WireError.self) {
+            try TemplateRenderer.validate(body: body, headers: ["X-A": "$(a)"], expiry: "$(e", format: .apple, field: "t")
+        }
+        #expect(throws: WireError.self) {
+            try TemplateRenderer.validate(body: body + "x", headers: ["X-A": "$(a)"], expiry: "$(e)", format: .apple, field: "t")
+        }
+    }
 }
 
 #if canImport(FoundationXML)

@@ -210,8 +210,10 @@ extension SQLRegistrationStore: OutcomeStore {
             """, [.text(id), .text(platform), .text(outcome.rawValue), .integer(count)])
     }
 
-    /// Rows of `result_targets` inserted per statement.
-    static let targetsPerStatement = 250
+    /// Rows of `result_targets` inserted per statement: two parameters a row, within what a
+    /// connection keeps prepared (`SQLiteConnection.maximumCachedParameters`). At 250 a row
+    /// each statement was compiled again, for every 250 targets of a broadcast.
+    static let targetsPerStatement = 128
 
     public func recordOutcomes(_ batches: [ResultBatch], now: Date) async throws -> [Bool] {
         guard !batches.isEmpty else { return [] }

@@ -126,11 +126,35 @@ public struct TemplateRenderer: Sendable {
     /// A template found valid. An app registers the same few templates from every device, and
     /// checking one by rendering it was a twentieth of the ingress's time per registration:
     /// the valid ones are remembered, at most `capacity` of them (then all are forgotten).
+    /// Compared by bytes, not as Swift compares strings (canonical equivalence): the checks
+    /// count bytes, and a longer spelling of a remembered template must be checked itself.
     private struct CheckedTemplate: Hashable {
         var body: String
         var headers: [String: String]?
         var expiry: String?
         var xml: Bool
+
+        static func == (a: CheckedTemplate, b: CheckedTemplate) -> Bool {
+            guard a.xml == b.xml, a.body.utf8.elementsEqual(b.body.utf8), Self.same(a.expiry, b.expiry) else { return false }
+            guard let first = a.headers, let second = b.headers else { return a.headers == nil && b.headers == nil }
+            guard first.count == second.count else { return false }
+            let sortedFirst = first.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+            let sortedSecond = second.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+            return zip(sortedFirst, sortedSecond).allSatisfy { Self.same($0.key, $1.key) && Self.same($0.value, $1.value) }
+        }
+
+        private static func same(_ a: String?, _ b: String?) -> Bool {
+            guard let a, let b else { return a == nil && b == nil }
+            return a.utf8.elementsEqual(b.utf8)
+        }
+
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(xml)
+            var body = body
+            body.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+            hasher.combine(expiry?.utf8.count ?? -1)
+            hasher.combine(headers?.count ?? -1)
+        }
 
         static let capacity = 1_000
         static let valid = Mutex<Set<CheckedTemplate>>([])

@@ -46,6 +46,9 @@ public final class SQLiteDatabase: SQLDatabase {
         // largest single write, which PushHub bounds: an ended send's targets go 1,000 to a
         // write and 20,000 to a sweep (a million in one write journalled 270 MB).
         try writerConnection.run("PRAGMA temp_store=MEMORY")
+        // A log that grew past this (a checkpoint held off by readers) is cut back to it when
+        // it starts again, rather than keeping its largest size on disk.
+        try writerConnection.run("PRAGMA journal_size_limit=\(SQLiteCheckpointer.threshold * 2 * 4096)")
         checkpointer = try SQLiteCheckpointer(path: path, threshold: checkpointPages)
         writerConnection.onCommit(checkpointer)
         writer = ConnectionLease([writerConnection])
@@ -125,6 +128,20 @@ public final class SQLiteDatabase: SQLDatabase {
         }
     }
 
+    /// Runs `body` (the migrations, whose single writes may copy a whole table) with the
+    /// writer's journals in files, as SQLite keeps them by default.
+    public func withJournalsInFiles<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+        try await writer.with { try $0.run("PRAGMA temp_store=DEFAULT") }
+        do {
+            let value = try await body()
+            try await writer.with { try $0.run("PRAGMA temp_store=MEMORY") }
+            return value
+        } catch {
+            try? await writer.with { try $0.run("PRAGMA temp_store=MEMORY") }
+            throw error
+        }
+    }
+
     public func close() async {
         await writer.closeAll { $0.close() }
         await readers.closeAll { $0.close() }
@@ -180,6 +197,7 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
     // @unchecked: a connection is only used by the one task that leased it.
     private var handle: OpaquePointer?
     private var statements: [String: OpaquePointer] = [:]
+    private var checkpointer: SQLiteCheckpointer?
     static let maximumCachedStatements = 256
     static let maximumCachedParameters = 256
     /// What SQLite says of a statement too large or deep to compile; other errors (a missing
@@ -213,6 +231,8 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
     /// Tells `checkpointer` the log's length after each commit. This replaces SQLite's own
     /// checkpoint after commits (a WAL hook too), which is then off for this connection.
     func onCommit(_ checkpointer: SQLiteCheckpointer) {
+        // Held here, so the pointer the hook gets lives as long as the handle.
+        self.checkpointer = checkpointer
         sqlite3_wal_hook(
             handle,
             { context, handle, _, pages in

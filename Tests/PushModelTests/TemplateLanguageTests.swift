@@ -117,6 +117,16 @@ struct TemplateLanguageTests {
             try TemplateRenderer.validate(body: body + "x", headers: ["X-A": "$(a)"], expiry: "$(e)", format: .apple, field: "t")
         }
     }
+    @Test("a remembered template does not let a longer spelling of it through: the size limit counts bytes")
+    func rememberedByBytes() throws {
+        // 5,000 syllables: 15 kB composed (NFC), 45 kB decomposed (NFD), which Swift calls equal.
+        let composed = "{\"a\":\"" + String(repeating: "\u{D55C}", count: 5_000) + "\"}"
+        let decomposed = composed.decomposedStringWithCanonicalMapping
+        #expect(composed == decomposed && composed.utf8.count < 16_384 && decomposed.utf8.count > 16_384)
+        try TemplateRenderer.validate(body: composed, headers: nil, expiry: nil, format: .apple, field: "t")
+        #expect(throws: WireError.self) { try TemplateRenderer.validate(body: decomposed, headers: nil, expiry: nil, format: .apple, field: "t") }
+    }
+
 }
 
 #if canImport(FoundationXML)

@@ -105,6 +105,24 @@ struct HTTP1ClientTests {
         try await server.channel.close()
     }
 
+    @Test("one connection and many callers, some of whose answers close it: every caller is answered, none waits for ever")
+    func manyCallersOneConnection() async throws {
+        let server = try await EchoServer()
+        let client = HTTP1Client(host: "127.0.0.1", port: server.port, connections: 1)
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for index in 0..<300 {
+                group.addTask {
+                    try await client.send(.GET, path: "/\(index)", headers: index % 3 == 0 ? [("X-Close", "1")] : [], body: nil).status
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(statuses.count == 300 && statuses.allSatisfy { $0 == 201 })
+        #expect(server.mostInFlight.load(ordering: .relaxed) == 1)
+        await client.shutdown()
+        try await server.channel.close()
+    }
+
     @Test("a connection the server closes is not used again; the next request opens another")
     func serverCloses() async throws {
         let server = try await EchoServer()

@@ -24,7 +24,7 @@ public final class HTTP1Client: Sendable {
         var idle: [any Channel] = []
         /// Connections open or opening.
         var count = 0
-        var waiters: [CheckedContinuation<(any Channel)?, Never>] = []
+        var waiters: [CheckedContinuation<Decision, Never>] = []
         var closed = false
     }
 
@@ -67,78 +67,84 @@ public final class HTTP1Client: Sendable {
         }
     }
 
+    /// What a request does for a connection.
+    private enum Decision {
+        case use(any Channel)
+        /// Open one: a place among `maximumConnections` is taken for it.
+        case open
+        case closed
+        case wait
+    }
+
     /// An idle connection, a new one while fewer than `maximumConnections` are open, or the
     /// next one handed back; nil once shut down.
     private func checkOut() async throws -> (any Channel)? {
-        enum Next {
-            case use(any Channel)
-            case open
-            case wait
-            case closed
-        }
-        let next = pool.withLock { pool -> Next in
-            if pool.closed { return .closed }
-            while let channel = pool.idle.popLast() {
-                if channel.isActive { return .use(channel) }
-                pool.count -= 1
+        var decision = pool.withLock { decide(&$0) }
+        if case .wait = decision {
+            // Decided again with the waiter signed up in one step: a connection handed back
+            // (or a place freed) between the two is not missed.
+            decision = await withCheckedContinuation { (continuation: CheckedContinuation<Decision, Never>) in
+                let now = pool.withLock { pool -> Decision in
+                    let now = decide(&pool)
+                    if case .wait = now { pool.waiters.append(continuation) }
+                    return now
+                }
+                if case .wait = now { return }
+                continuation.resume(returning: now)
             }
-            if pool.count < maximumConnections {
-                pool.count += 1
-                return .open
-            }
-            return .wait
         }
-        switch next {
+        switch decision {
         case .use(let channel): return channel
-        case .closed: return nil
+        case .closed, .wait: return nil
         case .open:
             do {
                 return try await connect()
             } catch {
-                release(opening: true)
+                release()
                 throw Failure(description: "could not connect to \(host):\(port): \(error)")
             }
-        case .wait:
-            // A waiter is handed a connection, or nil when one closed (then it opens its own).
-            let handed = await withCheckedContinuation { continuation in
-                let resumeNow = pool.withLock { pool -> Bool in
-                    if pool.closed { return true }
-                    pool.waiters.append(continuation)
-                    return false
-                }
-                if resumeNow { continuation.resume(returning: nil) }
-            }
-            if let handed { return handed }
-            return try await checkOut()
         }
+    }
+
+    private func decide(_ pool: inout Pool) -> Decision {
+        if pool.closed { return .closed }
+        while let channel = pool.idle.popLast() {
+            if channel.isActive { return .use(channel) }
+            pool.count -= 1
+        }
+        if pool.count < maximumConnections {
+            pool.count += 1
+            return .open
+        }
+        return .wait
     }
 
     private func checkIn(_ channel: any Channel, reusable: Bool) {
         guard reusable, channel.isActive else {
             channel.close(promise: nil)
-            release(opening: false)
+            release()
             return
         }
-        let waiter = pool.withLock { pool -> CheckedContinuation<(any Channel)?, Never>? in
-            if pool.closed { return nil }
-            if !pool.waiters.isEmpty { return pool.waiters.removeFirst() }
+        let (waiter, closed) = pool.withLock { pool -> (CheckedContinuation<Decision, Never>?, Bool) in
+            if pool.closed { return (nil, true) }
+            if !pool.waiters.isEmpty { return (pool.waiters.removeFirst(), false) }
             pool.idle.append(channel)
-            return nil
+            return (nil, false)
         }
-        if let waiter {
-            waiter.resume(returning: channel)
-        } else if pool.withLock({ $0.closed }) {
-            channel.close(promise: nil)
-        }
+        if let waiter { waiter.resume(returning: .use(channel)) }
+        if closed { channel.close(promise: nil) }
     }
 
-    /// One connection fewer: a waiter, if any, opens its own.
-    private func release(opening: Bool) {
-        let waiter = pool.withLock { pool -> CheckedContinuation<(any Channel)?, Never>? in
-            pool.count -= 1
-            return pool.waiters.isEmpty ? nil : pool.waiters.removeFirst()
+    /// One connection fewer: its place goes to a waiter, if any, which opens its own.
+    private func release() {
+        let waiter = pool.withLock { pool -> CheckedContinuation<Decision, Never>? in
+            guard !pool.waiters.isEmpty else {
+                pool.count -= 1
+                return nil
+            }
+            return pool.waiters.removeFirst()
         }
-        waiter?.resume(returning: nil)
+        waiter?.resume(returning: .open)
     }
 
     private func connect() async throws -> any Channel {
@@ -165,7 +171,7 @@ public final class HTTP1Client: Sendable {
             }
             return (pool.idle, pool.waiters)
         }
-        for waiter in waiters { waiter.resume(returning: nil) }
+        for waiter in waiters { waiter.resume(returning: .closed) }
         for channel in idle { try? await channel.close() }
     }
 }
@@ -195,7 +201,9 @@ private final class Exchange: ChannelDuplexHandler {
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let request = unwrapOutboundIn(data)
         guard answer == nil else {
-            request.answer.fail(HTTP1Client.Failure(description: "a request is already in flight on this connection"))
+            let failure = HTTP1Client.Failure(description: "a request is already in flight on this connection")
+            request.answer.fail(failure)
+            promise?.fail(failure)
             return
         }
         answer = request.answer

@@ -31,10 +31,15 @@ public struct KafkaWiring: Sendable {
         return KafkaWiring(servers: servers, topics: topics, producer: try KafkaProducer.make(configuration: configuration, logger: logger))
     }
 
-    /// A consumer in `group` of `topics`.
-    public func consumer(group: String, clientID: String? = nil, topics names: [String], logger: Logger) throws(KafkaError) -> KafkaConsumer {
+    /// A consumer in `group` of `topics`; `part` sets what the process part needs of it
+    /// (before `tuneConsumer`).
+    public func consumer(
+        group: String, clientID: String? = nil, topics names: [String], logger: Logger,
+        part: (inout KafkaConsumerConfiguration) -> Void = { _ in }
+    ) throws(KafkaError) -> KafkaConsumer {
         var configuration = KafkaConsumerConfiguration(bootstrapServers: servers, groupID: group)
         if let clientID { configuration.clientID = clientID }
+        part(&configuration)
         tuneConsumer(&configuration)
         return try KafkaConsumer.make(configuration: configuration, topics: names, logger: logger)
     }

@@ -83,17 +83,13 @@ public final class DeliveryWorker: Service, Sendable {
         init(_ decoded: Result<DeliveryBatch, WireError>) { self.decoded = decoded }
     }
 
-    /// Lets a batch in once the window has room for its targets; intake pauses its partitions
-    /// while the window is full.
+    /// Lets a batch in once the window has room for its targets. Meanwhile intake waits:
+    /// librdkafka keeps its bounded prefetch (`prefetchBytes`) ahead and no more. Pausing the
+    /// partitions instead threw that prefetch away, to be fetched again at each resume.
     func admit(_ record: KafkaRecord) async -> AdmittedRecord<BatchWork> {
         let work = BatchWork(Result { () throws(WireError) in try WireCoding.decode(DeliveryBatch.self, from: record.value) })
         let size = (try? work.decoded.get())?.targets.count ?? 1
-        if await window.isFull {
-            let paused = consumer.assignment
-            try? consumer.pause(paused)
-            await window.waitForRoom()
-            try? consumer.resume(paused)
-        }
+        await window.waitForRoom()
         await window.take(size)
         return AdmittedRecord(work, release: { await self.window.give(size) })
     }

@@ -39,7 +39,14 @@ public func makeWorkerServices(
     provider: (any PushProvider)? = nil, logger: Logger
 ) throws -> ProcessPart {
     let name = "pushhub-\(settings.platform.rawValue)-worker"
-    let consumer = try kafka.consumer(group: group ?? name, clientID: name, topics: [settings.topics.deliveries(settings.platform)], logger: logger)
+    // A delivery record is a batch of up to 500 targets, and the window holds a few batches'
+    // worth: records are taken from librdkafka a few at a time, and it keeps 4 MiB (dozens of
+    // batches) ahead. Taking 500 a fetch held hundreds of batches' bytes in the worker, on
+    // top of librdkafka's queue: 22 MB at the APNs worker's peak in a broadcast.
+    let consumer = try kafka.consumer(group: group ?? name, clientID: name, topics: [settings.topics.deliveries(settings.platform)], logger: logger) {
+        $0.fetchBatchSize = max(1, settings.window / DeliveryBatch.maximumTargets) * 2
+        $0.prefetchBytes = 4 << 20
+    }
     let worker = DeliveryWorker(
         consumer: consumer, producer: kafka.producer, provider: try provider ?? ProviderFactory.make(settings.platform, hubs: hubs, http: http),
         settings: settings, logger: logger)

@@ -149,7 +149,9 @@ struct HTTP1ClientTests {
         let client = HTTP1Client(host: "127.0.0.1", port: server.port, connections: 2, requestTimeout: .milliseconds(300))
         let started = ContinuousClock.now
         await #expect(throws: HTTP1Client.Failure.self) { try await client.send(.GET, path: "/", headers: [("X-Silent", "1")], body: nil) }
-        #expect(ContinuousClock.now - started < .seconds(5))
+        // Well within the suite's time limit, which a request without a time-out would reach;
+        // the suite runs beside others on two cores.
+        #expect(ContinuousClock.now - started < .seconds(30))
         await #expect(throws: HTTP1Client.Failure.self) {
             try await client.send(.GET, path: "/", headers: [("X-Big", String(HTTP1Client.maximumBody + 1))], body: nil)
         }

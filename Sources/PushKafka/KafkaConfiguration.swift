@@ -46,6 +46,10 @@ public struct KafkaConsumerConfiguration: Sendable {
     public var sessionTimeout: Duration = .seconds(10)
     /// Most records handed out by one fetch from librdkafka's queue.
     public var fetchBatchSize: Int = 500
+    /// Most bytes of records one fetch hands out, as the records of the fetch before ran;
+    /// nil for no bound but `fetchBatchSize`. Records handed out wait in the process for
+    /// their turn, beside what librdkafka keeps ahead (`prefetchBytes`).
+    public var fetchBytes: Int?
     /// How long a broker may hold a fetch that finds no new record. Kafka answers as soon as a
     /// record arrives; librdkafka's embedded cluster always waits this long, so on it every
     /// hop of the pipeline costs up to this much latency (librdkafka's default is 500 ms).

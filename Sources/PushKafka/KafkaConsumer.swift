@@ -16,6 +16,9 @@ public final class KafkaConsumer: Service, Sendable {
     /// librdkafka's consumer queue.
     private let queue: RDKafkaQueue
     private let lagState = Mutex<(last: ContinuousClock.Instant, next: [KafkaTopicPartition: Int64])>((.now, [:]))
+    /// How many records the next fetch takes: `fetchBatchSize`, or fewer when the records
+    /// of the last fetch were so large that that many would pass `fetchBytes`.
+    private let fetchCapacity = Mutex<Int?>(nil)
     private let state: ConsumerState
     /// Every blocking call on the handle (fetch, close) runs here, one at a time.
     private let fetchQueue = DispatchQueue(label: "pushhub.kafka.consumer.fetch")
@@ -134,12 +137,19 @@ public final class KafkaConsumer: Service, Sendable {
     /// One poll of librdkafka's queue (≤ 100 ms); serves rebalances as a side effect.
     private func fetchBatch() -> (generation: UInt64, records: [KafkaRecord]) {
         guard !state.machine.withLock({ $0.isClosed }) else { return (0, []) }
+        let capacity = fetchCapacity.withLock { $0 } ?? configuration.fetchBatchSize
         let batch = client.consumeBatch(
-            queue, timeoutMilliseconds: 100, capacity: configuration.fetchBatchSize, generation: { state.machine.withLock { $0.generation } }
+            queue, timeoutMilliseconds: 100, capacity: capacity, generation: { state.machine.withLock { $0.generation } }
         ) { error in
             logger.warning("Kafka consumer error", metadata: ["kafka.error": "\(error)"])
         }
-        if !batch.records.isEmpty { observe(batch.records) }
+        if !batch.records.isEmpty {
+            observe(batch.records)
+            if let budget = configuration.fetchBytes {
+                let average = max(1, batch.records.reduce(0) { $0 + $1.value.count } / batch.records.count)
+                fetchCapacity.withLock { $0 = max(1, min(configuration.fetchBatchSize, budget / average)) }
+            }
+        }
         return batch
     }
 

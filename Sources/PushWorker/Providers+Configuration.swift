@@ -39,12 +39,13 @@ public func makeWorkerServices(
     provider: (any PushProvider)? = nil, logger: Logger
 ) throws -> ProcessPart {
     let name = "pushhub-\(settings.platform.rawValue)-worker"
-    // A delivery record is a batch of up to 500 targets, and the window holds a few batches'
-    // worth: records are taken from librdkafka a few at a time, and it keeps 4 MiB (dozens of
-    // batches) ahead. Taking 500 a fetch held hundreds of batches' bytes in the worker, on
-    // top of librdkafka's queue: 22 MB at the APNs worker's peak in a broadcast.
+    // A delivery record is a batch of up to 500 targets (a broadcast's, about 60 kB) or of
+    // one (a single-user send's): records are taken from librdkafka up to 1 MiB at a time,
+    // and it keeps 4 MiB ahead. 500 records a fetch held hundreds of full batches in the
+    // worker beside librdkafka's queue, 22 MB at the APNs worker's peak in a broadcast;
+    // 8 a fetch cost single-user sends 100 µs of CPU each across the workers and Kafka.
     let consumer = try kafka.consumer(group: group ?? name, clientID: name, topics: [settings.topics.deliveries(settings.platform)], logger: logger) {
-        $0.fetchBatchSize = max(1, settings.window / DeliveryBatch.maximumTargets) * 2
+        $0.fetchBytes = 1 << 20
         $0.prefetchBytes = 4 << 20
     }
     let worker = DeliveryWorker(

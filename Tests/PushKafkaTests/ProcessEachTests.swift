@@ -125,6 +125,45 @@ struct ProcessEachTests {
         let state = Mutex<(calls: [[Int]], givenUp: [Int: String], done: Set<Int>)>(([], [:], []))
     }
 
+    /// The sizes of the groups `processGroups` hands a consumer of `count` records of
+    /// `valueSize` bytes (a group is what one fetch took, up to 500).
+    static func groupSizes(count: Int, valueSize: Int, fetchBytes: Int?) async throws -> [Int] {
+        let kafka = try KafkaFixture(partitions: 1)
+        let producer = try kafka.producer()
+        for result in await producer.sendAll(kafka.records(count, valueSize: valueSize)) { _ = try result.get() }
+        let consumer = try kafka.consumer(group: "sized", fetchBytes: fetchBytes)
+        final class Sizes: Sendable { let sizes = Mutex<[Int]>([]) }
+        let box = Sizes()
+        try await testGracefulShutdown { trigger in
+            let running = Task { try await consumer.run() }
+            let processing = Task {
+                await consumer.processGroups(maximum: 500, logger: testLogger, giveUp: { _, _ in }) { records in
+                    let total = box.sizes.withLock { sizes in
+                        sizes.append(records.count)
+                        return sizes.reduce(0, +)
+                    }
+                    if total == count { trigger.triggerGracefulShutdown() }
+                }
+            }
+            await processing.value
+            try await running.value
+        }
+        return box.sizes.withLock { $0 }
+    }
+
+    @Test("a fetch takes no more than `fetchBytes` of records, judged by the fetch before; small records still come many at a time")
+    func fetchBytes() async throws {
+        // 300 records of 10 kB with 32 kB a fetch: after the first fetch, 3 at a time.
+        let bounded = try await Self.groupSizes(count: 300, valueSize: 10_000, fetchBytes: 32_000)
+        #expect(bounded.reduce(0, +) == 300)
+        #expect(bounded.dropFirst().allSatisfy { $0 <= 3 }, "\(bounded)")
+        // Without the bound, more at a time; with it, records of 50 bytes come by the hundred.
+        let unbounded = try await Self.groupSizes(count: 300, valueSize: 10_000, fetchBytes: nil)
+        #expect(unbounded.contains { $0 > 3 }, "\(unbounded)")
+        let small = try await Self.groupSizes(count: 1_000, valueSize: 50, fetchBytes: 32_000)
+        #expect(small.contains { $0 > 100 }, "\(small)")
+    }
+
     @Test("records come in groups of at most `maximum`; a group with a bad record is taken apart, the bad one given up alone and its neighbours done")
     func groups() async throws {
         let kafka = try KafkaFixture(partitions: 1)

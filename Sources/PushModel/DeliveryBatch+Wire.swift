@@ -43,15 +43,8 @@ extension DeliveryBatch.Target {
         out.field("registrationId", registrationId)
         if let template {
             out.key("template")
-            out.byte(UInt8(ascii: "{"))
-            out.key("body", first: true)
-            out.string(template.body)
-            out.field("expiry", template.expiry)
-            if let headers = template.headers {
-                out.key("headers")
-                out.object(headers)
-            }
-            out.byte(UInt8(ascii: "}"))
+            // The wire schema's template: body, headers and expiry.
+            template.forDelivery.write(to: &out)
         }
         if let webPush {
             out.key("webPush")

@@ -50,7 +50,7 @@ extension Installation {
 
 extension Template {
     /// The template as its synthesized `Codable` writes it, keys sorted; absent optionals left out.
-    fileprivate func write(to out: inout JSONBytes) {
+    func write(to out: inout JSONBytes) {
         out.byte(UInt8(ascii: "{"))
         out.key("body", first: true)
         out.string(body)

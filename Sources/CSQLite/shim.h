@@ -12,4 +12,11 @@ static inline int pushhub_sqlite3_bind_blob(sqlite3_stmt *statement, int index, 
     return sqlite3_bind_blob(statement, index, bytes, length, SQLITE_TRANSIENT);
 }
 
+/* sqlite3_config is variadic, which Swift cannot call. Turns SQLite's memory statistics off:
+ * with them on, every allocation SQLite makes takes a process-wide mutex. Only before SQLite
+ * is initialized (SQLITE_MISUSE after). */
+static inline int pushhub_sqlite3_config_memstatus(int on) {
+    return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, on);
+}
+
 #endif

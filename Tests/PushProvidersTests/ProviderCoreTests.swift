@@ -33,6 +33,19 @@ final class ScriptedTransport: PNSTransport {
 
 @Suite("Providers' requests and answers, without a network")
 struct ProviderCoreTests {
+    @Test("a header is found whatever the case of its name's ASCII letters, and only by its whole name")
+    func headerNames() {
+        let fields: PNSHeaderFields = [("X-WNS-Status", "received"), ("retry-after", "5"), ("x-wns-msg-id", "1"), ("X-Émoji", "e")]
+        #expect(fields.first(name: "x-wns-status") == "received")
+        #expect(fields.first(name: "RETRY-AFTER") == "5")
+        #expect(fields.first(name: "X-WNS-MSG-ID") == "1")
+        // Not a prefix, not a longer name, and `[` (0x5B) is not `{` (0x7B) though they differ by 0x20.
+        #expect(fields.first(name: "X-WNS-Statu") == nil)
+        #expect(fields.first(name: "X-WNS-Status2") == nil)
+        #expect(PNSHeaderFields([("a[", "1")]).first(name: "a{") == nil)
+        #expect(fields.first(name: "X-Émoji") == "e")
+    }
+
     static let token = String(repeating: "ab", count: 32)
 
     static func apns(_ transport: ScriptedTransport, clock: TestClock = TestClock()) throws -> APNsProvider {

@@ -25,7 +25,7 @@ public struct HubsConfiguration: Codable, Sendable, Equatable {
     }
 
     public func hub(named name: String) -> Hub? {
-        hubs.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }
+        hubs.first { CaseFolding.equal($0.name, name) }
     }
 
     /// One notification hub.

@@ -65,7 +65,7 @@ public final class Dispatcher: Service, Sendable {
         } catch {
             throw PermanentFailure(error.description)
         }
-        guard let hub = settings.hubs.first(where: { $0.caseInsensitiveCompare(request.hub) == .orderedSame }) else {
+        guard let hub = settings.hubs.first(where: { CaseFolding.equal($0, request.hub) }) else {
             throw PermanentFailure("hub: no hub named \(request.hub)")
         }
         var batcher = BatchBuilder(
@@ -90,7 +90,7 @@ public final class Dispatcher: Service, Sendable {
     func hub(of record: KafkaRecord) -> String {
         struct Named: Decodable { var hub: String }
         guard !JSONLimits.isTooDeep(record.value), let named = try? JSONDecoder().decode(Named.self, from: record.value) else { return "" }
-        return settings.hubs.first { $0.caseInsensitiveCompare(named.hub) == .orderedSame } ?? ""
+        return settings.hubs.first { CaseFolding.equal($0, named.hub) } ?? ""
     }
 
     /// Dead-letters a record with its reason and reports it `rejected`.

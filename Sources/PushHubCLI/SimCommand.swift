@@ -3,6 +3,7 @@ import Foundation
 import PushConfiguration
 import PushEnvironment
 import PushIngress
+import PushModel
 import PushOps
 import PushProviders
 import PushSimulator
@@ -91,13 +92,13 @@ struct SimCommand: AsyncParsableCommand {
         let logger = makeLogger("pushhub.sim")
         let path = config ?? PushHubEnvironment.current.configPath
         var hubs = try HubsConfiguration.loadOrCreateDevelopment(at: path) { _ in emit("Wrote a development hub to \(path).") }
-        for name in attach where !hubs.hubs.contains(where: { $0.name.caseInsensitiveCompare(name) == .orderedSame }) {
+        for name in attach where !hubs.hubs.contains(where: { CaseFolding.equal($0.name, name) }) {
             throw ValidationError("--attach \(name): no hub of that name in \(path)")
         }
         // Credentials first: the simulator checks requests against them.
         try hubs.attachSimulatedCredentials(to: attach)
         if let fcmQuota {
-            for index in hubs.hubs.indices where attach.contains(where: { $0.caseInsensitiveCompare(hubs.hubs[index].name) == .orderedSame }) {
+            for index in hubs.hubs.indices where attach.contains(where: { CaseFolding.equal($0, hubs.hubs[index].name) }) {
                 hubs.hubs[index].credentials.fcm?.ratePerMinute = fcmQuota
             }
         }

@@ -18,17 +18,7 @@ public struct PNSHeaderFields: Sendable, Equatable, ExpressibleByArrayLiteral {
 
     /// The first value of `name`, whatever its case.
     public func first(name: String) -> String? {
-        fields.first { Self.sameName($0.name, name) }?.value
-    }
-
-    /// Whether two header names are equal but for the case of ASCII letters (header names are
-    /// ASCII tokens). Foundation's `caseInsensitiveCompare` was a lookup's whole cost, and a
-    /// worker looks up its PNS's answer's headers for every target.
-    static func sameName(_ a: String, _ b: String) -> Bool {
-        guard a.utf8.count == b.utf8.count else { return false }
-        return zip(a.utf8, b.utf8).allSatisfy { x, y in
-            x == y || (x | 0x20 == y | 0x20 && (0x61...0x7A).contains(x | 0x20))
-        }
+        fields.first { CaseFolding.equal($0.name, name) }?.value
     }
 
     public mutating func add(_ name: String, _ value: String) { fields.append(Field(name: name, value: value)) }

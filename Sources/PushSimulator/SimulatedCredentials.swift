@@ -31,7 +31,7 @@ extension HubsConfiguration {
     /// Gives the hubs named in `names` simulated credentials for every platform they have none
     /// for (their endpoints are pointed at a simulator afterwards, with `pointed`).
     public mutating func attachSimulatedCredentials(to names: [String]) throws {
-        for index in hubs.indices where names.contains(where: { $0.caseInsensitiveCompare(hubs[index].name) == .orderedSame }) {
+        for index in hubs.indices where names.contains(where: { CaseFolding.equal($0, hubs[index].name) }) {
             let fresh = try Credentials.simulated(apns: "https://127.0.0.1", http: "http://127.0.0.1", hub: hubs[index].name.lowercased())
             var credentials = hubs[index].credentials
             credentials.apns = credentials.apns ?? fresh.apns
@@ -46,7 +46,7 @@ extension HubsConfiguration {
     public func pointed(at apns: String, http: String, hubs names: [String]? = nil) -> HubsConfiguration {
         var copy = self
         for index in copy.hubs.indices
-        where names.map({ $0.contains { $0.caseInsensitiveCompare(copy.hubs[index].name) == .orderedSame } }) ?? true {
+        where names.map({ $0.contains { CaseFolding.equal($0, copy.hubs[index].name) } }) ?? true {
             // FCM over HTTP/2 and TLS, as Google serves it; the token endpoints on plain HTTP.
             copy.hubs[index].credentials.apns?.endpoint = apns
             copy.hubs[index].credentials.fcm?.endpoint = apns

@@ -43,8 +43,8 @@ extension DeliveryBatch.Target {
         out.field("registrationId", registrationId)
         if let template {
             out.key("template")
-            // The wire schema's template: body, headers and expiry.
-            template.forDelivery.write(to: &out)
+            // Body, headers and expiry: a target keeps no more (`template`'s setter).
+            template.write(to: &out)
         }
         if let webPush {
             out.key("webPush")
@@ -180,27 +180,10 @@ extension DeliveryBatch.Target {
                 return true
             default:
                 if reader.takeNull() { return true }
-                var body: String?
-                var headers: [String: String]?
-                var expiry: String?
-                guard
-                    reader.fields(
-                        ["body", "headers", "expiry", "name", "tags"], depth: 5,
-                        { reader, key in
-                            switch key {
-                            case "body": return reader.string(into: &body)
-                            case "headers":
-                                if reader.takeNull() { return true }
-                                headers = reader.stringMap()
-                                return headers != nil
-                            case "expiry": return reader.takeNull() || reader.string(into: &expiry)
-                            // A template's name and tags are not delivered; never written here.
-                            default: return false
-                            }
-                        }), let body
-                else { return false }
-                template = Template(body: body, headers: headers, expiry: expiry)
-                return true
+                // Read as JSONDecoder reads it, a name and tags too; the target keeps what is
+                // delivered (`forDelivery`).
+                template = Template.fromJSON(&reader, depth: 5)?.forDelivery
+                return template != nil
             }
         }
         guard read, let handle else { return nil }

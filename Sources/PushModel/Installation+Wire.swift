@@ -128,7 +128,7 @@ extension Installation {
                 if reader.takeNull() { return true }
                 var read: [String: Template] = [:]
                 let taken = reader.object { reader, name in
-                    guard read[name] == nil, let template = Template.fromJSON(&reader) else { return false }
+                    guard read[name] == nil, let template = Template.fromJSON(&reader, depth: 4) else { return false }
                     read[name] = template
                     return true
                 }
@@ -162,14 +162,15 @@ extension Installation {
 }
 
 extension Template {
-    /// An installation's template object, its name left out (the key names it); nil for
-    /// anything `JSONReader` does not take.
-    fileprivate static func fromJSON(_ reader: inout JSONReader) -> Template? {
+    /// A template object as its synthesized `Codable` reads it, its name left out (an
+    /// installation's key names it; a delivery target has none); nil for anything
+    /// `JSONReader` does not take. Its members are read at `depth`.
+    static func fromJSON(_ reader: inout JSONReader, depth: Int) -> Template? {
         var body: String?
         var headers: [String: String]?
         var expiry: String?
         var tags: [String]?
-        let read = reader.fields(["name", "body", "headers", "expiry", "tags"], depth: 4) { reader, key in
+        let read = reader.fields(["name", "body", "headers", "expiry", "tags"], depth: depth) { reader, key in
             switch key {
             case "name":
                 var name: String?

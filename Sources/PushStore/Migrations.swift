@@ -301,11 +301,7 @@ public enum Migrations {
     /// PostgreSQL every migration transaction first takes one advisory lock, so replicas that
     /// start together apply each step once, one after the other.
     static func run(on database: any SQLDatabase) async throws {
-        if let sqlite = database as? SQLiteDatabase {
-            try await sqlite.withJournalsInFiles { try await steps(on: database) }
-        } else {
-            try await steps(on: database)
-        }
+        try await database.migrating { try await steps(on: database) }
     }
 
     private static func steps(on database: any SQLDatabase) async throws {

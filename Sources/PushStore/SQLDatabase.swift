@@ -77,8 +77,14 @@ public protocol SQLDatabase: Sendable {
     /// Runs `body`, which writes with one statement, as its own transaction: on PostgreSQL
     /// without BEGIN and COMMIT around it (a statement commits alone), on SQLite as `write`.
     func writeStatement<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) async throws -> T) async throws -> T
+    /// Runs `body`, the migrations, whose single writes may copy a whole table.
+    func migrating<T: Sendable>(_ body: () async throws -> T) async throws -> T
     /// Closes every connection.
     func close() async
+}
+
+extension SQLDatabase {
+    public func migrating<T: Sendable>(_ body: () async throws -> T) async throws -> T { try await body() }
 }
 
 /// A database error with what the database said.

@@ -130,7 +130,7 @@ public final class SQLiteDatabase: SQLDatabase {
 
     /// Runs `body` (the migrations, whose single writes may copy a whole table) with the
     /// writer's journals in files, as SQLite keeps them by default.
-    public func withJournalsInFiles<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+    public func migrating<T: Sendable>(_ body: () async throws -> T) async throws -> T {
         try await writer.with { try $0.run("PRAGMA temp_store=DEFAULT") }
         do {
             let value = try await body()

@@ -96,6 +96,10 @@ struct DeliveryBatchWireTests {
             targets: [DeliveryBatch.Target(registrationId: "r", handle: "h", template: Template(body: "{}", expiry: "1"))])
         let wire = String(decoding: try WireCoding.encode(batch), as: UTF8.self)
         #expect(DeliveryBatch.fromWireJSON(Data(wire.utf8)) == batch)
+        // A template's name and tags are read, as JSONDecoder reads them, and not delivered.
+        let named = wire.replacingOccurrences(of: "{\"body\":", with: "{\"name\":\"t\",\"tags\":[\"a\"],\"body\":")
+        #expect(DeliveryBatch.fromWireJSON(Data(named.utf8)) == batch)
+        #expect(try WireCoding.makeDecoder().decode(DeliveryBatch.self, from: Data(named.utf8)) == batch)
         for refused in [
             wire.replacingOccurrences(
                 of: "\"hub\":", with: "\"deep\":" + String(repeating: "[", count: 40) + String(repeating: "]", count: 40) + ",\"hub\":"),
@@ -105,7 +109,7 @@ struct DeliveryBatchWireTests {
             wire.replacingOccurrences(of: "\"attempt\":1", with: "\"attempt\":1.0"),
             wire.replacingOccurrences(of: "\"hub\":\"", with: "\"hub\":\"\\ud800"),
             wire.replacingOccurrences(of: "\"enqueuedAt\":\"", with: "\"enqueuedAt\":\"x"),
-            wire.replacingOccurrences(of: "{\"body\":", with: "{\"name\":\"t\",\"body\":"),
+            wire.replacingOccurrences(of: "{\"body\":", with: "{\"name\":1,\"body\":"),
             wire + "x",
         ] {
             #expect(refused != wire)

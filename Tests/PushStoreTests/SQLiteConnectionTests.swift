@@ -12,6 +12,13 @@ struct SQLiteConnectionTests {
         // 2 is MEMORY, 0 the build's default (a file once past a small size).
         let written = try await database.write { try await $0.query("PRAGMA temp_store", []).first?.integer("temp_store") }
         #expect(written == 2)
+        // The migrations run with the writer's journals in files (a copy of a whole table).
+        let migrating = try await database.migrating {
+            try await database.write { try await $0.query("PRAGMA temp_store", []).first?.integer("temp_store") }
+        }
+        #expect(migrating == 0)
+        let after = try await database.write { try await $0.query("PRAGMA temp_store", []).first?.integer("temp_store") }
+        #expect(after == 2)
         for _ in 0..<2 {
             let read = try await database.read { try await $0.query("PRAGMA temp_store", []).first?.integer("temp_store") }
             #expect(read == 2)

@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import PushModel
 import Synchronization
 
 /// Plain HTTP/1.1 to one origin over keep-alive connections, one request on a connection at a
@@ -59,7 +60,7 @@ public final class HTTP1Client: Sendable {
         channel.writeAndFlush(Exchange.Request(head: head, body: body.map { ByteBuffer(bytes: $0) }, answer: promise), promise: written)
         do {
             let response = try await promise.futureResult.get()
-            checkIn(channel, reusable: response.headers.first(name: "connection")?.lowercased() != "close")
+            checkIn(channel, reusable: !CaseFolding.equal(response.headers.first(name: "connection") ?? "", "close"))
             return response
         } catch {
             checkIn(channel, reusable: false)

@@ -43,7 +43,9 @@ struct ProcessEachTests {
             try await running.value
         }
         let (most, done) = observed.state.withLock { ($0.most, $0.done) }
-        #expect(most == 8, "at most 8 at a time, and more than one")
+        // Never more than 8; exactly 8 only when fetches keep up, which two busy cores running
+        // the whole suite did not always allow (3 once).
+        #expect((2...8).contains(most), "at most 8 at a time, and more than one: \(most)")
         #expect(done == Set(0..<120))
 
         // The group's committed offset is past every record: a new member starts with new ones.

@@ -73,8 +73,10 @@ struct SQLiteConnectionTests {
             }
         }
         let log = try #require(try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int)
-        // Its size is its longest: the checkpoint beside the writer runs for a while.
-        #expect(log < 1_500 * 4_096, "the log holds \(log / 4_096) pages")
+        // Its size is its longest: while the checkpoint beside the writer runs (long, when the
+        // whole suite starves its thread: 1,741 pages once), the writer's own gets SQLITE_BUSY.
+        // Half of what 6,000 pages without a checkpoint would be.
+        #expect(log < 3_000 * 4_096, "the log holds \(log / 4_096) pages")
         let rows = try await database.read { try await $0.query("SELECT count(*) AS n FROM pages", []).first?.integer("n") }
         #expect(rows == 6_000)
         await database.close()

@@ -15,6 +15,8 @@ public struct HubsConfiguration: Codable, Sendable, Equatable {
     public var trustForwardedHeaders: Bool?
     /// Keeping accepted sends and publishing them again; giving up stalled ones.
     public var recovery: SendRecoveryConfiguration?
+    /// How far the workers and the dispatcher may fall behind before PushHub waits for them.
+    public var backlog: BacklogConfiguration?
 
     /// `recovery`, defaults filled in.
     public var sendRecovery: SendRecoveryConfiguration { recovery ?? SendRecoveryConfiguration() }
@@ -218,6 +220,7 @@ extension HubsConfiguration {
             }
             if let jwt = appBackend.jwt { try jwt.validate(at: "\(source): appBackend.jwt") }
         }
+        try backlog?.validate(at: "\(source): backlog")
     }
 
     public func yaml() throws -> String {

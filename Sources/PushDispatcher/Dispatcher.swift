@@ -21,10 +21,27 @@ public struct DispatcherSettings: Sendable {
     public var retryBudget = RetryBudget()
     /// The hubs this deployment serves; requests for others are rejected.
     public var hubs: [String]
+    /// How far the workers may fall behind before the dispatcher waits for them (nil: never
+    /// waits; `backlog.bytesPerPartition` in pushhub.yaml). The embedded cluster drops a
+    /// partition's oldest records past 5 MiB, read or not.
+    public var deliveryBacklog: ConsumerBacklog.Settings? = ConsumerBacklog.Settings()
+    /// The consumer group of each platform's workers, whose progress the backlog reads.
+    public var workerGroups: [Platform: String] = Dictionary(uniqueKeysWithValues: Platform.allCases.map { ($0, $0.workerGroup) })
 
     public init(topics: PushTopics, hubs: [String]) {
         self.topics = topics
         self.hubs = hubs
+    }
+
+    /// Waits for the workers once a partition holds `bound` bytes they have not committed
+    /// (never when nil); `group` names each platform's workers' consumer group.
+    public mutating func waitForWorkers(bound: Int?, group: (Platform) -> String) {
+        deliveryBacklog = bound.map { bytes in
+            var settings = ConsumerBacklog.Settings()
+            settings.boundPerPartition = bytes
+            return settings
+        }
+        workerGroups = Dictionary(uniqueKeysWithValues: Platform.allCases.map { ($0, group($0)) })
     }
 }
 
@@ -37,13 +54,19 @@ public final class Dispatcher: Service, Sendable {
     let producer: KafkaProducer
     let store: any RegistrationStore
     let settings: DispatcherSettings
+    /// What the workers have not committed yet; nil when the dispatcher does not wait for them.
+    let backlog: ConsumerBacklog?
     let logger: Logger
 
-    public init(consumer: KafkaConsumer, producer: KafkaProducer, store: any RegistrationStore, settings: DispatcherSettings, logger: Logger) {
+    public init(
+        consumer: KafkaConsumer, producer: KafkaProducer, store: any RegistrationStore, settings: DispatcherSettings, backlog: ConsumerBacklog? = nil,
+        logger: Logger
+    ) {
         self.consumer = consumer
         self.producer = producer
         self.store = store
         self.settings = settings
+        self.backlog = backlog
         self.logger = logger
     }
 
@@ -70,7 +93,7 @@ public final class Dispatcher: Service, Sendable {
         }
         var batcher = BatchBuilder(
             request: request, hub: hub, topics: settings.topics, batchSize: settings.batchSize, batchesInFlight: settings.batchesInFlight,
-            producer: producer)
+            producer: producer, backlog: backlog)
         do {
             try await AudienceResolver(store: store).forEachTarget(of: request, expression: expression, hub: hub, pageSize: settings.batchSize) {
                 target, platform in try await batcher.add(target, on: platform)
@@ -196,9 +219,15 @@ public struct BatchBuilder {
     let batchSize: Int
     let batchesInFlight: Int
     let producer: KafkaProducer
+    /// Waited on before each round of batches, so they do not run too far ahead of the workers.
+    let backlog: ConsumerBacklog?
     private var pending: [Platform: [DeliveryBatch.Target]] = [:]
     private var counts: [Platform: Int] = Dictionary(uniqueKeysWithValues: Platform.allCases.map { ($0, 0) })
     private var unacknowledged: [KafkaOutgoingRecord] = []
+    private var unacknowledgedBytes = 0
+    /// Bytes of batches produced before waiting for their acknowledgements, besides their
+    /// count: a round stays well under what the workers' backlog may hold.
+    static let bytesInFlight = 1 << 20
     private var batchIndex = 0
     /// Batches Kafka acknowledged so far: after a failure, whether some went out.
     public private(set) var acknowledged = 0
@@ -206,7 +235,7 @@ public struct BatchBuilder {
     /// Batches of at most `batchSize` targets, at most `batchesInFlight` unacknowledged.
     public init(
         request: SendRequest, hub: String, topics: PushTopics, batchSize: Int = DeliveryBatch.maximumTargets, batchesInFlight: Int = 16,
-        producer: KafkaProducer
+        producer: KafkaProducer, backlog: ConsumerBacklog? = nil
     ) {
         self.request = request
         self.hub = hub
@@ -214,6 +243,7 @@ public struct BatchBuilder {
         self.batchSize = batchSize
         self.batchesInFlight = batchesInFlight
         self.producer = producer
+        self.backlog = backlog
     }
 
     public mutating func add(_ target: DeliveryBatch.Target, on platform: Platform) async throws {
@@ -266,18 +296,22 @@ public struct BatchBuilder {
             KafkaOutgoingRecord(
                 topic: topics.deliveries(platform), key: "\(request.notificationId):\(batchIndex)", value: try WireCoding.encode(batch)))
         batchIndex += 1
-        if unacknowledged.count >= batchesInFlight { try await flush() }
+        unacknowledgedBytes += unacknowledged[unacknowledged.count - 1].value.count
+        if unacknowledged.count >= batchesInFlight || unacknowledgedBytes >= Self.bytesInFlight { try await flush() }
     }
 
     private mutating func flush() async throws {
         guard !unacknowledged.isEmpty else { return }
+        let reservation = try await backlog?.reserve(unacknowledged)
         let results = await producer.sendAll(unacknowledged)
+        if let reservation { backlog?.produced(reservation, records: unacknowledged, results: results) }
         let deliveryTopics = Set(Platform.allCases.map(topics.deliveries))
         acknowledged +=
             zip(unacknowledged, results).filter { record, result in
                 if case .success = result { return deliveryTopics.contains(record.topic) } else { return false }
             }.count
         unacknowledged.removeAll(keepingCapacity: true)
+        unacknowledgedBytes = 0
         for result in results { _ = try result.get() }
     }
 }

@@ -1,5 +1,6 @@
 import Logging
 import PushKafka
+import PushModel
 import PushStore
 import ServiceLifecycle
 
@@ -9,6 +10,14 @@ public func makeDispatcherServices(
     kafka: KafkaWiring, store: any RegistrationStore, settings: DispatcherSettings, group: String = "pushhub-dispatcher", logger: Logger
 ) throws -> ProcessPart {
     let consumer = try kafka.consumer(group: group, topics: [settings.topics.requests], logger: logger)
-    let dispatcher = Dispatcher(consumer: consumer, producer: kafka.producer, store: store, settings: settings, logger: logger)
+    let backlog = try settings.deliveryBacklog.map { backlogSettings in
+        try ConsumerBacklog(
+            servers: kafka.servers,
+            watches: Platform.allCases.map {
+                ConsumerBacklog.Watch(topic: settings.topics.deliveries($0), group: settings.workerGroups[$0] ?? $0.workerGroup)
+            },
+            settings: backlogSettings, logger: logger)
+    }
+    let dispatcher = Dispatcher(consumer: consumer, producer: kafka.producer, store: store, settings: settings, backlog: backlog, logger: logger)
     return ProcessPart(consumers: [consumer], workers: [.init(service: dispatcher)])
 }

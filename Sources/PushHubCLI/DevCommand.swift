@@ -93,8 +93,10 @@ struct DevCommand: AsyncParsableCommand {
 
         // One producer for everything; each part makes its consumers.
         let wiring = try KafkaWiring.make(servers: servers, topics: topics, logger: logger)
-        let dispatcher = try makeDispatcherServices(
-            kafka: wiring, store: store, settings: DispatcherSettings(topics: topics, hubs: hubs.hubs.map(\.name)), logger: logger)
+        var dispatcherSettings = DispatcherSettings(topics: topics, hubs: hubs.hubs.map(\.name))
+        let backlog = hubs.backlog ?? BacklogConfiguration()
+        dispatcherSettings.waitForWorkers(bound: backlog.bound, group: backlog.workerGroup)
+        let dispatcher = try makeDispatcherServices(kafka: wiring, store: store, settings: dispatcherSettings, logger: logger)
         let http = PNSHTTPClient(trustRootsFile: caPath)
         var workers: [ServiceGroupConfiguration.ServiceConfiguration] = []
         for platform in Platform.allCases {

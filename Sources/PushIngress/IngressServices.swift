@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import PushConfiguration
 import PushKafka
 import PushModel
 import PushOps
@@ -29,7 +30,17 @@ public func makeIngressServices(
     }
     let producer = kafka.producer
     let results = try kafka.consumer(group: "pushhub-ingress-outcomes", topics: [kafka.topics.results], logger: logger)
-    let publisher = KafkaNotificationPublisher(producer: producer, topics: kafka.topics)
+    let backlogConfiguration = configuration.hubs.backlog ?? BacklogConfiguration()
+    let backlog = try backlogConfiguration.bound.map { bytes in
+        var settings = ConsumerBacklog.Settings()
+        settings.boundPerPartition = bytes
+        return try ConsumerBacklog(
+            servers: kafka.servers,
+            watches: Platform.allCases.map { ConsumerBacklog.Watch(topic: kafka.topics.deliveries($0), group: backlogConfiguration.workerGroup($0)) }
+                + [ConsumerBacklog.Watch(topic: kafka.topics.requests, group: backlogConfiguration.dispatcher)],
+            settings: settings, logger: logger)
+    }
+    let publisher = KafkaNotificationPublisher(producer: producer, topics: kafka.topics, backlog: backlog)
     let app = try buildIngressApplication(
         configuration: configuration, stores: stores, publisher: publisher,
         readiness: [storeCheck, ReadinessCheck("kafka") { await producer.isReachable() }], logger: logger, onListening: onListening)

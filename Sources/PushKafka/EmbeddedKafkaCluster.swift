@@ -52,6 +52,9 @@ public final class EmbeddedKafkaCluster: Sendable {
 
     /// Stops every broker. Idempotent; also done when the object goes away.
     public func shutdown() {
+        // Clients still running (a process stopping in order) fail to reach it from now on:
+        // expected, so their complaints about it are no longer errors.
+        StoppedBrokers.add(bootstrapServers)
         cluster.destroy()
     }
 

@@ -87,6 +87,7 @@ private let logCallback: @convention(c) (OpaquePointer?, Int32, UnsafePointer<CC
     // syslog levels, as librdkafka uses them.
     let swiftLevel: Logger.Level =
         switch level {
+        case ...4 where StoppedBrokers.mentioned(in: text): .debug
         case ...2: .critical
         case 3: .error
         case 4: .warning
@@ -103,12 +104,31 @@ private let errorCallback: @convention(c) (OpaquePointer?, Int32, UnsafePointer<
     rk, code, reason, _ in
     guard let callbacks = ClientCallbacks.from(rk) else { return }
     let error = KafkaErrorCode(rawValue: code)
-    callbacks.logger.warning(
+    let reasonText = reason.map { String(cString: $0) } ?? ""
+    let afterStop = StoppedBrokers.any && ["_TRANSPORT", "_ALL_BROKERS_DOWN"].contains(error.name)
+    callbacks.logger.log(
+        level: afterStop || StoppedBrokers.mentioned(in: reasonText) ? .debug : .warning,
         "Kafka client error",
         metadata: [
             "kafka.error": "\(error.name)",
-            "kafka.reason": "\(reason.map { String(cString: $0) } ?? "")",
+            "kafka.reason": "\(reasonText)",
         ])
+}
+
+/// Brokers of embedded clusters this process stopped: clients that still try them are not in
+/// trouble, the process is stopping.
+enum StoppedBrokers {
+    private static let addresses = Mutex<[String]>([])
+
+    static func add(_ servers: [String]) {
+        addresses.withLock { $0.append(contentsOf: servers) }
+    }
+
+    static var any: Bool { addresses.withLock { !$0.isEmpty } }
+
+    static func mentioned(in text: String) -> Bool {
+        addresses.withLock { $0.contains { text.contains($0) } }
+    }
 }
 
 /// The text in a NUL-terminated C buffer librdkafka wrote into.

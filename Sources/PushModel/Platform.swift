@@ -4,6 +4,9 @@ public enum Platform: String, Codable, Sendable, CaseIterable, CodingKeyRepresen
     case fcm
     case wns
     case webpush
+
+    /// The consumer group its workers share unless told otherwise: `pushhub-<pns>-worker`.
+    public var workerGroup: String { "pushhub-\(rawValue)-worker" }
 }
 
 /// The format of a send: one platform's native payload, or a template notification whose

@@ -38,7 +38,7 @@ public func makeWorkerServices(
     settings: WorkerSettings, hubs: HubsConfiguration, kafka: KafkaWiring, http: PNSHTTPClient, group: String? = nil,
     provider: (any PushProvider)? = nil, logger: Logger
 ) throws -> ProcessPart {
-    let name = "pushhub-\(settings.platform.rawValue)-worker"
+    let name = settings.platform.workerGroup
     // A delivery record is a batch of up to 500 targets (a broadcast's, about 60 kB) or of
     // one (a single-user send's): records are taken from librdkafka up to 1 MiB at a time,
     // and it keeps 4 MiB ahead. 500 records a fetch held hundreds of full batches in the

@@ -22,14 +22,19 @@ final class DispatcherFixture: Sendable {
     private let tasks: [Task<Void, Never>]
 
     /// `wrap` puts something between the dispatcher and the SQLite store (a store that refuses).
-    init(wrap: (any RegistrationStore) -> any RegistrationStore = { $0 }, budget: RetryBudget = RetryBudget()) async throws {
+    /// `settings` changes the dispatcher's settings; `partitions` is every topic's.
+    init(
+        wrap: (any RegistrationStore) -> any RegistrationStore = { $0 }, budget: RetryBudget = RetryBudget(), partitions: Int = 3,
+        settings change: (inout DispatcherSettings) -> Void = { _ in }
+    ) async throws {
         cluster = try EmbeddedKafkaCluster.start(brokers: 1, logger: quietLogger)
-        for topic in topics.all { try cluster.createTopic(topic, partitions: 3) }
+        for topic in topics.all { try cluster.createTopic(topic, partitions: partitions) }
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
         store = wrap(try await SQLRegistrationStore.open(SQLiteDatabase(path: path)))
         producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers), logger: quietLogger)
         var settings = DispatcherSettings(topics: topics, hubs: ["myhub"])
         settings.retryBudget = budget
+        change(&settings)
         // As a process composes it: the dispatcher's part from its builder, the producer before it.
         let wiring = KafkaWiring(
             servers: cluster.bootstrapServers, topics: topics, producer: producer, tuneConsumer: { $0.sessionTimeout = .seconds(3) })
@@ -102,6 +107,8 @@ final class DispatcherFixture: Sendable {
 actor Produced {
     var batches: [DeliveryBatch] = []
     var batchTopics: [String] = []
+    /// Bytes of every delivery record so far.
+    var deliveryBytes = 0
     var results: [ResultBatch] = []
     var deadLetters: [KafkaRecord] = []
 
@@ -111,6 +118,7 @@ actor Produced {
         } else if record.topic.hasSuffix("results") {
             if let result = try? WireCoding.decode(ResultBatch.self, from: record.value) { results.append(result) }
         } else if let batch = try? WireCoding.decode(DeliveryBatch.self, from: record.value) {
+            deliveryBytes += record.value.count
             batches.append(batch)
             batchTopics.append(record.topic)
         }

@@ -78,6 +78,49 @@ struct DispatcherTests {
         #expect(await fixture.collected.batchTopics.allSatisfy { $0 == fixture.topics.deliveries(.fcm) })
     }
 
+    @Test(
+        "a broadcast larger than the embedded cluster keeps in a partition waits for the workers, and none of its batches is dropped")
+    func backlogBound() async throws {
+        let fixture = try await DispatcherFixture(partitions: 1) { $0.workerGroups[.fcm] = "late-workers" }
+        // 12,000 registrations with 600-byte handles: about 7.5 MB of batches on one partition,
+        // past the 5 MiB a partition of librdkafka's embedded cluster keeps.
+        let handles = Set((0..<12_000).map { "\($0)-" + String(repeating: "h", count: 600) })
+        try await fixture.store.importRegistrations(
+            handles.sorted().enumerated().map { index, handle in
+                Registration(registrationId: "big\(index)", hub: "myhub", format: .fcmv1, handle: handle, tags: [], updatedAt: Date())
+            })
+        let request = DispatcherFixture.request(.broadcast, format: .fcmv1, body: #"{"message":{"data":{"m":"hi"}}}"#)
+        try await fixture.send(request)
+        // No worker yet: the dispatcher stops near its bound (2 MiB on the partition).
+        try await Task.sleep(for: .seconds(4))
+        let early = await fixture.collected.deliveryBytes
+        #expect(early > 512 << 10, "the dispatcher produced up to its bound: \(early) bytes")
+        #expect(early < 4 << 20, "the dispatcher waited for the workers: \(early) bytes produced")
+        #expect(await fixture.summary(request.notificationId, timeout: .zero) == nil)
+
+        // The workers arrive late, from the partition's start, and mark each batch done.
+        let worker = try DispatcherFixture.consumer(fixture.cluster, group: "late-workers", topics: [fixture.topics.deliveries(.fcm)])
+        // Records stop arriving once the partition is read; closing the consumer ends the wait.
+        let stop = Task {
+            try await Task.sleep(for: .seconds(60))
+            await worker.close()
+        }
+        defer { stop.cancel() }
+        var reached: Set<String> = []
+        for await record in worker.records {
+            if let batch = try? WireCoding.decode(DeliveryBatch.self, from: record.value), batch.notificationId == request.notificationId {
+                reached.formUnion(batch.targets.map(\.handle))
+            }
+            worker.markDone(record)
+            if reached.count == handles.count { break }
+        }
+        #expect(reached.count == handles.count, "every target reached the late workers: \(reached.count) of \(handles.count)")
+        #expect(reached.isSubset(of: handles))
+        let summary = try #require(await fixture.summary(request.notificationId))
+        #expect(summary.dispatched?[.fcm] == handles.count)
+        #expect(await fixture.collected.deliveryBytes > 5 << 20, "more went through the partition than it keeps")
+    }
+
     @Test("direct handles and installation ids")
     func directAndInstallations() async throws {
         let fixture = try await DispatcherFixture()

@@ -22,7 +22,8 @@ struct MessagingFixture {
     /// `maximumRecordBytes` makes the producer refuse larger records, as a broker may.
     init(
         deliveryTimeout: Duration = .seconds(30), hubs: HubsConfiguration = IngressFixture.hubs, richQuota: RichPayloadQuota = RichPayloadQuota(),
-        recovery: SendRecoverySettings? = nil, maximumRecordBytes: Int? = nil, now: @escaping @Sendable () -> Date = { Date() }
+        recovery: SendRecoverySettings? = nil, maximumRecordBytes: Int? = nil, backlogBound: Int? = nil,
+        now: @escaping @Sendable () -> Date = { Date() }
     ) async throws {
         cluster = try EmbeddedKafkaCluster.start(brokers: 1, logger: Self.logger)
         for topic in topics.all { try cluster.createTopic(topic, partitions: 2) }
@@ -32,9 +33,22 @@ struct MessagingFixture {
         producer = try KafkaProducer.make(configuration: configuration, logger: Self.logger)
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
         store = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
+        // With a bound, the publisher watches the groups `workers` (deliveries) and `dispatchers`.
+        let topics = self.topics
+        let servers = cluster.bootstrapServers
+        let backlog = try backlogBound.map { bound in
+            var settings = ConsumerBacklog.Settings()
+            settings.boundPerPartition = bound
+            settings.refreshInterval = .milliseconds(50)
+            return try ConsumerBacklog(
+                servers: servers,
+                watches: Platform.allCases.map { ConsumerBacklog.Watch(topic: topics.deliveries($0), group: "workers") }
+                    + [ConsumerBacklog.Watch(topic: topics.requests, group: "dispatchers")],
+                settings: settings, logger: Self.logger)
+        }
         app = Application(
             router: try buildIngressRouter(
-                hubs: hubs, stores: IngressStores(store), publisher: KafkaNotificationPublisher(producer: producer, topics: topics),
+                hubs: hubs, stores: IngressStores(store), publisher: KafkaNotificationPublisher(producer: producer, topics: topics, backlog: backlog),
                 richQuota: richQuota, recovery: recovery, now: now))
     }
 
@@ -52,6 +66,17 @@ struct MessagingFixture {
         }
         await consumer.close()
         return found
+    }
+
+    /// 40 records of 1 KB from elsewhere on `topic`, 20 to each of its two partitions: 80 KiB
+    /// on each, as a backlog counts others' records (4 KiB each).
+    func fill(_ topic: String) async throws {
+        let filler = Data(("{\"filler\":\"" + String(repeating: "x", count: 1000) + "\"}").utf8)
+        for partition in [Int32(0), 1] {
+            for _ in 0..<20 {
+                try await producer.send(KafkaOutgoingRecord(topic: topic, partition: partition, key: Data("x".utf8), value: filler))
+            }
+        }
     }
 
     /// The DeliveryBatches the ingress produced itself for small audiences, waiting for `count`.
@@ -340,6 +365,30 @@ struct MessagesAPITests {
             headers[.contentType] = "application/json"
             let response = try await client.execute(uri: "/myhub/messages", method: .post, headers: headers, body: ByteBuffer(string: "{}"))
             #expect(response.status == .forbidden)
+        }
+    }
+
+    @Test("workers far behind: a one-user send goes through the dispatcher; the dispatcher far behind: 503 with Retry-After")
+    func backlogs() async throws {
+        let fixture = try await MessagingFixture(backlogBound: 64 << 10)
+        try await fixture.register(.fcmv1, handle: "token-1", tags: ["username:ann"])
+        try await fixture.fill(fixture.topics.deliveries(.fcm))
+        try await fixture.app.test(.router) { client in
+            let headers = Self.headers([
+                ("ServiceBusNotification-Format", "fcmv1"), ("ServiceBusNotification-Tags", "username:ann"), ("Content-Type", "application/json"),
+            ])
+            let body = #"{"message":{"data":{"m":"hi"}}}"#
+            let toUser = try await client.execute(uri: "/myhub/messages", method: .post, headers: headers, body: ByteBuffer(string: body))
+            #expect(toUser.status == .created)
+            let requests = try await fixture.requests(1)
+            #expect(requests.count == 1, "the send went to pushhub.requests, for the dispatcher")
+            #expect(requests.first?.audience == .tags("username:ann"))
+
+            try await fixture.fill(fixture.topics.requests)
+            try await Task.sleep(for: .milliseconds(100))
+            let refused = try await client.execute(uri: "/myhub/messages", method: .post, headers: headers, body: ByteBuffer(string: body))
+            #expect(refused.status == .serviceUnavailable)
+            #expect(refused.headers[.retryAfter] == "5")
         }
     }
 

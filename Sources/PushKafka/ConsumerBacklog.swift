@@ -1,0 +1,305 @@
+import CRdKafka
+import Foundation
+import Logging
+import PushMetrics
+import Synchronization
+
+/// How much of some topics their consumer groups have not yet committed, and a wait for it to
+/// fall under a bound: backpressure from the workers to whoever produces their records.
+///
+/// librdkafka's embedded cluster keeps at most 5 MiB (and 100,000 record batches) a partition
+/// and drops the oldest beyond that, records a lagging group has not read included; a real
+/// Kafka keeps them, but a producer that runs far ahead of its consumers only makes later
+/// records wait longer. Producers call `reserve` before producing and `produced` after, and
+/// wait while a topic's fullest partition holds more than `boundPerPartition` bytes that its
+/// group has not committed.
+///
+/// A partition's backlog is read from the brokers every `refreshInterval` while anyone asks:
+/// the group's committed offset (`rd_kafka_committed` on a handle that names the group but
+/// never joins it) and the partition's first and next offsets (`rd_kafka_offsets_for_times`).
+/// Records this process produced count at their size; records others produced (the ingress's
+/// small audiences, other dispatchers) at `otherRecordBytes` each. Records reserved but not
+/// yet acknowledged count as spread evenly over the topic's partitions, as keyed records are.
+public final class ConsumerBacklog: Sendable {
+    public struct Settings: Sendable {
+        /// Most bytes a partition may hold that its group has not committed before producers
+        /// wait: well under the embedded cluster's 5 MiB.
+        public var boundPerPartition: Int = 2 << 20
+        /// What a record produced by another process is taken to weigh.
+        public var otherRecordBytes = 4 << 10
+        /// How old the brokers' figures may be.
+        public var refreshInterval: Duration = .milliseconds(200)
+        /// How long one reading of the brokers may take.
+        public var requestTimeout: Duration = .seconds(5)
+
+        public init() {}
+    }
+
+    /// A topic and the consumer group whose progress on it counts.
+    public struct Watch: Sendable, Hashable {
+        public var topic: String
+        public var group: String
+
+        public init(topic: String, group: String) {
+            self.topic = topic
+            self.group = group
+        }
+    }
+
+    /// A reservation for records about to be produced; give it back through `produced`.
+    public struct Reservation: Sendable {
+        fileprivate var bytes: [String: Int]
+    }
+
+    struct Partition {
+        /// Offsets and sizes of this process's records the group has not committed, in order.
+        var own: [(offset: Int64, bytes: Int)] = []
+        var ownBytes = 0
+        /// Where the group's uncommitted records start (its committed offset, or the
+        /// partition's first offset when it has none or the log has moved past it).
+        var start: Int64 = 0
+        /// The partition's next offset, as last read.
+        var end: Int64 = 0
+    }
+
+    struct Topic {
+        var partitions: [Int32: Partition] = [:]
+        var reserved = 0
+    }
+
+    struct State {
+        var topics: [String: Topic] = [:]
+        var readAt: ContinuousClock.Instant?
+        var reading = false
+        var lastFailureLogged: ContinuousClock.Instant?
+        /// Since when producers have been waiting, however many wait.
+        var waitingSince: ContinuousClock.Instant?
+        /// When a wait was last logged at notice: at most one every 30 s, since waits come
+        /// and go many times a second while the workers keep pace with the bound.
+        var noticedAt: ContinuousClock.Instant?
+    }
+
+    public let settings: Settings
+    private let watchers: [String: RDKafkaClient]
+    private let groups: [String: String]
+    private let state = Mutex(State())
+    private let logger: Logger
+
+    /// Handles for each watch's group; nothing is asked of the brokers until the first wait.
+    public init(servers: [String], watches: [Watch], settings: Settings = Settings(), logger: Logger) throws(KafkaError) {
+        var watchers: [String: RDKafkaClient] = [:]
+        for watch in watches {
+            let properties = [
+                "bootstrap.servers": servers.joined(separator: ","), "client.id": "pushhub-backlog", "group.id": watch.group,
+                "enable.auto.commit": "false",
+            ]
+            watchers[watch.topic] = try RDKafkaClient.make(
+                type: RD_KAFKA_CONSUMER, properties: properties, callbacks: ClientCallbacks(logger: logger))
+        }
+        self.watchers = watchers
+        self.groups = Dictionary(watches.map { ($0.topic, $0.group) }, uniquingKeysWith: { first, _ in first })
+        self.settings = settings
+        self.logger = logger
+    }
+
+    /// Waits until every topic of `records` that is watched has room for them, then reserves
+    /// it. A topic with nothing outstanding always has room, so a record larger than the
+    /// bound still goes. Throws only when the task is cancelled.
+    public func reserve(_ records: [KafkaOutgoingRecord]) async throws -> Reservation {
+        var bytes: [String: Int] = [:]
+        for record in records where watchers[record.topic] != nil { bytes[record.topic, default: 0] += record.value.count }
+        guard !bytes.isEmpty else { return Reservation(bytes: [:]) }
+        while true {
+            await readIfStale()
+            let (full, resumedAfter) = state.withLock { state -> (String?, Duration?) in
+                if let full = Self.fullTopic(of: bytes, in: state, settings: settings) {
+                    guard state.waitingSince == nil else { return (full, nil) }
+                    state.waitingSince = .now
+                    guard state.noticedAt.map({ ContinuousClock.now - $0 > .seconds(30) }) ?? true else { return (full, nil) }
+                    state.noticedAt = .now
+                    return (full, .zero)
+                }
+                for (topic, count) in bytes { state.topics[topic, default: Topic()].reserved += count }
+                defer { state.waitingSince = nil }
+                return (nil, state.waitingSince.map { ContinuousClock.now - $0 })
+            }
+            guard let full else {
+                if let resumedAfter {
+                    Self.waited.increment(by: Int(resumedAfter.milliseconds))
+                    logger.debug("consumers caught up; producing again", metadata: ["pushhub.waited_ms": "\(resumedAfter.milliseconds)"])
+                }
+                return Reservation(bytes: bytes)
+            }
+            if resumedAfter != nil {
+                logger.notice(
+                    "consumers are behind; waiting before producing more (logged at most every 30 s)",
+                    metadata: [
+                        "kafka.topic": "\(full)", "kafka.group": "\(groups[full] ?? "")",
+                        "pushhub.bound_bytes_per_partition": "\(settings.boundPerPartition)",
+                    ])
+            }
+            try await Task.sleep(for: settings.refreshInterval)
+        }
+    }
+
+    static let waited = MetricsRegistry.shared.counter(
+        "pushhub_backlog_wait_milliseconds_total", help: "Time producers waited for consumers that were behind (ConsumerBacklog).")
+
+    /// Whether every watched topic among `topics` has room now (from the last reading, taken
+    /// again when stale), without reserving it.
+    public func hasRoom(in topics: [String]) async -> Bool {
+        let watched = topics.filter { watchers[$0] != nil }
+        guard !watched.isEmpty else { return true }
+        await readIfStale()
+        let bytes = Dictionary(watched.map { ($0, 1) }, uniquingKeysWith: +)
+        return state.withLock { Self.fullTopic(of: bytes, in: $0, settings: settings) == nil }
+    }
+
+    /// Gives back a reservation once its records were produced (or not): `reports` are the
+    /// acknowledged ones, with the sizes of `records`.
+    public func produced(_ reservation: Reservation, records: [KafkaOutgoingRecord], results: [Result<KafkaDeliveryReport, KafkaError>]) {
+        guard !reservation.bytes.isEmpty else { return }
+        state.withLock { state in
+            for (topic, count) in reservation.bytes { state.topics[topic]?.reserved -= count }
+            for (record, result) in zip(records, results) {
+                guard case .success(let report) = result, watchers[report.topic] != nil else { continue }
+                var partition = state.topics[report.topic, default: Topic()].partitions[report.partition, default: Partition()]
+                if report.offset >= partition.start {
+                    partition.own.append((report.offset, record.value.count))
+                    partition.ownBytes += record.value.count
+                }
+                state.topics[report.topic]!.partitions[report.partition] = partition
+            }
+        }
+    }
+
+    /// The bytes not committed of each partition of each watched topic, as last read.
+    public func backlog() -> [KafkaTopicPartition: Int] {
+        state.withLock { state in
+            var bytes: [KafkaTopicPartition: Int] = [:]
+            for (topic, entry) in state.topics {
+                for (id, partition) in entry.partitions {
+                    bytes[KafkaTopicPartition(topic: topic, partition: id)] = Self.bytes(of: partition, other: settings.otherRecordBytes)
+                }
+            }
+            return bytes
+        }
+    }
+
+    /// The first of `bytes`' topics that has no room for them; nil when all have.
+    private static func fullTopic(of bytes: [String: Int], in state: State, settings: Settings) -> String? {
+        for (topic, count) in bytes.sorted(by: { $0.key < $1.key }) {
+            guard let entry = state.topics[topic] else { continue }
+            let other = settings.otherRecordBytes
+            let bound = settings.boundPerPartition
+            let fullest = entry.partitions.values.map { Self.bytes(of: $0, other: other) }.max() ?? 0
+            guard fullest > 0 || entry.reserved > 0 else { continue }
+            let spread = (entry.reserved + count) / max(1, entry.partitions.count)
+            if fullest + spread > bound { return topic }
+        }
+        return nil
+    }
+
+    /// A partition's uncommitted bytes: this process's records at their size, others' at `other`.
+    static func bytes(of partition: Partition, other: Int) -> Int {
+        let ownBelowEnd = partition.own.lazy.filter { $0.offset < partition.end }.count
+        let others = max(0, Int(partition.end - partition.start) - ownBelowEnd)
+        return partition.ownBytes + others * other
+    }
+
+    /// Reads the brokers' figures when the last reading is older than `refreshInterval` and
+    /// no other caller is reading them.
+    private func readIfStale() async {
+        let interval = settings.refreshInterval
+        let go = state.withLock { state -> Bool in
+            guard !state.reading, state.readAt.map({ ContinuousClock.now - $0 >= interval }) ?? true else { return false }
+            state.reading = true
+            return true
+        }
+        guard go else { return }
+        let watchers = self.watchers
+        let timeout = Int32(clamping: settings.requestTimeout.milliseconds)
+        let readings = await BlockingCalls.run { () -> [String: Result<[Int32: (start: Int64, end: Int64)], KafkaError>] in
+            var readings: [String: Result<[Int32: (start: Int64, end: Int64)], KafkaError>] = [:]
+            for (topic, client) in watchers { readings[topic] = client.uncommitted(of: topic, timeout: timeout) }
+            return readings
+        }
+        state.withLock { state in
+            state.reading = false
+            state.readAt = .now
+            for (topic, reading) in readings {
+                switch reading {
+                case .success(let partitions):
+                    var entry = state.topics[topic, default: Topic()]
+                    for (id, offsets) in partitions {
+                        var partition = entry.partitions[id, default: Partition()]
+                        partition.start = offsets.start
+                        partition.end = max(partition.end, offsets.end)
+                        let done = partition.own.prefix { $0.offset < offsets.start }
+                        partition.ownBytes -= done.reduce(0) { $0 + $1.bytes }
+                        partition.own.removeFirst(done.count)
+                        entry.partitions[id] = partition
+                    }
+                    state.topics[topic] = entry
+                case .failure(let error):
+                    // Unknown is not full: producing fails on its own when the cluster is away.
+                    state.topics[topic]?.partitions = [:]
+                    if state.lastFailureLogged.map({ ContinuousClock.now - $0 > .seconds(30) }) ?? true {
+                        state.lastFailureLogged = .now
+                        logger.warning(
+                            "could not read how far consumers are behind", metadata: ["kafka.topic": "\(topic)", "kafka.error": "\(error)"])
+                    }
+                }
+            }
+        }
+    }
+}
+
+extension RDKafkaClient {
+    /// For each partition of `topic`: where this handle's group's uncommitted records start
+    /// and the partition's next offset. Blocks; call it on a Dispatch thread.
+    func uncommitted(of topic: String, timeout: Int32) -> Result<[Int32: (start: Int64, end: Int64)], KafkaError> {
+        var metadata: UnsafePointer<rd_kafka_metadata>? = nil
+        let topicHandle = rd_kafka_topic_new(handle, topic, nil)
+        defer { if let topicHandle { rd_kafka_topic_destroy(topicHandle) } }
+        let code = rd_kafka_metadata(handle, 0, topicHandle, &metadata, timeout)
+        guard code == RD_KAFKA_RESP_ERR_NO_ERROR, let metadata else { return .failure(KafkaError(.operation, code, "no metadata for \(topic)")) }
+        defer { rd_kafka_metadata_destroy(metadata) }
+        guard metadata.pointee.topic_cnt == 1, metadata.pointee.topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            let topicError = metadata.pointee.topic_cnt == 1 ? metadata.pointee.topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC
+            return .failure(KafkaError(.operation, topicError, "no metadata for \(topic)"))
+        }
+        let ids = (0..<Int(metadata.pointee.topics[0].partition_cnt)).map { metadata.pointee.topics[0].partitions[$0].id }
+        func offsets(_ fill: Int64?, _ call: (UnsafeMutablePointer<rd_kafka_topic_partition_list_t>) -> rd_kafka_resp_err_t) -> Result<
+            [Int32: Int64], KafkaError
+        > {
+            withPartitionList(ids.map { (topic, $0, fill) }) { list in
+                let code = call(list)
+                guard code == RD_KAFKA_RESP_ERR_NO_ERROR else { return .failure(KafkaError(.operation, code, "could not read offsets of \(topic)")) }
+                var found: [Int32: Int64] = [:]
+                for index in 0..<Int(list.pointee.cnt) {
+                    let element = list.pointee.elems[index]
+                    if element.err == RD_KAFKA_RESP_ERR_NO_ERROR { found[element.partition] = element.offset }
+                }
+                return .success(found)
+            }
+        }
+        // offsets_for_times takes timestamps: -2 asks for the first offset, -1 for the next.
+        let first = offsets(-2) { rd_kafka_offsets_for_times(handle, $0, timeout) }
+        let next = offsets(-1) { rd_kafka_offsets_for_times(handle, $0, timeout) }
+        let committed = offsets(nil) { rd_kafka_committed(handle, $0, timeout) }
+        return first.flatMap { first in
+            next.flatMap { next in
+                committed.map { committed in
+                    var result: [Int32: (start: Int64, end: Int64)] = [:]
+                    for id in ids {
+                        guard let low = first[id], let high = next[id] else { continue }
+                        let done = committed[id].flatMap { $0 >= 0 ? $0 : nil } ?? low
+                        result[id] = (start: min(max(done, low), high), end: high)
+                    }
+                    return result
+                }
+            }
+        }
+    }
+}

@@ -135,6 +135,7 @@ let package = Package(
         .target(
             name: "PushEnvironment",
             dependencies: [
+                "PushKafka",
                 "PushModel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

@@ -36,7 +36,7 @@ struct DispatcherCommand: AsyncParsableCommand {
         let logger = makeLogger("pushhub.dispatcher")
         let hubs = try HubsConfiguration.load(from: config ?? environment.configPath)
         let store = try await StoreLocation(database ?? environment.database).open(logger: logger)
-        let wiring = try KafkaWiring.make(servers: try kafka.servers(), topics: kafka.topics, logger: logger)
+        let wiring = try KafkaWiring.make(servers: try await kafka.reachableServers(), topics: kafka.topics, logger: logger)
         var settings = DispatcherSettings(topics: kafka.topics, hubs: hubs.hubs.map(\.name))
         let backlog = hubs.backlog ?? BacklogConfiguration()
         settings.waitForWorkers(bound: backlog.bound, group: backlog.workerGroup)

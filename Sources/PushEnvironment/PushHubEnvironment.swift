@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import PushKafka
 
 /// Every environment variable PushHub's executables read, read here and nowhere else, with
 /// the defaults that stand in for them.
@@ -136,4 +137,12 @@ public func emit(_ line: String) {
 public struct CommandFailure: Error, CustomStringConvertible {
     public var description: String
     public init(description: String) { self.description = description }
+}
+
+/// PushHub's version, as `--version` prints it.
+public enum PushHubVersion {
+    public static let number = "0.1.0"
+
+    /// `pushhub 0.1.0 (librdkafka 2.0.2)`.
+    public static func line(_ command: String) -> String { "\(command) \(number) (librdkafka \(KafkaLibrary.version))" }
 }

@@ -23,7 +23,7 @@ public struct SimulatedPNSOptions: ParsableArguments {
 
     /// `--platform` as a platform.
     public func parsedPlatform() throws -> Platform {
-        guard let platform = Platform(rawValue: platform) else { throw ValidationError("--platform must be apns, fcm, wns or webpush") }
+        guard let platform = Platform(named: platform) else { throw ValidationError("--platform must be \(Platform.names), not \(platform)") }
         return platform
     }
 

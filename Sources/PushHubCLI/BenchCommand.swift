@@ -8,11 +8,14 @@ import PushStore
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench", abstract: "Benchmarks of PushHub's parts.",
+        discussion:
+            "Examples:\n  pushhub bench kafka --records 200000\n  pushhub bench store --registrations 1000000\n  make bench-apns    # the worker beside h2load, figures into docs/benchmarks.md",
         subcommands: [Kafka.self, Store.self, Dispatch.self, Worker.self, PNSRequestCommand.self])
 
     struct Kafka: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Produce and consume records on the embedded cluster with PushHub's Kafka layer and with kcat, in one run.")
+            abstract: "Produce and consume records on the embedded cluster with PushHub's Kafka layer and with kcat, in one run.",
+            discussion: "Examples:\n  pushhub bench kafka\n  pushhub bench kafka --records 500000 --record-size 1024 --kcat ''")
 
         @Option(help: "Records per run.")
         var records = 200_000
@@ -44,7 +47,8 @@ struct BenchCommand: AsyncParsableCommand {
 extension BenchCommand {
     struct Store: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Seed a registration store and page through tag expressions as the dispatcher does.")
+            abstract: "Seed a registration store and page through tag expressions as the dispatcher does.",
+            discussion: "Examples:\n  pushhub bench store --registrations 1000000\n  pushhub bench store --registrations 100000 --page-size 500")
 
         @Option(help: "Registrations to seed.")
         var registrations = 1_000_000
@@ -88,7 +92,8 @@ extension BenchCommand {
 extension BenchCommand {
     struct Dispatch: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Broadcast to N registrations through the dispatcher on the embedded cluster; time and memory.")
+            abstract: "Broadcast to N registrations through the dispatcher on the embedded cluster; time and memory.",
+            discussion: "Examples:\n  pushhub bench dispatch --registrations 1000000\n  pushhub bench dispatch --registrations 100000")
 
         @Option(help: "Registrations in the audience.")
         var registrations = 1_000_000

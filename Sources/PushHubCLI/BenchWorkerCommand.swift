@@ -21,7 +21,7 @@ extension BenchCommand {
         static let configuration = CommandConfiguration(
             abstract: "Produce DeliveryBatches of simulator handles for a running worker and count its results.",
             discussion:
-                "Start pushhub sim --attach HUB and the platform's worker first. Prints deliveries/s from the first batch produced to the last result."
+                "Start pushhub sim --attach HUB and the platform's worker first. Prints deliveries/s from the first batch produced to the last result.\n\nExamples:\n  pushhub bench worker --platform apns --targets 200000\n  pushhub bench worker --platform fcm --targets 50000 --sim-url \"$PUSHHUB_SIM_URL\""
         )
 
         @OptionGroup var kafka: KafkaOptions
@@ -39,7 +39,7 @@ extension BenchCommand {
         var simURL = "http://127.0.0.1"
 
         func run() async throws {
-            guard let platform = Platform(rawValue: platform) else { throw ValidationError("--platform must be apns, fcm, wns or webpush") }
+            guard let platform = Platform(named: platform) else { throw ValidationError("--platform must be \(Platform.names), not \(platform)") }
             guard targets > 0 else { throw ValidationError("--targets must be positive") }
             let logger = makeLogger("pushhub.bench")
             let servers = try kafka.servers()
@@ -130,7 +130,10 @@ extension BenchCommand {
     struct PNSRequestCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "pns-request",
-            abstract: "Print the request a worker sends for one push (URL, protocol, headers) and write its body, for h2load against pushhub sim.")
+            abstract: "Print the request a worker sends for one push (URL, protocol, headers) and write its body, for h2load against pushhub sim.",
+            discussion:
+                "Examples:\n  pushhub bench pns-request --platform fcm --body-file /tmp/body\n  pushhub bench pns-request --platform wns --sim-url \"$PUSHHUB_SIM_URL\" --body-file /tmp/body"
+        )
 
         @OptionGroup var pns: SimulatedPNSOptions
 

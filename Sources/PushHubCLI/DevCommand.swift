@@ -26,6 +26,11 @@ struct DevCommand: AsyncParsableCommand {
             and PUSHHUB_KAFKA=. State lives in --data-dir (pushhub.yaml, pushhub.sqlite, the simulator's CA, \
             the demo user's password). Kafka is in memory unless --kafka names a cluster. Ctrl-C or \
             SIGTERM stops everything gracefully.
+
+            Examples:
+              pushhub dev
+              pushhub dev --port 0 --data-dir /tmp/ph | tee dev.log
+              pushhub dev --kafka 127.0.0.1:9092
             """)
 
     @Option(help: "HTTP port of the ingress; 0 picks a free one.")
@@ -56,7 +61,8 @@ struct DevCommand: AsyncParsableCommand {
         let servers: [String]
         let topics = kafka.topics
         if kafka.isConfigured {
-            servers = try kafka.servers()
+            // A PUSHHUB_KAFKA left from an earlier run names a cluster that went away with it.
+            servers = try await kafka.reachableServers()
         } else {
             let embedded = try EmbeddedKafkaCluster.start(brokers: 1, logger: logger)
             for topic in topics.all { try embedded.createTopic(topic, partitions: partitions) }
@@ -109,7 +115,9 @@ struct DevCommand: AsyncParsableCommand {
         ingress.port = port
         ingress.embeddedKafka = cluster != nil
         let hub = hubs.hubs[hubIndex]
-        let banner = Banner(hub: hub, demo: "\(Self.demoUser):\(password)", kafka: servers, simulator: (apnsURL, simURL))
+        let banner = Banner(
+            hub: hub, demo: "\(Self.demoUser):\(password)", kafka: servers, kafkaSource: kafka.source.map { "from \($0)" },
+            simulator: (apnsURL, simURL))
         let ingressServices = try makeIngressServices(
             configuration: ingress, store: store, kafka: wiring, logger: logger, onListening: { banner.print(port: $0) },
             onRecovered: { count in
@@ -145,6 +153,8 @@ struct DevCommand: AsyncParsableCommand {
         let hub: HubsConfiguration.Hub
         let demo: String
         let kafka: [String]
+        /// Where the Kafka cluster was named; nil for the embedded one.
+        let kafkaSource: String?
         let simulator: (apns: String, http: String)
 
         func print(port: Int) {
@@ -153,7 +163,8 @@ struct DevCommand: AsyncParsableCommand {
             let listen = hub.sasRules.first { $0.rights == [.listen] } ?? full
             emit(
                 """
-                PushHub is running: ingress at http://\(endpoint), hub \(hub.name), embedded defaults.
+                PushHub is running: ingress at http://\(endpoint), hub \(hub.name), \(kafkaSource == nil ? "embedded defaults" : "SQLite and simulators embedded").
+                Kafka: \(kafkaSource.map { "\(kafka.joined(separator: ",")) (\($0))" } ?? "embedded, in this process, at \(kafka.joined(separator: ",")) (memory only)").
                 PNS simulators: every service over HTTP/2 and TLS at \(simulator.apns), and FCM/WNS/Web Push over plain HTTP/1.1 at \(simulator.http) (see /sim/stats and /sim/deliveries?handle= there).
                 Stop with Ctrl-C.
                 PUSHHUB_URL=http://\(endpoint)

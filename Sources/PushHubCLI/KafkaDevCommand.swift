@@ -15,6 +15,10 @@ struct KafkaDevCommand: AsyncParsableCommand {
         discussion: """
             Prints PUSHHUB_KAFKA=HOST:PORT,... once the brokers listen. Reads control commands on \
             standard input, one per line (`help` lists them), and answers each with `ok` or `error: ...`.
+
+            Examples:
+              pushhub kafka-dev --brokers 1
+              pushhub kafka-dev --brokers 3 --partitions 12 # then type: broker down 1, broker up 1, help
             """)
 
     @Option(help: "Number of brokers.")

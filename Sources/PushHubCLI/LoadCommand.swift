@@ -19,6 +19,11 @@ struct LoadCommand: AsyncParsableCommand {
             The defaults come from what `pushhub dev` prints: PUSHHUB_URL, PUSHHUB_HUB, PUSHHUB_CONNECTION_STRING, \
             PUSHHUB_KAFKA and PUSHHUB_SIM_URL. Only loopback targets unless --allow-remote. Exits 1 when a send or \
             registration failed or results are missing.
+
+            Examples:
+              pushhub load register --devices 2000
+              pushhub load send --devices 2000 --rate 100 --duration 20 --audience user --format native
+              pushhub load mixed --devices 2000 --rate 20 --duration 20 --via kafka
             """)
 
     @Argument(help: "register, send, broadcast or mixed.")
@@ -68,13 +73,16 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(help: "Who each send is for: user, tag or broadcast (send).")
     var audience = "user"
 
-    @Option(help: "template (one send, each device's template) or native.")
+    @Option(
+        help:
+            "template (one send, each device's template), native, or a native format as pushhub send names it (apple or apns, fcmv1 or fcm, windows or wns, browser or webpush: native on that platform)."
+    )
     var format = "template"
 
     @Option(help: "The tag expression of tag sends.")
     var tag = "Sports && !Politics"
 
-    @Option(help: "The platform of native sends to a tag or to everyone.")
+    @Option(help: "The platform of native sends to a tag or to everyone: apns (or apple), fcm (fcmv1, gcm), wns (windows), webpush (browser).")
     var platform = "apns"
 
     @Option(help: "Registrations per second (default: as fast as --concurrency allows; mixed: a tenth of --rate).")
@@ -111,6 +119,7 @@ struct LoadCommand: AsyncParsableCommand {
 
     func run() async throws {
         let settings = try makeSettings(PushHubEnvironment.current)
+        if settings.kafka != nil { _ = try await kafka.reachableServers() }
         var logger = makeLogger("pushhub.load")
         // Kafka's group notices are not news in a load run.
         logger.logLevel = max(logger.logLevel, .warning)
@@ -147,8 +156,14 @@ struct LoadCommand: AsyncParsableCommand {
         }
         guard let via = LoadVia(rawValue: via) else { throw LoadFailure("--via must be http or kafka, not \(via)") }
         guard let audience = LoadAudience(rawValue: audience) else { throw LoadFailure("--audience must be user, tag or broadcast, not \(audience)") }
-        guard let format = LoadFormat(rawValue: format) else { throw LoadFailure("--format must be template or native, not \(format)") }
-        guard let platform = Platform(rawValue: platform) else { throw LoadFailure("--platform must be apns, fcm, wns or webpush, not \(platform)") }
+        // --format takes send's names too: a native format is native sends on its platform.
+        let namedFormat = NotificationFormat(named: format)
+        guard let format = LoadFormat(rawValue: format.lowercased()) ?? namedFormat.map({ $0 == .template ? .template : .native }) else {
+            throw LoadFailure("--format must be template, native or one of \(NotificationFormat.names), not \(format)")
+        }
+        guard let platform = namedFormat?.platform ?? Platform(named: platform) else {
+            throw LoadFailure("--platform must be \(Platform.names), not \(platform)")
+        }
         guard let connectionText = connectionString ?? environment.connectionString else {
             throw LoadFailure("say how to authorize: --connection-string or PUSHHUB_CONNECTION_STRING (pushhub dev prints one)")
         }

@@ -9,6 +9,7 @@ struct PushHubCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pushhub",
         abstract: "PushHub: a self-hosted notification hub on Kafka.",
+        version: PushHubVersion.line("pushhub"),
         subcommands: [
             KafkaDevCommand.self, TopicsCommand.self, SendCommand.self, UsersCommand.self, TokenCommand.self, BenchCommand.self, SimCommand.self,
             DevCommand.self, LoadCommand.self,

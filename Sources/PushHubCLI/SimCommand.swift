@@ -21,6 +21,10 @@ struct SimCommand: AsyncParsableCommand {
             PUSHHUB_SIM_APNS_URL=, PUSHHUB_SIM_URL= and PUSHHUB_PNS_CA= (the CA the workers must trust) \
             once it listens. GET /sim/stats and /sim/deliveries?handle= report; POST /sim/faults changes \
             the faults.
+
+            Examples:
+              pushhub sim --attach pushhub-dev
+              pushhub sim --attach pushhub-dev --dead-handles 'dead*' --throttle-rate 0.1 --latency-ms 20
             """)
 
     @Option(help: "pushhub.yaml (default: $PUSHHUB_CONFIG or ./data/pushhub.yaml; a development hub is written when it is missing).")

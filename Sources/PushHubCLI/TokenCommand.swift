@@ -7,7 +7,10 @@ import PushIngress
 struct TokenCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "token",
-        abstract: "Print an Authorization header value (a SAS token) for a resource, made from a connection string.")
+        abstract: "Print an Authorization header value (a SAS token) for a resource, made from a connection string.",
+        discussion:
+            "Examples:\n  pushhub token \"$PUSHHUB_CONNECTION_STRING\" /pushhub-dev\n  curl -H \"Authorization: $(pushhub token \"$PUSHHUB_CONNECTION_STRING\" /pushhub-dev --lifetime 600)\" \"$PUSHHUB_URL/pushhub-dev/registrations\""
+    )
 
     @Argument(help: "Endpoint=sb://…;SharedAccessKeyName=…;SharedAccessKey=…")
     var connectionString: String

@@ -7,11 +7,15 @@ import PushModel
 struct TopicsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "topics", abstract: "Create or list PushHub's Kafka topics.",
+        discussion: "Examples:\n  pushhub topics create --kafka kafka:9092 --partitions 12 --replication-factor 3\n  pushhub topics list",
         subcommands: [Create.self, List.self])
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Create PushHub's topics where they are missing; existing topics are left as they are.")
+            abstract: "Create PushHub's topics where they are missing; existing topics are left as they are.",
+            discussion:
+                "Examples:\n  pushhub topics create --kafka kafka:9092 --partitions 12 --replication-factor 3\n  pushhub topics create --topic-prefix staging. --partitions 6"
+        )
 
         @OptionGroup var kafka: KafkaOptions
 
@@ -28,7 +32,7 @@ struct TopicsCommand: AsyncParsableCommand {
 
         func run() async throws {
             let admin = try KafkaAdmin.make(
-                configuration: KafkaAdminConfiguration(bootstrapServers: try kafka.servers()), logger: makeLogger("pushhub.topics"))
+                configuration: KafkaAdminConfiguration(bootstrapServers: try await kafka.reachableServers()), logger: makeLogger("pushhub.topics"))
             let specifications = kafka.topics.all.map {
                 KafkaTopicSpecification(name: $0, partitions: partitions, replicationFactor: replicationFactor)
             }
@@ -49,13 +53,15 @@ struct TopicsCommand: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List the cluster's brokers and topics.")
+        static let configuration = CommandConfiguration(
+            abstract: "List the cluster's brokers and topics.",
+            discussion: "Examples:\n  pushhub topics list\n  pushhub topics list --kafka kafka:9092 --topic-prefix staging.")
 
         @OptionGroup var kafka: KafkaOptions
 
         func run() async throws {
             let admin = try KafkaAdmin.make(
-                configuration: KafkaAdminConfiguration(bootstrapServers: try kafka.servers()), logger: makeLogger("pushhub.topics"))
+                configuration: KafkaAdminConfiguration(bootstrapServers: try await kafka.reachableServers()), logger: makeLogger("pushhub.topics"))
             let metadata = try await admin.metadata()
             for broker in metadata.brokers {
                 emit("broker \(broker.id) \(broker.host):\(broker.port)")

@@ -7,11 +7,17 @@ import PushStore
 /// `pushhub users add NAME`: app-backend users, with bcrypt password hashes in the store.
 struct UsersCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "users", abstract: "Manage the app-backend API's users.", subcommands: [Add.self])
+        commandName: "users", abstract: "Manage the app-backend API's users.",
+        discussion:
+            "Examples:\n  echo 'a long password' | pushhub users add alice\n  pushhub users add bob --database postgres://pushhub@localhost/pushhub < password.txt",
+        subcommands: [Add.self])
 
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Add a user, or set a user's password. The password is read from standard input (one line).")
+            abstract: "Add a user, or set a user's password. The password is read from standard input (one line).",
+            discussion:
+                "Examples:\n  echo 'a long password' | pushhub users add alice\n  pushhub users add bob --database postgres://pushhub@localhost/pushhub < password.txt"
+        )
 
         @Argument(help: "The user name; it becomes the tag username:NAME.")
         var name: String

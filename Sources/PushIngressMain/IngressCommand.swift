@@ -42,7 +42,10 @@ struct IngressCommand: AsyncParsableCommand {
 
         var created: HubsConfiguration?
         let hubs = try HubsConfiguration.loadOrCreateDevelopment(at: configPath) { created = $0 }
-        let createdHubs = created
+        // The development hub's keys are printed at every start (a file of real hubs' keys is
+        // never printed): a newcomer who lost the first start's output still finds them.
+        let developmentHubs = created ?? (hubs.hubs.count == 1 && hubs.hubs[0].name == "pushhub-dev" ? hubs : nil)
+        let createdHubs = developmentHubs
         if createdHubs != nil { logger.notice("development hub created", metadata: ["pushhub.config": "\(configPath)"]) }
         let store = try await location.open(logger: logger)
         logger.info("registration store open", metadata: ["pushhub.store": "\(location)"])
@@ -55,7 +58,6 @@ struct IngressCommand: AsyncParsableCommand {
         let services = try makeIngressServices(configuration: configuration, store: store, kafka: wiring, logger: logger) { boundPort in
             let endpoint = "\(host):\(boundPort)"
             var lines = ["PUSHHUB_URL=http://\(endpoint)"]
-            // Keys are printed only for a development hub this start created.
             if let createdHubs {
                 for hub in createdHubs.hubs {
                     lines.append("PUSHHUB_HUB=\(hub.name)")

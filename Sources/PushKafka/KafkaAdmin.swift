@@ -1,3 +1,4 @@
+import CRdKafka
 import Logging
 
 /// A topic to create.
@@ -71,4 +72,23 @@ public final class KafkaAdmin: Sendable {
     public func metadata() async throws(KafkaError) -> KafkaClusterMetadata {
         try await client.clusterMetadata(timeout: configuration.requestTimeout)
     }
+}
+
+/// Whether a cluster answers at all, asked before anything else is made of it.
+public enum KafkaReachability {
+    /// Whether a broker of `servers` answers a metadata request within `timeout`. librdkafka's
+    /// own complaints meanwhile (one a second per broker it cannot reach) are not logged: the
+    /// caller says what went wrong, once.
+    public static func answers(_ servers: [String], timeout: Duration) async -> Bool {
+        let quiet = Logger(label: "pushhub.kafka.check") { _ in SwiftLogNoOpLogHandler() }
+        let properties = ["bootstrap.servers": servers.joined(separator: ","), "client.id": "pushhub-check"]
+        guard let client = try? RDKafkaClient.makeAdmin(properties: properties, logger: quiet) else { return false }
+        return await client.isReachable(timeout: timeout)
+    }
+}
+
+/// The librdkafka this process runs on.
+public enum KafkaLibrary {
+    /// Its version, as it reports it (e.g. `2.0.2`).
+    public static var version: String { String(cString: rd_kafka_version_str()) }
 }

@@ -177,6 +177,14 @@ public final class KafkaConsumer: Service, Sendable {
     /// The partitions assigned to this member now.
     public var assignment: [KafkaTopicPartition] { state.machine.withLock { $0.assignment } }
 
+    /// Whether this member has partitions and has fetched from each (it knows where it reads
+    /// them from): after that, a record produced to them is read even when the group starts
+    /// at the end (`latest`).
+    public var isPositioned: Bool {
+        let partitions = assignment
+        return !partitions.isEmpty && partitions.allSatisfy { client.lastSeenHighWatermark(of: $0) != nil }
+    }
+
     /// Commits the stored offsets now and waits for the broker's answer.
     public func commit() async throws(KafkaError) {
         let client = self.client

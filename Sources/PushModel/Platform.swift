@@ -7,6 +7,22 @@ public enum Platform: String, Codable, Sendable, CaseIterable, CodingKeyRepresen
 
     /// The consumer group its workers share unless told otherwise: `pushhub-<pns>-worker`.
     public var workerGroup: String { "pushhub-\(rawValue)-worker" }
+
+    /// A platform by its name or by its native format's (`apple`, `fcmv1`, `gcm`, `windows`,
+    /// `browser`), in any case: the one set of names the command line takes.
+    public init?(named text: String) {
+        let name = text.lowercased()
+        if let platform = Platform(rawValue: name) {
+            self = platform
+        } else if let format = NativeFormat(rawValue: name) {
+            self = format.platform
+        } else {
+            return nil
+        }
+    }
+
+    /// The names `init(named:)` takes, for help and errors.
+    public static let names = "apns (or apple), fcm (fcmv1, gcm), wns (windows), webpush (browser)"
 }
 
 /// The format of a send: one platform's native payload, or a template notification whose
@@ -22,6 +38,27 @@ public enum NotificationFormat: String, Codable, Sendable, CaseIterable {
     /// The platform a native format is delivered through; `nil` for `template`, which
     /// reaches every platform.
     public var platform: Platform? { NativeFormat(self)?.platform }
+
+    /// A format by its name or by its platform's (`apns` for apple, `fcm` for fcmv1, `wns` for
+    /// windows, `webpush` for browser), in any case: the one set of names the command line
+    /// takes. (The hub API's `ServiceBusNotification-Format` takes Azure's names only.)
+    public init?(named text: String) {
+        let name = text.lowercased()
+        if let format = NotificationFormat(rawValue: name) {
+            self = format
+            return
+        }
+        switch Platform(rawValue: name) {
+        case .apns: self = .apple
+        case .fcm: self = .fcmv1
+        case .wns: self = .windows
+        case .webpush: self = .browser
+        case nil: return nil
+        }
+    }
+
+    /// The names `init(named:)` takes, for help and errors.
+    public static let names = "apple (or apns), fcmv1 (fcm), gcm, windows (wns), browser (webpush), template"
 }
 
 /// The format of a device's platform: a notification format other than `template`. What a

@@ -42,7 +42,7 @@ public struct WorkerOptions: ParsableArguments {
         let environment = PushHubEnvironment.current
         let logger = makeLogger("pushhub.\(platform.rawValue)-worker")
         let hubs = try HubsConfiguration.load(from: config ?? environment.configPath)
-        let servers = try kafka.servers()
+        let servers = try await kafka.reachableServers()
         let http = PNSHTTPClient(
             trustRootsFile: trustCA ?? environment.pnsTrustRoots, connections: connections, connectionsPerHost: http1Connections,
             maximumInFlight: maxRequests)

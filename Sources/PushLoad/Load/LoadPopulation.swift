@@ -87,7 +87,7 @@ public struct PlatformMix: Sendable, Equatable, CustomStringConvertible {
     public init(parsing text: String) throws(LoadFailure) {
         var shares: [Platform: Int] = [:]
         for (name, value) in try MixText.pairs(text, option: "--platforms") {
-            guard let platform = Platform(rawValue: name) else { throw LoadFailure("--platforms: \(name) is not apns, fcm, wns or webpush") }
+            guard let platform = Platform(named: name) else { throw LoadFailure("--platforms: \(name) is not \(Platform.names)") }
             guard let percent = Int(value), (0...100).contains(percent) else {
                 throw LoadFailure("--platforms: \(name)=\(value) must be a whole percent, 0 to 100")
             }

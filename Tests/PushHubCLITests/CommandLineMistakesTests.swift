@@ -58,7 +58,8 @@ struct CommandLineMistakesTests {
             #expect(status != 0, "\(arguments[0])")
             #expect(output.contains("Kafka at 127.0.0.1:1 (from PUSHHUB_KAFKA) did not answer within 5 s"), "\(arguments[0]): \(output)")
             #expect(!output.contains("librdkafka"), "\(arguments[0]): no librdkafka noise")
-            #expect(ContinuousClock.now - started < .seconds(20), "\(arguments[0])")
+            // 5 s alone; more when the whole suite shares the two cores. Not librdkafka's minutes.
+            #expect(ContinuousClock.now - started < .seconds(45), "\(arguments[0])")
         }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import PushIngress
+import PushTestSupport
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -84,6 +85,39 @@ struct DevCommandTests {
         for key in Self.bannerKeys {
             #expect(stack.process.output.filter { $0.hasPrefix(key) }.count == 1, "\(key) once")
         }
+    }
+
+    @Test("SIGTERM in the middle of a broadcast stops within the grace period; after a restart the broadcast completes")
+    func stopWithBacklog() async throws {
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-dev-\(UUID().uuidString)")
+        let first = try await Stack.start(data: data)
+        var environment = ["PUSHHUB_LOG_LEVEL": "error"]
+        for key in ["PUSHHUB_URL=", "PUSHHUB_HUB=", "PUSHHUB_CONNECTION_STRING=", "PUSHHUB_SIM_URL=", "PUSHHUB_KAFKA="] {
+            environment[String(key.dropLast())] = String(try #require(await first.process.line(startingWith: key)).dropFirst(key.count))
+        }
+        let register = try await ProcessLaunch.output(
+            [
+                pushhubExecutable.path, "load", "register", "--devices", "3000", "--quiet", "--json", data.path + "/r.json", "--html",
+                data.path + "/r.html",
+            ],
+            environment: environment)
+        #expect(register.status == 0, "\(register.output)")
+        let (status, body, response) = try await first.call(
+            "POST", "/\(first.hub)/messages", #"{"message":"to everyone"}"#, headers: ["ServiceBusNotification-Format": "template"])
+        #expect(status == 201, "\(body)")
+        let id = try #require(response?.value(forHTTPHeaderField: "TrackingId"))
+        // The debug build's workers deliver about a thousand a second: most of it is still to go.
+        try await Task.sleep(for: .milliseconds(500))
+        let stopping = ContinuousClock.now
+        first.process.signal(SIGTERM)
+        #expect(await first.process.exitStatus(within: .seconds(30)) == 0)
+        #expect(ContinuousClock.now - stopping < .seconds(30), "stopped within the grace period")
+
+        let second = try await Stack.start(data: data)
+        let details = try await second.waitCompleted(id, timeout: .seconds(120))
+        #expect(details.contains("<State>Completed</State>"), "\(details)")
+        second.process.signal(SIGTERM)
+        #expect(await second.process.exitStatus(within: .seconds(30)) == 0)
     }
 
     @Test("a send accepted before SIGTERM is delivered after a restart (Kafka in pushhub kafka-dev)")

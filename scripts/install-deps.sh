@@ -2,7 +2,7 @@
 # Installs what PushHub needs and the machine lacks; installs nothing that is already there.
 #
 #   scripts/install-deps.sh build   librdkafka-dev and libsqlite3-dev (with pkg-config) to build
-#   scripts/install-deps.sh test    + PostgreSQL, docker-compose (to check docker-compose.yml) and the Python JSON Schema validator the tests use
+#   scripts/install-deps.sh test    + PostgreSQL, docker-compose (to check docker-compose.yml), Chromium (the load report's page) and the Python JSON Schema validator the tests use
 #   scripts/install-deps.sh bench   + kcat (beside our Kafka client), wrk (HTTP load) and h2load (HTTP/2 load)
 set -euo pipefail
 
@@ -24,6 +24,9 @@ case "$purpose" in
     command -v kubectl >/dev/null 2>&1 || apt_packages+=(kubernetes-client)
     # docs/producing.md's examples are run as written: kcat, and Python's confluent-kafka.
     have_deb kcat || apt_packages+=(kcat)
+    # The load report's page is checked in a real browser: Debian's headless Chromium.
+    command -v chromium >/dev/null 2>&1 || apt_packages+=(chromium)
+    have_deb chromium-driver || apt_packages+=(chromium-driver)
     ;;
   bench)
     have_deb kcat || apt_packages+=(kcat)

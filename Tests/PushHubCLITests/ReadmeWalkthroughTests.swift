@@ -50,5 +50,39 @@ struct ReadmeWalkthroughTests {
             #expect(FileManager.default.fileExists(atPath: directory.appendingPathComponent("pushhub-load-\(scenario).html").path), "\(scenario)")
         }
         #expect(output.contains("registrations: 2000 of 2000"), "\(output.suffix(3000))")
+        try await Self.checkReportPage(directory.appendingPathComponent("pushhub-load-mixed.html"), scenario: "mixed")
+        try await Self.checkReportPage(directory.appendingPathComponent("pushhub-load-register.html"), scenario: "register")
+    }
+
+    /// The load report as a browser shows it (Debian's headless Chromium): the verdict, the
+    /// settings, the platforms and the plots are there, and the page renders to a screenshot.
+    /// `PUSHHUB_REPORT_SCREENSHOTS=dir` keeps the screenshots (docs/load-report-*.png).
+    static func checkReportPage(_ page: URL, scenario: String) async throws {
+        let keep = ProcessInfo.processInfo.environment["PUSHHUB_REPORT_SCREENSHOTS"]
+        let shot =
+            keep.map { URL(fileURLWithPath: $0).appendingPathComponent("load-report-\(scenario).png") }
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-report-\(UUID().uuidString).png")
+        let browser = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1100,2600"]
+        let (dumped, dom) = try await ProcessLaunch.output(browser + ["--dump-dom", page.absoluteString])
+        #expect(dumped == 0, "\(dom.suffix(2000))")
+        #expect(dom.contains("<strong>PASS</strong>"), "the verdict: \(dom.prefix(1500))")
+        #expect(dom.contains("<caption>Settings</caption>"))
+        #expect(dom.contains("<th scope=\"row\">scenario</th><td>\(scenario)</td>"))
+        if scenario == "mixed" {
+            for platform in ["apns", "fcm", "wns", "webpush"] {
+                #expect(dom.contains("<tr><th scope=\"row\">\(platform)</th>"), "a row for \(platform)")
+            }
+            #expect(dom.contains("End-to-end latency of each second"), "latency over time")
+            #expect(dom.contains("sends via kafka"))
+        } else {
+            #expect(!dom.contains("sends via"), "a register run sends nothing")
+        }
+        #expect(dom.components(separatedBy: "<svg").count - 1 >= 2, "plots")
+        #expect(!dom.contains(">100.0%<") && !dom.contains(">100%<"), "percentile ticks are each their own")
+        let (shotStatus, shotOutput) = try await ProcessLaunch.output(browser + ["--screenshot=\(shot.path)", page.absoluteString])
+        #expect(shotStatus == 0, "\(shotOutput.suffix(2000))")
+        let png = try Data(contentsOf: shot)
+        #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]) && png.count > 20_000, "a screenshot with something on it: \(png.count) bytes")
+        if keep == nil { try? FileManager.default.removeItem(at: shot) }
     }
 }

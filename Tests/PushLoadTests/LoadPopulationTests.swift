@@ -42,6 +42,28 @@ struct LoadPopulationTests {
         #expect(measured.acceptLatency.valueAtPercentile(100) >= 1_990 && measured.acceptLatency.valueAtPercentile(100) <= 2_010)
     }
 
+    @Test("results are counted per platform, and each second keeps its end-to-end p50 and p99 and its errors by kind")
+    func perPlatformAndPerSecond() {
+        let recorder = LoadRecorder()
+        recorder.sendAccepted(notificationId: "n1", latency: 0.001)
+        recorder.result(ResultSummary(notificationId: "n1", dispatched: ["apns": 100, "fcm": 1]))
+        recorder.result(
+            ResultSummary(
+                notificationId: "n1", platform: "apns",
+                results: (1...100).map { .init(outcome: "delivered", pnsReason: nil, dwellMs: $0 * 10) }))
+        recorder.result(ResultSummary(notificationId: "n1", platform: "fcm", results: [.init(outcome: "throttled", pnsReason: "quota", dwellMs: 5)]))
+        recorder.sendFailed(kind: "HTTP 503")
+        let measured = recorder.snapshot()
+        #expect(measured.platforms["apns"]?.delivered == 100 && measured.platforms["apns"]?.results == 100)
+        #expect(measured.platforms["fcm"]?.delivered == 0 && measured.platforms["fcm"]?.results == 1)
+        #expect(measured.platforms["apns"]?.endToEnd.valueAtPercentile(99) ?? 0 >= 990)
+        let second = measured.timeline.seconds.last { $0.endToEndP99Ms != nil }
+        #expect(second?.endToEndP50Ms ?? 0 >= 450 && second?.endToEndP50Ms ?? 0 <= 520, "p50 of 5...1000 ms: \(String(describing: second))")
+        #expect(second?.endToEndP99Ms ?? 0 >= 980, "\(String(describing: second))")
+        let errors = measured.timeline.seconds.reduce(into: [String: Int]()) { $0.merge($1.errors, uniquingKeysWith: +) }
+        #expect(errors == ["outcome throttled": 1, "HTTP 503": 1])
+    }
+
     @Test(
         "a run drives loopback targets only, unless --allow-remote",
         arguments: [

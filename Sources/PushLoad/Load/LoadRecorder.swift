@@ -31,10 +31,12 @@ public final class LoadRecorder: Sendable {
     }
 
     public func sendFailed(kind: String) {
+        let at = now()
         state.withLock { state in
             state.sendsAttempted += 1
             state.sendsFailed += 1
             state.errors[kind, default: 0] += 1
+            state.timeline.add(at) { $0.errors[kind, default: 0] += 1 }
         }
     }
 
@@ -49,10 +51,12 @@ public final class LoadRecorder: Sendable {
     }
 
     public func registrationFailed(kind: String) {
+        let at = now()
         state.withLock { state in
             state.registrationsAttempted += 1
             state.registrationsFailed += 1
             state.errors[kind, default: 0] += 1
+            state.timeline.add(at) { $0.errors[kind, default: 0] += 1 }
         }
     }
 
@@ -71,6 +75,7 @@ public final class LoadRecorder: Sendable {
     public func snapshot(perNotification: Bool = true) -> LoadMeasurements {
         state.withLock { state in
             var copy = state
+            copy.closeSecond()
             if !perNotification {
                 copy.notifications = [:]
                 copy.early = [:]
@@ -100,6 +105,11 @@ public struct LoadMeasurements: Sendable {
     /// the PNS's reason.
     public var errors: [String: Int] = [:]
     public var timeline = Timeline()
+    /// Per platform (as results name it): results, deliveries and end-to-end latency.
+    public var platforms: [String: PlatformMeasurements] = [:]
+    /// End-to-end latencies of the results of the second `openSecond`, for its percentiles.
+    var secondLatency = Histogram<UInt64>(highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: .two)
+    var openSecond: Int?
     /// Targets the dispatcher reported for the sends so far.
     public var expectedResults = 0
     public var results = 0
@@ -142,6 +152,11 @@ public struct LoadMeasurements: Sendable {
             expectedResults += total
         }
         if let results = batch.results {
+            let second = Timeline.index(at)
+            if let open = openSecond, second > open { closeSecond() }
+            openSecond = max(openSecond ?? second, second)
+            var platform = batch.platform.map { platforms[$0] ?? PlatformMeasurements() }
+            var failures: [String: Int] = [:]
             for result in results {
                 tracked.received += 1
                 self.results += 1
@@ -149,22 +164,47 @@ public struct LoadMeasurements: Sendable {
                 if result.outcome == "rejected" {
                     tracked.rejected = true
                 } else {
-                    endToEnd.recordClamped(UInt64(max(0, result.dwellMs)))
+                    let ms = UInt64(max(0, result.dwellMs))
+                    endToEnd.recordClamped(ms)
+                    secondLatency.recordClamped(ms)
+                    platform?.endToEnd.recordClamped(ms)
                 }
                 if result.outcome != "delivered" {
                     errors["outcome \(result.outcome)" + (result.pnsReason.map { " (\($0))" } ?? ""), default: 0] += 1
+                    failures["outcome \(result.outcome)", default: 0] += 1
                 }
             }
             let delivered = results.count { $0.outcome == "delivered" }
             timeline.add(at) {
                 $0.results += results.count
                 $0.delivered += delivered
+                $0.errors.merge(failures, uniquingKeysWith: +)
+            }
+            if var measured = platform, let name = batch.platform {
+                measured.results += results.count
+                measured.delivered += delivered
+                measured.firstResultAt = measured.firstResultAt ?? at
+                measured.lastResultAt = at
+                platform = measured
+                platforms[name] = measured
             }
             firstResultAt = firstResultAt ?? at
             lastResultAt = at
         }
         notifications[batch.notificationId] = tracked
         if !wasComplete && tracked.isComplete { incomplete -= 1 }
+    }
+
+    /// Writes the open second's end-to-end percentiles into the timeline.
+    mutating func closeSecond() {
+        guard let open = openSecond, secondLatency.totalCount > 0 else { return }
+        let p50 = Double(secondLatency.valueAtPercentile(50)), p99 = Double(secondLatency.valueAtPercentile(99))
+        timeline.add(Double(open)) {
+            $0.endToEndP50Ms = p50
+            $0.endToEndP99Ms = p99
+        }
+        secondLatency.reset()
+        openSecond = nil
     }
 
     /// The first send accepted: the broadcast's.
@@ -176,6 +216,16 @@ public struct LoadMeasurements: Sendable {
     public var undispatched: Int { notifications.values.count { $0.expected == nil && !$0.rejected } }
 }
 
+/// What one platform's results came to.
+public struct PlatformMeasurements: Sendable {
+    public var results = 0
+    public var delivered = 0
+    public var firstResultAt: Double?
+    public var lastResultAt: Double?
+    /// From a send's acceptance to the target's result, in milliseconds.
+    public var endToEnd = Histogram<UInt64>(highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: .three)
+}
+
 /// Counts per second of the run.
 public struct Timeline: Sendable {
     public struct Second: Sendable, Codable, Equatable {
@@ -184,12 +234,21 @@ public struct Timeline: Sendable {
         public var registered = 0
         public var results = 0
         public var delivered = 0
+        /// End-to-end latency of the second's results, when it had any.
+        public var endToEndP50Ms: Double?
+        public var endToEndP99Ms: Double?
+        /// Failed requests and results other than delivered, by kind.
+        public var errors: [String: Int] = [:]
+
+        init(second: Int) { self.second = second }
     }
 
     public private(set) var seconds: [Second] = []
 
+    static func index(_ at: Double) -> Int { min(max(0, Int(at)), 24 * 3600) }
+
     mutating func add(_ at: Double, _ change: (inout Second) -> Void) {
-        let index = min(max(0, Int(at)), 24 * 3600)
+        let index = Self.index(at)
         while seconds.count <= index { seconds.append(Second(second: seconds.count)) }
         change(&seconds[index])
     }
@@ -210,11 +269,14 @@ public struct ResultSummary: Decodable, Sendable {
     }
 
     public var notificationId: String
+    /// The platform whose results these are (absent on a dispatch summary).
+    public var platform: String?
     public var dispatched: [String: Int]?
     public var results: [Entry]?
 
-    public init(notificationId: String, dispatched: [String: Int]? = nil, results: [Entry]? = nil) {
+    public init(notificationId: String, platform: String? = nil, dispatched: [String: Int]? = nil, results: [Entry]? = nil) {
         self.notificationId = notificationId
+        self.platform = platform
         self.dispatched = dispatched
         self.results = results
     }

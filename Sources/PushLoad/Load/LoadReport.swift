@@ -109,6 +109,33 @@ public struct LoadReport: Codable, Sendable {
     public var errors: [String: Int]
     /// Counts per second of the run.
     public var timeline: [Timeline.Second]
+    /// Results per platform, when results came.
+    public var platforms: [PlatformResults]?
+
+    /// One platform's results.
+    public struct PlatformResults: Codable, Sendable {
+        public var platform: String
+        public var results: Int
+        public var delivered: Int
+        /// Deliveries over the span from the platform's first result to its last.
+        public var deliveredPerSecond: Double
+        public var endToEndLatencyMs: Latency?
+    }
+
+    /// Whether the run did what it set out to: no failed request, every result in, no time-out.
+    public var passed: Bool { problems.isEmpty }
+
+    /// What kept the run from passing, each as a sentence.
+    public var problems: [String] {
+        var problems: [String] = []
+        let failed = (sends?.failed ?? 0) + (registrations?.failed ?? 0)
+        if failed > 0 { problems.append("\(failed) request(s) failed") }
+        if let results, !results.complete {
+            problems.append("\(results.missing) result(s) missing, \(results.undispatchedSends) send(s) never dispatched")
+        }
+        if timedOut { problems.append("stopped at --timeout") }
+        return problems
+    }
 
     init(
         settings: LoadSettings, startedAt: Date, seconds: Double, phaseStart: Double, phaseSeconds: [String: Double],
@@ -155,6 +182,13 @@ public struct LoadReport: Codable, Sendable {
         }
         errors = m.errors
         timeline = m.timeline.seconds
+        let measured = m.platforms.sorted { $0.key < $1.key }.map { name, p in
+            PlatformResults(
+                platform: name, results: p.results, delivered: p.delivered,
+                deliveredPerSecond: Self.rate(p.delivered, max(1, (p.lastResultAt ?? 0) - (p.firstResultAt ?? 0))),
+                endToEndLatencyMs: Latency(p.endToEnd, unitsPerMillisecond: 1))
+        }
+        platforms = measured.isEmpty ? nil : measured
     }
 
     static func rate(_ count: Int, _ seconds: Double) -> Double {

@@ -2,8 +2,9 @@ import Foundation
 import PushTestSupport
 import Testing
 
-/// The README's walkthrough run as a newcomer runs it: the command blocks of "The tutorials'
-/// flows against `make dev`" and "Load testing with `pushhub load`", in order, in one shell,
+/// The README's walkthrough run as a newcomer runs it: the command blocks of "Trying the
+/// ingress", "Trying the workers against the simulators", "The tutorials' flows against `make
+/// dev`" and "Load testing with `pushhub load`", in order, in one shell,
 /// from a directory laid out as the repository is (`.build/debug` holds the binaries under
 /// test, `docs/picture.png` the sample image). `make dev` is the binary it runs, on a free port.
 @Suite("README walkthrough", .timeLimit(.minutes(5)))
@@ -17,7 +18,7 @@ struct ReadmeWalkthroughTests {
         return String(text[start.upperBound..<end.lowerBound])
     }
 
-    @Test("the tutorials' flows and the load examples run as written, and each says what it should")
+    @Test("the ingress, workers, tutorials and load walkthroughs run as written, and each says what it should")
     func walkthrough() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-readme-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory.appendingPathComponent("docs"), withIntermediateDirectories: true)
@@ -27,10 +28,19 @@ struct ReadmeWalkthroughTests {
         try FileManager.default.createSymbolicLink(
             at: directory.appendingPathComponent(".build/debug"), withDestinationURL: pushhubExecutable.deletingLastPathComponent())
         defer { try? FileManager.default.removeItem(at: directory) }
+        // The walkthrough's own ingress listens on 8081; here on a port that is free now.
+        let (_, portText) = try await ProcessLaunch.output(
+            ["python3", "-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"])
+        let port = portText.trimmingCharacters(in: .whitespacesAndNewlines)
         let script = """
             set -eo pipefail
             cd '\(directory.path)'
             make() { [ "$1" = dev ] && exec .build/debug/pushhub dev --port 0 --data-dir "$PWD/data"; }
+            swift() { :; }   # the binaries under test are built already
+            \(try Self.block(after: "Trying the ingress").replacingOccurrences(of: "8081", with: port))
+            echo "== ingress done"
+            \(try Self.block(after: "Trying the workers against the simulators").replacingOccurrences(of: "8081", with: port))
+            echo "== workers done"
             \(try Self.block(after: "The tutorials' flows against `make dev`"))
             echo "== tutorials done"
             \(try Self.block(after: "Load testing with `pushhub load`"))
@@ -44,7 +54,10 @@ struct ReadmeWalkthroughTests {
         #expect(status == 0, "\(output.suffix(3000))")
         #expect(output.contains("the client got the picture as sent"), "\(output.suffix(3000))")
         #expect(output.contains("<State>Completed</State>"), "\(output.suffix(3000))")
-        #expect(output.contains("== tutorials done") && output.contains("== load done"), "\(output.suffix(3000))")
+        for step in ["ingress", "workers", "tutorials", "load"] {
+            #expect(output.contains("== \(step) done"), "\(step): \(output.suffix(3000))")
+        }
+        #expect(output.components(separatedBy: "<State>Completed</State>").count - 1 >= 2, "the workers' send and the tutorials' news")
         #expect(!output.contains("INCOMPLETE"), "\(output.suffix(3000))")
         for scenario in ["register", "send", "broadcast", "mixed"] {
             #expect(FileManager.default.fileExists(atPath: directory.appendingPathComponent("pushhub-load-\(scenario).html").path), "\(scenario)")

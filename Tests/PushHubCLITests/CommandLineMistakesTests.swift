@@ -102,3 +102,36 @@ extension CommandLineMistakesTests {
             "\(command): \(lines)")
     }
 }
+
+extension CommandLineMistakesTests {
+    @Test("a worker given a PUSHHUB_KAFKA nothing answers at says so and exits, within seconds")
+    func staleKafkaWorker() async throws {
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).yaml")
+        try """
+        hubs:
+          - name: news
+            sasRules: [{name: Full, key: "\(String(repeating: "k", count: 44))", rights: [Listen, Send, Manage]}]
+            credentials: {}
+        """.write(to: config, atomically: true, encoding: .utf8)
+        let worker = pushhubExecutable.deletingLastPathComponent().appendingPathComponent("pushhub-apns-worker").path
+        let (status, output) = try await ProcessLaunch.output(
+            ["bash", "-c", "exec '\(worker)' --config '\(config.path)' --ops-port 0 2>&1"], environment: ["PUSHHUB_KAFKA": "127.0.0.1:1"])
+        #expect(status != 0)
+        #expect(output.contains("Kafka at 127.0.0.1:1 (from PUSHHUB_KAFKA) did not answer within 5 s"), "\(output)")
+    }
+
+    @Test("an idle pushhub dev stops on SIGTERM without an error line")
+    func quietStop() async throws {
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-dev-\(UUID().uuidString)").path
+        let script = """
+            '\(pushhubExecutable.path)' dev --port 0 --data-dir '\(data)' > '\(data).log' 2>&1 &
+            for i in $(seq 120); do grep -q '^PUSHHUB_KAFKA=' '\(data).log' 2>/dev/null && break; sleep 0.5; done
+            sleep 2; kill -TERM $!; wait $!; echo "exit $?"; cat '\(data).log'
+            """
+        let (_, output) = try await ProcessLaunch.output(["bash", "-c", script], removing: ["PUSHHUB_KAFKA", "PUSHHUB_LOG_LEVEL"])
+        #expect(output.contains("exit 0"), "\(output.suffix(2000))")
+        #expect(output.contains("PUSHHUB_KAFKA="), "it started: \(output.suffix(2000))")
+        let errors = output.split(separator: "\n").filter { $0.contains(" error ") || $0.contains(" critical ") }
+        #expect(errors.isEmpty, "\(errors.prefix(10))")
+    }
+}

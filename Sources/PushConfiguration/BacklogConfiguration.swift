@@ -3,14 +3,14 @@ import PushModel
 /// `backlog` in `pushhub.yaml`: how many bytes a partition may hold that its consumers have
 /// not committed before PushHub stops adding to it. The dispatcher waits before producing
 /// more DeliveryBatches; the ingress sends small audiences through the dispatcher instead of
-/// straight to the workers, and answers 503 while the dispatcher is behind on
-/// `pushhub.requests`.
+/// straight to the workers. A group that commits nothing for a minute while records wait is
+/// no longer waited for (logged), so workers in a group not named here cannot stop sends.
 ///
 /// ```yaml
 /// backlog:
 ///   bytesPerPartition: 2097152   # the default; 0 never waits
-///   groups:                      # only when workers or dispatchers run in consumer groups of their own
-///     apns: my-apns-workers      # apns, fcm, wns, webpush, dispatcher
+///   groups:                      # only when workers run in consumer groups of their own (--group)
+///     apns: my-apns-workers      # apns, fcm, wns, webpush
 /// ```
 ///
 /// librdkafka's embedded cluster (`pushhub dev`, `pushhub kafka-dev`) keeps at most 5 MiB a
@@ -21,9 +21,6 @@ public struct BacklogConfiguration: Codable, Sendable, Equatable {
     public var groups: [String: String]?
 
     public static let defaultBytesPerPartition = 2 << 20
-    /// The dispatchers' consumer group unless `groups` names another.
-    public static let dispatcherGroup = "pushhub-dispatcher"
-
     public init(bytesPerPartition: Int? = nil, groups: [String: String]? = nil) {
         self.bytesPerPartition = bytesPerPartition
         self.groups = groups
@@ -38,14 +35,11 @@ public struct BacklogConfiguration: Codable, Sendable, Equatable {
     /// The consumer group of `platform`'s workers.
     public func workerGroup(_ platform: Platform) -> String { groups?[platform.rawValue] ?? platform.workerGroup }
 
-    /// The dispatchers' consumer group.
-    public var dispatcher: String { groups?["dispatcher"] ?? Self.dispatcherGroup }
-
     func validate(at path: String) throws {
         if let bytesPerPartition, bytesPerPartition < 0 || (bytesPerPartition > 0 && bytesPerPartition < 64 << 10) {
             throw ConfigurationError("\(path).bytesPerPartition: 0 (never wait) or at least 65536, not \(bytesPerPartition)")
         }
-        let names = Platform.allCases.map(\.rawValue) + ["dispatcher"]
+        let names = Platform.allCases.map(\.rawValue)
         for (name, group) in groups ?? [:] {
             guard names.contains(name) else { throw ConfigurationError("\(path).groups.\(name): one of \(names.joined(separator: ", "))") }
             guard !group.isEmpty, group.utf8.count <= 255 else { throw ConfigurationError("\(path).groups.\(name): a consumer group name") }

@@ -145,7 +145,9 @@ final class SendAnswers: Sendable {
             for await record in consumer.records where record.keyString == id {
                 guard let batch = try? WireCoding.decode(ResultBatch.self, from: record.value), batch.notificationId == id else { continue }
                 if let dispatched = batch.dispatched { return .dispatched(dispatched) }
-                if let rejected = batch.results?.first(where: { $0.outcome == .rejected }) {
+                // The dispatcher's own rejection names no platform; a worker's dead-lettered
+                // batch does, and says nothing about the send as a whole.
+                if batch.platform == nil, let rejected = batch.results?.first(where: { $0.outcome == .rejected }) {
                     return .rejected(rejected.pnsReason ?? "no reason given")
                 }
             }

@@ -36,8 +36,7 @@ public func makeIngressServices(
         settings.boundPerPartition = bytes
         return try ConsumerBacklog(
             servers: kafka.servers,
-            watches: Platform.allCases.map { ConsumerBacklog.Watch(topic: kafka.topics.deliveries($0), group: backlogConfiguration.workerGroup($0)) }
-                + [ConsumerBacklog.Watch(topic: kafka.topics.requests, group: backlogConfiguration.dispatcher)],
+            watches: Platform.allCases.map { ConsumerBacklog.Watch(topic: kafka.topics.deliveries($0), group: backlogConfiguration.workerGroup($0)) },
             settings: settings, logger: logger)
     }
     let publisher = KafkaNotificationPublisher(producer: producer, topics: kafka.topics, backlog: backlog)

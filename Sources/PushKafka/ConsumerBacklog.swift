@@ -31,6 +31,11 @@ public final class ConsumerBacklog: Sendable {
         public var refreshInterval: Duration = .milliseconds(200)
         /// How long one reading of the brokers may take.
         public var requestTimeout: Duration = .seconds(5)
+        /// How long a group may commit nothing, with records waiting for it, before a topic is
+        /// no longer waited for: a group that never reads (workers run in a group of their own
+        /// not named in `backlog.groups`, or a platform without workers) must not stop the
+        /// dispatcher for ever. It is logged, and watched again once the group commits.
+        public var stalledAfter: Duration = .seconds(60)
 
         public init() {}
     }
@@ -65,6 +70,13 @@ public final class ConsumerBacklog: Sendable {
     struct Topic {
         var partitions: [Int32: Partition] = [:]
         var reserved = 0
+        /// False after a reading failed: unknown is not full (producing fails on its own when
+        /// the cluster is away), and this process's records are kept for the next reading.
+        var known = true
+        /// When the group last committed anything here, or had nothing waiting.
+        var progressAt = ContinuousClock.now
+        /// Whether it is not waited for now, having made no progress for `stalledAfter`.
+        var stalled = false
     }
 
     struct State {
@@ -145,12 +157,13 @@ public final class ConsumerBacklog: Sendable {
     static let waited = MetricsRegistry.shared.counter(
         "pushhub_backlog_wait_milliseconds_total", help: "Time producers waited for consumers that were behind (ConsumerBacklog).")
 
-    /// Whether every watched topic among `topics` has room now (from the last reading, taken
-    /// again when stale), without reserving it.
-    public func hasRoom(in topics: [String]) async -> Bool {
+    /// Whether every watched topic among `topics` has room now, without reserving it. It
+    /// answers from the last reading at once, and has the brokers read again in the
+    /// background when that is stale: a request's caller never waits on the brokers.
+    public func hasRoom(in topics: [String]) -> Bool {
         let watched = topics.filter { watchers[$0] != nil }
         guard !watched.isEmpty else { return true }
-        await readIfStale()
+        Task { await readIfStale() }
         let bytes = Dictionary(watched.map { ($0, 1) }, uniquingKeysWith: +)
         return state.withLock { Self.fullTopic(of: bytes, in: $0, settings: settings) == nil }
     }
@@ -189,7 +202,7 @@ public final class ConsumerBacklog: Sendable {
     /// The first of `bytes`' topics that has no room for them; nil when all have.
     private static func fullTopic(of bytes: [String: Int], in state: State, settings: Settings) -> String? {
         for (topic, count) in bytes.sorted(by: { $0.key < $1.key }) {
-            guard let entry = state.topics[topic] else { continue }
+            guard let entry = state.topics[topic], entry.known, !entry.stalled else { continue }
             let other = settings.otherRecordBytes
             let bound = settings.boundPerPartition
             let fullest = entry.partitions.values.map { Self.bytes(of: $0, other: other) }.max() ?? 0
@@ -221,7 +234,11 @@ public final class ConsumerBacklog: Sendable {
         let timeout = Int32(clamping: settings.requestTimeout.milliseconds)
         let readings = await BlockingCalls.run { () -> [String: Result<[Int32: (start: Int64, end: Int64)], KafkaError>] in
             var readings: [String: Result<[Int32: (start: Int64, end: Int64)], KafkaError>] = [:]
-            for (topic, client) in watchers { readings[topic] = client.uncommitted(of: topic, timeout: timeout) }
+            for (topic, client) in watchers {
+                readings[topic] = client.uncommitted(of: topic, timeout: timeout)
+                // Its error and log events are served (and logged) rather than kept.
+                client.poll(timeoutMilliseconds: 0)
+            }
             return readings
         }
         state.withLock { state in
@@ -230,20 +247,39 @@ public final class ConsumerBacklog: Sendable {
             for (topic, reading) in readings {
                 switch reading {
                 case .success(let partitions):
-                    var entry = state.topics[topic, default: Topic()]
+                    let previous = state.topics[topic, default: Topic()]
+                    var entry = previous
+                    entry.known = true
+                    entry.partitions = [:]
+                    var progressed = false
                     for (id, offsets) in partitions {
-                        var partition = entry.partitions[id, default: Partition()]
+                        var partition = previous.partitions[id] ?? Partition()
+                        if offsets.start > partition.start { progressed = true }
+                        // Taken as read: a log that was truncated or a topic made again starts over.
+                        if offsets.end < partition.end { partition = Partition() }
                         partition.start = offsets.start
-                        partition.end = max(partition.end, offsets.end)
+                        partition.end = offsets.end
                         let done = partition.own.prefix { $0.offset < offsets.start }
                         partition.ownBytes -= done.reduce(0) { $0 + $1.bytes }
                         partition.own.removeFirst(done.count)
                         entry.partitions[id] = partition
                     }
+                    let waiting = entry.partitions.values.contains { Self.bytes(of: $0, other: settings.otherRecordBytes) > 0 }
+                    if progressed || !waiting {
+                        entry.progressAt = .now
+                        if entry.stalled {
+                            entry.stalled = false
+                            logger.notice("consumers are reading again; waiting for them when they are behind", metadata: ["kafka.topic": "\(topic)"])
+                        }
+                    } else if !entry.stalled, ContinuousClock.now - entry.progressAt > settings.stalledAfter {
+                        entry.stalled = true
+                        logger.warning(
+                            "consumers committed nothing for a while; producing without waiting for them. If they run in a consumer group of their own, name it in backlog.groups",
+                            metadata: ["kafka.topic": "\(topic)", "kafka.group": "\(groups[topic] ?? "")"])
+                    }
                     state.topics[topic] = entry
                 case .failure(let error):
-                    // Unknown is not full: producing fails on its own when the cluster is away.
-                    state.topics[topic]?.partitions = [:]
+                    state.topics[topic, default: Topic()].known = false
                     if state.lastFailureLogged.map({ ContinuousClock.now - $0 > .seconds(30) }) ?? true {
                         state.lastFailureLogged = .now
                         logger.warning(
@@ -279,7 +315,8 @@ extension RDKafkaClient {
                 var found: [Int32: Int64] = [:]
                 for index in 0..<Int(list.pointee.cnt) {
                     let element = list.pointee.elems[index]
-                    if element.err == RD_KAFKA_RESP_ERR_NO_ERROR { found[element.partition] = element.offset }
+                    // A partition the brokers could not answer for is left out of the reading.
+                    found[element.partition] = element.err == RD_KAFKA_RESP_ERR_NO_ERROR ? element.offset : .min
                 }
                 return .success(found)
             }
@@ -293,8 +330,10 @@ extension RDKafkaClient {
                 committed.map { committed in
                     var result: [Int32: (start: Int64, end: Int64)] = [:]
                     for id in ids {
-                        guard let low = first[id], let high = next[id] else { continue }
-                        let done = committed[id].flatMap { $0 >= 0 ? $0 : nil } ?? low
+                        guard let low = first[id], let high = next[id], let mark = committed[id], low != .min, high != .min, mark != .min else {
+                            continue
+                        }
+                        let done = mark >= 0 ? mark : low
                         result[id] = (start: min(max(done, low), high), end: high)
                     }
                     return result

@@ -5,10 +5,11 @@ import Testing
 
 @Suite("ConsumerBacklog", .timeLimit(.minutes(1)))
 struct ConsumerBacklogTests {
-    static func backlog(_ fixture: KafkaFixture, group: String) throws -> ConsumerBacklog {
+    static func backlog(_ fixture: KafkaFixture, group: String, stalledAfter: Duration = .seconds(60)) throws -> ConsumerBacklog {
         var settings = ConsumerBacklog.Settings()
         settings.boundPerPartition = 64 << 10
         settings.refreshInterval = .milliseconds(50)
+        settings.stalledAfter = stalledAfter
         return try ConsumerBacklog(
             servers: fixture.cluster.bootstrapServers, watches: [ConsumerBacklog.Watch(topic: fixture.topic, group: group)], settings: settings,
             logger: testLogger)
@@ -60,5 +61,23 @@ struct ConsumerBacklogTests {
         #expect(await eventually { await backlog.hasRoom(in: [fixture.topic]) })
         #expect(backlog.backlog().values.max() ?? 0 <= 2 * 1024, "only the last record is left")
         await consumer.close()
+    }
+
+    @Test("a group that commits nothing while records wait is waited for only so long; then producers go on")
+    func stalledGroup() async throws {
+        let fixture = try KafkaFixture(brokers: 1, partitions: 1)
+        let producer = try fixture.producer()
+        let running = Task { try await producer.run() }
+        defer { running.cancel() }
+        let backlog = try Self.backlog(fixture, group: "nobody-reads", stalledAfter: .seconds(2))
+        for result in await producer.sendAll(fixture.records(40, valueSize: 1024)) { _ = try result.get() }
+        #expect(await eventually { !backlog.hasRoom(in: [fixture.topic]) }, "the partition is full for the group")
+        let started = ContinuousClock.now
+        let next = fixture.records(1, valueSize: 1024)
+        let reservation = try await backlog.reserve(next)
+        backlog.produced(reservation, records: next, results: await producer.sendAll(next))
+        let waited = ContinuousClock.now - started
+        #expect(waited > .milliseconds(500), "it waited first: \(waited)")
+        #expect(waited < .seconds(15), "then went on: \(waited)")
     }
 }

@@ -14,13 +14,13 @@ public protocol NotificationPublisher: Sendable {
     /// (marked `recorded` when the store took it already); returns once all are acknowledged.
     /// Throws `PartlyPublished` when some batches were acknowledged and others not.
     func publish(_ request: SendRequest, resolved targets: [Platform: [DeliveryBatch.Target]], recorded: Bool) async throws
-    /// Whether the consumers of what a send would add to (the workers for a resolved
-    /// audience, the dispatcher for a request) are close enough behind to take more.
-    func hasRoom(resolved: Bool) async -> Bool
+    /// Whether the workers are close enough behind to take a resolved audience's batches
+    /// now; when not, the dispatcher, which waits for them, takes the send. Never waits.
+    func workersHaveRoom() -> Bool
 }
 
 extension NotificationPublisher {
-    public func hasRoom(resolved: Bool) async -> Bool { true }
+    public func workersHaveRoom() -> Bool { true }
 }
 
 /// Some of a resolved send's batches went out, others did not.
@@ -39,7 +39,7 @@ public struct PartlyPublished: Error, Sendable {
 public struct KafkaNotificationPublisher: NotificationPublisher {
     let producer: KafkaProducer
     let topics: PushTopics
-    /// What the workers and the dispatcher have not committed; nil never waits.
+    /// What the workers have not committed; nil: always room.
     let backlog: ConsumerBacklog?
 
     public init(producer: KafkaProducer, topics: PushTopics, backlog: ConsumerBacklog? = nil) {
@@ -48,9 +48,8 @@ public struct KafkaNotificationPublisher: NotificationPublisher {
         self.backlog = backlog
     }
 
-    public func hasRoom(resolved: Bool) async -> Bool {
-        guard let backlog else { return true }
-        return await backlog.hasRoom(in: resolved ? Platform.allCases.map(topics.deliveries) : [topics.requests])
+    public func workersHaveRoom() -> Bool {
+        backlog?.hasRoom(in: Platform.allCases.map(topics.deliveries)) ?? true
     }
 
     public func publish(_ request: SendRequest) async throws {

@@ -63,12 +63,6 @@ struct NotificationQueue: Sendable {
             }
             return request
         }
-        // The dispatcher is far behind: the send would only wait, and on the embedded cluster
-        // could be dropped before it is read.
-        guard await publisher.hasRoom(resolved: false) else {
-            logger.warning("send refused: the dispatcher is behind on pushhub.requests", metadata: ["pushhub.hub": "\(request.hub)"])
-            throw NotQueued()
-        }
         try await outcomes?.recordEnqueued(request, deadline: request.expiresAt!, keep: recovery.republish, now: now)
         do {
             try await publisher.publish(request)
@@ -88,7 +82,7 @@ struct NotificationQueue: Sendable {
             // registrations: the dispatcher's work, behind Kafka, not a request's.
             if let expression, expression.drivingTags == nil { return nil }
             // Workers far behind: the dispatcher, which waits for them, takes the send.
-            guard await publisher.hasRoom(resolved: true) else { return nil }
+            guard publisher.workersHaveRoom() else { return nil }
             // At most `resolving` sends read the store as they are accepted; the rest go to
             // the dispatcher.
             guard resolving.enter() else { return nil }

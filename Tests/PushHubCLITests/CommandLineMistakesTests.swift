@@ -13,6 +13,18 @@ struct CommandLineMistakesTests {
             removing: ["PUSHHUB_KAFKA", "PUSHHUB_CONFIG"])
     }
 
+    /// A pushhub.yaml with one hub, `news`, and no PNS credentials.
+    static func newsHub() throws -> URL {
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).yaml")
+        try """
+        hubs:
+          - name: news
+            sasRules: [{name: Full, key: "\(String(repeating: "k", count: 44))", rights: [Listen, Send, Manage]}]
+            credentials: {}
+        """.write(to: config, atomically: true, encoding: .utf8)
+        return config
+    }
+
     @Test("--version names PushHub's version and librdkafka's")
     func version() async throws {
         let (status, output) = try await Self.pushhub(["--version"])
@@ -23,13 +35,7 @@ struct CommandLineMistakesTests {
 
     @Test("send: an unknown hub, format or tag expression is refused, named by its flag, before Kafka is asked")
     func sendMistakes() async throws {
-        let config = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).yaml")
-        try """
-        hubs:
-          - name: news
-            sasRules: [{name: Full, key: "\(String(repeating: "k", count: 44))", rights: [Listen, Send, Manage]}]
-            credentials: {}
-        """.write(to: config, atomically: true, encoding: .utf8)
+        let config = try Self.newsHub()
         let kafka = ["PUSHHUB_KAFKA": "127.0.0.1:1"]
         let body = ["--body", #"{"aps":{"alert":"hi"}}"#]
         let hub = try await Self.pushhub(["send", "--hub", "nohub", "--format", "apple", "--config", config.path] + body, environment: kafka)
@@ -106,13 +112,7 @@ extension CommandLineMistakesTests {
 extension CommandLineMistakesTests {
     @Test("a worker given a PUSHHUB_KAFKA nothing answers at says so and exits, within seconds")
     func staleKafkaWorker() async throws {
-        let config = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).yaml")
-        try """
-        hubs:
-          - name: news
-            sasRules: [{name: Full, key: "\(String(repeating: "k", count: 44))", rights: [Listen, Send, Manage]}]
-            credentials: {}
-        """.write(to: config, atomically: true, encoding: .utf8)
+        let config = try Self.newsHub()
         let worker = pushhubExecutable.deletingLastPathComponent().appendingPathComponent("pushhub-apns-worker").path
         let (status, output) = try await ProcessLaunch.output(
             ["bash", "-c", "exec '\(worker)' --config '\(config.path)' --ops-port 0 2>&1"], environment: ["PUSHHUB_KAFKA": "127.0.0.1:1"])

@@ -93,7 +93,7 @@ struct SendCommand: AsyncParsableCommand {
         logger.logLevel = max(logger.logLevel, .warning)
         // The answer is read from the end of pushhub.results, so the reader starts first.
         let answers = try wait ? SendAnswers(servers: servers, topics: kafka.topics, notificationId: request.notificationId, logger: logger) : nil
-        await answers?.ready(within: .seconds(15))
+        _ = await answers?.consumer.positioned(within: .seconds(15))
         let producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: servers), logger: logger)
         do {
             try await KafkaNotificationPublisher(producer: producer, topics: kafka.topics).publish(request)
@@ -153,13 +153,6 @@ final class SendAnswers: Sendable {
             }
             return nil
         }
-    }
-
-    /// Waits, at most `timeout`, until the reader has its partitions and its place in each,
-    /// so that an answer to a send published next is not missed.
-    func ready(within timeout: Duration) async {
-        let deadline = ContinuousClock.now + timeout
-        while !consumer.isPositioned, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(50)) }
     }
 
     /// The first answer within `timeout`; nil when none came.

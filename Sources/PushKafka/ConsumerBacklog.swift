@@ -159,13 +159,17 @@ public final class ConsumerBacklog: Sendable {
 
     /// Whether every watched topic among `topics` has room now, without reserving it. It
     /// answers from the last reading at once, and has the brokers read again in the
-    /// background when that is stale: a request's caller never waits on the brokers.
+    /// background only when that is stale: a request's caller never waits on the brokers,
+    /// and pays a lock and a look per topic.
     public func hasRoom(in topics: [String]) -> Bool {
-        let watched = topics.filter { watchers[$0] != nil }
-        guard !watched.isEmpty else { return true }
-        Task { await readIfStale() }
-        let bytes = Dictionary(watched.map { ($0, 1) }, uniquingKeysWith: +)
-        return state.withLock { Self.fullTopic(of: bytes, in: $0, settings: settings) == nil }
+        let (full, stale) = state.withLock { state -> (Bool, Bool) in
+            let full = topics.contains { topic in
+                watchers[topic] != nil && Self.fullTopic(topic, adding: 1, in: state, settings: settings)
+            }
+            return (full, !state.reading && state.readAt.map { ContinuousClock.now - $0 >= settings.refreshInterval } ?? true)
+        }
+        if stale { Task { await readIfStale() } }
+        return !full
     }
 
     /// Gives back a reservation once its records were produced (or not): `reports` are the
@@ -201,16 +205,18 @@ public final class ConsumerBacklog: Sendable {
 
     /// The first of `bytes`' topics that has no room for them; nil when all have.
     private static func fullTopic(of bytes: [String: Int], in state: State, settings: Settings) -> String? {
-        for (topic, count) in bytes.sorted(by: { $0.key < $1.key }) {
-            guard let entry = state.topics[topic], entry.known, !entry.stalled else { continue }
-            let other = settings.otherRecordBytes
-            let bound = settings.boundPerPartition
-            let fullest = entry.partitions.values.map { Self.bytes(of: $0, other: other) }.max() ?? 0
-            guard fullest > 0 || entry.reserved > 0 else { continue }
-            let spread = (entry.reserved + count) / max(1, entry.partitions.count)
-            if fullest + spread > bound { return topic }
-        }
-        return nil
+        bytes.keys.sorted().first { fullTopic($0, adding: bytes[$0]!, in: state, settings: settings) }
+    }
+
+    /// Whether `topic` has no room for `count` bytes more: its fullest partition, with what is
+    /// reserved and `count` spread over its partitions, past the bound. A topic with nothing
+    /// outstanding always has room, so a record larger than the bound still goes; one not
+    /// read yet, whose reading failed, or whose group stalled is not waited for.
+    private static func fullTopic(_ topic: String, adding count: Int, in state: State, settings: Settings) -> Bool {
+        guard let entry = state.topics[topic], entry.known, !entry.stalled else { return false }
+        let fullest = entry.partitions.values.map { Self.bytes(of: $0, other: settings.otherRecordBytes) }.max() ?? 0
+        guard fullest > 0 || entry.reserved > 0 else { return false }
+        return fullest + (entry.reserved + count) / max(1, entry.partitions.count) > settings.boundPerPartition
     }
 
     /// A partition's uncommitted bytes: this process's records at their size, others' at `other`.

@@ -185,6 +185,18 @@ public final class KafkaConsumer: Service, Sendable {
         return !partitions.isEmpty && partitions.allSatisfy { client.lastSeenHighWatermark(of: $0) != nil }
     }
 
+    /// Waits, at most `timeout`, until `isPositioned`: for a reader of a topic's end (a
+    /// group of its own, `latest`) that must see every record produced after this returns.
+    /// Records are fetched by whoever iterates `records` meanwhile. False on time-out.
+    public func positioned(within timeout: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while !isPositioned {
+            guard ContinuousClock.now < deadline else { return false }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return true
+    }
+
     /// Commits the stored offsets now and waits for the broker's answer.
     public func commit() async throws(KafkaError) {
         let client = self.client

@@ -42,14 +42,18 @@ public struct KafkaNotificationPublisher: NotificationPublisher {
     /// What the workers have not committed; nil: always room.
     let backlog: ConsumerBacklog?
 
+    /// The deliveries topics, named once.
+    let deliveries: [String]
+
     public init(producer: KafkaProducer, topics: PushTopics, backlog: ConsumerBacklog? = nil) {
         self.producer = producer
         self.topics = topics
         self.backlog = backlog
+        deliveries = Platform.allCases.map(topics.deliveries)
     }
 
     public func workersHaveRoom() -> Bool {
-        backlog?.hasRoom(in: Platform.allCases.map(topics.deliveries)) ?? true
+        backlog?.hasRoom(in: deliveries) ?? true
     }
 
     public func publish(_ request: SendRequest) async throws {

@@ -320,17 +320,12 @@ final class ResultsWatcher: Sendable {
                 consumer.markDone(record)
             }
         }
-        // Results count only once the group has its partitions and their end is known.
-        let deadline = ContinuousClock.now + .seconds(30)
-        while consumer.assignment.isEmpty {
-            guard ContinuousClock.now < deadline else {
-                reading.cancel()
-                await consumer.close()
-                throw LoadFailure("no partition of \(topic) was assigned within 30 s")
-            }
-            try await Task.sleep(for: .milliseconds(50))
+        // Results count only once the group has its partitions and knows where their end is.
+        guard await consumer.positioned(within: .seconds(30)) else {
+            reading.cancel()
+            await consumer.close()
+            throw LoadFailure("no partition of \(topic) was assigned and read within 30 s")
         }
-        try await Task.sleep(for: .milliseconds(500))
         return ResultsWatcher(consumer: consumer, reading: reading)
     }
 

@@ -64,6 +64,7 @@ struct SendCommand: AsyncParsableCommand {
             guard let colon = header.firstIndex(of: ":") else { throw ValidationError("--header takes NAME:VALUE, not \(header)") }
             headerFields[String(header[..<colon])] = String(header[header.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
         }
+        guard (1...3600).contains(waitSeconds) else { throw ValidationError("--wait-seconds must be 1 to 3600, not \(waitSeconds)") }
         let hub = try checkedHub()
         let data = body == "-" ? FileHandle.standardInput.readDataToEndOfFile() : Data(body.utf8)
         guard let formatValue = NotificationFormat(named: format) else {

@@ -34,6 +34,9 @@ public func makeIngressServices(
     let backlog = try backlogConfiguration.bound.map { bytes in
         var settings = ConsumerBacklog.Settings()
         settings.boundPerPartition = bytes
+        // The ingress only routes by it, so a reading a second does: at every 200 ms, the
+        // readings cost the embedded cluster about 23 CPU-µs a send at 2,000 sends/s.
+        settings.refreshInterval = .seconds(1)
         return try ConsumerBacklog(
             servers: kafka.servers,
             watches: Platform.allCases.map { ConsumerBacklog.Watch(topic: kafka.topics.deliveries($0), group: backlogConfiguration.workerGroup($0)) },

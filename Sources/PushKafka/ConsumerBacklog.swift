@@ -162,13 +162,14 @@ public final class ConsumerBacklog: Sendable {
     /// background only when that is stale: a request's caller never waits on the brokers,
     /// and pays a lock and a look per topic.
     public func hasRoom(in topics: [String]) -> Bool {
-        let (full, stale) = state.withLock { state -> (Bool, Bool) in
+        let (full, claimed) = state.withLock { state -> (Bool, Bool) in
             let full = topics.contains { topic in
                 watchers[topic] != nil && Self.fullTopic(topic, adding: 1, in: state, settings: settings)
             }
-            return (full, !state.reading && state.readAt.map { ContinuousClock.now - $0 >= settings.refreshInterval } ?? true)
+            return (full, Self.claimReading(&state, interval: settings.refreshInterval))
         }
-        if stale { Task { await readIfStale() } }
+        // Claimed under the lock, so one send of a burst starts the reading, not each.
+        if claimed { Task { await read() } }
         return !full
     }
 
@@ -229,13 +230,20 @@ public final class ConsumerBacklog: Sendable {
     /// Reads the brokers' figures when the last reading is older than `refreshInterval` and
     /// no other caller is reading them.
     private func readIfStale() async {
-        let interval = settings.refreshInterval
-        let go = state.withLock { state -> Bool in
-            guard !state.reading, state.readAt.map({ ContinuousClock.now - $0 >= interval }) ?? true else { return false }
-            state.reading = true
-            return true
-        }
-        guard go else { return }
+        guard state.withLock({ Self.claimReading(&$0, interval: settings.refreshInterval) }) else { return }
+        await read()
+    }
+
+    /// Whether the last reading is stale and no other is under way; if so, the caller takes
+    /// the next one (`reading` set) and must `read()`.
+    private static func claimReading(_ state: inout State, interval: Duration) -> Bool {
+        guard !state.reading, state.readAt.map({ ContinuousClock.now - $0 >= interval }) ?? true else { return false }
+        state.reading = true
+        return true
+    }
+
+    /// Reads every watched topic's figures from the brokers; the caller claimed the reading.
+    private func read() async {
         let watchers = self.watchers
         let timeout = Int32(clamping: settings.requestTimeout.milliseconds)
         let readings = await BlockingCalls.run { () -> [String: Result<[Int32: (start: Int64, end: Int64)], KafkaError>] in

@@ -54,7 +54,7 @@ bench-ingress:
 
 # Tag-expression paging over a million registrations.
 bench-store: release
-	$(SCRATCH)/release/pushhub bench store --markdown-file docs/benchmarks.md
+	$(SCRATCH)/release/pushhub bench store --installations 1000000 --markdown-file docs/benchmarks.md
 
 # The same on PostgreSQL at ten million registrations (BENCH_STORE_REGISTRATIONS), on a
 # throwaway server (scripts/with-postgres.sh) with 1 GiB of shared buffers.

@@ -17,6 +17,13 @@ public struct HubsConfiguration: Codable, Sendable, Equatable {
     public var recovery: SendRecoveryConfiguration?
     /// How far the workers and the dispatcher may fall behind before PushHub waits for them.
     public var backlog: BacklogConfiguration?
+    /// Seconds during which the dispatcher remembers the SendRequests it took, by
+    /// notification id, so one produced twice into `pushhub.requests` is dispatched once
+    /// (default 86400, a day; 0 remembers none). See docs/producing.md.
+    public var dispatchDedupeSeconds: Int?
+
+    /// `dispatchDedupeSeconds`, the default filled in.
+    public var dispatchDedupeWindow: TimeInterval { TimeInterval(dispatchDedupeSeconds ?? 86_400) }
 
     /// `recovery`, defaults filled in.
     public var sendRecovery: SendRecoveryConfiguration { recovery ?? SendRecoveryConfiguration() }
@@ -221,6 +228,9 @@ extension HubsConfiguration {
             if let jwt = appBackend.jwt { try jwt.validate(at: "\(source): appBackend.jwt") }
         }
         try backlog?.validate(at: "\(source): backlog")
+        if let dispatchDedupeSeconds, !(0...(30 * 86_400)).contains(dispatchDedupeSeconds) {
+            throw ConfigurationError("\(source): dispatchDedupeSeconds: 0 (off) to 2592000 (30 days), not \(dispatchDedupeSeconds)")
+        }
     }
 
     public func yaml() throws -> String {

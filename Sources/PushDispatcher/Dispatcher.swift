@@ -25,6 +25,9 @@ public struct DispatcherSettings: Sendable {
     /// waits; `backlog.bytesPerPartition` in pushhub.yaml). The embedded cluster drops a
     /// partition's oldest records past 5 MiB, read or not.
     public var deliveryBacklog: ConsumerBacklog.Settings? = ConsumerBacklog.Settings()
+    /// How long a dispatched notification id is remembered, so a SendRequest produced twice
+    /// is dispatched once (0: not remembered). Needs a store that keeps them.
+    public var dedupeWindow: TimeInterval = 86_400
     /// The consumer group of each platform's workers, whose progress the backlog reads.
     public var workerGroups: [Platform: String] = Dictionary(uniqueKeysWithValues: Platform.allCases.map { ($0, $0.workerGroup) })
 
@@ -58,13 +61,22 @@ public final class Dispatcher: Service, Sendable {
     let backlog: ConsumerBacklog?
     let logger: Logger
 
+    /// The notification ids dispatched, so one produced twice is dispatched once; nil: none.
+    let ledger: (any IdempotencyStore)?
+    /// Marks a SendRequest the ingress published again on purpose (recovery of a stalled
+    /// send), which the dispatcher takes though it took the id before.
+    public static let republishedHeader = "pushhub-republished"
+    static let duplicates = MetricsRegistry.shared.counter(
+        "pushhub_dispatch_duplicates_total", help: "SendRequests not dispatched because their notification id was dispatched already.")
+
     public init(
-        consumer: KafkaConsumer, producer: KafkaProducer, store: any RegistrationStore, settings: DispatcherSettings, backlog: ConsumerBacklog? = nil,
-        logger: Logger
+        consumer: KafkaConsumer, producer: KafkaProducer, store: any RegistrationStore, ledger: (any IdempotencyStore)? = nil,
+        settings: DispatcherSettings, backlog: ConsumerBacklog? = nil, logger: Logger
     ) {
         self.consumer = consumer
         self.producer = producer
         self.store = store
+        self.ledger = ledger
         self.settings = settings
         self.backlog = backlog
         self.logger = logger
@@ -91,6 +103,21 @@ public final class Dispatcher: Service, Sendable {
         guard let hub = settings.hubs.first(where: { CaseFolding.equal($0, request.hub) }) else {
             throw PermanentFailure("hub: no hub named \(request.hub)")
         }
+        // A SendRequest produced twice (another service retrying its produce) is dispatched
+        // once; the same record again (a redelivery after a crash) goes on, as does one the
+        // ingress published again on purpose, to finish a send that stalled.
+        let source = "\(record.topic):\(record.partition):\(record.offset)"
+        let noted = settings.dedupeWindow > 0 && ledger != nil && record.header(Self.republishedHeader) == nil
+        if noted, let ledger,
+            !(try await ledger.claimDispatch(
+                hub: hub, notificationId: request.notificationId, source: source, now: Date(), window: settings.dedupeWindow))
+        {
+            Self.duplicates.increment()
+            logger.notice(
+                "a SendRequest already dispatched came again; not dispatched again",
+                metadata: ["pushhub.notification_id": "\(request.notificationId)", "kafka.offset": "\(record.partition):\(record.offset)"])
+            return
+        }
         var batcher = BatchBuilder(
             request: request, hub: hub, topics: settings.topics, batchSize: settings.batchSize, batchesInFlight: settings.batchesInFlight,
             producer: producer, backlog: backlog)
@@ -99,6 +126,9 @@ public final class Dispatcher: Service, Sendable {
                 target, platform in try await batcher.add(target, on: platform)
             }
         } catch let error as SQLError where error.isPermanent {
+            // Dead-lettered: nothing was dispatched from this record, so a corrected one with
+            // the same id may be.
+            if noted { try? await ledger?.releaseDispatch(hub: hub, notificationId: request.notificationId, source: source) }
             throw PermanentFailure("the store refused the audience's query: \(error.message.prefix(300))")
         }
         let dispatched = try await batcher.finish()
@@ -133,9 +163,10 @@ public struct AudienceResolver: Sendable {
 
     /// Calls `add` with each target the request reaches, reading the store a page of
     /// `pageSize` at a time. Direct handles are targets as they are.
+    /// `examined` hears how many registrations each page read, matching or not.
     public func forEachTarget(
         of request: SendRequest, expression: TagExpression?, hub: String, pageSize: Int, now: Date = Date(),
-        _ add: (DeliveryBatch.Target, Platform) async throws -> Void
+        examined: (Int) throws -> Void = { _ in }, _ add: (DeliveryBatch.Target, Platform) async throws -> Void
     ) async throws {
         if case .handles(let handles) = request.audience {
             for handle in handles {
@@ -150,9 +181,39 @@ public struct AudienceResolver: Sendable {
                 for candidate in page.candidates where Self.reaches(request, candidate, now: now) {
                     try await add(Self.target(candidate), candidate.platform)
                 }
+                try examined(page.candidates.count)
                 cursor = page.next
             } while cursor != nil
         }
+    }
+
+    /// Up to `limit` of the targets a request reaches, by platform, and how many it reaches,
+    /// counted up to `countLimit` among at most `examining` registrations read (a debug
+    /// send's sample: a native send to a hub of other platforms, or `!tag`, would otherwise
+    /// read every registration).
+    public func sample(
+        of request: SendRequest, expression: TagExpression?, hub: String, picking limit: Int, countingUpTo countLimit: Int, examining: Int,
+        now: Date = Date()
+    ) async throws -> AudienceSample {
+        struct Counted: Error {}
+        var sample = AudienceSample()
+        var read = 0
+        do {
+            try await forEachTarget(
+                of: request, expression: expression, hub: hub, pageSize: 1_000, now: now,
+                examined: { count in
+                    read += count
+                    if read >= examining { throw Counted() }
+                }
+            ) { target, platform in
+                if sample.matched < limit { sample.targets[platform, default: []].append(target) }
+                sample.matched += 1
+                if sample.matched >= countLimit { throw Counted() }
+            }
+        } catch is Counted {
+            sample.capped = true
+        }
+        return sample
     }
 
     /// The targets of an audience of at most `limit` registrations per query, by platform; nil
@@ -208,6 +269,17 @@ public struct AudienceResolver: Sendable {
         if request.format == .template { return candidate.template != nil }
         return candidate.template == nil && candidate.platform == request.format.platform
     }
+}
+
+/// Some of the targets of a send, and how many there are.
+public struct AudienceSample: Sendable {
+    public var targets: [Platform: [DeliveryBatch.Target]] = [:]
+    /// Targets the send reaches; with `capped`, at least this many.
+    public var matched = 0
+    /// Counting stopped before the audience's end (at the count's or the reading's limit).
+    public var capped = false
+
+    public init() {}
 }
 
 /// Collects targets per platform into DeliveryBatches and produces them, a bounded number

@@ -6,8 +6,11 @@ import ServiceLifecycle
 
 /// The dispatcher's part of a process, in start order: its consumer of `pushhub.requests` (in
 /// `group`) and the dispatcher. The producer in `kafka` runs before them, as its maker's service.
+/// `ledger` remembers the notification ids dispatched, so a SendRequest produced twice is
+/// dispatched once (`settings.dedupeWindow`); nil remembers none.
 public func makeDispatcherServices(
-    kafka: KafkaWiring, store: any RegistrationStore, settings: DispatcherSettings, group: String = "pushhub-dispatcher", logger: Logger
+    kafka: KafkaWiring, store: any RegistrationStore, ledger: (any IdempotencyStore)? = nil, settings: DispatcherSettings,
+    group: String = "pushhub-dispatcher", logger: Logger
 ) throws -> ProcessPart {
     let consumer = try kafka.consumer(group: group, topics: [settings.topics.requests], logger: logger)
     let backlog = try settings.deliveryBacklog.map { backlogSettings in
@@ -18,6 +21,7 @@ public func makeDispatcherServices(
             },
             settings: backlogSettings, logger: logger)
     }
-    let dispatcher = Dispatcher(consumer: consumer, producer: kafka.producer, store: store, settings: settings, backlog: backlog, logger: logger)
+    let dispatcher = Dispatcher(
+        consumer: consumer, producer: kafka.producer, store: store, ledger: ledger, settings: settings, backlog: backlog, logger: logger)
     return ProcessPart(consumers: [consumer], workers: [.init(service: dispatcher)])
 }

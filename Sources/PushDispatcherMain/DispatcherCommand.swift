@@ -38,9 +38,10 @@ struct DispatcherCommand: AsyncParsableCommand {
         let store = try await StoreLocation(database ?? environment.database).open(logger: logger)
         let wiring = try KafkaWiring.make(servers: try await kafka.reachableServers(), topics: kafka.topics, logger: logger)
         var settings = DispatcherSettings(topics: kafka.topics, hubs: hubs.hubs.map(\.name))
+        settings.dedupeWindow = hubs.dispatchDedupeWindow
         let backlog = hubs.backlog ?? BacklogConfiguration()
         settings.waitForWorkers(bound: backlog.bound, group: backlog.workerGroup)
-        let dispatcher = try makeDispatcherServices(kafka: wiring, store: store, settings: settings, group: group, logger: logger)
+        let dispatcher = try makeDispatcherServices(kafka: wiring, store: store, ledger: store, settings: settings, group: group, logger: logger)
         let operations = operations.application(
             checks: [ReadinessCheck("kafka") { await wiring.producer.isReachable() }, ReadinessCheck("store") { await store.isReachable() }],
             logger: logger)

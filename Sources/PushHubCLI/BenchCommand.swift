@@ -62,6 +62,9 @@ extension BenchCommand {
         @Option(help: "Seconds of each installation-upsert phase after paging; 0 skips them.")
         var upsertSeconds = 10.0
 
+        @Option(help: "Installations to seed, then list with the installation queries; 0 skips them.")
+        var installations = 0
+
         @Option(help: "Replace this section of the Markdown file (between its markers) with the figures.")
         var section = "store-paging-benchmark"
 
@@ -74,10 +77,12 @@ extension BenchCommand {
             options.registrations = registrations
             options.pageSize = pageSize
             options.upsertSeconds = upsertSeconds
-            let (seedSeconds, figures, upserts) = try await StorePagingBenchmark(options: options, logger: makeLogger("pushhub.bench")).run {
+            options.installations = installations
+            let (seedSeconds, figures, upserts, listings) = try await StorePagingBenchmark(options: options, logger: makeLogger("pushhub.bench")).run
+            {
                 emit($0)
             }
-            let table = BenchmarkReport.storeTable(figures, upserts: upserts, seedSeconds: seedSeconds, options: options)
+            let table = BenchmarkReport.storeTable(figures, upserts: upserts, listings: listings, seedSeconds: seedSeconds, options: options)
             emit(table)
             if let markdownFile {
                 try BenchmarkReport.replaceSection(section, in: URL(fileURLWithPath: markdownFile), with: table)

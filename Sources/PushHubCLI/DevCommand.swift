@@ -100,9 +100,10 @@ struct DevCommand: AsyncParsableCommand {
         // One producer for everything; each part makes its consumers.
         let wiring = try KafkaWiring.make(servers: servers, topics: topics, logger: logger)
         var dispatcherSettings = DispatcherSettings(topics: topics, hubs: hubs.hubs.map(\.name))
+        dispatcherSettings.dedupeWindow = hubs.dispatchDedupeWindow
         let backlog = hubs.backlog ?? BacklogConfiguration()
         dispatcherSettings.waitForWorkers(bound: backlog.bound, group: backlog.workerGroup)
-        let dispatcher = try makeDispatcherServices(kafka: wiring, store: store, settings: dispatcherSettings, logger: logger)
+        let dispatcher = try makeDispatcherServices(kafka: wiring, store: store, ledger: store, settings: dispatcherSettings, logger: logger)
         let http = PNSHTTPClient(trustRootsFile: caPath)
         var workers: [ServiceGroupConfiguration.ServiceConfiguration] = []
         for platform in Platform.allCases {

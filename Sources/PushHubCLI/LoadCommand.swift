@@ -29,14 +29,10 @@ struct LoadCommand: AsyncParsableCommand {
     @Argument(help: "register, send, broadcast or mixed.")
     var scenario: String
 
-    @Option(help: "The ingress (default: $PUSHHUB_URL or http://127.0.0.1:8080).")
-    var url: String?
+    @OptionGroup var hubAPI: HubAPIOptions
 
     @Option(help: "The hub (default: $PUSHHUB_HUB or pushhub-dev).")
     var hub: String?
-
-    @Option(help: "A connection string with Send and Manage rights (default: $PUSHHUB_CONNECTION_STRING).")
-    var connectionString: String?
 
     @OptionGroup var kafka: KafkaOptions
 
@@ -164,12 +160,8 @@ struct LoadCommand: AsyncParsableCommand {
         guard let platform = namedFormat?.platform ?? Platform(named: platform) else {
             throw LoadFailure("--platform must be \(Platform.names), not \(platform)")
         }
-        guard let connectionText = connectionString ?? environment.connectionString else {
-            throw LoadFailure("say how to authorize: --connection-string or PUSHHUB_CONNECTION_STRING (pushhub dev prints one)")
-        }
-        guard let connection = ConnectionString(connectionText) else {
-            throw LoadFailure("--connection-string is not Endpoint=sb://HOST/;SharedAccessKeyName=…;SharedAccessKey=…")
-        }
+        let connection: ConnectionString
+        do { connection = try hubAPI.connection(environment) } catch { throw LoadFailure(error.description) }
         let population = try LoadPopulation(
             devices: devices, users: users, prefix: prefix, platforms: try PlatformMix(parsing: platforms), tags: try TagMix(parsing: tags),
             simulatorURL: simURL ?? environment.simulatorHTTP2URL ?? environment.simulatorURL ?? "http://127.0.0.1")
@@ -178,7 +170,7 @@ struct LoadCommand: AsyncParsableCommand {
             do { servers = try kafka.servers() } catch { throw LoadFailure("\(error)") }
         }
         var settings = LoadSettings(
-            scenario: scenario, url: url ?? environment.ingressURL ?? "http://127.0.0.1:8080", hub: hub ?? environment.hub ?? "pushhub-dev",
+            scenario: scenario, url: hubAPI.ingressURL(environment), hub: hub ?? environment.hub ?? "pushhub-dev",
             connection: connection, kafka: servers, population: population)
         settings.via = via
         settings.topics = kafka.topics

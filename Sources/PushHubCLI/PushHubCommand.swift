@@ -1,4 +1,4 @@
-// PushHubCLI: the `pushhub` command (dev, kafka-dev, topics, users, token, send, sim, bench, load):
+// PushHubCLI: the `pushhub` command (dev, kafka-dev, topics, users, token, send, sim, bench, load, installations):
 // parses options, runs services.
 
 import ArgumentParser
@@ -12,6 +12,6 @@ struct PushHubCommand: AsyncParsableCommand {
         version: PushHubVersion.line("pushhub"),
         subcommands: [
             KafkaDevCommand.self, TopicsCommand.self, SendCommand.self, UsersCommand.self, TokenCommand.self, BenchCommand.self, SimCommand.self,
-            DevCommand.self, LoadCommand.self,
+            DevCommand.self, LoadCommand.self, InstallationsCommand.self,
         ])
 }

@@ -17,13 +17,23 @@ struct SendCommand: AsyncParsableCommand {
             With --wait, waits for the dispatcher's answer on pushhub.results: prints the devices reached per platform, or \
             exits 1 with the reason the send was rejected.
 
+            With --test, the send is a debug send through the hub API (--url, --connection-string, or what pushhub dev \
+            prints): it goes to at most 10 of the registrations it matches, and a table shows each one's result from the \
+            push service. It exits 1 when any of them failed.
+
             Examples:
               pushhub send --hub pushhub-dev --format apns --tags 'Sports && !Politics' --body '{"aps":{"alert":"Goal!"}}' --wait
               pushhub send --hub pushhub-dev --format template --tags 'username:demo' --body '{"News":"Markets rally"}'
               echo '{"message":{"data":{"m":"hi"}}}' | pushhub send --hub pushhub-dev --format fcm --handle TOKEN --body -
+              pushhub send --test --hub pushhub-dev --format apns --tags 'username:demo' --body '{"aps":{"alert":"Test"}}'
             """)
 
     @OptionGroup var kafka: KafkaOptions
+
+    @OptionGroup(title: "Debug sends (--test)") var hubAPI: HubAPIOptions
+
+    @Flag(help: "A debug send through the hub API: at most 10 devices, their results printed.")
+    var test = false
 
     @Option(help: "The hub.")
     var hub: String
@@ -88,13 +98,14 @@ struct SendCommand: AsyncParsableCommand {
         } catch {
             throw ValidationError(error.description)
         }
+        if test { return try await debugSend(request, headers: headerFields, direct: direct) }
         let servers = try await kafka.reachableServers()
         var logger = makeLogger("pushhub.send")
         // The answer's reader joining and leaving its group is not news here.
         logger.logLevel = max(logger.logLevel, .warning)
         // The answer is read from the end of pushhub.results, so the reader starts first.
         let answers = try wait ? SendAnswers(servers: servers, topics: kafka.topics, notificationId: request.notificationId, logger: logger) : nil
-        _ = await answers?.consumer.positioned(within: .seconds(15))
+        _ = await answers?.tail.positioned(within: .seconds(15))
         let producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: servers), logger: logger)
         do {
             try await KafkaNotificationPublisher(producer: producer, topics: kafka.topics).publish(request)
@@ -116,6 +127,27 @@ struct SendCommand: AsyncParsableCommand {
         }
     }
 
+    /// `POST /{hub}/messages?test` with the request's headers; prints the results as a table.
+    func debugSend(_ request: SendRequest, headers: [String: String], direct: DirectHandle?) async throws {
+        var fields = headers.map { ($0.key, $0.value) }
+        fields.append(("ServiceBusNotification-Format", request.format.rawValue))
+        fields.append(
+            ("Content-Type", try SendRequestBuilder.acceptedContentTypes(for: request.format, headers: headers).first ?? "application/json"))
+        if case .tags(let expression) = request.audience { fields.append(("ServiceBusNotification-Tags", expression)) }
+        if let direct { fields.append(("ServiceBusNotification-DeviceHandle", direct.handle)) }
+        let response = try await hubAPI.call(
+            "POST", hub: request.hub, "/messages?test\(direct == nil ? "" : "&direct")", headers: fields, body: Data(request.body.utf8))
+        guard response.status == 201 else {
+            throw CommandFailure(
+                description: "the hub API answered \(response.status): \(String(decoding: response.body.prefix(500), as: UTF8.self))")
+        }
+        let outcome = try DebugSendOutcome(xml: response.body)
+        let matched = response.headers.first(name: "PushHub-Matched") ?? "?"
+        emit("matched \(matched) registration(s); sent to \(outcome.results.count): \(outcome.success) succeeded, \(outcome.failure) failed")
+        emit(outcome.table)
+        if outcome.failure > 0 { throw ExitCode(1) }
+    }
+
     /// --hub, checked against pushhub.yaml when there is one (named as configured).
     func checkedHub() throws -> String {
         let path = config ?? PushHubEnvironment.current.configPath
@@ -131,42 +163,58 @@ struct SendCommand: AsyncParsableCommand {
 
 /// The dispatcher's answer to one send on `pushhub.results`: its summary, or its rejection.
 /// Reading starts at the topic's end as soon as it is made.
-final class SendAnswers: Sendable {
+struct SendAnswers: Sendable {
     enum Answer: Sendable { case dispatched([Platform: Int]), rejected(String) }
 
-    let consumer: KafkaConsumer
-    let reading: Task<Answer?, Never>
+    let tail: SendResultsTail
 
     init(servers: [String], topics: PushTopics, notificationId id: String, logger: Logger) throws {
-        var configuration = KafkaConsumerConfiguration(bootstrapServers: servers, groupID: "pushhub-send-\(id)")
-        configuration.offsetReset = .latest
-        let consumer = try KafkaConsumer.make(configuration: configuration, topics: [topics.results], logger: logger)
-        self.consumer = consumer
-        reading = Task {
-            for await record in consumer.records where record.keyString == id {
-                guard let batch = try? WireCoding.decode(ResultBatch.self, from: record.value), batch.notificationId == id else { continue }
-                if let dispatched = batch.dispatched { return .dispatched(dispatched) }
-                // The dispatcher's own rejection names no platform; a worker's dead-lettered
-                // batch does, and says nothing about the send as a whole.
-                if batch.platform == nil, let rejected = batch.results?.first(where: { $0.outcome == .rejected }) {
-                    return .rejected(rejected.pnsReason ?? "no reason given")
-                }
-            }
-            return nil
-        }
+        tail = try SendResultsTail(servers: servers, topics: topics, notificationId: id, logger: logger)
     }
 
     /// The first answer within `timeout`; nil when none came.
     func first(within timeout: Duration) async -> Answer? {
-        let consumer = self.consumer
-        let reading = self.reading
-        let timer = Task {
-            try await Task.sleep(for: timeout)
-            reading.cancel()
+        await tail.read(from: Answer?.none, within: timeout) { answer, batch in
+            if let dispatched = batch.dispatched {
+                answer = .dispatched(dispatched)
+            } else if batch.platform == nil, let rejected = batch.results?.first(where: { $0.outcome == .rejected }) {
+                // The dispatcher's own rejection names no platform; a worker's dead-lettered
+                // batch does, and says nothing about the send as a whole.
+                answer = .rejected(rejected.pnsReason ?? "no reason given")
+            }
+            return answer != nil
+        }.state
+    }
+}
+
+/// Azure's `NotificationOutcome`, as a debug send answers it.
+struct DebugSendOutcome {
+    struct Row { var platform, handle, registration, outcome: String }
+    var success = 0
+    var failure = 0
+    var results: [Row] = []
+
+    init(xml: Data) throws {
+        let root: XMLNode
+        do { root = try XMLNode.parse(xml) } catch { throw CommandFailure(description: "the answer is not XML: \(error)") }
+        guard root.name == "NotificationOutcome" else { throw CommandFailure(description: "the answer is a \(root.name), not a NotificationOutcome") }
+        success = Int(root.child("Success")?.text ?? "") ?? 0
+        failure = Int(root.child("Failure")?.text ?? "") ?? 0
+        for result in root.child("Results")?.children ?? [] {
+            results.append(
+                Row(
+                    platform: result.child("ApplicationPlatform")?.text ?? "", handle: result.child("PnsHandle")?.text ?? "",
+                    registration: result.child("RegistrationId")?.text ?? "", outcome: result.child("Outcome")?.text ?? ""))
         }
-        let answer = await reading.value
-        timer.cancel()
-        await consumer.close()
-        return answer
+    }
+
+    /// One line per device, in columns.
+    var table: String {
+        let rows = [Row(platform: "PLATFORM", handle: "HANDLE", registration: "REGISTRATION", outcome: "OUTCOME")] + results
+        let widths = [\Row.platform, \Row.handle, \Row.registration].map { path in rows.map { $0[keyPath: path].count }.max() ?? 0 }
+        return rows.map { row in
+            [row.platform, row.handle, row.registration].enumerated().map { $1.padding(toLength: widths[$0] + 2, withPad: " ", startingAt: 0) }
+                .joined() + row.outcome
+        }.joined(separator: "\n")
     }
 }

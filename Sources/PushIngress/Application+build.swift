@@ -29,7 +29,11 @@ public struct IngressConfiguration: Sendable {
     public var embeddedKafka = false
 
     /// What happens to sends that stall, from `recovery` and where Kafka is.
-    public var recovery: SendRecoverySettings { SendRecoverySettings(hubs.sendRecovery, embeddedKafka: embeddedKafka) }
+    public var recovery: SendRecoverySettings {
+        var settings = SendRecoverySettings(hubs.sendRecovery, embeddedKafka: embeddedKafka)
+        settings.dispatchDedupeWindow = hubs.dispatchDedupeWindow
+        return settings
+    }
 
     public init(hubs: HubsConfiguration) {
         self.hubs = hubs
@@ -40,7 +44,7 @@ public struct IngressConfiguration: Sendable {
 public func buildIngressRouter(
     hubs: HubsConfiguration, stores: IngressStores, publisher: (any NotificationPublisher)? = nil,
     readiness: [ReadinessCheck] = [], richQuota: RichPayloadQuota = RichPayloadQuota(), logins: LoginLimits = LoginLimits(),
-    recovery: SendRecoverySettings? = nil, now: @escaping @Sendable () -> Date = { Date() }
+    recovery: SendRecoverySettings? = nil, debugSendTimeout: Duration = .seconds(15), now: @escaping @Sendable () -> Date = { Date() }
 ) throws -> Router<IngressContext> {
     let router = Router(context: IngressContext.self)
     router.add(middleware: HTTPMetricsMiddleware())
@@ -57,13 +61,20 @@ public func buildIngressRouter(
     InstallationController(store: stores.registrations).addRoutes(to: hubRoutes)
     RegistrationController(store: stores.registrations, access: access).addRoutes(to: hubRoutes)
     if let queue {
-        MessageController(access: access, queue: queue, outcomes: stores.outcomes, schedules: stores.schedules).addRoutes(to: hubRoutes)
+        MessageController(
+            access: access, queue: queue, outcomes: stores.outcomes, schedules: stores.schedules,
+            debug: DebugSend(queue: queue, audiences: AudienceResolver(store: stores.registrations), timeout: debugSendTimeout),
+            idempotency: IdempotentSends(store: stores.idempotency)
+        ).addRoutes(to: hubRoutes)
     }
+    if let outcomes = stores.outcomes { FeedbackController(outcomes: outcomes).addRoutes(to: hubRoutes) }
     if let appBackend = hubs.appBackend, let hub = hubs.hub(named: appBackend.hub) {
         let authenticator = UserAuthenticator(users: stores.users, jwt: try appBackend.jwt.map(JWTVerifier.init), limits: logins, now: now)
         let api = router.group("api").add(middleware: AppBackendAuthentication(authenticator: authenticator))
         RegisterController(store: stores.registrations, hub: hub.name, endpoints: hub.endpointPolicy).addRoutes(to: api)
-        NotificationsController(hub: hub.name, queue: queue, richPayloads: stores.richPayloads, quota: richQuota).addRoutes(to: api)
+        NotificationsController(
+            hub: hub.name, queue: queue, richPayloads: stores.richPayloads, quota: richQuota, idempotency: IdempotentSends(store: stores.idempotency)
+        ).addRoutes(to: api)
     }
     return router
 }

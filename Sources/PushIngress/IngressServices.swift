@@ -42,7 +42,7 @@ public func makeIngressServices(
             watches: Platform.allCases.map { ConsumerBacklog.Watch(topic: kafka.topics.deliveries($0), group: backlogConfiguration.workerGroup($0)) },
             settings: settings, logger: logger)
     }
-    let publisher = KafkaNotificationPublisher(producer: producer, topics: kafka.topics, backlog: backlog)
+    let publisher = KafkaNotificationPublisher(producer: producer, topics: kafka.topics, backlog: backlog, servers: kafka.servers, logger: logger)
     let app = try buildIngressApplication(
         configuration: configuration, stores: stores, publisher: publisher,
         readiness: [storeCheck, ReadinessCheck("kafka") { await producer.isReachable() }], logger: logger, onListening: onListening)

@@ -17,21 +17,24 @@ public struct IngressStores: Sendable {
     /// Rich payloads. Without them `POST /api/notifications/rich` answers 503 and fetching one
     /// answers 404.
     public var richPayloads: (any RichPayloadStore)?
+    /// Idempotency keys. Without them a send with `Idempotency-Key` answers 503.
+    public var idempotency: (any IdempotencyStore)?
 
     /// Each part given on its own; pass nil to leave an optional part out.
     public init(
         registrations: any RegistrationStore, users: any UserStore, outcomes: (any OutcomeStore)?, schedules: (any ScheduleStore)?,
-        richPayloads: (any RichPayloadStore)?
+        richPayloads: (any RichPayloadStore)?, idempotency: (any IdempotencyStore)? = nil
     ) {
         self.registrations = registrations
         self.users = users
         self.outcomes = outcomes
         self.schedules = schedules
         self.richPayloads = richPayloads
+        self.idempotency = idempotency
     }
 
     /// Every part from one store that keeps them all, such as `SQLRegistrationStore`.
-    public init(_ store: some RegistrationStore & OutcomeStore & ScheduleStore & RichPayloadStore) {
-        self.init(registrations: store, users: store, outcomes: store, schedules: store, richPayloads: store)
+    public init(_ store: some RegistrationStore & OutcomeStore & ScheduleStore & RichPayloadStore & IdempotencyStore) {
+        self.init(registrations: store, users: store, outcomes: store, schedules: store, richPayloads: store, idempotency: store)
     }
 }

@@ -60,6 +60,10 @@ public struct KafkaConsumerConfiguration: Sendable {
     /// is still hundreds of full delivery batches. (The APNs worker's peak under a broadcast
     /// to a million went from 125–140 MB to 116 MB.)
     public var prefetchBytes: Int = 16 << 20
+    /// The `group` label of the consumer's metrics; the group id unless set. Consumers in
+    /// groups of their own per use (a debug send's reader) share one, so the metrics do not
+    /// grow a series per use.
+    public var metricsGroup: String?
     public var additionalProperties: [String: String] = [:]
 
     public init(bootstrapServers: [String], groupID: String) {

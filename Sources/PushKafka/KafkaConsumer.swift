@@ -119,14 +119,14 @@ public final class KafkaConsumer: Service, Sendable {
 
     /// Counts what was read and, at most once a second, sets the lag of the partitions read.
     private func observe(_ records: [KafkaRecord]) {
-        KafkaMetrics.consumed(records, group: configuration.groupID)
+        KafkaMetrics.consumed(records, group: configuration.metricsGroup ?? configuration.groupID)
         let due = lagState.withLock { state -> [KafkaTopicPartition: Int64]? in
             for record in records { state.next[record.topicPartition] = record.offset + 1 }
             guard ContinuousClock.now - state.last >= .seconds(1) else { return nil }
             state.last = .now
             return state.next
         }
-        if let due { KafkaMetrics.lag(client: client, group: configuration.groupID, positions: due) }
+        if let due { KafkaMetrics.lag(client: client, group: configuration.metricsGroup ?? configuration.groupID, positions: due) }
     }
 
     /// Whether a broker answers within `timeout`.

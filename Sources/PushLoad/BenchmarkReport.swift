@@ -27,8 +27,8 @@ public enum BenchmarkReport {
     }
 
     public static func storeTable(
-        _ figures: [StorePagingBenchmark.Figure], upserts: [StorePagingBenchmark.UpsertFigure] = [], seedSeconds: Double,
-        options: StorePagingBenchmark.Options
+        _ figures: [StorePagingBenchmark.Figure], upserts: [StorePagingBenchmark.UpsertFigure] = [],
+        listings: [StorePagingBenchmark.ListingFigure] = [], seedSeconds: Double, options: StorePagingBenchmark.Options
     ) -> String {
         var lines = [
             "Measured \(RFC3339Day.today()) on this machine (\(ProcessInfo.processInfo.activeProcessorCount) cores): \(options.registrations) registrations in \(options.location), seeded in \(String(format: "%.1f", seedSeconds)) s; pages of \(options.pageSize).",
@@ -52,6 +52,20 @@ public enum BenchmarkReport {
             for figure in upserts {
                 lines.append(
                     "| \(figure.phase) | \(figure.upserts) | \(String(format: "%.1f", figure.seconds)) | \(Int(figure.upsertsPerSecond.rounded())) | \(String(format: "%.1f", figure.p50 * 1000)) ms | \(String(format: "%.1f", figure.p99 * 1000)) ms |"
+                )
+            }
+        }
+        if !listings.isEmpty {
+            lines += [
+                "",
+                "Installation queries (`GET /{hub}/installations`'s store call) over \(options.installations) installations of a hub of their own, with the same tags, pages of \(options.pageSize):",
+                "",
+                "| filter | installations | seconds | installations/s |",
+                "|---|---:|---:|---:|",
+            ]
+            for figure in listings {
+                lines.append(
+                    "| `\(figure.filter)` | \(figure.installations) | \(String(format: "%.2f", figure.seconds)) | \(Int(figure.installationsPerSecond.rounded())) |"
                 )
             }
         }

@@ -16,6 +16,10 @@ public struct StorePagingBenchmark: Sendable {
         public var upsertSeconds = 10.0
         /// Upserts in flight at once, as an ingress's requests would be.
         public var upsertConcurrency = 32
+        /// Installations seeded (after the upsert phases, through the same upserts) and then
+        /// listed page by page with the installation queries; 0 skips them.
+        public var installations = 0
+        public var installationFilters = ["(all)", "Sports", "platform=apns", "Sports && !Politics"]
 
         public init(location: StoreLocation) {
             self.location = location
@@ -58,7 +62,17 @@ public struct StorePagingBenchmark: Sendable {
         return tags
     }
 
-    public func run(progress: (String) -> Void) async throws -> (seedSeconds: Double, figures: [Figure], upserts: [UpsertFigure]) {
+    /// Listing installations by a filter.
+    public struct ListingFigure: Sendable {
+        public var filter: String
+        public var installations: Int
+        public var seconds: Double
+        public var installationsPerSecond: Double { Double(installations) / seconds }
+    }
+
+    public func run(progress: (String) -> Void) async throws -> (
+        seedSeconds: Double, figures: [Figure], upserts: [UpsertFigure], listings: [ListingFigure]
+    ) {
         let store = try await options.location.open(logger: logger)
         let hub = "bench"
         let seedStart = ContinuousClock.now
@@ -100,8 +114,52 @@ public struct StorePagingBenchmark: Sendable {
             progress("updates: \(updated.upserts) at \(Int(updated.upsertsPerSecond))/s, p99 \(Int(updated.p99 * 1000)) ms")
             upserts = [created, updated]
         }
+        var listings: [ListingFigure] = []
+        if options.installations > 0 {
+            let seeding = ContinuousClock.now
+            let next = NextIndex(0)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<options.upsertConcurrency {
+                    group.addTask {
+                        while case let index = next.take(), index < options.installations {
+                            _ = try await store.upsertInstallation(Self.installation(index), hub: "listing")
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            progress("seeded \(options.installations) installations in \(String(format: "%.1f", (ContinuousClock.now - seeding).seconds)) s")
+            try await (store as? SQLRegistrationStore)?.refreshStatistics()
+            for text in options.installationFilters {
+                var filter = InstallationFilter()
+                if text.hasPrefix("platform=") {
+                    filter.platform = Installation.InstallationPlatform(rawValue: String(text.dropFirst("platform=".count)))
+                } else if text != "(all)" {
+                    filter.tags = try TagExpression.parse(text)
+                }
+                let start = ContinuousClock.now
+                var cursor: InstallationCursor?
+                var found = 0
+                repeat {
+                    let page = try await store.installations(hub: "listing", matching: filter, after: cursor, limit: options.pageSize)
+                    found += page.installations.count
+                    cursor = page.next
+                } while cursor != nil
+                let figure = ListingFigure(filter: text, installations: found, seconds: (ContinuousClock.now - start).seconds)
+                progress("installations \(text): \(found) in \(String(format: "%.2f", figure.seconds)) s")
+                listings.append(figure)
+            }
+        }
         await store.close()
-        return (seedSeconds, figures, upserts)
+        return (seedSeconds, figures, upserts, listings)
+    }
+
+    /// Installation `index` of the upserts and the listing: the registrations' tags but the
+    /// user's own.
+    static func installation(_ index: Int) -> Installation {
+        Installation(
+            installationId: "i\(index)", userId: "user\(index)", platform: [.apns, .fcmv1, .wns][index % 3],
+            pushChannel: String(format: "%064x", index + 1 << 40), tags: tags(index).filter { !$0.hasPrefix("username:") })
     }
 
     /// `upsertConcurrency` writers upserting installations `i0, i1, …` (wrapping at `limit`)
@@ -118,9 +176,7 @@ public struct StorePagingBenchmark: Sendable {
                     var latencies: [Double] = []
                     while ContinuousClock.now < deadline {
                         let index = next.take() % limit
-                        let installation = Installation(
-                            installationId: "i\(index)", userId: "user\(index)", platform: [.apns, .fcmv1, .wns][index % 3],
-                            pushChannel: String(format: "%064x", index + 1 << 40), tags: Self.tags(index).filter { !$0.hasPrefix("username:") })
+                        let installation = Self.installation(index)
                         let began = ContinuousClock.now
                         _ = try await store.upsertInstallation(installation, hub: hub)
                         latencies.append((ContinuousClock.now - began).seconds)

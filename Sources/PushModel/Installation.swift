@@ -157,6 +157,11 @@ public struct Installation: Codable, Sendable, Equatable {
     /// The registrations this installation is stored as: the native one, then one per template.
     /// Each carries the installation's tags and the implicit `$InstallationId:{…}` (and
     /// `$UserId:{…}`) tags; a template's registration adds the template's own tags.
+    /// The tags an installation is queried by: its own, with its implicit ones.
+    public var queriedTags: [String] {
+        Tags.normalized(tags + [Tags.installation(installationId)] + (userId.map { [Tags.user($0)] } ?? []))
+    }
+
     public func registrations(hub: String, now: Date) -> [Registration] {
         var common = tags + [Tags.installation(installationId)]
         if let userId { common.append(Tags.user(userId)) }

@@ -59,11 +59,23 @@ public struct NotificationOutcome: Sendable, Equatable {
     public var counts: [Platform: [Outcome: Int]]
     /// Why PushHub gave the notification up, when it did (state Abandoned).
     public var reason: String?
+    /// What the send asked for, when the ingress accepted it (not for a SendRequest produced
+    /// straight into Kafka): its format, tag expression and body.
+    public var format: NotificationFormat?
+    public var tags: String?
+    public var body: String?
+    /// The platforms its dispatch summary sent to.
+    public var dispatched: [Platform]?
 
     public init(
         notificationId: String, hub: String, state: NotificationState, enqueuedAt: Date, startedAt: Date? = nil, endedAt: Date? = nil,
-        expectedTargets: Int? = nil, counts: [Platform: [Outcome: Int]] = [:], reason: String? = nil
+        expectedTargets: Int? = nil, counts: [Platform: [Outcome: Int]] = [:], reason: String? = nil, format: NotificationFormat? = nil,
+        tags: String? = nil, body: String? = nil, dispatched: [Platform]? = nil
     ) {
+        self.format = format
+        self.tags = tags
+        self.body = body
+        self.dispatched = dispatched
         self.notificationId = notificationId
         self.hub = hub
         self.state = state

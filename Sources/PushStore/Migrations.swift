@@ -195,7 +195,7 @@ public enum Migrations {
             // PostgreSQL writes an installation with its registrations in one call of a
             // function: a statement, not six round trips, each parsed and planned (the
             // client's work per round trip cost as much as the server's).
-            (8, dialect == .postgres ? [postgresWriteInstallation] : []),
+            (8, dialect == .postgres ? [postgresWriteInstallation(queried: false)] : []),
             // Sends whose counted targets are left to delete: a send that ends with many (a
             // broadcast's million) hands them to `sweepEndedTargets` instead of deleting them
             // in the transaction that ends it. On SQLite, `result_targets` becomes one B-tree
@@ -218,8 +218,149 @@ public enum Migrations {
                             "ALTER TABLE result_targets_by_key RENAME TO result_targets",
                         ] : [])
             ),
+            // Installations queried by their filters from indexes: platform, user id, whether
+            // the push channel expired, last update, and their tags (with the implicit
+            // `$InstallationId:{…}` and `$UserId:{…}`) in a table of their own, as registrations
+            // have theirs (an expired installation has no registrations left). Existing rows
+            // are filled from their documents.
+            (10, installationQueries(dialect)),
+            // Idempotent sends: each `Idempotency-Key` a caller gave, with what it answered
+            // (kept 24 h); and the SendRequests the dispatcher took, by the Kafka record they
+            // came in, so one produced twice is dispatched once.
+            (
+                11,
+                [
+                    """
+                    CREATE TABLE idempotency_keys (
+                        scope TEXT NOT NULL,
+                        idempotency_key TEXT NOT NULL,
+                        fingerprint TEXT NOT NULL,
+                        state TEXT NOT NULL,
+                        claim_token TEXT NOT NULL,
+                        notification_id TEXT,
+                        collection TEXT,
+                        created_at BIGINT NOT NULL,
+                        PRIMARY KEY (scope, idempotency_key)
+                    )
+                    """,
+                    "CREATE INDEX idempotency_keys_by_age ON idempotency_keys (created_at)",
+                    """
+                    CREATE TABLE dispatched_requests (
+                        hub TEXT NOT NULL,
+                        notification_id TEXT NOT NULL,
+                        source TEXT NOT NULL,
+                        dispatched_at BIGINT NOT NULL,
+                        PRIMARY KEY (hub, notification_id)
+                    )
+                    """,
+                    "CREATE INDEX dispatched_requests_by_age ON dispatched_requests (dispatched_at)",
+                ]
+            ),
+            // Per-device feedback: what a send asked for (NotificationDetails' body, tags and
+            // platforms), every target that did not end in success (its error details), and
+            // every handle pruned because its push service called it invalid (the feedback).
+            (
+                12,
+                [
+                    "ALTER TABLE notifications ADD COLUMN format TEXT",
+                    "ALTER TABLE notifications ADD COLUMN tags TEXT",
+                    "ALTER TABLE notifications ADD COLUMN body TEXT",
+                    """
+                    CREATE TABLE failed_targets (
+                        notification_id TEXT NOT NULL,
+                        target TEXT NOT NULL,
+                        platform TEXT NOT NULL,
+                        registration_id TEXT,
+                        handle TEXT,
+                        outcome TEXT NOT NULL,
+                        pns_status BIGINT,
+                        pns_reason TEXT,
+                        attempts BIGINT NOT NULL,
+                        at BIGINT NOT NULL,
+                        PRIMARY KEY (notification_id, target)
+                    )
+                    """,
+                    "CREATE INDEX failed_targets_by_age ON failed_targets (at)",
+                    """
+                    CREATE TABLE pruned_handles (
+                        \(serial),
+                        hub TEXT NOT NULL,
+                        platform TEXT NOT NULL,
+                        handle TEXT NOT NULL,
+                        registration_id TEXT NOT NULL,
+                        notification_id TEXT NOT NULL,
+                        pns_status BIGINT,
+                        pns_reason TEXT,
+                        pruned_at BIGINT NOT NULL
+                    )
+                    """,
+                    "CREATE INDEX pruned_handles_by_hub ON pruned_handles (hub, pruned_at, seq)",
+                    "CREATE INDEX pruned_handles_by_age ON pruned_handles (pruned_at)",
+                ]
+            ),
         ]
     }
+
+    static func installationQueries(_ dialect: SQLDialect) -> [String] {
+        let sqlite = dialect == .sqlite
+        let json = { (path: String) in sqlite ? "json_extract(document, '$.\(path)')" : "(document::json->>'\(path)')" }
+        let declaredTags = sqlite ? "json_each(i.document, '$.tags') j" : "json_array_elements_text(i.document::json->'tags') AS j(value)"
+        let joined = sqlite ? "group_concat(tag, ',')" : "string_agg(tag, ',')"
+        return [
+            "ALTER TABLE installations ADD COLUMN platform TEXT NOT NULL DEFAULT ''",
+            "ALTER TABLE installations ADD COLUMN user_id TEXT",
+            "ALTER TABLE installations ADD COLUMN expired BIGINT NOT NULL DEFAULT 0",
+            "ALTER TABLE installations ADD COLUMN tags TEXT NOT NULL DEFAULT ''",
+            """
+            CREATE TABLE installation_tags (
+                hub TEXT NOT NULL,
+                tag TEXT NOT NULL,
+                installation_id TEXT NOT NULL,
+                PRIMARY KEY (hub, tag, installation_id)
+            )\(sqlite ? " WITHOUT ROWID" : "")
+            """,
+            "CREATE INDEX installation_tags_by_installation ON installation_tags (hub, installation_id)",
+            "CREATE INDEX installations_by_platform ON installations (hub, platform, installation_id)",
+            "CREATE INDEX installations_by_user ON installations (hub, user_id, installation_id)",
+            "CREATE INDEX installations_by_expired ON installations (hub, expired, installation_id)",
+            "CREATE INDEX installations_by_update ON installations (hub, updated_at, installation_id)",
+            """
+            UPDATE installations SET platform = lower(\(json("platform"))), user_id = \(json("userId")),
+                expired = CASE WHEN \(json("pushChannelExpired")) = \(sqlite ? "1" : "'true'") THEN 1 ELSE 0 END
+            """,
+            """
+            INSERT INTO installation_tags (hub, tag, installation_id)
+            SELECT DISTINCT hub, tag, installation_id FROM (
+                SELECT i.hub, j.value AS tag, i.installation_id FROM installations i, \(declaredTags)
+                UNION SELECT hub, '$InstallationId:{' || installation_id || '}', installation_id FROM installations
+                UNION SELECT hub, '$UserId:{' || user_id || '}', installation_id FROM installations WHERE user_id IS NOT NULL
+            ) AS everything
+            """,
+            """
+            UPDATE installations SET tags = coalesce((SELECT \(joined) FROM installation_tags t
+                WHERE t.hub = installations.hub AND t.installation_id = installations.installation_id), '')
+            """,
+        ] + (sqlite ? [] : [postgresWriteInstallation(queried: true), postgresWriteInstallationOfVersion9])
+    }
+
+    /// The function as version 9 called it, kept for ingresses of that version while a
+    /// deployment is upgraded: it reads the queried columns from the document and calls the
+    /// new one, so their writes keep the installation queries right.
+    static let postgresWriteInstallationOfVersion9 = """
+        CREATE OR REPLACE FUNCTION pushhub_write_installation(
+            p_hub TEXT, p_installation_id TEXT, p_document TEXT, p_updated_at BIGINT, p_registrations TEXT
+        ) RETURNS BIGINT LANGUAGE sql AS $$
+            SELECT pushhub_write_installation(
+                p_hub, p_installation_id, p_document, p_updated_at, p_registrations,
+                lower(p_document::json->>'platform'), p_document::json->>'userId',
+                CASE WHEN (p_document::json->>'pushChannelExpired') = 'true' THEN 1::BIGINT ELSE 0::BIGINT END,
+                (SELECT coalesce(string_agg(tag, ','), '') FROM (
+                    SELECT json_array_elements_text(p_document::json->'tags') AS tag
+                    UNION SELECT '$InstallationId:{' || p_installation_id || '}'
+                    UNION SELECT '$UserId:{' || (p_document::json->>'userId') || '}' WHERE p_document::json->>'userId' IS NOT NULL
+                ) AS tags))
+        $$
+        """
 
     /// What `SQLRegistrationStore.writeInstallation` does, as one PostgreSQL function: the
     /// installation row first (its row lock orders concurrent writers of one installation, since
@@ -228,55 +369,73 @@ public enum Migrations {
     /// registration updated in place or inserted, only the tag rows that changed written,
     /// and the installation's registrations it no longer has deleted. `registrations` is a
     /// JSON array of rows named by column (`SQLRegistrationStore.installationRows`).
-    static let postgresWriteInstallation = """
-        CREATE OR REPLACE FUNCTION pushhub_write_installation(
-            p_hub TEXT, p_installation_id TEXT, p_document TEXT, p_updated_at BIGINT, p_registrations TEXT
-        ) RETURNS BIGINT LANGUAGE plpgsql AS $$
-        DECLARE
-            wanted RECORD;
-            current RECORD;
-            new_seq BIGINT;
-            new_tags TEXT[];
-            old_tags TEXT[];
-            kept TEXT[] := '{}';
-        BEGIN
-            INSERT INTO installations (hub, installation_id, document, updated_at) VALUES (p_hub, p_installation_id, p_document, p_updated_at)
-            ON CONFLICT (hub, installation_id) DO UPDATE SET document = excluded.document, updated_at = excluded.updated_at;
-            FOR wanted IN SELECT * FROM json_to_recordset(p_registrations::json) AS x(
-                registration_id TEXT, format TEXT, handle TEXT, p256dh TEXT, auth TEXT, tags TEXT, template_name TEXT,
-                template_body TEXT, template_headers TEXT, template_expiry TEXT, user_id TEXT, expires_at BIGINT)
-            LOOP
-                kept := kept || wanted.registration_id;
-                new_tags := CASE WHEN wanted.tags = '' THEN '{}'::TEXT[] ELSE string_to_array(wanted.tags, ',') END;
-                SELECT seq, version, tags INTO current FROM registrations
-                    WHERE hub = p_hub AND installation_id = p_installation_id AND registration_id = wanted.registration_id;
-                IF FOUND THEN
-                    UPDATE registrations SET format = wanted.format, handle = wanted.handle, p256dh = wanted.p256dh, auth = wanted.auth,
-                        tags = wanted.tags, template_name = wanted.template_name, template_body = wanted.template_body,
-                        template_headers = wanted.template_headers, template_expiry = wanted.template_expiry,
-                        user_id = wanted.user_id, expires_at = wanted.expires_at, version = current.version + 1, updated_at = p_updated_at
-                        WHERE seq = current.seq;
-                    old_tags := CASE WHEN current.tags = '' THEN '{}'::TEXT[] ELSE string_to_array(current.tags, ',') END;
-                    IF new_tags IS DISTINCT FROM old_tags THEN
-                        DELETE FROM registration_tags WHERE seq = current.seq AND tag <> ALL (new_tags);
-                        INSERT INTO registration_tags (hub, tag, seq) SELECT p_hub, tag, current.seq FROM unnest(new_tags) AS tag
-                            WHERE tag <> ALL (old_tags);
+    ///
+    /// From version 10 (`queried`), it also keeps the installation's queried columns (platform,
+    /// user id, expired, and its tags comma-joined) and its rows in `installation_tags`.
+    static func postgresWriteInstallation(queried: Bool) -> String {
+        let parameters = queried ? ", p_platform TEXT, p_user_id TEXT, p_expired BIGINT, p_tags TEXT" : ""
+        let columns = queried ? ", platform, user_id, expired, tags" : ""
+        let values = queried ? ", p_platform, p_user_id, p_expired, p_tags" : ""
+        let updates = queried ? ", platform = excluded.platform, user_id = excluded.user_id, expired = excluded.expired, tags = excluded.tags" : ""
+        let tagRows =
+            queried
+            ? """
+            DELETE FROM installation_tags WHERE hub = p_hub AND installation_id = p_installation_id;
+                INSERT INTO installation_tags (hub, tag, installation_id)
+                    SELECT DISTINCT p_hub, tag, p_installation_id FROM unnest(string_to_array(p_tags, ',')) AS tag WHERE tag <> '';
+            """ : ""
+        return """
+            CREATE OR REPLACE FUNCTION pushhub_write_installation(
+                p_hub TEXT, p_installation_id TEXT, p_document TEXT, p_updated_at BIGINT, p_registrations TEXT\(parameters)
+            ) RETURNS BIGINT LANGUAGE plpgsql AS $$
+            DECLARE
+                wanted RECORD;
+                current RECORD;
+                new_seq BIGINT;
+                new_tags TEXT[];
+                old_tags TEXT[];
+                kept TEXT[] := '{}';
+            BEGIN
+                INSERT INTO installations (hub, installation_id, document, updated_at\(columns))
+                VALUES (p_hub, p_installation_id, p_document, p_updated_at\(values))
+                ON CONFLICT (hub, installation_id) DO UPDATE SET document = excluded.document, updated_at = excluded.updated_at\(updates);
+                \(tagRows)
+                FOR wanted IN SELECT * FROM json_to_recordset(p_registrations::json) AS x(
+                    registration_id TEXT, format TEXT, handle TEXT, p256dh TEXT, auth TEXT, tags TEXT, template_name TEXT,
+                    template_body TEXT, template_headers TEXT, template_expiry TEXT, user_id TEXT, expires_at BIGINT)
+                LOOP
+                    kept := kept || wanted.registration_id;
+                    new_tags := CASE WHEN wanted.tags = '' THEN '{}'::TEXT[] ELSE string_to_array(wanted.tags, ',') END;
+                    SELECT seq, version, tags INTO current FROM registrations
+                        WHERE hub = p_hub AND installation_id = p_installation_id AND registration_id = wanted.registration_id;
+                    IF FOUND THEN
+                        UPDATE registrations SET format = wanted.format, handle = wanted.handle, p256dh = wanted.p256dh, auth = wanted.auth,
+                            tags = wanted.tags, template_name = wanted.template_name, template_body = wanted.template_body,
+                            template_headers = wanted.template_headers, template_expiry = wanted.template_expiry,
+                            user_id = wanted.user_id, expires_at = wanted.expires_at, version = current.version + 1, updated_at = p_updated_at
+                            WHERE seq = current.seq;
+                        old_tags := CASE WHEN current.tags = '' THEN '{}'::TEXT[] ELSE string_to_array(current.tags, ',') END;
+                        IF new_tags IS DISTINCT FROM old_tags THEN
+                            DELETE FROM registration_tags WHERE seq = current.seq AND tag <> ALL (new_tags);
+                            INSERT INTO registration_tags (hub, tag, seq) SELECT p_hub, tag, current.seq FROM unnest(new_tags) AS tag
+                                WHERE tag <> ALL (old_tags);
+                        END IF;
+                    ELSE
+                        INSERT INTO registrations (hub, registration_id, format, handle, p256dh, auth, tags, template_name, template_body,
+                            template_headers, template_expiry, installation_id, user_id, expires_at, version, updated_at)
+                        VALUES (p_hub, wanted.registration_id, wanted.format, wanted.handle, wanted.p256dh, wanted.auth, wanted.tags,
+                            wanted.template_name, wanted.template_body, wanted.template_headers, wanted.template_expiry, p_installation_id,
+                            wanted.user_id, wanted.expires_at, 1, p_updated_at)
+                        RETURNING seq INTO new_seq;
+                        INSERT INTO registration_tags (hub, tag, seq) SELECT p_hub, tag, new_seq FROM unnest(new_tags) AS tag;
                     END IF;
-                ELSE
-                    INSERT INTO registrations (hub, registration_id, format, handle, p256dh, auth, tags, template_name, template_body,
-                        template_headers, template_expiry, installation_id, user_id, expires_at, version, updated_at)
-                    VALUES (p_hub, wanted.registration_id, wanted.format, wanted.handle, wanted.p256dh, wanted.auth, wanted.tags,
-                        wanted.template_name, wanted.template_body, wanted.template_headers, wanted.template_expiry, p_installation_id,
-                        wanted.user_id, wanted.expires_at, 1, p_updated_at)
-                    RETURNING seq INTO new_seq;
-                    INSERT INTO registration_tags (hub, tag, seq) SELECT p_hub, tag, new_seq FROM unnest(new_tags) AS tag;
-                END IF;
-            END LOOP;
-            DELETE FROM registrations WHERE hub = p_hub AND installation_id = p_installation_id AND registration_id <> ALL (kept);
-            RETURN array_length(kept, 1);
-        END
-        $$
-        """
+                END LOOP;
+                DELETE FROM registrations WHERE hub = p_hub AND installation_id = p_installation_id AND registration_id <> ALL (kept);
+                RETURN array_length(kept, 1);
+            END
+            $$
+            """
+    }
 
     private static let sqliteTagCounts = [
         "CREATE TABLE tag_counts (hub TEXT NOT NULL, tag TEXT NOT NULL, registrations BIGINT NOT NULL, PRIMARY KEY (hub, tag))",

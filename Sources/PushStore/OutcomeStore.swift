@@ -37,6 +37,60 @@ public protocol OutcomeStore: Sendable {
     /// A dead handle: its registration is deleted; an installation's registrations are deleted
     /// and the installation marked `pushChannelExpired` until its push channel is replaced.
     func pruneInvalidHandle(hub: String, registrationId: String) async throws
+    /// The targets of a notification of `hub` that did not end in success, in target order
+    /// after `after`; none for a notification of another hub.
+    func failedTargets(hub: String, notificationId: String, after: String?, limit: Int) async throws -> [FailedTarget]
+    /// The handles of `hub` pruned because their push service called them invalid, since
+    /// `since`, in order, after the one numbered `after`.
+    func prunedHandles(hub: String, since: Date, after: Int64?, limit: Int) async throws -> [PrunedHandle]
+    /// Deletes what is past its time: idempotency keys older than `keys`, dispatch notes
+    /// older than `dispatches`, error details older than a week, feedback older than a month.
+    func sweepExpired(now: Date, keys: TimeInterval, dispatches: TimeInterval) async throws
+}
+
+/// A target that did not end in success, as its result said.
+public struct FailedTarget: Sendable, Equatable {
+    /// The target's key in its notification (registration id, or platform and handle).
+    public var target: String
+    public var platform: Platform?
+    public var result: DeliveryResult
+    /// When its result was recorded.
+    public var at: Date
+
+    public init(target: String, platform: Platform?, result: DeliveryResult, at: Date) {
+        self.target = target
+        self.platform = platform
+        self.result = result
+        self.at = at
+    }
+}
+
+/// A handle pruned because its push service called it invalid.
+public struct PrunedHandle: Sendable, Equatable {
+    /// Its place in the hub's feedback, for paging.
+    public var sequence: Int64
+    public var platform: Platform?
+    public var handle: String
+    public var registrationId: String
+    /// The send that found it dead.
+    public var notificationId: String
+    public var pnsStatus: Int?
+    public var pnsReason: String?
+    public var prunedAt: Date
+
+    public init(
+        sequence: Int64, platform: Platform?, handle: String, registrationId: String, notificationId: String, pnsStatus: Int?, pnsReason: String?,
+        prunedAt: Date
+    ) {
+        self.sequence = sequence
+        self.platform = platform
+        self.handle = handle
+        self.registrationId = registrationId
+        self.notificationId = notificationId
+        self.pnsStatus = pnsStatus
+        self.pnsReason = pnsReason
+        self.prunedAt = prunedAt
+    }
 }
 
 extension OutcomeStore {

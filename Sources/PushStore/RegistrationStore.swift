@@ -19,6 +19,14 @@ public protocol RegistrationStore: UserStore {
     func patchInstallation(hub: String, id: String, _ operations: [InstallationPatchOperation]) async throws -> Installation
     /// False when there was none.
     func deleteInstallation(hub: String, id: String) async throws -> Bool
+    /// One page of the installations `filter` takes, in installation-id order, from the
+    /// indexes; pass the returned cursor to get the next page. A page of a tag filter whose
+    /// other conditions take few of the tag's installations may hold fewer than `limit` (even
+    /// none) and still have a next one.
+    func installations(hub: String, matching filter: InstallationFilter, after cursor: InstallationCursor?, limit: Int) async throws
+        -> InstallationPage
+    /// How many installations `filter` takes.
+    func countInstallations(hub: String, matching filter: InstallationFilter) async throws -> Int
 
     // MARK: Registrations
     /// A new registration id, remembered as issued until a registration takes it.
@@ -45,6 +53,41 @@ public protocol RegistrationStore: UserStore {
     func importRegistrations(_ registrations: [Registration]) async throws
 
     func close() async
+}
+
+/// Which installations a query takes: every condition given, together.
+public struct InstallationFilter: Sendable, Equatable {
+    /// Over the installation's tags, with `$InstallationId:{…}` and `$UserId:{…}`.
+    public var tags: TagExpression?
+    public var platform: Installation.InstallationPlatform?
+    public var userId: String?
+    public var pushChannelExpired: Bool?
+    /// Last updated before this time (exclusive).
+    public var updatedBefore: Date?
+    /// Last updated after this time (exclusive).
+    public var updatedAfter: Date?
+
+    public init() {}
+}
+
+/// Where a page of installations ended: its last installation id, opaque to callers.
+public struct InstallationCursor: Sendable, Hashable, CustomStringConvertible {
+    let installationId: String
+
+    /// Reads a cursor from its text form (a continuation token).
+    public init?(_ text: String) {
+        guard let data = Base64URL.decode(text), let id = String(data: data, encoding: .utf8), !id.isEmpty else { return nil }
+        installationId = id
+    }
+
+    init(installationId: String) { self.installationId = installationId }
+
+    public var description: String { Base64URL.encode(Data(installationId.utf8)) }
+}
+
+public struct InstallationPage: Sendable {
+    public var installations: [Installation]
+    public var next: InstallationCursor?
 }
 
 public enum RegistrationIdState: Sendable, Equatable {

@@ -8,6 +8,7 @@ extension SQLRegistrationStore: OutcomeStore {
         try await database.write { connection in
             try await Self.insertEnqueued(
                 request.notificationId, hub: request.hub, enqueuedAt: request.enqueuedAt, deadline: deadline, now: now, on: connection)
+            try await Self.describe(request, on: connection)
             if let text { try await Self.keep(request, text: text, publishedAt: now, on: connection) }
             if let dispatched {
                 let summary = ResultBatch(notificationId: request.notificationId, hub: request.hub, dispatched: dispatched)
@@ -25,6 +26,15 @@ extension SQLRegistrationStore: OutcomeStore {
             VALUES (?, ?, ?, ?, ?, ?, 0, 0, 0)
             ON CONFLICT (notification_id) DO NOTHING
             """, [.text(id), .text(hub), .text(NotificationState.enqueued.rawValue), SQLValue(enqueuedAt), SQLValue(deadline), SQLValue(now)])
+    }
+
+    /// What a send asked for, for its details: its format, tag expression and body.
+    static func describe(_ request: SendRequest, on connection: any SQLConnection) async throws {
+        var tags: String?
+        if case .tags(let expression) = request.audience { tags = expression }
+        try await connection.execute(
+            "UPDATE notifications SET format = ?, tags = ?, body = ? WHERE notification_id = ?",
+            [.text(request.format.rawValue), tags.map(SQLValue.text) ?? .null, .text(request.body), .text(request.notificationId)])
     }
 
     /// Keeps `request` until its notification ends.
@@ -271,7 +281,12 @@ extension SQLRegistrationStore: OutcomeStore {
                 start += Self.targetsPerStatement
             }
             var counts: [Outcome: Int] = [:]
-            for (result, key) in zip(results, keys) where counted.remove(key) != nil { counts[result.outcome, default: 0] += 1 }
+            var failed: [(DeliveryResult, String)] = []
+            for (result, key) in zip(results, keys) where counted.remove(key) != nil {
+                counts[result.outcome, default: 0] += 1
+                if result.outcome != .delivered { failed.append((result, key)) }
+            }
+            try await Self.noteFailures(failed, of: batch, now: now, on: connection)
             let total = counts.values.reduce(0, +)
             if total > 0 {
                 fresh = true
@@ -293,6 +308,98 @@ extension SQLRegistrationStore: OutcomeStore {
         guard fresh else { return false }
         try await settleState(id, now: now, on: connection)
         return true
+    }
+
+    public func sweepExpired(now: Date, keys: TimeInterval, dispatches: TimeInterval) async throws {
+        let cutoffs: [(String, String, TimeInterval)] = [
+            ("idempotency_keys", "created_at", keys), ("dispatched_requests", "dispatched_at", dispatches),
+            ("failed_targets", "at", Self.errorDetailsKept), ("pruned_handles", "pruned_at", Self.feedbackKept),
+        ]
+        for (table, column, kept) in cutoffs {
+            try await database.write { connection in
+                try await connection.execute("DELETE FROM \(table) WHERE \(column) < ?", [SQLValue(now.addingTimeInterval(-kept))])
+            }
+        }
+    }
+
+    /// How long a notification's failed targets are kept (`GET …/messages/{id}/errors`).
+    static let errorDetailsKept: TimeInterval = 7 * 86_400
+    /// How long a pruned handle is kept (`GET /{hub}/feedback`).
+    static let feedbackKept: TimeInterval = 30 * 86_400
+
+    /// Keeps the targets of a batch that did not end in success (its error details), and the
+    /// registrations among them whose handles were reported invalid (the hub's feedback).
+    private static func noteFailures(_ failed: [(DeliveryResult, String)], of batch: ResultBatch, now: Date, on connection: any SQLConnection)
+        async throws
+    {
+        let platform = batch.platform?.rawValue ?? "none"
+        for (result, key) in failed {
+            try await connection.execute(
+                """
+                INSERT INTO failed_targets (notification_id, target, platform, registration_id, handle, outcome, pns_status, pns_reason, attempts, at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
+                """,
+                [
+                    .text(batch.notificationId), .text(key), .text(platform), result.registrationId.map(SQLValue.text) ?? .null,
+                    result.handle.map(SQLValue.text) ?? .null, .text(result.outcome.rawValue),
+                    result.pnsStatus.map { .integer(Int64($0)) } ?? .null, result.pnsReason.map { .text(String($0.prefix(500))) } ?? .null,
+                    .integer(Int64(result.attempts)), SQLValue(now),
+                ])
+            if result.outcome == .invalidHandle, let registrationId = result.registrationId, let handle = result.handle, !batch.hub.isEmpty {
+                try await connection.execute(
+                    """
+                    INSERT INTO pruned_handles (hub, platform, handle, registration_id, notification_id, pns_status, pns_reason, pruned_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                    [
+                        .text(batch.hub), .text(platform), .text(handle), .text(registrationId), .text(batch.notificationId),
+                        result.pnsStatus.map { .integer(Int64($0)) } ?? .null, result.pnsReason.map { .text(String($0.prefix(500))) } ?? .null,
+                        SQLValue(now),
+                    ])
+            }
+        }
+    }
+
+    public func failedTargets(hub: String, notificationId: String, after: String?, limit: Int) async throws -> [FailedTarget] {
+        try await database.read { connection in
+            guard
+                !(try await connection.query(
+                    "SELECT notification_id FROM notifications WHERE notification_id = ? AND hub = ?", [.text(notificationId), .text(hub)]
+                ).isEmpty)
+            else { return [] }
+            return try await connection.query(
+                """
+                SELECT target, platform, registration_id, handle, outcome, pns_status, pns_reason, attempts, at FROM failed_targets
+                WHERE notification_id = ? AND target > ? ORDER BY target LIMIT ?
+                """, [.text(notificationId), .text(after ?? ""), .integer(Int64(max(1, limit)))]
+            ).map { row in
+                FailedTarget(
+                    target: row.text("target") ?? "", platform: row.text("platform").flatMap(Platform.init(rawValue:)),
+                    result: DeliveryResult(
+                        registrationId: row.text("registration_id"), handle: row.text("handle"),
+                        outcome: row.text("outcome").flatMap(Outcome.init(rawValue:)) ?? .failed, pnsStatus: row.integer("pns_status").map(Int.init),
+                        pnsReason: row.text("pns_reason"), attempts: Int(row.integer("attempts") ?? 0), dwellMs: 0),
+                    at: row.date("at") ?? Date(timeIntervalSince1970: 0))
+            }
+        }
+    }
+
+    public func prunedHandles(hub: String, since: Date, after: Int64?, limit: Int) async throws -> [PrunedHandle] {
+        try await database.read { connection in
+            try await connection.query(
+                """
+                SELECT seq, platform, handle, registration_id, notification_id, pns_status, pns_reason, pruned_at FROM pruned_handles
+                WHERE hub = ? AND pruned_at >= ? AND seq > ? ORDER BY pruned_at, seq LIMIT ?
+                """, [.text(hub), SQLValue(since), .integer(after ?? 0), .integer(Int64(max(1, limit)))]
+            ).map { row in
+                PrunedHandle(
+                    sequence: row.integer("seq") ?? 0, platform: row.text("platform").flatMap(Platform.init(rawValue:)),
+                    handle: row.text("handle") ?? "",
+                    registrationId: row.text("registration_id") ?? "", notificationId: row.text("notification_id") ?? "",
+                    pnsStatus: row.integer("pns_status").map(Int.init), pnsReason: row.text("pns_reason"),
+                    prunedAt: row.date("pruned_at") ?? Date(timeIntervalSince1970: 0))
+            }
+        }
     }
 
     /// Moves a notification to the state its counts call for (a cancelled one stays so), and
@@ -337,8 +444,15 @@ extension SQLRegistrationStore: OutcomeStore {
                 notificationId: id, hub: hub, state: row.text("state").flatMap(NotificationState.init(rawValue:)) ?? .enqueued,
                 enqueuedAt: row.date("enqueued_at") ?? Date(timeIntervalSince1970: 0), startedAt: row.date("started_at"),
                 endedAt: row.date("ended_at"), expectedTargets: row.integer("expected").map(Int.init), counts: counts,
-                reason: row.text("reason"))
+                reason: row.text("reason"), format: row.text("format").flatMap(NotificationFormat.init(rawValue:)), tags: row.text("tags"),
+                body: row.text("body"), dispatched: row.text("dispatched").flatMap(Self.dispatchedPlatforms))
         }
+    }
+
+    /// The platforms a dispatch summary (`{"apns":3,…}`) sent to.
+    static func dispatchedPlatforms(_ text: String) -> [Platform]? {
+        guard let counts = try? JSONDecoder().decode([String: Int].self, from: Data(text.utf8)) else { return nil }
+        return Platform.allCases.filter { (counts[$0.rawValue] ?? 0) > 0 }
     }
 
     public func pruneInvalidHandle(hub: String, registrationId: String) async throws {
@@ -358,11 +472,11 @@ extension SQLRegistrationStore: OutcomeStore {
                 ).first?.text("document")
                 try await connection.execute("DELETE FROM registrations WHERE hub = ? AND installation_id = ?", [.text(hub), .text(installationId)])
                 if let document {
-                    var installation = try WireCoding.makeDecoder().decode(Installation.self, from: Data(document.utf8))
+                    var installation = try Self.installation(document: document)
                     installation.pushChannelExpired = true
                     let updated = Self.document(installation)
                     try await connection.execute(
-                        "UPDATE installations SET document = ? WHERE hub = ? AND installation_id = ?",
+                        "UPDATE installations SET document = ?, expired = 1 WHERE hub = ? AND installation_id = ?",
                         [.text(updated), .text(hub), .text(installationId)])
                 }
             } else if let seq = row.integer("seq") {

@@ -69,6 +69,7 @@ public final class SQLRegistrationStore: RegistrationStore {
             // writer before has committed.
             let deleted = try await connection.query(
                 "DELETE FROM installations WHERE hub = ? AND installation_id = ? RETURNING installation_id", [.text(hub), .text(id)])
+            try await connection.execute("DELETE FROM installation_tags WHERE hub = ? AND installation_id = ?", [.text(hub), .text(id)])
             try await connection.execute("DELETE FROM registrations WHERE hub = ? AND installation_id = ?", [.text(hub), .text(id)])
             return !deleted.isEmpty
         }
@@ -80,26 +81,33 @@ public final class SQLRegistrationStore: RegistrationStore {
         let rows = try await connection.query(
             "SELECT document FROM installations WHERE hub = ? AND installation_id = ?" + (forUpdate ? " FOR UPDATE" : ""), [.text(hub), .text(id)])
         guard let document = rows.first?.text("document") else { return nil }
-        return try WireCoding.makeDecoder().decode(Installation.self, from: Data(document.utf8))
+        return try installation(document: document)
     }
 
     private static func writeInstallation(
         _ installation: Installation, document: String, hub: String, dialect: SQLDialect, on connection: any SQLConnection
     ) async throws {
         let now = SQLValue(installation.lastUpdate ?? Date())
+        // What installations are queried by (`installations(hub:matching:)`).
+        let tags = installation.queriedTags
+        let queried: [SQLValue] = [
+            .text(installation.platform.rawValue), installation.userId.map(SQLValue.text) ?? .null,
+            .integer(installation.pushChannelExpired ? 1 : 0), .text(tags.joined(separator: ",")),
+        ]
         if dialect == .postgres {
             let rows = try installationRows(installation.registrations(hub: hub, now: installation.lastUpdate ?? Date()))
             _ = try await connection.query(
-                "SELECT pushhub_write_installation(?, ?, ?, ?, ?) AS written",
-                [.text(hub), .text(installation.installationId), .text(document), now, .text(rows)])
+                "SELECT pushhub_write_installation(?, ?, ?, ?, ?, ?, ?, ?, ?) AS written",
+                [.text(hub), .text(installation.installationId), .text(document), now, .text(rows)] + queried)
             return
         }
         // SQLite's path (PostgreSQL returned above): the same steps as the function, in order.
         try await connection.execute(
             """
-            INSERT INTO installations (hub, installation_id, document, updated_at) VALUES (?, ?, ?, ?)
-            ON CONFLICT (hub, installation_id) DO UPDATE SET document = excluded.document, updated_at = excluded.updated_at
-            """, [.text(hub), .text(installation.installationId), .text(document), now])
+            INSERT INTO installations (hub, installation_id, document, updated_at, platform, user_id, expired, tags) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (hub, installation_id) DO UPDATE SET document = excluded.document, updated_at = excluded.updated_at,
+                platform = excluded.platform, user_id = excluded.user_id, expired = excluded.expired, tags = excluded.tags
+            """, [.text(hub), .text(installation.installationId), .text(document), now] + queried)
         // Rows are updated in place, keeping their paging position: an audience being paged
         // while the installation changes meets each of its registrations once.
         var existing: [String: (row: StoredRow, version: Int64)] = [:]
@@ -108,6 +116,18 @@ public final class SQLRegistrationStore: RegistrationStore {
             [.text(hub), .text(installation.installationId)])
         {
             if let id = row.text("registration_id"), let stored = StoredRow(row) { existing[id] = (stored, row.integer("version") ?? 0) }
+        }
+        // The installation's tag rows, rewritten when its tags changed: its native
+        // registration carries exactly them (none is left once its push channel expired).
+        let native = existing[Registration.installationRegistrationId(installation.installationId, template: nil)]
+        if native?.row.tags != Set(tags) {
+            try await connection.execute(
+                "DELETE FROM installation_tags WHERE hub = ? AND installation_id = ?", [.text(hub), .text(installation.installationId)])
+            for tag in tags {
+                try await connection.execute(
+                    "INSERT INTO installation_tags (hub, tag, installation_id) VALUES (?, ?, ?)",
+                    [.text(hub), .text(tag), .text(installation.installationId)])
+            }
         }
         for var registration in installation.registrations(hub: hub, now: installation.lastUpdate ?? Date()) {
             let current = existing.removeValue(forKey: registration.registrationId)
@@ -421,15 +441,15 @@ public final class SQLRegistrationStore: RegistrationStore {
     /// reads anyway costs PostgreSQL a third of what an index probe per tag did. Chains of one
     /// operator become one flat list and double negations cancel, so the SQL nests no deeper
     /// than the expression's parentheses and negations (which `TagExpression.parse` bounds).
-    static func compile(_ expression: TagExpression, dialect: SQLDialect) -> (sql: String, binds: [SQLValue]) {
+    static func compile(_ expression: TagExpression, dialect: SQLDialect, column: String = "r.tags") -> (sql: String, binds: [SQLValue]) {
         switch expression {
         case .tag(let tag):
             let find = dialect == .postgres ? "strpos" : "instr"
-            return ("\(find)(',' || r.tags || ',', ?) > 0", [.text("," + tag + ",")])
+            return ("\(find)(',' || \(column) || ',', ?) > 0", [.text("," + tag + ",")])
         case .not(.not(let inner)):
-            return compile(inner, dialect: dialect)
+            return compile(inner, dialect: dialect, column: column)
         case .not(let inner):
-            let compiled = compile(inner, dialect: dialect)
+            let compiled = compile(inner, dialect: dialect, column: column)
             return ("NOT (\(compiled.sql))", compiled.binds)
         case .and, .or:
             let isAnd: Bool = if case .and = expression { true } else { false }
@@ -441,7 +461,7 @@ public final class SQLRegistrationStore: RegistrationStore {
                 default: operands.append(next)
                 }
             }
-            let compiled = operands.map { compile($0, dialect: dialect) }
+            let compiled = operands.map { compile($0, dialect: dialect, column: column) }
             return ("(" + compiled.map(\.sql).joined(separator: isAnd ? " AND " : " OR ") + ")", compiled.flatMap(\.binds))
         }
     }

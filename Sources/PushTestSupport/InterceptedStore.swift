@@ -38,6 +38,14 @@ public struct InterceptedStore: RegistrationStore {
         try await inner.patchInstallation(hub: hub, id: id, operations)
     }
     public func deleteInstallation(hub: String, id: String) async throws -> Bool { try await inner.deleteInstallation(hub: hub, id: id) }
+    public func installations(hub: String, matching filter: InstallationFilter, after cursor: InstallationCursor?, limit: Int) async throws
+        -> InstallationPage
+    {
+        try await inner.installations(hub: hub, matching: filter, after: cursor, limit: limit)
+    }
+    public func countInstallations(hub: String, matching filter: InstallationFilter) async throws -> Int {
+        try await inner.countInstallations(hub: hub, matching: filter)
+    }
     public func issueRegistrationId(hub: String) async throws -> String { try await inner.issueRegistrationId(hub: hub) }
     public func upsertRegistration(_ registration: Registration, ifMatch: Int64?) async throws -> Registration {
         try await inner.upsertRegistration(registration, ifMatch: ifMatch)

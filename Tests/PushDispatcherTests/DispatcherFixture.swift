@@ -30,7 +30,8 @@ final class DispatcherFixture: Sendable {
         cluster = try EmbeddedKafkaCluster.start(brokers: 1, logger: quietLogger)
         for topic in topics.all { try cluster.createTopic(topic, partitions: partitions) }
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
-        store = wrap(try await SQLRegistrationStore.open(SQLiteDatabase(path: path)))
+        let sqlite = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
+        store = wrap(sqlite)
         producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers), logger: quietLogger)
         var settings = DispatcherSettings(topics: topics, hubs: ["myhub"])
         settings.retryBudget = budget
@@ -38,7 +39,9 @@ final class DispatcherFixture: Sendable {
         // As a process composes it: the dispatcher's part from its builder, the producer before it.
         let wiring = KafkaWiring(
             servers: cluster.bootstrapServers, topics: topics, producer: producer, tuneConsumer: { $0.sessionTimeout = .seconds(3) })
-        let services = try makeDispatcherServices(kafka: wiring, store: store, settings: settings, group: "dispatcher", logger: quietLogger).services
+        let services = try makeDispatcherServices(
+            kafka: wiring, store: store, ledger: sqlite, settings: settings, group: "dispatcher", logger: quietLogger
+        ).services
         let group = ProcessLifecycle.group([.init(service: producer)] + services, signals: false, logger: quietLogger)
         self.group = group
         let reader = try Self.consumer(
@@ -63,8 +66,9 @@ final class DispatcherFixture: Sendable {
     }
 
     /// Produces a SendRequest as the ingress or another service would.
-    func send(_ request: SendRequest) async throws {
-        try await producer.send(KafkaOutgoingRecord(topic: topics.requests, key: request.notificationId, value: WireCoding.encode(request)))
+    func send(_ request: SendRequest, headers: [KafkaHeader] = []) async throws {
+        try await producer.send(
+            KafkaOutgoingRecord(topic: topics.requests, key: request.notificationId, value: WireCoding.encode(request), headers: headers))
     }
 
     func sendRaw(key: String, _ text: String, partition: Int32? = nil) async throws {

@@ -43,6 +43,34 @@ struct DispatcherTests {
         #expect(Set(batches.flatMap(\.targets).compactMap(\.registrationId)) == Set(expected.map(\.registrationId)))
     }
 
+    @Test("a SendRequest produced twice is dispatched once; one the ingress published again on purpose is dispatched again")
+    func producedTwice() async throws {
+        let fixture = try await DispatcherFixture(settings: { $0.requestsInFlight = 1 })
+        _ = try await Self.seed(fixture.store)
+        let request = DispatcherFixture.request(.tags("Sports"))
+        try await fixture.send(request)
+        #expect(await fixture.summary(request.notificationId) != nil)
+        // A producer that retried: the same request, a second record.
+        try await fixture.send(request)
+        // Recovery's republish, after it: taken, so the send can finish.
+        try await fixture.send(request, headers: [KafkaHeader(key: Dispatcher.republishedHeader, value: "recovery")])
+        let deadline = ContinuousClock.now + .seconds(30)
+        var summaries: [ResultBatch] = []
+        while ContinuousClock.now < deadline {
+            summaries = await fixture.collected.results.filter { $0.notificationId == request.notificationId && $0.dispatched != nil }
+            if summaries.count >= 2 { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        // One at a time and in order: the duplicate came between the two and made nothing (a
+        // third summary would follow the second at once).
+        try await Task.sleep(for: .milliseconds(1500))
+        summaries = await fixture.collected.results.filter { $0.notificationId == request.notificationId && $0.dispatched != nil }
+        #expect(summaries.count == 2)
+        let targets = summaries[0].dispatched?.values.reduce(0, +) ?? 0
+        #expect(targets > 0)
+        #expect(await fixture.batches(request.notificationId).flatMap(\.targets).count == 2 * targets)
+    }
+
     @Test("a template send reaches every template registration, on every platform, with its template")
     func templateRouting() async throws {
         let fixture = try await DispatcherFixture()

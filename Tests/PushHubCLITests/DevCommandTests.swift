@@ -19,6 +19,8 @@ struct DevCommandTests {
         let url: String
         let hub: String
         let full: ConnectionString
+        /// `full` as the banner printed it.
+        let connectionString: String
         let demo: String
 
         static func start(data: URL, extra: [String] = []) async throws -> Stack {
@@ -27,9 +29,11 @@ struct DevCommandTests {
             func value(_ key: String) async throws -> String {
                 String(try #require(await process.line(startingWith: key, timeout: .seconds(60))).dropFirst(key.count))
             }
+            let connectionString = try await value("PUSHHUB_CONNECTION_STRING=")
             return Stack(
                 process: process, url: try await value("PUSHHUB_URL="), hub: try await value("PUSHHUB_HUB="),
-                full: try #require(ConnectionString(try await value("PUSHHUB_CONNECTION_STRING="))), demo: try await value("PUSHHUB_DEMO_USER="))
+                full: try #require(ConnectionString(connectionString)), connectionString: connectionString,
+                demo: try await value("PUSHHUB_DEMO_USER="))
         }
 
         func call(_ method: String, _ path: String, _ body: String? = nil, headers: [String: String] = [:], demoUser: Bool = false) async throws -> (

@@ -35,6 +35,8 @@ struct ReadmeWalkthroughTests {
         let script = """
             set -eo pipefail
             cd '\(directory.path)'
+            # A step that fails stops everything it started, so the test hears the end of output.
+            trap 'status=$?; if [ $status -ne 0 ]; then kill $(jobs -p) 2>/dev/null; pkill -TERM -f "pushhub dev --port 0 --data-dir $PWD/data"; fi' EXIT
             make() { [ "$1" = dev ] && exec .build/debug/pushhub dev --port 0 --data-dir "$PWD/data"; }
             swift() { :; }   # the binaries under test are built already
             \(try Self.block(after: "Trying the ingress").replacingOccurrences(of: "8081", with: port))

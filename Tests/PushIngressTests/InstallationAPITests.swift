@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import PushIngress
@@ -131,5 +132,74 @@ extension InstallationAPITests {
         #expect(registrations.count == 1)
         #expect(registrations[0].handle == final.pushChannel, "the registration matches the installation that won")
         #expect(registrations[0].tags.contains(final.tags[0]))
+    }
+}
+
+@Suite("Installation queries over HTTP")
+struct InstallationQueryAPITests {
+    @Test("list and count by filters, paged with $top and the continuation token; Manage only; bad filters named")
+    func query() async throws {
+        let fixture = try await IngressFixture()
+        for index in 0..<25 {
+            let platform = index % 2 == 0 ? "apns" : "fcmv1"
+            let tags = index % 5 == 0 ? #"["Sports","Politics"]"# : index % 3 == 0 ? #"["Sports"]"# : "[]"
+            let body =
+                #"{"installationId":"q\#(String(format: "%02d", index))","platform":"\#(platform)","pushChannel":"h\#(index)","tags":\#(tags),"userId":"u\#(index % 3)"}"#
+            _ = try await fixture.store.upsertInstallation(
+                try WireCoding.makeDecoder().decode(Installation.self, from: Data(body.utf8)), hub: "myhub")
+        }
+        try await fixture.app.test(.router) { client in
+            // Sports && !Politics among apns: 6, 12, 18, 24 (3, 9, 21 are fcmv1; 0, 10, 15, 20 are Politics too).
+            let query = "tag=\("Sports && !Politics".addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)&platform=apns"
+            var ids: [String] = []
+            var token: String?
+            var pages = 0
+            repeat {
+                let uri = "/myhub/installations?\(query)&$top=3" + (token.map { "&ContinuationToken=\($0)" } ?? "")
+                try await client.execute(uri: uri, method: .get, headers: IngressFixture.fullAccess) { response in
+                    #expect(response.status == .ok, "\(response.text)")
+                    #expect(response.headers[.contentType] == "application/json; charset=utf-8")
+                    let page = try WireCoding.makeDecoder().decode([Installation].self, from: Data(buffer: response.body))
+                    ids += page.map(\.installationId)
+                    token = response.headers[HTTPField.Name("X-MS-ContinuationToken")!]
+                }
+                pages += 1
+            } while token != nil && pages < 10
+            #expect(ids == ["q06", "q12", "q18", "q24"])
+            #expect(pages == 2)
+            try await client.execute(uri: "/myhub/installations/$count?\(query)", method: .get, headers: IngressFixture.fullAccess) { response in
+                #expect(response.status == .ok, "\(response.text)")
+                #expect(response.text == #"{"count":4}"#)
+            }
+            try await client.execute(uri: "/myhub/installations/$count?userId=u1", method: .get, headers: IngressFixture.fullAccess) { response in
+                #expect(response.text == #"{"count":8}"#)
+            }
+            try await client.execute(
+                uri: "/myhub/installations/$count?pushChannelExpired=false&updatedAfter=2020-01-01T00:00:00Z", method: .get,
+                headers: IngressFixture.fullAccess
+            ) { response in
+                #expect(response.text == #"{"count":25}"#)
+            }
+            // An installation named like the route is still an installation.
+            try await client.execute(uri: "/myhub/installations/q01", method: .get, headers: IngressFixture.listenAccess) { response in
+                #expect(response.status == .ok)
+            }
+            // Listing is Manage's: a Listen key is refused.
+            for uri in ["/myhub/installations", "/myhub/installations/$count"] {
+                try await client.execute(uri: uri, method: .get, headers: IngressFixture.listenAccess) { response in
+                    #expect(response.status == .unauthorized || response.status == .forbidden, "\(uri): \(response.status)")
+                }
+            }
+            for (parameters, named) in [
+                ("$top=1001", "$top"), ("$top=0", "$top"), ("platform=blackberry", "platform"), ("pushChannelExpired=maybe", "pushChannelExpired"),
+                ("updatedBefore=yesterday", "updatedBefore"), ("tag=%28a", "tag"), ("ContinuationToken=%21%21", "ContinuationToken"),
+                ("userId=", "userId"),
+            ] {
+                try await client.execute(uri: "/myhub/installations?\(parameters)", method: .get, headers: IngressFixture.fullAccess) { response in
+                    #expect(response.status == .badRequest, "\(parameters)")
+                    #expect(response.text.contains("<Detail>\(named):"), "\(parameters): \(response.text)")
+                }
+            }
+        }
     }
 }

@@ -25,7 +25,7 @@ struct MessagingFixture {
     init(
         deliveryTimeout: Duration = .seconds(30), hubs: HubsConfiguration = IngressFixture.hubs, richQuota: RichPayloadQuota = RichPayloadQuota(),
         recovery: SendRecoverySettings? = nil, maximumRecordBytes: Int? = nil, backlogBound: Int? = nil,
-        now: @escaping @Sendable () -> Date = { Date() }
+        debugSendTimeout: Duration = .seconds(15), now: @escaping @Sendable () -> Date = { Date() }
     ) async throws {
         cluster = try EmbeddedKafkaCluster.start(brokers: 1, logger: Self.logger)
         for topic in topics.all { try cluster.createTopic(topic, partitions: 2) }
@@ -50,8 +50,9 @@ struct MessagingFixture {
         self.backlog = backlog
         app = Application(
             router: try buildIngressRouter(
-                hubs: hubs, stores: IngressStores(store), publisher: KafkaNotificationPublisher(producer: producer, topics: topics, backlog: backlog),
-                richQuota: richQuota, recovery: recovery, now: now))
+                hubs: hubs, stores: IngressStores(store),
+                publisher: KafkaNotificationPublisher(producer: producer, topics: topics, backlog: backlog, servers: servers, logger: Self.logger),
+                richQuota: richQuota, recovery: recovery, debugSendTimeout: debugSendTimeout, now: now))
     }
 
     /// The SendRequests on the requests topic, waiting for `count` of them.

@@ -13,6 +13,8 @@ struct NotificationsController: Sendable {
     let queue: NotificationQueue?
     let richPayloads: (any RichPayloadStore)?
     let quota: RichPayloadQuota
+    /// `Idempotency-Key`s of `POST /api/notifications`, per sender.
+    var idempotency = IdempotentSends(store: nil)
     static let messageLimit = 4 * 1024
     static let richLimit = 1024 * 1024
     /// What a rich payload may be: media only, never a document a browser would run.
@@ -43,8 +45,27 @@ struct NotificationsController: Sendable {
         default:
             throw AppBackendError(.badRequest, "pns: \"\(pns)\" is not supported; use one of apns, fcm, gcm, wns")
         }
-        let id = try await publish(format: native.format, body: native.body, contentType: native.contentType, headers: native.headers, to: recipient)
-        return try Self.jsonResponse(["notificationId": id])
+        let answer: IdempotentSends.Answer
+        do {
+            answer = try await idempotency.run(
+                request, scope: "api:\(hub):\(sender)",
+                fingerprint: IdempotentSends.fingerprint(parts: ["api/notifications", pns, recipient, message]),
+                collection: "messages"
+            ) {
+                try await publish(format: native.format, body: native.body, contentType: native.contentType, headers: native.headers, to: recipient)
+            }
+        } catch let refusal as IdempotentSends.Refusal {
+            var error = AppBackendError(refusal.status, refusal.message)
+            error.retryAfter = refusal.retryAfter
+            throw error
+        }
+        switch answer {
+        case .sent(let id): return try Self.jsonResponse(["notificationId": id])
+        case .replay(let id, _):
+            var response = try Self.jsonResponse(["notificationId": id])
+            response.headers[IdempotentSends.replayHeader] = "true"
+            return response
+        }
     }
 
     @Sendable func sendRich(_ request: Request, context: IngressContext) async throws -> Response {

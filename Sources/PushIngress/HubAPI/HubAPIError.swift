@@ -90,3 +90,19 @@ struct StoreUnavailable: HTTPResponseError {
         return response
     }
 }
+
+/// A listing's page size: `$top`, 1 to `maximum`, or `default` without one.
+func pageSize(_ request: Request, default fallback: Int, maximum: Int) throws -> Int {
+    guard let top = request.uri.queryParameters.get("$top") else { return fallback }
+    guard let value = Int(top), (1...maximum).contains(value) else {
+        throw HubAPIError(.badRequest, "$top: must be 1 to \(maximum), not \(top.prefix(32))")
+    }
+    return value
+}
+
+/// A listing's `ContinuationToken`, read by `parse`; nil without one, 400 when it is not one.
+func continuation<T>(_ request: Request, _ parse: (String) -> T?) throws -> T? {
+    guard let token = request.uri.queryParameters.get("ContinuationToken") else { return nil }
+    guard let parsed = parse(String(token)) else { throw HubAPIError(.badRequest, "ContinuationToken: not one this hub gave out") }
+    return parsed
+}

@@ -5,12 +5,18 @@ import PushModel
 import PushStore
 
 /// `/{hub}/installations/{id}`: PUT (create or overwrite), GET, PATCH (JSON-Patch), DELETE.
-/// Listen right; installation JSON as Azure Notification Hubs has it.
+/// Listen right; installation JSON as Azure Notification Hubs has it. `GET /{hub}/installations`
+/// and `/{hub}/installations/$count` (Manage) query them by filters, which Azure lacks.
 struct InstallationController: Sendable {
     let store: any RegistrationStore
     static let bodyLimit = 64 * 1024
+    /// Installations a listing's page holds at most (`$top`).
+    static let pageLimit = 1_000
 
     func addRoutes(to routes: HubRoutes) {
+        let manage = routes.requiring(.manage)
+        manage.get("{hub}/installations", use: list)
+        manage.get("{hub}/installations/$count", use: count)
         let listen = routes.requiring(.listen)
         listen.put("{hub}/installations/{id}", use: put)
         listen.get("{hub}/installations/{id}", use: get)
@@ -73,6 +79,72 @@ struct InstallationController: Sendable {
         let (hub, id) = try target(context)
         _ = try await store.deleteInstallation(hub: hub.name, id: id)
         return Response(status: .noContent)
+    }
+
+    /// `GET /{hub}/installations?tag=&platform=&userId=&pushChannelExpired=&updatedBefore=&updatedAfter=&$top=`:
+    /// a JSON list of installations in id order; `X-MS-ContinuationToken` when more may
+    /// follow, given back as `ContinuationToken`.
+    @Sendable func list(_ request: Request, context: HubRequestContext) async throws -> Response {
+        let filter = try Self.filter(request)
+        let limit = try pageSize(request, default: 100, maximum: Self.pageLimit)
+        let cursor = try continuation(request, InstallationCursor.init)
+        let page = try await storeCall { try await store.installations(hub: context.hub.name, matching: filter, after: cursor, limit: limit) }
+        var body = Data("[".utf8)
+        for (index, installation) in page.installations.enumerated() {
+            if index > 0 { body.append(UInt8(ascii: ",")) }
+            body.append(installation.wireJSON())
+        }
+        body.append(UInt8(ascii: "]"))
+        var response = Response(
+            status: .ok, headers: [.contentType: "application/json; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(bytes: body)))
+        if let next = page.next { response.headers[.continuationToken] = next.description }
+        return response
+    }
+
+    /// `GET /{hub}/installations/$count` with the listing's filters: `{"count":N}`.
+    @Sendable func count(_ request: Request, context: HubRequestContext) async throws -> Response {
+        let filter = try Self.filter(request)
+        let count = try await storeCall { try await store.countInstallations(hub: context.hub.name, matching: filter) }
+        return Response(
+            status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(string: #"{"count":\#(count)}"#)))
+    }
+
+    /// The filters of a query, each checked and named when wrong.
+    static func filter(_ request: Request) throws -> InstallationFilter {
+        let parameters = request.uri.queryParameters
+        var filter = InstallationFilter()
+        if let text = parameters.get("tag") {
+            do { filter.tags = try TagExpression.parse(text) } catch {
+                throw HubAPIError(.badRequest, "tag: \"\(text.count > 64 ? "\(text.prefix(64))…" : text)\" \(error)")
+            }
+        }
+        if let text = parameters.get("platform") {
+            guard let platform = Installation.InstallationPlatform(rawValue: text.lowercased()) else {
+                throw HubAPIError(
+                    .badRequest,
+                    "platform: must be one of \(Installation.InstallationPlatform.allCases.map(\.rawValue).joined(separator: ", ")), not \(text.prefix(32))"
+                )
+            }
+            filter.platform = platform
+        }
+        if let text = parameters.get("userId") {
+            guard !text.isEmpty, text.utf8.count <= 256 else { throw HubAPIError(.badRequest, "userId: must be 1 to 256 bytes") }
+            filter.userId = text
+        }
+        if let text = parameters.get("pushChannelExpired") {
+            switch text.lowercased() {
+            case "true": filter.pushChannelExpired = true
+            case "false": filter.pushChannelExpired = false
+            default: throw HubAPIError(.badRequest, "pushChannelExpired: must be true or false, not \(text.prefix(32))")
+            }
+        }
+        for (name, keyPath) in [("updatedBefore", \InstallationFilter.updatedBefore), ("updatedAfter", \InstallationFilter.updatedAfter)] {
+            guard let text = parameters.get(name) else { continue }
+            guard let date = RFC3339.parse(text) else { throw HubAPIError(.badRequest, "\(name): must be an RFC 3339 time, not \(text.prefix(40))") }
+            filter[keyPath: keyPath] = date
+        }
+        return filter
     }
 
     private func target(_ context: HubRequestContext) throws -> (HubsConfiguration.Hub, String) {

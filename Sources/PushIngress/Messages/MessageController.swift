@@ -13,6 +13,10 @@ struct MessageController: Sendable {
     let queue: NotificationQueue
     let outcomes: (any OutcomeStore)?
     let schedules: (any ScheduleStore)?
+    /// Debug sends (`?test`); nil refuses them.
+    var debug: DebugSend?
+    /// `Idempotency-Key`s.
+    var idempotency: IdempotentSends
     static let bodyLimit = 64 * 1024
     /// How far ahead a send may be scheduled.
     static let scheduleHorizon: TimeInterval = 7 * 24 * 3600
@@ -22,6 +26,7 @@ struct MessageController: Sendable {
         group.post("{hub}/messages", use: send)
         group.post("{hub}/messages/$batch", use: sendBatch)
         group.get("{hub}/messages/{id}", use: details)
+        group.get("{hub}/messages/{id}/errors", use: errors)
         group.post("{hub}/schedulednotifications", use: schedule)
         group.delete("{hub}/schedulednotifications/{id}", use: cancel)
     }
@@ -29,24 +34,84 @@ struct MessageController: Sendable {
     @Sendable func send(_ request: Request, context: HubRequestContext) async throws -> Response {
         let hub = context.hub
         let built = try await build(request, hub: hub, direct: request.uri.queryParameters.has("direct"))
-        return try await publish(built.request, expression: built.expression, hub: hub, request, context)
+        if DebugSend.isRequested(request) {
+            guard request.headers[IdempotentSends.header] == nil else {
+                throw HubAPIError(.badRequest, "Idempotency-Key: a debug send is not repeated as the first; leave the key out")
+            }
+            return try await debugSend(built.request, expression: built.expression, hub: hub, request, context)
+        }
+        return try await keyed(request, context, built.request, collection: "messages") {
+            try await queue.enqueue(built.request, expression: built.expression)
+        }
     }
 
-    /// Queues a checked send: 201 once Kafka acknowledged it, 503 with Retry-After when not.
-    private func publish(
-        _ sendRequest: SendRequest, expression: TagExpression? = nil, hub: HubsConfiguration.Hub, _ request: Request, _ context: HubRequestContext
-    ) async throws
-        -> Response
-    {
+    /// A debug send: 201 with Azure's NotificationOutcome once the sample's results came, or
+    /// the time-out passed.
+    private func debugSend(
+        _ sendRequest: SendRequest, expression: TagExpression?, hub: HubsConfiguration.Hub, _ request: Request, _ context: HubRequestContext
+    ) async throws -> Response {
+        guard let debug else { throw HubAPIError(.serviceUnavailable, "debug sends are not available on this ingress") }
+        let sent: DebugSend.Sent
         do {
-            try await queue.enqueue(sendRequest, expression: expression)
+            sent = try await debug.send(sendRequest, expression: expression)
+        } catch is DebugSend.Busy {
+            return try retryLater("too many debug sends are waiting for results; try again", after: 1, request, context)
         } catch is NotificationQueue.NotQueued {
-            var response = try HubAPIError(.serviceUnavailable, "the notification could not be queued; try again").response(
-                from: request, context: context)
-            response.headers[.retryAfter] = "5"
-            return response
+            return try retryLater("the notification could not be queued; try again", after: 5, request, context)
         }
-        return created(request, hub: hub.name, collection: "messages", id: sendRequest.notificationId)
+        var response = created(request, hub: hub.name, collection: "messages", id: sent.request.notificationId)
+        response.headers[.contentType] = "application/xml; charset=utf-8"
+        response.headers[DebugSend.matchedHeader] = "\(sent.sample.matched)\(sent.sample.capped ? "+" : "")"
+        response.body = .init(byteBuffer: ByteBuffer(string: DebugSend.xml(sent, timeout: debug.timeout)))
+        return response
+    }
+
+    /// Runs `send` for a checked request once per `Idempotency-Key`: 201 once it is queued
+    /// (Kafka acknowledged it, or the store keeps it), 503 with Retry-After when it could not
+    /// be; a repeat of a keyed request answers the first 201 again.
+    private func keyed(
+        _ request: Request, _ context: HubRequestContext, _ sendRequest: SendRequest, collection: String, extra: [String] = [],
+        _ send: () async throws -> Void
+    ) async throws -> Response {
+        let hub = context.hub.name
+        do {
+            let answer = try await idempotency.run(
+                request, scope: "hub:\(hub)", fingerprint: IdempotentSends.fingerprint(of: sendRequest, extra: [collection] + extra),
+                collection: collection
+            ) {
+                try await send()
+                return sendRequest.notificationId
+            }
+            switch answer {
+            case .sent(let id):
+                return created(request, hub: hub, collection: collection, id: id)
+            case .replay(let id, let original):
+                var response = created(request, hub: hub, collection: original, id: id)
+                response.headers[IdempotentSends.replayHeader] = "true"
+                return response
+            }
+        } catch is NotificationQueue.NotQueued {
+            return try retryLater("the notification could not be queued; try again", after: 5, request, context)
+        } catch let refusal as IdempotentSends.Refusal {
+            guard let seconds = refusal.retryAfter else { throw HubAPIError(refusal.status, refusal.message) }
+            return try retryLater(refusal.message, after: seconds, status: refusal.status, request, context)
+        }
+    }
+
+    /// A debug send is `POST /{hub}/messages` only: elsewhere the flag would be a real send.
+    static func refuseDebug(_ request: Request, _ what: String) throws {
+        guard !DebugSend.isRequested(request) else {
+            throw HubAPIError(.badRequest, "test: \(what) cannot be a debug send; use POST /{hub}/messages?test")
+        }
+    }
+
+    /// 503 (or `status`) with `Retry-After`.
+    private func retryLater(
+        _ message: String, after seconds: Int, status: HTTPResponse.Status = .serviceUnavailable, _ request: Request, _ context: HubRequestContext
+    ) throws -> Response {
+        var response = try HubAPIError(status, message).response(from: request, context: context)
+        response.headers[.retryAfter] = "\(seconds)"
+        return response
     }
 
     /// `POST /{hub}/messages/$batch?direct`: one notification to up to 1,000 device handles, as
@@ -56,6 +121,7 @@ struct MessageController: Sendable {
         guard request.uri.queryParameters.has("direct") else {
             throw HubAPIError(.badRequest, "$batch sends are direct sends: add ?direct")
         }
+        try Self.refuseDebug(request, "$batch")
         guard let boundary = MultipartBody.boundary(in: request.headers[.contentType]) else {
             throw HubAPIError(.unsupportedMediaType, "Content-Type must be multipart/mixed with a boundary")
         }
@@ -90,13 +156,16 @@ struct MessageController: Sendable {
         } catch {
             throw HubAPIError.invalid(error)
         }
-        return try await publish(sendRequest, hub: hub, request, context)
+        return try await keyed(request, context, sendRequest, collection: "messages", extra: ["$batch"]) {
+            try await queue.enqueue(sendRequest, expression: nil)
+        }
     }
 
     /// `POST /{hub}/schedulednotifications`: kept until `ServiceBusNotification-ScheduleTime`.
     @Sendable func schedule(_ request: Request, context: HubRequestContext) async throws -> Response {
         let hub = context.hub
         guard let schedules else { throw HubAPIError(.serviceUnavailable, "scheduled sends need the store") }
+        try Self.refuseDebug(request, "a scheduled send")
         guard let text = request.headers[.scheduleTime], let due = RFC3339.parse(text) else {
             throw HubAPIError(
                 .badRequest, "ServiceBusNotification-ScheduleTime: an RFC 3339 time is needed, not \(request.headers[.scheduleTime] ?? "(none)")")
@@ -106,8 +175,9 @@ struct MessageController: Sendable {
             throw HubAPIError(.badRequest, "ServiceBusNotification-ScheduleTime: must be in the next 7 days, not \(text)")
         }
         let sendRequest = try await build(request, hub: hub, direct: false).request
-        try await schedules.schedule(sendRequest, dueAt: due)
-        return created(request, hub: hub.name, collection: "schedulednotifications", id: sendRequest.notificationId)
+        return try await keyed(request, context, sendRequest, collection: "schedulednotifications", extra: [RFC3339.format(due)]) {
+            try await schedules.schedule(sendRequest, dueAt: due)
+        }
     }
 
     @Sendable func cancel(_ request: Request, context: HubRequestContext) async throws -> Response {
@@ -157,10 +227,39 @@ struct MessageController: Sendable {
             throw HubAPIError(.notFound, "notification \(id) not found")
         }
         let location = "\(access.base(request, hub.name))/messages/\(id)?api-version=2015-04"
+        let errors = "\(access.base(request, hub.name))/messages/\(id)/errors?api-version=2015-04"
         return Response(
             status: .ok, headers: [.contentType: "application/xml; charset=utf-8"],
-            body: .init(byteBuffer: ByteBuffer(string: NotificationDetailsXML.xml(outcome, location: location))))
+            body: .init(byteBuffer: ByteBuffer(string: NotificationDetailsXML.xml(outcome, location: location, errorsLocation: errors))))
     }
+
+    /// `GET /{hub}/messages/{id}/errors`: every target of the notification that did not end in
+    /// success, one JSON object a line (`application/x-ndjson`), read from the store a page
+    /// at a time as it is written out.
+    @Sendable func errors(_ request: Request, context: HubRequestContext) async throws -> Response {
+        let hub = context.hub
+        let id = try context.parameters.require("id")
+        guard let outcomes, try await outcomes.notification(hub: hub.name, id: id) != nil else {
+            throw HubAPIError(.notFound, "notification \(id) not found")
+        }
+        let first = try await storeCall { try await outcomes.failedTargets(hub: hub.name, notificationId: id, after: nil, limit: Self.errorsPage) }
+        return Response(
+            status: .ok, headers: [.contentType: "application/x-ndjson; charset=utf-8"],
+            body: ResponseBody { writer in
+                var page = first
+                while !page.isEmpty {
+                    var buffer = ByteBuffer()
+                    for target in page { buffer.writeString(FeedbackJSON.line(target)) }
+                    try await writer.write(buffer)
+                    guard page.count == Self.errorsPage, let last = page.last?.target else { break }
+                    page = try await outcomes.failedTargets(hub: hub.name, notificationId: id, after: last, limit: Self.errorsPage)
+                }
+                try await writer.finish(nil)
+            })
+    }
+
+    /// Failed targets read from the store at a time.
+    static let errorsPage = 1_000
 
     static func directHandle(_ request: Request) throws -> DirectHandle {
         guard let handle = request.headers[.deviceHandle], !handle.isEmpty else {

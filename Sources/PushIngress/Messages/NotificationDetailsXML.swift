@@ -12,13 +12,24 @@ enum NotificationDetailsXML {
         .expired: "Expired", .failed: "PnsUnavailable", .rejected: "Dropped",
     ]
 
-    static func xml(_ outcome: NotificationOutcome, location: String) -> String {
+    /// Azure's TargetPlatforms: the format of a native send; the formats of the platforms a
+    /// template send went to (all of them until it was dispatched).
+    static func targetPlatforms(_ outcome: NotificationOutcome) -> String? {
+        guard let format = outcome.format else { return nil }
+        guard format == .template else { return format.rawValue }
+        return (outcome.dispatched ?? Platform.allCases).map(\.templateFormat.rawValue).joined(separator: ",")
+    }
+
+    static func xml(_ outcome: NotificationOutcome, location: String, errorsLocation: String) -> String {
         var body = "<NotificationId>\(XML.escape(outcome.notificationId))</NotificationId>"
         body += "<Location>\(XML.escape(location))</Location>"
         body += "<State>\(outcome.state.rawValue)</State>"
         body += "<EnqueueTime>\(RFC3339.format(outcome.enqueuedAt))</EnqueueTime>"
         if let started = outcome.startedAt { body += "<StartTime>\(RFC3339.format(started))</StartTime>" }
         if let ended = outcome.endedAt { body += "<EndTime>\(RFC3339.format(ended))</EndTime>" }
+        if let notificationBody = outcome.body { body += "<NotificationBody>\(XML.escape(notificationBody))</NotificationBody>" }
+        if let tags = outcome.tags { body += "<Tags>\(XML.escape(tags))</Tags>" }
+        if let platforms = targetPlatforms(outcome) { body += "<TargetPlatforms>\(platforms)</TargetPlatforms>" }
         for (platform, element) in platformElements {
             guard let counts = outcome.counts[platform], !counts.isEmpty else { continue }
             body +=
@@ -26,6 +37,11 @@ enum NotificationDetailsXML {
                 + counts.sorted { $0.key.rawValue < $1.key.rawValue }.map {
                     "<Outcome><Name>\(outcomeNames[$0.key] ?? $0.key.rawValue)</Name><Count>\($0.value)</Count></Outcome>"
                 }.joined() + "</\(element)>"
+        }
+        // Where the targets that did not end in success are listed (Azure's blob; here an
+        // API of the hub), once there is one.
+        if outcome.counts.values.contains(where: { $0.contains { $0.key != .delivered && $0.value > 0 } }) {
+            body += "<PnsErrorDetailsUri>\(XML.escape(errorsLocation))</PnsErrorDetailsUri>"
         }
         // PushHub's own addition, last so Azure's elements keep their order: why it gave the
         // notification up.

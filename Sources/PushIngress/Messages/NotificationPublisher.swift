@@ -9,6 +9,9 @@ import PushModel
 public protocol NotificationPublisher: Sendable {
     /// Returns once the request is durably queued; throws when it could not be.
     func publish(_ request: SendRequest) async throws
+    /// Publishes an accepted send again, to finish one that stalled: marked, so the
+    /// dispatcher takes it though it took the id before.
+    func republish(_ request: SendRequest) async throws
     /// Produces the DeliveryBatches of a send whose audience was resolved (`targets` by
     /// platform) as the dispatcher would have, with its dispatch summary to `pushhub.results`
     /// (marked `recorded` when the store took it already); returns once all are acknowledged.
@@ -17,10 +20,15 @@ public protocol NotificationPublisher: Sendable {
     /// Whether the workers are close enough behind to take a resolved audience's batches
     /// now; when not, the dispatcher, which waits for them, takes the send. Never waits.
     func workersHaveRoom() -> Bool
+    /// A reader of one send's results from `pushhub.results`, to make before the send is
+    /// published; nil where results cannot be read (debug sends are then refused).
+    func resultsTail(of notificationId: String) throws -> SendResultsTail?
 }
 
 extension NotificationPublisher {
+    public func republish(_ request: SendRequest) async throws { try await publish(request) }
     public func workersHaveRoom() -> Bool { true }
+    public func resultsTail(of notificationId: String) throws -> SendResultsTail? { nil }
 }
 
 /// Some of a resolved send's batches went out, others did not.
@@ -44,12 +52,25 @@ public struct KafkaNotificationPublisher: NotificationPublisher {
 
     /// The deliveries topics, named once.
     let deliveries: [String]
+    /// Where results are read from, for debug sends; nil: they are not.
+    let servers: [String]?
+    let logger: Logger
 
-    public init(producer: KafkaProducer, topics: PushTopics, backlog: ConsumerBacklog? = nil) {
+    public init(
+        producer: KafkaProducer, topics: PushTopics, backlog: ConsumerBacklog? = nil, servers: [String]? = nil,
+        logger: Logger = Logger(label: "pushhub.ingress.results")
+    ) {
         self.producer = producer
         self.topics = topics
         self.backlog = backlog
+        self.servers = servers
+        self.logger = logger
         deliveries = Platform.allCases.map(topics.deliveries)
+    }
+
+    public func resultsTail(of notificationId: String) throws -> SendResultsTail? {
+        guard let servers else { return nil }
+        return try SendResultsTail(servers: servers, topics: topics, notificationId: notificationId, logger: logger)
     }
 
     public func workersHaveRoom() -> Bool {
@@ -58,6 +79,13 @@ public struct KafkaNotificationPublisher: NotificationPublisher {
 
     public func publish(_ request: SendRequest) async throws {
         try await producer.send(KafkaOutgoingRecord(topic: topics.requests, key: request.notificationId, value: WireCoding.encode(request)))
+    }
+
+    public func republish(_ request: SendRequest) async throws {
+        try await producer.send(
+            KafkaOutgoingRecord(
+                topic: topics.requests, key: request.notificationId, value: try WireCoding.encode(request),
+                headers: [KafkaHeader(key: Dispatcher.republishedHeader, value: "recovery")]))
     }
 
     public func publish(_ request: SendRequest, resolved targets: [Platform: [DeliveryBatch.Target]], recorded: Bool) async throws {

@@ -27,8 +27,13 @@ struct NotificationQueue: Sendable {
     /// Sends whose audience is being read as they are accepted (at most 32 at a time).
     let resolving = InFlightLimit(32)
 
-    /// The send could not be queued; the caller answers 503 with Retry-After.
-    struct NotQueued: Error {}
+    /// The send could not be queued; the caller answers 503 with Retry-After. With `kept`,
+    /// part of it went out and recovery finishes it: it stays accepted.
+    struct NotQueued: Error {
+        var kept = false
+        /// The send's id, when `kept`.
+        var notificationId: String?
+    }
 
     /// Returns the request as published (with its `expiresAt`).
     @discardableResult
@@ -37,30 +42,7 @@ struct NotificationQueue: Sendable {
         let now = now()
         let request = recovery.stamped(request, acceptedAt: now)
         if let targets = await smallAudience(of: request, expression: expression, now: now) {
-            try await outcomes?.recordEnqueued(
-                request, deadline: request.expiresAt!, keep: recovery.republish, dispatched: BatchBuilder.counts(of: targets), now: now)
-            do {
-                try await publisher.publish(request, resolved: targets, recorded: outcomes != nil)
-            } catch let partly as PartlyPublished {
-                // Some devices have it: the send is not forgotten, and the dispatcher publishes
-                // it whole (a device reached twice counts once).
-                logger.warning(
-                    "some batches of a send were not queued; the dispatcher publishes it again",
-                    metadata: [
-                        "pushhub.notification_id": "\(request.notificationId)", "pushhub.batches": "\(partly.acknowledged)",
-                        "pushhub.error": "\(partly.underlying)",
-                    ])
-                do {
-                    try await publisher.publish(request)
-                } catch {
-                    // Neither: 503, and the send stays, counting what went out, until
-                    // recovery publishes it again or its deadline ends it.
-                    throw NotQueued()
-                }
-            } catch {
-                try? await outcomes?.forgetEnqueued(hub: request.hub, notificationId: request.notificationId, resolved: true)
-                throw NotQueued()
-            }
+            try await publish(request, resolved: targets, now: now)
             return request
         }
         try await outcomes?.recordEnqueued(request, deadline: request.expiresAt!, keep: recovery.republish, now: now)
@@ -71,6 +53,49 @@ struct NotificationQueue: Sendable {
             throw NotQueued()
         }
         return request
+    }
+
+    /// Queues a debug send's sample as a small audience is (noted Enqueued with its dispatch
+    /// summary, its batches straight to the platforms' topics), but never as the request it
+    /// came from, whose audience is larger: the request is not kept for recovery, and when
+    /// only some batches went out, the others are not sent (their targets have no result).
+    /// Returns the request as published.
+    func enqueue(sample request: SendRequest, resolved targets: [Platform: [DeliveryBatch.Target]]) async throws -> SendRequest {
+        let now = now()
+        let request = recovery.stamped(request, acceptedAt: now)
+        try await publish(request, resolved: targets, now: now, sample: true)
+        return request
+    }
+
+    private func publish(_ request: SendRequest, resolved targets: [Platform: [DeliveryBatch.Target]], now: Date, sample: Bool = false) async throws {
+        try await outcomes?.recordEnqueued(
+            request, deadline: request.expiresAt!, keep: recovery.republish && !sample, dispatched: BatchBuilder.counts(of: targets), now: now)
+        do {
+            try await publisher.publish(request, resolved: targets, recorded: outcomes != nil)
+        } catch let partly as PartlyPublished where sample {
+            logger.warning(
+                "some batches of a debug send were not queued; their devices have no result",
+                metadata: ["pushhub.notification_id": "\(request.notificationId)", "pushhub.error": "\(partly.underlying)"])
+        } catch let partly as PartlyPublished {
+            // Some devices have it: the send is not forgotten, and the dispatcher publishes
+            // it whole (a device reached twice counts once).
+            logger.warning(
+                "some batches of a send were not queued; the dispatcher publishes it again",
+                metadata: [
+                    "pushhub.notification_id": "\(request.notificationId)", "pushhub.batches": "\(partly.acknowledged)",
+                    "pushhub.error": "\(partly.underlying)",
+                ])
+            do {
+                try await publisher.publish(request)
+            } catch {
+                // Neither: 503, and the send stays, counting what went out, until
+                // recovery publishes it again or its deadline ends it: it was accepted.
+                throw NotQueued(kept: true, notificationId: request.notificationId)
+            }
+        } catch {
+            try? await outcomes?.forgetEnqueued(hub: request.hub, notificationId: request.notificationId, resolved: true)
+            throw NotQueued()
+        }
     }
 
     /// The targets of a small audience; nil for a large one, or when the store could not say

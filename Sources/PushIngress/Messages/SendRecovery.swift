@@ -21,6 +21,9 @@ public struct SendRecoverySettings: Sendable {
     public var abandonAfter: TimeInterval
     /// How often one send is published, at most (the first time included).
     public var maximumPublishes = 10
+    /// How long the dispatcher remembers a dispatched notification id (pushhub.yaml's
+    /// `dispatchDedupeSeconds`); older notes are deleted by the recovery round.
+    public var dispatchDedupeWindow: TimeInterval = 86_400
 
     public init(republish: Bool, republishAllAtStart: Bool = false, checkEvery: Duration, grace: TimeInterval, abandonAfter: TimeInterval) {
         self.republish = republish
@@ -117,6 +120,11 @@ public final class SendRecovery: Service, Sendable {
         } catch {
             logger.error("counted targets of ended sends could not be deleted", metadata: ["pushhub.error": "\(error)"])
         }
+        do {
+            try await store.sweepExpired(now: now, keys: IdempotentSends.window, dispatches: settings.dispatchDedupeWindow)
+        } catch {
+            logger.error("expired keys, dispatch notes and feedback could not be deleted", metadata: ["pushhub.error": "\(error)"])
+        }
         guard settings.republish else { return 0 }
         var published = 0
         var failed = 0
@@ -127,7 +135,7 @@ public final class SendRecovery: Service, Sendable {
                     now: now, grace: everything ? 0 : settings.grace, maximumPublishes: settings.maximumPublishes, limit: 100)
                 for request in claimed {
                     do {
-                        try await publisher.publish(request)
+                        try await publisher.republish(request)
                         published += 1
                         republished.increment()
                     } catch {

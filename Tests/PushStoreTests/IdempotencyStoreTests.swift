@@ -1,0 +1,157 @@
+import Foundation
+import PushModel
+import PushStore
+import Testing
+
+@Suite("Idempotency keys and dispatch notes")
+struct IdempotencyStoreTests {
+    static func store(_ kind: StoreKind) async throws -> (SQLRegistrationStore, String) {
+        let fixture = try await StoreFixture.make(kind)
+        return (try #require(fixture.store as? SQLRegistrationStore), fixture.hub)
+    }
+
+    @Test("of 20 claims of one key at once, one sends; the others wait, then replay; another request is refused", arguments: StoreKind.available)
+    func claims(_ kind: StoreKind) async throws {
+        let (store, scope) = try await Self.store(kind)
+        let now = Date()
+        let claims = try await withThrowingTaskGroup(of: IdempotencyClaim.self) { group in
+            for _ in 0..<20 {
+                group.addTask {
+                    try await store.claimIdempotencyKey(scope: scope, key: "k", fingerprint: "f", now: now, window: 86_400, pendingTimeout: 120)
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        let token = try #require(claims.compactMap(\.token).first)
+        #expect(claims.compactMap(\.token).count == 1)
+        #expect(claims.filter { $0 == .inProgress }.count == 19)
+        #expect(try await store.completeIdempotencyKey(scope: scope, key: "k", token: token, notificationId: "n1", collection: "messages"))
+        #expect(
+            try await store.claimIdempotencyKey(scope: scope, key: "k", fingerprint: "f", now: now, window: 86_400, pendingTimeout: 120)
+                == .replay(notificationId: "n1", collection: "messages"))
+        #expect(
+            try await store.claimIdempotencyKey(scope: scope, key: "k", fingerprint: "other", now: now, window: 86_400, pendingTimeout: 120)
+                == .differentRequest)
+        // Another scope's key of the same name is its own.
+        #expect(
+            try await store.claimIdempotencyKey(scope: scope + "-b", key: "k", fingerprint: "other", now: now, window: 86_400, pendingTimeout: 120)
+                .token != nil)
+        // Past the window the key is new again, whatever the request.
+        let tomorrow = now.addingTimeInterval(86_401)
+        #expect(
+            try await store.claimIdempotencyKey(scope: scope, key: "k", fingerprint: "other", now: tomorrow, window: 86_400, pendingTimeout: 120)
+                .token != nil)
+    }
+
+    @Test("a claim never completed is free again after its time-out; a released one at once", arguments: StoreKind.available)
+    func abandoned(_ kind: StoreKind) async throws {
+        let (store, scope) = try await Self.store(kind)
+        let now = Date()
+        func claim(_ key: String, at time: Date) async throws -> IdempotencyClaim {
+            try await store.claimIdempotencyKey(scope: scope, key: key, fingerprint: "f", now: time, window: 86_400, pendingTimeout: 120)
+        }
+        let first = try #require(try await claim("gone", at: now).token)
+        #expect(try await claim("gone", at: now.addingTimeInterval(60)) == .inProgress)
+        let second = try #require(try await claim("gone", at: now.addingTimeInterval(121)).token, "abandoned, so claimed again")
+        // The first claim's request, late, neither completes nor frees the second's.
+        #expect(
+            try await store.completeIdempotencyKey(scope: scope, key: "gone", token: first, notificationId: "late", collection: "messages") == false)
+        try await store.releaseIdempotencyKey(scope: scope, key: "gone", token: first)
+        #expect(try await claim("gone", at: now.addingTimeInterval(122)) == .inProgress)
+        #expect(try await store.completeIdempotencyKey(scope: scope, key: "gone", token: second, notificationId: "n2", collection: "messages"))
+        #expect(try await claim("gone", at: now.addingTimeInterval(123)) == .replay(notificationId: "n2", collection: "messages"))
+        let freed = try #require(try await claim("freed", at: now).token)
+        try await store.releaseIdempotencyKey(scope: scope, key: "freed", token: freed)
+        #expect(try await claim("freed", at: now).token != nil)
+    }
+
+    @Test(
+        "a notification id is dispatched once from one record; the same record again goes on; past the window it is new",
+        arguments: StoreKind.available)
+    func dispatchNotes(_ kind: StoreKind) async throws {
+        let (store, _) = try await Self.store(kind)
+        let id = UUID().uuidString
+        let now = Date()
+        #expect(try await store.claimDispatch(hub: "h", notificationId: id, source: "requests:0:7", now: now, window: 3600))
+        #expect(try await store.claimDispatch(hub: "h", notificationId: id, source: "requests:0:7", now: now, window: 3600), "a redelivery")
+        #expect(
+            try await store.claimDispatch(hub: "h", notificationId: id, source: "requests:1:9", now: now, window: 3600) == false, "produced twice")
+        #expect(try await store.claimDispatch(hub: "other", notificationId: id, source: "requests:1:9", now: now, window: 3600), "another hub's")
+        // One that could not be dispatched is forgotten, so a corrected record may be.
+        try await store.releaseDispatch(hub: "other", notificationId: id, source: "requests:1:9")
+        #expect(try await store.claimDispatch(hub: "other", notificationId: id, source: "requests:2:1", now: now, window: 3600))
+        #expect(try await store.claimDispatch(hub: "h", notificationId: id, source: "requests:1:9", now: now.addingTimeInterval(3601), window: 3600))
+    }
+}
+
+@Suite("Failed targets and feedback")
+struct FeedbackStoreTests {
+    @Test("failed targets are kept once each, in order; invalid handles of registrations are the feedback, paged", arguments: StoreKind.available)
+    func kept(_ kind: StoreKind) async throws {
+        let (store, hub) = try await IdempotencyStoreTests.store(kind)
+        let id = UUID().uuidString.lowercased()
+        let now = Date()
+        try await store.recordOutcomes(ResultBatch(notificationId: id, hub: hub, dispatched: [.apns: 5]), now: now)
+        let results = [
+            DeliveryResult(registrationId: "r1", handle: "h1", outcome: .delivered, pnsStatus: 200, attempts: 1, dwellMs: 1),
+            DeliveryResult(
+                registrationId: "r2", handle: "h2", outcome: .invalidHandle, pnsStatus: 410, pnsReason: "Unregistered", attempts: 1, dwellMs: 1),
+            DeliveryResult(
+                registrationId: "r3", handle: "h3", outcome: .throttled, pnsStatus: 429, pnsReason: "TooManyRequests", attempts: 5, dwellMs: 1),
+            DeliveryResult(
+                registrationId: nil, handle: "h4", outcome: .invalidHandle, pnsStatus: 400, pnsReason: "BadDeviceToken", attempts: 1, dwellMs: 1),
+            DeliveryResult(
+                registrationId: "r5", handle: "h5", outcome: .invalidHandle, pnsStatus: 410, pnsReason: "Unregistered", attempts: 1, dwellMs: 1),
+        ]
+        let batch = ResultBatch(notificationId: id, hub: hub, platform: .apns, results: results)
+        #expect(try await store.recordOutcomes(batch, now: now))
+        #expect(try await store.recordOutcomes(batch, now: now) == false, "a repeat changes nothing")
+        let failed = try await store.failedTargets(hub: hub, notificationId: id, after: nil, limit: 10)
+        #expect(failed.map(\.target) == failed.map(\.target).sorted(), "in target order")
+        #expect(Set(failed.compactMap(\.result.handle)) == ["h2", "h3", "h4", "h5"])
+        let throttled = try #require(failed.first { $0.result.handle == "h3" })
+        #expect(
+            throttled.result.outcome == .throttled && throttled.result.pnsStatus == 429 && throttled.result.pnsReason == "TooManyRequests"
+                && throttled.result.attempts == 5)
+        #expect(try await store.failedTargets(hub: hub + "x", notificationId: id, after: nil, limit: 10).isEmpty, "another hub's")
+        let firstTwo = try await store.failedTargets(hub: hub, notificationId: id, after: nil, limit: 2)
+        let rest = try await store.failedTargets(hub: hub, notificationId: id, after: firstTwo.last?.target, limit: 10)
+        #expect((firstTwo + rest).map(\.target) == failed.map(\.target))
+        // The feedback: registrations' dead handles only (a direct send's has nothing to prune).
+        let feedback = try await store.prunedHandles(hub: hub, since: now.addingTimeInterval(-1), after: nil, limit: 10)
+        #expect(feedback.map(\.handle) == ["h2", "h5"])
+        #expect(feedback.first?.registrationId == "r2" && feedback.first?.notificationId == id && feedback.first?.pnsReason == "Unregistered")
+        let page = try await store.prunedHandles(hub: hub, since: now.addingTimeInterval(-1), after: feedback.first?.sequence, limit: 10)
+        #expect(page.map(\.handle) == ["h5"])
+        #expect(try await store.prunedHandles(hub: hub, since: now.addingTimeInterval(1), after: nil, limit: 10).isEmpty)
+    }
+
+    @Test("the sweep deletes error details after a week, feedback after a month, keys and dispatch notes after theirs")
+    func swept() async throws {
+        // A store of its own: the sweep is by age, whatever the hub.
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
+        let store = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
+        let id = UUID().uuidString.lowercased()
+        let now = Date()
+        try await store.recordOutcomes(ResultBatch(notificationId: id, hub: "h", dispatched: [.apns: 1]), now: now)
+        try await store.recordOutcomes(
+            ResultBatch(
+                notificationId: id, hub: "h", platform: .apns,
+                results: [DeliveryResult(registrationId: "r", handle: "x", outcome: .invalidHandle, pnsStatus: 410, attempts: 1, dwellMs: 1)]),
+            now: now)
+        _ = try await store.claimIdempotencyKey(scope: "s", key: "k", fingerprint: "f", now: now, window: 86_400, pendingTimeout: 120)
+        #expect(try await store.claimDispatch(hub: "h", notificationId: id, source: "a", now: now, window: 3600))
+        try await store.sweepExpired(now: now.addingTimeInterval(2 * 3600), keys: 86_400, dispatches: 3600)
+        #expect(try await store.claimDispatch(hub: "h", notificationId: id, source: "b", now: now, window: 3600), "its note was deleted")
+        #expect(
+            try await store.claimIdempotencyKey(scope: "s", key: "k", fingerprint: "f", now: now, window: 86_400, pendingTimeout: 120) == .inProgress)
+        try await store.sweepExpired(now: now.addingTimeInterval(8 * 86_400), keys: 86_400, dispatches: 3600)
+        #expect(try await store.failedTargets(hub: "h", notificationId: id, after: nil, limit: 10).isEmpty)
+        #expect(try await store.prunedHandles(hub: "h", since: now.addingTimeInterval(-1), after: nil, limit: 10).count == 1)
+        #expect(
+            try await store.claimIdempotencyKey(scope: "s", key: "k", fingerprint: "f", now: now, window: 86_400, pendingTimeout: 120).token != nil)
+        try await store.sweepExpired(now: now.addingTimeInterval(31 * 86_400), keys: 86_400, dispatches: 3600)
+        #expect(try await store.prunedHandles(hub: "h", since: now.addingTimeInterval(-1), after: nil, limit: 10).isEmpty)
+        await store.close()
+    }
+}

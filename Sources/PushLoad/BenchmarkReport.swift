@@ -58,7 +58,7 @@ public enum BenchmarkReport {
         if !listings.isEmpty {
             lines += [
                 "",
-                "Installation queries (`GET /{hub}/installations`'s store call) over \(options.installations) installations of a hub of their own, with the same tags, pages of \(options.pageSize):",
+                "Installation queries (`GET /{hub}/installations`'s store call, which hands the stored documents to the answer unread) over \(options.installations) installations of a hub of their own, with the same tags, pages of \(options.pageSize):",
                 "",
                 "| filter | installations | seconds | installations/s |",
                 "|---|---:|---:|---:|",

@@ -142,7 +142,7 @@ public struct StorePagingBenchmark: Sendable {
                 var found = 0
                 repeat {
                     let page = try await store.installations(hub: "listing", matching: filter, after: cursor, limit: options.pageSize)
-                    found += page.installations.count
+                    found += page.documents.count
                     cursor = page.next
                 } while cursor != nil
                 let figure = ListingFigure(filter: text, installations: found, seconds: (ContinuousClock.now - start).seconds)

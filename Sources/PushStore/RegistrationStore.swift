@@ -86,8 +86,15 @@ public struct InstallationCursor: Sendable, Hashable, CustomStringConvertible {
 }
 
 public struct InstallationPage: Sendable {
-    public var installations: [Installation]
+    /// The installations as stored: the JSON `wireJSON()` writes, which the hub API answers
+    /// as it is, unread.
+    public var documents: [String]
     public var next: InstallationCursor?
+
+    /// The installations, read.
+    public func installations() throws -> [Installation] {
+        try documents.map(SQLRegistrationStore.installation(document:))
+    }
 }
 
 public enum RegistrationIdState: Sendable, Equatable {

@@ -50,8 +50,7 @@ extension SQLRegistrationStore {
                     [.text(hub), .text(after)] + conditions.binds + [.integer(Int64(limit))])
                 if rows.count == limit { next = rows.last?.text("installation_id").map(InstallationCursor.init(installationId:)) }
             }
-            let installations = try rows.compactMap { row in try row.text("document").map(Self.installation(document:)) }
-            return InstallationPage(installations: installations, next: next)
+            return InstallationPage(documents: rows.compactMap { $0.text("document") }, next: next)
         }
     }
 
@@ -109,10 +108,17 @@ extension SQLRegistrationStore {
             sql += " AND i.updated_at > ?"
             binds.append(SQLValue(after))
         }
+        // What the driving tags decide already is not tested again, as registrations are paged.
         if let expression = filter.tags, !expression.isDisjunctionOfTags {
-            let compiled = compile(expression, dialect: dialect, column: "i.tags")
-            sql += " AND \(compiled.sql)"
-            binds += compiled.binds
+            var remaining: TagExpression? = expression
+            if let driving = expression.drivingTags(weighedBy: { _ in 0 }), driving.count == 1, let only = driving.first {
+                remaining = expression.assuming(only)
+            }
+            if let remaining {
+                let compiled = compile(remaining, dialect: dialect, column: "i.tags")
+                sql += " AND \(compiled.sql)"
+                binds += compiled.binds
+            }
         }
         return (sql, binds)
     }

@@ -35,7 +35,7 @@ struct InstallationQueryTests {
         var pages = 0
         repeat {
             let page = try await store.installations(hub: hub, matching: filter, after: cursor, limit: pageSize)
-            ids += page.installations.map(\.installationId)
+            ids += try page.installations().map(\.installationId)
             cursor = page.next
             pages += 1
         } while cursor != nil && pages < 100

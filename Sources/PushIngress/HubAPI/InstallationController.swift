@@ -90,9 +90,9 @@ struct InstallationController: Sendable {
         let cursor = try continuation(request, InstallationCursor.init)
         let page = try await storeCall { try await store.installations(hub: context.hub.name, matching: filter, after: cursor, limit: limit) }
         var body = Data("[".utf8)
-        for (index, installation) in page.installations.enumerated() {
+        for (index, document) in page.documents.enumerated() {
             if index > 0 { body.append(UInt8(ascii: ",")) }
-            body.append(installation.wireJSON())
+            body.append(contentsOf: document.utf8)
         }
         body.append(UInt8(ascii: "]"))
         var response = Response(

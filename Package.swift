@@ -108,6 +108,7 @@ let package = Package(
                 "PushMetrics",
                 "PushOps",
                 "PushModel",
+                "PushProviders",
                 "PushStore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),

@@ -45,15 +45,21 @@ public struct HubsConfiguration: Codable, Sendable, Equatable {
         /// Where URL handles may point (`endpoints.wnsHosts`, `endpoints.webPushHosts`); the
         /// defaults when absent: WNS hosts only, public https Web Push endpoints only.
         public var endpoints: EndpointPolicy?
+        /// Where batches of delivery outcomes are POSTed.
+        public var webhooks: [WebhookConfiguration]?
 
-        public init(name: String, sasRules: [SASRule], credentials: Credentials = Credentials(), endpoints: EndpointPolicy? = nil) {
+        public init(
+            name: String, sasRules: [SASRule], credentials: Credentials = Credentials(), endpoints: EndpointPolicy? = nil,
+            webhooks: [WebhookConfiguration]? = nil
+        ) {
             self.name = name
             self.sasRules = sasRules
             self.credentials = credentials
             self.endpoints = endpoints
+            self.webhooks = webhooks
         }
 
-        enum CodingKeys: String, CodingKey { case name, sasRules, credentials, endpoints }
+        enum CodingKeys: String, CodingKey { case name, sasRules, credentials, endpoints, webhooks }
 
         public init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -61,6 +67,7 @@ public struct HubsConfiguration: Codable, Sendable, Equatable {
             sasRules = try container.decode([SASRule].self, forKey: .sasRules)
             credentials = try container.decodeIfPresent(Credentials.self, forKey: .credentials) ?? Credentials()
             endpoints = try container.decodeIfPresent(EndpointPolicy.self, forKey: .endpoints)
+            webhooks = try container.decodeIfPresent([WebhookConfiguration].self, forKey: .webhooks)
         }
 
         /// The hub's endpoint rules, defaults filled in.
@@ -206,6 +213,11 @@ extension HubsConfiguration {
                 guard !rule.rights.isEmpty else { throw ConfigurationError("\(ruleAt).rights: at least one of Listen, Send, Manage") }
             }
             try hub.credentials.validate(at: "\(at).credentials")
+            let webhooks = hub.webhooks ?? []
+            guard webhooks.count <= WebhookConfiguration.maximumPerHub else {
+                throw ConfigurationError("\(at).webhooks: at most \(WebhookConfiguration.maximumPerHub), not \(webhooks.count)")
+            }
+            for (webhookIndex, webhook) in webhooks.enumerated() { try webhook.validate(at: "\(at).webhooks[\(webhookIndex)]") }
             for (field, patterns) in [("wnsHosts", hub.endpoints?.wnsHosts ?? []), ("webPushHosts", hub.endpoints?.webPushHosts ?? [])] {
                 for (patternIndex, pattern) in patterns.enumerated() {
                     let (host, _) = EndpointPolicy.split(pattern)

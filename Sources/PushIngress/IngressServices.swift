@@ -4,6 +4,7 @@ import PushConfiguration
 import PushKafka
 import PushModel
 import PushOps
+import PushProviders
 import PushStore
 import ServiceLifecycle
 
@@ -46,7 +47,21 @@ public func makeIngressServices(
     let app = try buildIngressApplication(
         configuration: configuration, stores: stores, publisher: publisher,
         readiness: [storeCheck, ReadinessCheck("kafka") { await producer.isReachable() }], logger: logger, onListening: onListening)
-    return [
+    // A consumer and a sender per webhook, each group with its own progress.
+    var webhooks: [ServiceGroupConfiguration.ServiceConfiguration] = []
+    for hub in configuration.hubs.hubs {
+        for webhook in hub.webhooks ?? [] {
+            let consumer = try kafka.consumer(
+                group: WebhookSender.group(hub: hub.name, url: webhook.url), topics: [kafka.topics.results], logger: logger)
+            let sender = WebhookSender(
+                consumer: consumer, hub: hub.name, webhook: webhook, http: PNSHTTPClient(connections: 1, requestTimeout: .seconds(30)), logger: logger
+            ) { record, reason in
+                try await RecordRejection.deadLetter(record, reason: reason, topics: kafka.topics, producer: producer, logger: logger)
+            }
+            webhooks += [.init(service: consumer), .init(service: sender)]
+        }
+    }
+    return webhooks + [
         .init(service: results), .init(service: app),
         .init(service: OutcomeRecorder(consumer: results, store: store, producer: producer, topics: kafka.topics, logger: logger)),
         .init(service: ScheduledReleaser(store: store, publisher: publisher, recovery: configuration.recovery, logger: logger)),

@@ -217,7 +217,12 @@ extension HubsConfiguration {
             guard webhooks.count <= WebhookConfiguration.maximumPerHub else {
                 throw ConfigurationError("\(at).webhooks: at most \(WebhookConfiguration.maximumPerHub), not \(webhooks.count)")
             }
-            for (webhookIndex, webhook) in webhooks.enumerated() { try webhook.validate(at: "\(at).webhooks[\(webhookIndex)]") }
+            for (webhookIndex, webhook) in webhooks.enumerated() {
+                try webhook.validate(at: "\(at).webhooks[\(webhookIndex)]")
+                guard !webhooks[..<webhookIndex].contains(where: { $0.url == webhook.url }) else {
+                    throw ConfigurationError("\(at).webhooks[\(webhookIndex)].url: the hub has a webhook at this URL already")
+                }
+            }
             for (field, patterns) in [("wnsHosts", hub.endpoints?.wnsHosts ?? []), ("webPushHosts", hub.endpoints?.webPushHosts ?? [])] {
                 for (patternIndex, pattern) in patterns.enumerated() {
                     let (host, _) = EndpointPolicy.split(pattern)

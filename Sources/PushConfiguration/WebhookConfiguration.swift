@@ -38,10 +38,10 @@ public struct WebhookConfiguration: Codable, Sendable, Equatable {
     func validate(at path: String) throws {
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(), let host = components.host?.lowercased(),
             !host.isEmpty
-        else { throw ConfigurationError("\(path).url: an http(s) URL, not \(url.prefix(80))") }
+        else { throw ConfigurationError("\(path).url: an http(s) URL is needed") }
         let loopback = ["127.0.0.1", "::1", "[::1]", "localhost"].contains(host)
         guard scheme == "https" || (scheme == "http" && loopback) else {
-            throw ConfigurationError("\(path).url: must be https (http only to 127.0.0.1, ::1 or localhost), not \(url.prefix(80))")
+            throw ConfigurationError("\(path).url: must be https (http only to 127.0.0.1, ::1 or localhost), not \(scheme) to \(host)")
         }
         guard components.user == nil, components.password == nil else {
             throw ConfigurationError("\(path).url: must not carry credentials; the signature authenticates PushHub")

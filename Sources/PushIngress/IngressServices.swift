@@ -52,11 +52,12 @@ public func makeIngressServices(
     for hub in configuration.hubs.hubs {
         for webhook in hub.webhooks ?? [] {
             let consumer = try kafka.consumer(
-                group: WebhookSender.group(hub: hub.name, url: webhook.url), topics: [kafka.topics.results], logger: logger)
+                group: WebhookSender.group(hub: hub.name, url: webhook.url), topics: [kafka.topics.results], logger: logger, part: WebhookSender.tune)
+            let topics = kafka.topics
             let sender = WebhookSender(
                 consumer: consumer, hub: hub.name, webhook: webhook, http: PNSHTTPClient(connections: 1, requestTimeout: .seconds(30)), logger: logger
-            ) { record, reason in
-                try await RecordRejection.deadLetter(record, reason: reason, topics: kafka.topics, producer: producer, logger: logger)
+            ) { body, reason in
+                try await WebhookSender.deadLetter(body, reason: reason, hub: hub.name, topics: topics, producer: producer)
             }
             webhooks += [.init(service: consumer), .init(service: sender)]
         }

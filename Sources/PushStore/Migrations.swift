@@ -294,7 +294,7 @@ public enum Migrations {
                         pruned_at BIGINT NOT NULL
                     )
                     """,
-                    "CREATE INDEX pruned_handles_by_hub ON pruned_handles (hub, pruned_at, seq)",
+                    "CREATE INDEX pruned_handles_by_hub ON pruned_handles (hub, seq)",
                     "CREATE INDEX pruned_handles_by_age ON pruned_handles (pruned_at)",
                 ]
             ),
@@ -382,7 +382,8 @@ public enum Migrations {
             ? """
             DELETE FROM installation_tags WHERE hub = p_hub AND installation_id = p_installation_id;
                 INSERT INTO installation_tags (hub, tag, installation_id)
-                    SELECT DISTINCT p_hub, tag, p_installation_id FROM unnest(string_to_array(p_tags, ',')) AS tag WHERE tag <> '';
+                    SELECT DISTINCT p_hub, tag, p_installation_id FROM unnest(string_to_array(p_tags, ',')) AS tag WHERE tag <> ''
+                    ON CONFLICT DO NOTHING;
             """ : ""
         return """
             CREATE OR REPLACE FUNCTION pushhub_write_installation(

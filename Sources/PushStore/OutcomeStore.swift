@@ -41,7 +41,7 @@ public protocol OutcomeStore: Sendable {
     /// after `after`; none for a notification of another hub.
     func failedTargets(hub: String, notificationId: String, after: String?, limit: Int) async throws -> [FailedTarget]
     /// The handles of `hub` pruned because their push service called them invalid, since
-    /// `since`, in order, after the one numbered `after`.
+    /// `since`, in the order they were recorded, after the one numbered `after`.
     func prunedHandles(hub: String, since: Date, after: Int64?, limit: Int) async throws -> [PrunedHandle]
     /// Deletes what is past its time: idempotency keys older than `keys`, dispatch notes
     /// older than `dispatches`, error details older than a week, feedback older than a month.

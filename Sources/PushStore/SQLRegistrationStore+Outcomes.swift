@@ -311,16 +311,37 @@ extension SQLRegistrationStore: OutcomeStore {
     }
 
     public func sweepExpired(now: Date, keys: TimeInterval, dispatches: TimeInterval) async throws {
-        let cutoffs: [(String, String, TimeInterval)] = [
-            ("idempotency_keys", "created_at", keys), ("dispatched_requests", "dispatched_at", dispatches),
-            ("failed_targets", "at", Self.errorDetailsKept), ("pruned_handles", "pruned_at", Self.feedbackKept),
+        // Each table on its own, a transaction of at most `rowsPerSweep` rows at a time (by
+        // primary key), so no sweep holds SQLite's writer long; one that fails leaves the
+        // others to do.
+        let cutoffs: [(table: String, key: String, column: String, kept: TimeInterval)] = [
+            ("idempotency_keys", "scope, idempotency_key", "created_at", keys),
+            ("dispatched_requests", "hub, notification_id", "dispatched_at", dispatches),
+            ("failed_targets", "notification_id, target", "at", Self.errorDetailsKept), ("pruned_handles", "seq", "pruned_at", Self.feedbackKept),
         ]
-        for (table, column, kept) in cutoffs {
-            try await database.write { connection in
-                try await connection.execute("DELETE FROM \(table) WHERE \(column) < ?", [SQLValue(now.addingTimeInterval(-kept))])
+        var failure: (any Error)?
+        for cutoff in cutoffs {
+            do {
+                while true {
+                    let deleted = try await database.write { connection in
+                        try await connection.query(
+                            """
+                            DELETE FROM \(cutoff.table) WHERE (\(cutoff.key)) IN
+                                (SELECT \(cutoff.key) FROM \(cutoff.table) WHERE \(cutoff.column) < ? LIMIT ?) RETURNING \(cutoff.column)
+                            """, [SQLValue(now.addingTimeInterval(-cutoff.kept)), .integer(Int64(Self.rowsPerSweep))]
+                        ).count
+                    }
+                    if deleted < Self.rowsPerSweep { break }
+                }
+            } catch {
+                failure = failure ?? error
             }
         }
+        if let failure { throw failure }
     }
+
+    /// Rows `sweepExpired` deletes a transaction.
+    static let rowsPerSweep = 10_000
 
     /// How long a notification's failed targets are kept (`GET …/messages/{id}/errors`).
     static let errorDetailsKept: TimeInterval = 7 * 86_400
@@ -333,32 +354,50 @@ extension SQLRegistrationStore: OutcomeStore {
         async throws
     {
         let platform = batch.platform?.rawValue ?? "none"
-        for (result, key) in failed {
-            try await connection.execute(
-                """
-                INSERT INTO failed_targets (notification_id, target, platform, registration_id, handle, outcome, pns_status, pns_reason, attempts, at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
-                """,
+        func reason(_ result: DeliveryResult) -> SQLValue { result.pnsReason.map { .text(String($0.prefix(500))) } ?? .null }
+        func status(_ result: DeliveryResult) -> SQLValue { result.pnsStatus.map { .integer(Int64($0)) } ?? .null }
+        // Several rows a statement, as counted targets are: a broadcast with many dead
+        // handles costs a statement per 25 of them, not one each.
+        try await insertRows(
+            "INSERT INTO failed_targets (notification_id, target, platform, registration_id, handle, outcome, pns_status, pns_reason, attempts, at) VALUES",
+            columns: 10, suffix: " ON CONFLICT DO NOTHING",
+            rows: failed.map { result, key in
                 [
                     .text(batch.notificationId), .text(key), .text(platform), result.registrationId.map(SQLValue.text) ?? .null,
-                    result.handle.map(SQLValue.text) ?? .null, .text(result.outcome.rawValue),
-                    result.pnsStatus.map { .integer(Int64($0)) } ?? .null, result.pnsReason.map { .text(String($0.prefix(500))) } ?? .null,
+                    result.handle.map(SQLValue.text) ?? .null, .text(result.outcome.rawValue), status(result), reason(result),
                     .integer(Int64(result.attempts)), SQLValue(now),
-                ])
-            if result.outcome == .invalidHandle, let registrationId = result.registrationId, let handle = result.handle, !batch.hub.isEmpty {
-                try await connection.execute(
-                    """
-                    INSERT INTO pruned_handles (hub, platform, handle, registration_id, notification_id, pns_status, pns_reason, pruned_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                    [
-                        .text(batch.hub), .text(platform), .text(handle), .text(registrationId), .text(batch.notificationId),
-                        result.pnsStatus.map { .integer(Int64($0)) } ?? .null, result.pnsReason.map { .text(String($0.prefix(500))) } ?? .null,
-                        SQLValue(now),
-                    ])
-            }
+                ]
+            }, on: connection)
+        guard !batch.hub.isEmpty else { return }
+        try await insertRows(
+            "INSERT INTO pruned_handles (hub, platform, handle, registration_id, notification_id, pns_status, pns_reason, pruned_at) VALUES",
+            columns: 8, suffix: "",
+            rows: failed.compactMap { result, _ in
+                guard result.outcome == .invalidHandle, let registrationId = result.registrationId, let handle = result.handle else { return nil }
+                return [
+                    .text(batch.hub), .text(platform), .text(handle), .text(registrationId), .text(batch.notificationId), status(result),
+                    reason(result),
+                    SQLValue(now),
+                ]
+            }, on: connection)
+    }
+
+    /// `rows` of `columns` values each, inserted `rowsPerInsert` a statement.
+    private static func insertRows(_ insert: String, columns: Int, suffix: String, rows: [[SQLValue]], on connection: any SQLConnection) async throws
+    {
+        let placeholder = "(" + Array(repeating: "?", count: columns).joined(separator: ", ") + ")"
+        var start = 0
+        while start < rows.count {
+            let chunk = rows[start..<min(start + rowsPerInsert, rows.count)]
+            try await connection.execute(
+                "\(insert) \(Array(repeating: placeholder, count: chunk.count).joined(separator: ", "))\(suffix)", Array(chunk.joined()))
+            start += rowsPerInsert
         }
     }
+
+    /// Rows of failed targets or feedback a statement (within the 256 values a cached
+    /// statement takes).
+    static let rowsPerInsert = 25
 
     public func failedTargets(hub: String, notificationId: String, after: String?, limit: Int) async throws -> [FailedTarget] {
         try await database.read { connection in
@@ -389,8 +428,8 @@ extension SQLRegistrationStore: OutcomeStore {
             try await connection.query(
                 """
                 SELECT seq, platform, handle, registration_id, notification_id, pns_status, pns_reason, pruned_at FROM pruned_handles
-                WHERE hub = ? AND pruned_at >= ? AND seq > ? ORDER BY pruned_at, seq LIMIT ?
-                """, [.text(hub), SQLValue(since), .integer(after ?? 0), .integer(Int64(max(1, limit)))]
+                WHERE hub = ? AND seq > ? AND pruned_at >= ? ORDER BY seq LIMIT ?
+                """, [.text(hub), .integer(after ?? 0), SQLValue(since), .integer(Int64(max(1, limit)))]
             ).map { row in
                 PrunedHandle(
                     sequence: row.integer("seq") ?? 0, platform: row.text("platform").flatMap(Platform.init(rawValue:)),

@@ -76,10 +76,12 @@ struct WebhookTests {
     static let secret = "a secret of more than thirty-two characters"
 
     /// A sender for `myhub` reading the fixture's results topic, running in a group of its own.
-    static func run(_ fixture: MessagingFixture, webhook: WebhookConfiguration, group: String = "hooks-\(UUID().uuidString)") throws -> (
+    /// Returns once its consumer has its partitions (a new webhook group starts at the end).
+    static func run(_ fixture: MessagingFixture, webhook: WebhookConfiguration, group: String = "hooks-\(UUID().uuidString)") async throws -> (
         ServiceGroup, Task<Void, Never>
     ) {
         var configuration = KafkaConsumerConfiguration(bootstrapServers: fixture.cluster.bootstrapServers, groupID: group)
+        WebhookSender.tune(&configuration)
         configuration.sessionTimeout = .seconds(3)
         let consumer = try KafkaConsumer.make(configuration: configuration, topics: [fixture.topics.results], logger: MessagingFixture.logger)
         let topics = fixture.topics
@@ -87,11 +89,13 @@ struct WebhookTests {
         let sender = WebhookSender(
             consumer: consumer, hub: "myhub", webhook: webhook, http: PNSHTTPClient(connections: 1, requestTimeout: .seconds(5)),
             backoff: (.milliseconds(100), .milliseconds(400)), logger: MessagingFixture.logger
-        ) { record, reason in
-            try await RecordRejection.deadLetter(record, reason: reason, topics: topics, producer: producer, logger: MessagingFixture.logger)
+        ) { body, reason in
+            try await WebhookSender.deadLetter(body, reason: reason, hub: "myhub", topics: topics, producer: producer)
         }
         let group = ProcessLifecycle.group([.init(service: consumer), .init(service: sender)], signals: false, logger: MessagingFixture.logger)
-        return (group, Task { try? await group.run() })
+        let task = Task { _ = try? await group.run() }
+        #expect(await consumer.positioned(within: .seconds(20)))
+        return (group, task)
     }
 
     /// A worker's results for `hub`: one delivered, one invalid handle.
@@ -113,7 +117,7 @@ struct WebhookTests {
     func failuresSignedAndRetried() async throws {
         let fixture = try await MessagingFixture()
         let receiver = try await WebhookReceiver(answers: [.serviceUnavailable, .badGateway])
-        let (group, task) = try Self.run(fixture, webhook: WebhookConfiguration(url: receiver.url, secret: Self.secret, outcomes: .failures))
+        let (group, task) = try await Self.run(fixture, webhook: WebhookConfiguration(url: receiver.url, secret: Self.secret, outcomes: .failures))
         _ = try await Self.results(fixture, hub: "otherhub")
         let id = try await Self.results(fixture)
         let posts = try await receiver.posts(3)
@@ -132,10 +136,15 @@ struct WebhookTests {
                 (String($0[0]), String($0[1]))
             })
         let timestamp = try #require(fields["t"].flatMap(Int.init))
-        #expect(fields["v1"] == WebhookSender.signature(secret: Self.secret, timestamp: timestamp, body: posts[2].body))
-        #expect(try await Self.verifiedByTheDocs(signature: posts[2].signature, body: posts[2].body, secret: Self.secret))
-        #expect(try await Self.verifiedByTheDocs(signature: posts[2].signature, body: posts[2].body + Data(" ".utf8), secret: Self.secret) == false)
-        #expect(try await Self.verifiedByTheDocs(signature: posts[2].signature, body: posts[2].body, secret: Self.secret + "x") == false)
+        #expect(fields["v1"] == WebhookSender.signature(secret: Self.secret, timestamp: timestamp, id: posts[2].id, body: posts[2].body))
+        let post = posts[2]
+        #expect(try await Self.verifiedByTheDocs(post, secret: Self.secret))
+        #expect(
+            try await Self.verifiedByTheDocs(.init(id: post.id, signature: post.signature, body: post.body + Data(" ".utf8)), secret: Self.secret)
+                == false)
+        #expect(try await Self.verifiedByTheDocs(.init(id: post.id + "0", signature: post.signature, body: post.body), secret: Self.secret) == false)
+        #expect(try await Self.verifiedByTheDocs(post, secret: Self.secret + "x") == false)
+        #expect(events.first?["id"] as? String != nil, "each event names its record")
         await group.triggerGracefulShutdown()
         await task.value
     }
@@ -146,13 +155,13 @@ struct WebhookTests {
         let receiver = try await WebhookReceiver(answers: Array(repeating: .serviceUnavailable, count: 1000))
         let webhook = WebhookConfiguration(url: receiver.url, secret: Self.secret)
         let group = "hooks-\(UUID().uuidString)"
-        let (first, firstTask) = try Self.run(fixture, webhook: webhook, group: group)
+        let (first, firstTask) = try await Self.run(fixture, webhook: webhook, group: group)
         let id = try await Self.results(fixture)
         let failed = try await receiver.posts(2)
         await first.triggerGracefulShutdown()
         await firstTask.value
         receiver.state.answers.withLock { $0 = [] }
-        let (second, secondTask) = try Self.run(fixture, webhook: webhook, group: group)
+        let (second, secondTask) = try await Self.run(fixture, webhook: webhook, group: group)
         let posts = try await receiver.posts(failed.count + 1)
         let taken = try #require(posts.last)
         #expect(taken.id == failed[0].id, "the same batch")
@@ -179,10 +188,16 @@ struct WebhookTests {
                     configuration: configuration, store: fixture.store, kafka: wiring, logger: MessagingFixture.logger, onListening: { _ in })),
             signals: false, logger: MessagingFixture.logger)
         let task = Task { try? await group.run() }
-        let id = try await Self.results(fixture)
-        let post = try #require(try await receiver.posts(1).first)
+        // The webhook's new group starts at the topic's end: results until it has its
+        // partitions and posts.
+        var id = ""
+        for _ in 0..<40 where receiver.state.posts.withLock({ $0.isEmpty }) {
+            id = try await Self.results(fixture)
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        let post = try #require(try await receiver.posts(1).last)
         let events = try #require((try JSONSerialization.jsonObject(with: post.body) as? [String: Any])?["events"] as? [[String: Any]])
-        #expect(events.map { $0["notificationId"] as? String } == [id] && events.first?["outcome"] as? String == "invalidHandle")
+        #expect(events.last?["notificationId"] as? String == id && events.allSatisfy { $0["outcome"] as? String == "invalidHandle" }, "\(events)")
         await group.triggerGracefulShutdown()
         await task.value
     }
@@ -191,7 +206,7 @@ struct WebhookTests {
     func refusedIsDeadLettered() async throws {
         let fixture = try await MessagingFixture()
         let receiver = try await WebhookReceiver(answers: [.badRequest])
-        let (group, task) = try Self.run(fixture, webhook: WebhookConfiguration(url: receiver.url, secret: Self.secret))
+        let (group, task) = try await Self.run(fixture, webhook: WebhookConfiguration(url: receiver.url, secret: Self.secret))
         _ = try await Self.results(fixture)
         _ = try await receiver.posts(1)
         let second = try await Self.results(fixture)
@@ -210,7 +225,7 @@ struct WebhookTests {
             break
         }
         await deadLetters.close()
-        #expect(reason?.contains("refused the batch: 400") == true, "\(reason ?? "none")")
+        #expect(reason?.contains("refused POST") == true && reason?.hasSuffix(": 400") == true, "\(reason ?? "none")")
         await group.triggerGracefulShutdown()
         await task.value
     }
@@ -233,6 +248,8 @@ struct WebhookTests {
             #expect(throws: ConfigurationError.self) { try hubs([webhook]).validate() }
             do { try hubs([webhook]).validate() } catch { #expect("\(error)".contains(named), "\(error)") }
         }
+        let twice = Array(repeating: WebhookConfiguration(url: "https://hooks.example.com/x", secret: Self.secret), count: 2)
+        do { try hubs(twice).validate() } catch { #expect("\(error)".contains("webhooks[1].url: the hub has a webhook at this URL already")) }
         let five = Array(repeating: WebhookConfiguration(url: "https://hooks.example.com/x", secret: Self.secret), count: 5)
         do { try hubs(five).validate() } catch { #expect("\(error)".contains("webhooks: at most 4")) }
         // It reads back from YAML as written.
@@ -241,7 +258,7 @@ struct WebhookTests {
     }
 
     /// Runs the Python of docs/webhooks.md's "Verifying a POST" on a signature and body.
-    static func verifiedByTheDocs(signature: String, body: Data, secret: String) async throws -> Bool {
+    static func verifiedByTheDocs(_ post: WebhookReceiver.Post, secret: String) async throws -> Bool {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let text = try String(contentsOf: root.appendingPathComponent("docs/webhooks.md"), encoding: .utf8)
         let section = try #require(text.range(of: "## Verifying a POST"))
@@ -252,12 +269,12 @@ struct WebhookTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         try String(text[start.upperBound..<end.lowerBound]).write(
             to: directory.appendingPathComponent("verify.py"), atomically: true, encoding: .utf8)
-        try body.write(to: directory.appendingPathComponent("body"))
+        try post.body.write(to: directory.appendingPathComponent("body"))
         let script = """
             import sys; sys.path.insert(0, sys.argv[1]); from verify import verify
-            print(verify(sys.argv[2], sys.argv[3], open(sys.argv[1] + '/body', 'rb').read()))
+            print(verify(sys.argv[2], sys.argv[3], sys.argv[4], open(sys.argv[1] + '/body', 'rb').read()))
             """
-        let (status, output) = try await ProcessLaunch.output(["python3", "-c", script, directory.path, secret, signature])
+        let (status, output) = try await ProcessLaunch.output(["python3", "-c", script, directory.path, secret, post.signature, post.id])
         try #require(status == 0, "\(output)")
         return output.trimmingCharacters(in: .whitespacesAndNewlines) == "True"
     }

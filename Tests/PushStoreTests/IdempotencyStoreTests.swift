@@ -126,11 +126,30 @@ struct FeedbackStoreTests {
         #expect(try await store.prunedHandles(hub: hub, since: now.addingTimeInterval(1), after: nil, limit: 10).isEmpty)
     }
 
-    @Test("the sweep deletes error details after a week, feedback after a month, keys and dispatch notes after theirs")
-    func swept() async throws {
-        // A store of its own: the sweep is by age, whatever the hub.
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
-        let store = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
+    @Test("a batch of many failures is kept whole, each once", arguments: StoreKind.available)
+    func many(_ kind: StoreKind) async throws {
+        let (store, hub) = try await IdempotencyStoreTests.store(kind)
+        let id = UUID().uuidString.lowercased()
+        try await store.recordOutcomes(ResultBatch(notificationId: id, hub: hub, dispatched: [.fcm: 60]), now: Date())
+        let results = (0..<60).map {
+            DeliveryResult(
+                registrationId: "r\($0)", handle: "h\($0)", outcome: .invalidHandle, pnsStatus: 404, pnsReason: "UNREGISTERED", attempts: 1,
+                dwellMs: 1)
+        }
+        try await store.recordOutcomes(ResultBatch(notificationId: id, hub: hub, platform: .fcm, results: results), now: Date())
+        #expect(try await store.failedTargets(hub: hub, notificationId: id, after: nil, limit: 100).count == 60)
+        #expect(
+            Set(
+                try await store.prunedHandles(hub: hub, since: .distantPast, after: nil, limit: 1000).filter { $0.notificationId == id }.map(\.handle)
+            ).count == 60)
+    }
+
+    @Test(
+        "the sweep deletes error details after a week, feedback after a month, keys and dispatch notes after theirs",
+        arguments: StoreKind.available)
+    func swept(_ kind: StoreKind) async throws {
+        // A database of its own: the sweep is by age, whatever the hub.
+        let store = try await SQLRegistrationStore.open(try await StoreFixture.ownDatabase(kind)())
         let id = UUID().uuidString.lowercased()
         let now = Date()
         try await store.recordOutcomes(ResultBatch(notificationId: id, hub: "h", dispatched: [.apns: 1]), now: now)

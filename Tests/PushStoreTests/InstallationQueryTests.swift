@@ -126,22 +126,7 @@ struct InstallationQueryTests {
 
     @Test("a store of version 9 is brought to 10 with its installations' columns and tags filled in", arguments: StoreKind.available)
     func migrated(_ kind: StoreKind) async throws {
-        let logger = Logger(label: "pushhub.tests.migration") { _ in SwiftLogNoOpLogHandler() }
-        let open: @Sendable () async throws -> any SQLDatabase
-        switch kind {
-        case .sqlite:
-            let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
-            open = { try SQLiteDatabase(path: path) }
-        case .postgres:
-            // A database of its own: the schema goes back a version.
-            let url = try #require(StoreKind.postgresURL)
-            let name = "migration_\(UUID().uuidString.prefix(8).lowercased())"
-            let server = try PostgresDatabase(url: url, logger: logger)
-            try await server.writeStatement { try await $0.execute("CREATE DATABASE \(name)", []) }
-            await server.close()
-            let own = String(url[..<url.lastIndex(of: "/")!]) + "/" + name
-            open = { try PostgresDatabase(url: own, logger: logger) }
-        }
+        let open = try await StoreFixture.ownDatabase(kind)
         let hub = "myhub"
         var store = try await SQLRegistrationStore.open(open())
         let made = try await Self.populate(store, hub: hub)

@@ -40,6 +40,28 @@ struct StoreFixture {
     }
 }
 
+extension StoreFixture {
+    /// Opens a database of the test's own (an SQLite file, or a new PostgreSQL database on the
+    /// test server), for tests whose changes are not a hub's: a schema taken back a version,
+    /// a sweep by age.
+    static func ownDatabase(_ kind: StoreKind) async throws -> @Sendable () async throws -> any SQLDatabase {
+        let logger = Logger(label: "pushhub.tests.own") { _ in SwiftLogNoOpLogHandler() }
+        switch kind {
+        case .sqlite:
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
+            return { try SQLiteDatabase(path: path) }
+        case .postgres:
+            guard let url = StoreKind.postgresURL else { throw StoreError.notFound("PUSHHUB_TEST_POSTGRES_URL") }
+            let name = "own_\(UUID().uuidString.prefix(8).lowercased())"
+            let server = try PostgresDatabase(url: url, logger: logger)
+            try await server.writeStatement { try await $0.execute("CREATE DATABASE \(name)", []) }
+            await server.close()
+            let own = String(url[..<url.lastIndex(of: "/")!]) + "/" + name
+            return { try PostgresDatabase(url: own, logger: logger) }
+        }
+    }
+}
+
 /// One PostgreSQL store for the whole test run, opened once by whichever test asks first.
 actor SharedPostgres {
     static let shared = SharedPostgres()

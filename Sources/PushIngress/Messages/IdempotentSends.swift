@@ -104,7 +104,14 @@ struct IdempotentSends: Sendable {
     ) async {
         for attempt in 1...3 {
             do {
-                try await store.completeIdempotencyKey(scope: scope, key: key, token: token, notificationId: notificationId, collection: collection)
+                if !(try await store.completeIdempotencyKey(
+                    scope: scope, key: key, token: token, notificationId: notificationId, collection: collection))
+                {
+                    // Another request took the key over while this one was slow: both sent.
+                    logger.error(
+                        "an idempotency key was claimed again while its first request was being accepted; both were sent",
+                        metadata: ["pushhub.notification_id": "\(notificationId)"])
+                }
                 return
             } catch {
                 if attempt == 3 {

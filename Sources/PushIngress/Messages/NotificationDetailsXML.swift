@@ -4,9 +4,12 @@ import PushModel
 /// `GET /{hub}/messages/{id}` answers in the NotificationDetails shape of Azure Notification Hubs.
 enum NotificationDetailsXML {
     /// Azure's names for the per-platform counts and outcomes.
+    /// In the order of Azure's DataContract: APNs and WNS before `PnsErrorDetailsUri`, the
+    /// newer FCM v1 and browser counts after it (a .NET client ignores an element out of order).
     static let platformElements: [(Platform, String)] = [
-        (.apns, "ApnsOutcomeCounts"), (.fcm, "FcmV1OutcomeCounts"), (.wns, "WnsOutcomeCounts"), (.webpush, "BrowserOutcomeCounts"),
+        (.apns, "ApnsOutcomeCounts"), (.wns, "WnsOutcomeCounts"), (.fcm, "FcmV1OutcomeCounts"), (.webpush, "BrowserOutcomeCounts"),
     ]
+    static let countedBeforeErrors: Set<Platform> = [.apns, .wns]
     static let outcomeNames: [Outcome: String] = [
         .delivered: "Success", .invalidHandle: "BadChannel", .throttled: "Throttled", .payloadRejected: "PayloadTooLarge",
         .expired: "Expired", .failed: "PnsUnavailable", .rejected: "Dropped",
@@ -30,19 +33,22 @@ enum NotificationDetailsXML {
         if let notificationBody = outcome.body { body += "<NotificationBody>\(XML.escape(notificationBody))</NotificationBody>" }
         if let tags = outcome.tags { body += "<Tags>\(XML.escape(tags))</Tags>" }
         if let platforms = targetPlatforms(outcome) { body += "<TargetPlatforms>\(platforms)</TargetPlatforms>" }
-        for (platform, element) in platformElements {
-            guard let counts = outcome.counts[platform], !counts.isEmpty else { continue }
-            body +=
-                "<\(element)>"
-                + counts.sorted { $0.key.rawValue < $1.key.rawValue }.map {
-                    "<Outcome><Name>\(outcomeNames[$0.key] ?? $0.key.rawValue)</Name><Count>\($0.value)</Count></Outcome>"
-                }.joined() + "</\(element)>"
+        func counts(_ platforms: [(Platform, String)]) -> String {
+            platforms.compactMap { platform, element -> String? in
+                guard let counts = outcome.counts[platform], !counts.isEmpty else { return nil }
+                return "<\(element)>"
+                    + counts.sorted { $0.key.rawValue < $1.key.rawValue }.map {
+                        "<Outcome><Name>\(outcomeNames[$0.key] ?? $0.key.rawValue)</Name><Count>\($0.value)</Count></Outcome>"
+                    }.joined() + "</\(element)>"
+            }.joined()
         }
+        body += counts(platformElements.filter { countedBeforeErrors.contains($0.0) })
         // Where the targets that did not end in success are listed (Azure's blob; here an
         // API of the hub), once there is one.
         if outcome.counts.values.contains(where: { $0.contains { $0.key != .delivered && $0.value > 0 } }) {
             body += "<PnsErrorDetailsUri>\(XML.escape(errorsLocation))</PnsErrorDetailsUri>"
         }
+        body += counts(platformElements.filter { !countedBeforeErrors.contains($0.0) })
         // PushHub's own addition, last so Azure's elements keep their order: why it gave the
         // notification up.
         if let reason = outcome.reason { body += "<Reason>\(XML.escape(reason))</Reason>" }

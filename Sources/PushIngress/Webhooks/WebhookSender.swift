@@ -9,20 +9,25 @@ import PushProviders
 import ServiceLifecycle
 
 /// Posts a hub's delivery outcomes to one webhook, in batches, from `pushhub.results` in a
-/// consumer group of its own: a batch's records are marked done only once the receiver took
-/// it (2xx), so a receiver that is down loses nothing; PushHub tries again, waiting 1 s,
-/// doubling up to a minute. A receiver that refuses a batch for good (4xx but 408 and 429)
-/// has it dead-lettered with its answer, and the next batch goes on.
+/// consumer group of its own: a poll's records are marked done only once the receiver took
+/// every POST they make (2xx), so a receiver that is down loses nothing; PushHub tries again,
+/// waiting 1 s, doubling up to a minute. A receiver that refuses a POST for good (400, 410,
+/// 413, 415, 422) has it dead-lettered, one record holding the POST's events with the answer,
+/// and the next goes on.
 ///
-/// Each POST is JSON `{"hub", "events": [...]}` with `PushHub-Signature: t=UNIX,v1=HEX`, the
-/// HMAC-SHA256 under the webhook's secret of `"{t}.{body}"`, and `PushHub-Webhook-Id`, the same
-/// for every try of one batch (docs/webhooks.md shows how to verify them).
+/// Each POST is JSON `{"hub", "events": [...]}`, at most `eventsPerPost` events, each with an
+/// `id` naming its result record and place; `PushHub-Webhook-Id` is a digest of those ids, so
+/// every try of one POST, across restarts, has one id. `PushHub-Signature: t=UNIX,v1=HEX` is
+/// the HMAC-SHA256 under the webhook's secret of `"{t}.{id}.{body}"` (docs/webhooks.md shows
+/// how to verify it).
 public final class WebhookSender: Service, Sendable {
     let consumer: KafkaConsumer
     let hub: String
     let webhook: WebhookConfiguration
     let http: PNSHTTPClient
-    let giveUp: @Sendable (KafkaRecord, String) async throws -> Void
+    /// Keeps a refused POST's body with the reason (the dead-letter topic); throws when it
+    /// could not, and the POST is tried again.
+    let giveUp: @Sendable (Data, String) async throws -> Void
     let logger: Logger
     let now: @Sendable () -> Date
     /// The first wait after a failed POST, and the longest.
@@ -30,13 +35,17 @@ public final class WebhookSender: Service, Sendable {
     let posted: Counter
     let failed: Counter
 
-    /// Records a POST covers at most.
-    static let recordsPerPost = 500
+    /// Records a poll hands the sender at most.
+    static let recordsPerPoll = 500
+    /// Events a POST carries at most (a result record holds up to 500).
+    static let eventsPerPost = 1_000
+    /// Answers that refuse a POST for good; any other failure is tried again.
+    static let refusals: Set<Int> = [400, 410, 413, 415, 422]
 
     public init(
         consumer: KafkaConsumer, hub: String, webhook: WebhookConfiguration, http: PNSHTTPClient,
         backoff: (first: Duration, longest: Duration) = (.seconds(1), .seconds(60)), logger: Logger, now: @escaping @Sendable () -> Date = { Date() },
-        giveUp: @escaping @Sendable (KafkaRecord, String) async throws -> Void
+        giveUp: @escaping @Sendable (Data, String) async throws -> Void
     ) {
         self.consumer = consumer
         self.hub = hub
@@ -46,7 +55,7 @@ public final class WebhookSender: Service, Sendable {
         self.logger = logger
         self.now = now
         self.giveUp = giveUp
-        posted = MetricsRegistry.shared.counter("pushhub_webhook_posts_total", help: "Batches of outcomes a webhook took.", labels: ["hub": hub])
+        posted = MetricsRegistry.shared.counter("pushhub_webhook_posts_total", help: "POSTs of outcomes a webhook took.", labels: ["hub": hub])
         failed = MetricsRegistry.shared.counter(
             "pushhub_webhook_failures_total", help: "POSTs to a webhook that failed (tried again, or given up when refused).", labels: ["hub": hub])
     }
@@ -56,21 +65,35 @@ public final class WebhookSender: Service, Sendable {
         "pushhub-webhook-\(hub)-" + SHA256.hash(data: Data(url.utf8)).prefix(6).map { String(format: "%02x", $0) }.joined()
     }
 
+    /// What a webhook's consumer needs: a smaller read-ahead than the recorder's. A new group
+    /// starts at the oldest record Kafka keeps, so nothing after its creation is skipped even
+    /// when the process stops before the first POST is taken; a webhook added later is sent
+    /// what `pushhub.results` still holds. A receiver down for longer than Kafka's poll
+    /// interval (5 minutes) has the member leave its group; its uncommitted records are read
+    /// again when it rejoins, and posted again (receivers pass over event ids they took).
+    public static func tune(_ configuration: inout KafkaConsumerConfiguration) {
+        configuration.prefetchBytes = 4 << 20
+    }
+
     public func run() async throws {
         // Ends at graceful shutdown, before the consumer (started first) is closed.
-        for await records in consumer.recordGroups(maximum: Self.recordsPerPost).cancelOnGracefulShutdown() {
+        polls: for await records in consumer.recordGroups(maximum: Self.recordsPerPoll).cancelOnGracefulShutdown() {
             let events = Self.events(in: records, hub: hub, failuresOnly: webhook.outcomes == .failures)
-            if !events.isEmpty {
-                guard await deliver(events, id: Self.postID(records.first!), records: records) else { break }
+            var start = 0
+            while start < events.count {
+                let chunk = Array(events[start..<min(start + Self.eventsPerPost, events.count)])
+                guard await deliver(chunk) else { break polls }
+                start += Self.eventsPerPost
             }
             for record in records { consumer.markDone(record) }
         }
         await http.shutdown()
     }
 
-    /// POSTs until the receiver takes the batch or refuses it for good (true), or the process
-    /// stops (false: the records are read again at the next start).
-    func deliver(_ events: [[String: Any]], id: String, records: [KafkaRecord]) async -> Bool {
+    /// POSTs until the receiver takes the events or refuses them for good (true), or the
+    /// process stops (false: their records are read again at the next start).
+    func deliver(_ events: [[String: Any]]) async -> Bool {
+        let id = Self.postID(events)
         let body =
             (try? JSONSerialization.data(withJSONObject: ["hub": hub, "events": events], options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
         var wait = backoff.first
@@ -78,7 +101,7 @@ public final class WebhookSender: Service, Sendable {
             let timestamp = Int(now().timeIntervalSince1970)
             let headers = [
                 ("Content-Type", "application/json"), ("User-Agent", "PushHub-Webhook"), ("PushHub-Webhook-Id", id),
-                ("PushHub-Signature", "t=\(timestamp),v1=\(Self.signature(secret: webhook.secret, timestamp: timestamp, body: body))"),
+                ("PushHub-Signature", "t=\(timestamp),v1=\(Self.signature(secret: webhook.secret, timestamp: timestamp, id: id, body: body))"),
             ]
             var failure: String
             do {
@@ -88,19 +111,23 @@ public final class WebhookSender: Service, Sendable {
                     return true
                 }
                 failure = "answered \(response.status)"
-                if (400..<500).contains(response.status), ![408, 429].contains(response.status) {
+                if Self.refusals.contains(response.status) {
                     failed.increment()
-                    let reason = "webhook \(Self.shown(webhook.url)) refused the batch: \(response.status)"
-                    logger.error("a webhook refused a batch of outcomes; it is dead-lettered", metadata: ["pushhub.reason": "\(reason)"])
-                    for record in records { try? await giveUp(record, reason) }
-                    return true
+                    let reason = "webhook \(Self.shown(webhook.url)) of hub \(hub) refused POST \(id): \(response.status)"
+                    do {
+                        try await giveUp(body, reason)
+                        logger.error("a webhook refused a POST of outcomes; it is dead-lettered", metadata: ["pushhub.reason": "\(reason)"])
+                        return true
+                    } catch {
+                        failure = "refused, and not dead-lettered: \(error)"
+                    }
                 }
             } catch {
                 failure = "\(error)"
             }
             failed.increment()
             logger.warning(
-                "a webhook did not take a batch of outcomes; trying again",
+                "a webhook did not take a POST of outcomes; trying again",
                 metadata: ["pushhub.webhook": "\(Self.shown(webhook.url))", "pushhub.error": "\(failure.prefix(300))", "pushhub.wait": "\(wait)"])
             let pause = wait
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: pause) }
@@ -110,7 +137,8 @@ public final class WebhookSender: Service, Sendable {
     }
 
     /// The events of `records` for `hub`: one per delivery result (dispatch summaries are not
-    /// events), each with the time its result was published.
+    /// events), each with an id naming its record and place, and the time its result was
+    /// published.
     static func events(in records: [KafkaRecord], hub: String, failuresOnly: Bool) -> [[String: Any]] {
         var events: [[String: Any]] = []
         for record in records {
@@ -118,8 +146,11 @@ public final class WebhookSender: Service, Sendable {
                 let results = batch.results
             else { continue }
             let time = record.timestampMilliseconds.map { RFC3339.format(Date(timeIntervalSince1970: Double($0) / 1000)) }
-            for result in results where !failuresOnly || result.outcome != .delivered {
-                var event: [String: Any] = ["notificationId": batch.notificationId, "outcome": result.outcome.rawValue, "attempts": result.attempts]
+            for (index, result) in results.enumerated() where !failuresOnly || result.outcome != .delivered {
+                var event: [String: Any] = [
+                    "id": "\(record.partition)-\(record.offset)-\(index)", "notificationId": batch.notificationId,
+                    "outcome": result.outcome.rawValue, "attempts": result.attempts,
+                ]
                 event["platform"] = batch.platform?.rawValue
                 event["registrationId"] = result.registrationId
                 event["handle"] = result.handle
@@ -132,21 +163,40 @@ public final class WebhookSender: Service, Sendable {
         return events
     }
 
-    /// The same for every try of the batch that starts at `record`, across restarts.
-    static func postID(_ record: KafkaRecord) -> String { "\(record.topic)-\(record.partition)-\(record.offset)" }
+    /// A refused POST's body on the dead-letter topic, keyed by its hub, with the reason.
+    public static func deadLetter(_ body: Data, reason: String, hub: String, topics: PushTopics, producer: KafkaProducer) async throws {
+        MetricsRegistry.shared.counter(
+            "pushhub_dead_letters_total", help: "Records sent to the dead-letter topic, by the topic they came from.",
+            labels: ["topic": topics.results]
+        ).increment()
+        try await producer.sendAllAcknowledged([
+            KafkaOutgoingRecord(
+                topic: topics.deadLetter, key: hub, value: body,
+                headers: [
+                    KafkaHeader(key: DeadLetterHeader.error, value: String(reason.prefix(4096))),
+                    KafkaHeader(key: DeadLetterHeader.sourceTopic, value: topics.results),
+                ])
+        ])
+    }
 
-    /// Hex HMAC-SHA256 under `secret` of `"{timestamp}.{body}"`.
-    public static func signature(secret: String, timestamp: Int, body: Data) -> String {
-        var signed = Data("\(timestamp).".utf8)
+    /// A digest of the POST's event ids: the same for every try of the same events.
+    static func postID(_ events: [[String: Any]]) -> String {
+        var hash = SHA256()
+        for event in events { hash.update(data: Data(((event["id"] as? String) ?? "").utf8 + [0x2C])) }
+        return hash.finalize().prefix(16).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// Hex HMAC-SHA256 under `secret` of `"{timestamp}.{id}.{body}"`.
+    public static func signature(secret: String, timestamp: Int, id: String, body: Data) -> String {
+        var signed = Data("\(timestamp).\(id).".utf8)
         signed.append(body)
         return HMAC<SHA256>.authenticationCode(for: signed, using: SymmetricKey(data: Data(secret.utf8))).map { String(format: "%02x", $0) }.joined()
     }
 
-    /// A webhook's URL as logs show it: scheme, host and path, never a query.
+    /// A webhook's URL as logs show it: scheme and host only (a path or query may carry a
+    /// token of the receiver's).
     static func shown(_ url: String) -> String {
-        guard var components = URLComponents(string: url) else { return "(a webhook)" }
-        components.query = nil
-        components.fragment = nil
-        return components.string ?? "(a webhook)"
+        guard let components = URLComponents(string: url), let scheme = components.scheme, let host = components.host else { return "(a webhook)" }
+        return "\(scheme)://\(host)\(components.port.map { ":\($0)" } ?? "")"
     }
 }

@@ -6,7 +6,10 @@ public enum IdempotencyClaim: Sendable, Equatable {
     /// New (or its last use is past the window, or abandoned): the caller sends, then
     /// `completeIdempotencyKey` or `releaseIdempotencyKey` with `token`, which names this
     /// claim (a later claim of an abandoned key has another).
-    case claimed(token: String)
+    /// `reusing`: the notification id a request with this key and fingerprint was given
+    /// before, which could not be queued for certain (Kafka did not answer): the retry sends
+    /// under it, so a record written after all is dispatched once.
+    case claimed(token: String, reusing: String? = nil)
     /// Sent before with the same request: answer as then.
     case replay(notificationId: String, collection: String)
     /// Used before with another request.
@@ -16,7 +19,13 @@ public enum IdempotencyClaim: Sendable, Equatable {
 
     /// The claim's token, when the key was claimed.
     public var token: String? {
-        if case .claimed(let token) = self { return token }
+        if case .claimed(let token, _) = self { return token }
+        return nil
+    }
+
+    /// The notification id a claim sends under again, when it does.
+    public var reusing: String? {
+        if case .claimed(_, let reusing) = self { return reusing }
         return nil
     }
 }
@@ -33,6 +42,10 @@ public protocol IdempotencyStore: Sendable {
     /// taken over (abandoned, then claimed again).
     @discardableResult
     func completeIdempotencyKey(scope: String, key: String, token: String, notificationId: String, collection: String) async throws -> Bool
+    /// Notes that a claimed key's request may or may not have been queued under
+    /// `notificationId` (the queue did not answer): a retry with the same request sends under
+    /// that id again; only the claim `token` names.
+    func failIdempotencyKey(scope: String, key: String, token: String, notificationId: String) async throws
     /// Forgets a claimed key whose request was not accepted, so a retry may send; only the
     /// claim `token` names.
     func releaseIdempotencyKey(scope: String, key: String, token: String) async throws
@@ -76,6 +89,18 @@ extension SQLRegistrationStore: IdempotencyStore {
                     """, [.text(fingerprint), .text(token), SQLValue(now), .text(scope), .text(key)])
                 return .claimed(token: token)
             }
+            if row.text("state") == "failed" {
+                // Not queued for certain: sent again, under the same id when it is the same request.
+                let same = row.text("fingerprint") == fingerprint
+                let reusing = same ? row.text("notification_id") : nil
+                try await connection.execute(
+                    """
+                    UPDATE idempotency_keys SET fingerprint = ?, state = 'pending', claim_token = ?, notification_id = ?, collection = NULL,
+                        created_at = ?
+                    WHERE scope = ? AND idempotency_key = ?
+                    """, [.text(fingerprint), .text(token), reusing.map(SQLValue.text) ?? .null, SQLValue(now), .text(scope), .text(key)])
+                return .claimed(token: token, reusing: reusing)
+            }
             // While the first is being accepted, nothing is known yet of what it answers.
             if pending { return .inProgress }
             guard row.text("fingerprint") == fingerprint else { return .differentRequest }
@@ -93,6 +118,16 @@ extension SQLRegistrationStore: IdempotencyStore {
                 WHERE scope = ? AND idempotency_key = ? AND claim_token = ? RETURNING scope
                 """, [.text(notificationId), .text(collection), .text(scope), .text(key), .text(token)]
             ).isEmpty)
+        }
+    }
+
+    public func failIdempotencyKey(scope: String, key: String, token: String, notificationId: String) async throws {
+        try await database.write { connection in
+            try await connection.execute(
+                """
+                UPDATE idempotency_keys SET state = 'failed', notification_id = ?
+                WHERE scope = ? AND idempotency_key = ? AND claim_token = ? AND state = 'pending'
+                """, [.text(notificationId), .text(scope), .text(key), .text(token)])
         }
     }
 

@@ -188,16 +188,10 @@ struct WebhookTests {
                     configuration: configuration, store: fixture.store, kafka: wiring, logger: MessagingFixture.logger, onListening: { _ in })),
             signals: false, logger: MessagingFixture.logger)
         let task = Task { try? await group.run() }
-        // The webhook's new group starts at the topic's end: results until it has its
-        // partitions and posts.
-        var id = ""
-        for _ in 0..<40 where receiver.state.posts.withLock({ $0.isEmpty }) {
-            id = try await Self.results(fixture)
-            try await Task.sleep(for: .milliseconds(500))
-        }
-        let post = try #require(try await receiver.posts(1).last)
+        let id = try await Self.results(fixture)
+        let post = try #require(try await receiver.posts(1, timeout: .seconds(60)).first)
         let events = try #require((try JSONSerialization.jsonObject(with: post.body) as? [String: Any])?["events"] as? [[String: Any]])
-        #expect(events.last?["notificationId"] as? String == id && events.allSatisfy { $0["outcome"] as? String == "invalidHandle" }, "\(events)")
+        #expect(events.map { $0["notificationId"] as? String } == [id] && events.first?["outcome"] as? String == "invalidHandle", "\(events)")
         await group.triggerGracefulShutdown()
         await task.value
     }

@@ -60,6 +60,16 @@ struct IdempotencyStoreTests {
         #expect(try await claim("gone", at: now.addingTimeInterval(122)) == .inProgress)
         #expect(try await store.completeIdempotencyKey(scope: scope, key: "gone", token: second, notificationId: "n2", collection: "messages"))
         #expect(try await claim("gone", at: now.addingTimeInterval(123)) == .replay(notificationId: "n2", collection: "messages"))
+        // A send the queue did not answer for certain: the same request sends under its id
+        // again; another request under a new one.
+        let failed = try #require(try await claim("unsure", at: now).token)
+        try await store.failIdempotencyKey(scope: scope, key: "unsure", token: failed, notificationId: "n-unsure")
+        let retry = try await claim("unsure", at: now)
+        #expect(retry.token != nil && retry.reusing == "n-unsure")
+        try await store.failIdempotencyKey(scope: scope, key: "unsure", token: try #require(retry.token), notificationId: "n-unsure")
+        let changed = try await store.claimIdempotencyKey(
+            scope: scope, key: "unsure", fingerprint: "g", now: now, window: 86_400, pendingTimeout: 120)
+        #expect(changed.token != nil && changed.reusing == nil)
         let freed = try #require(try await claim("freed", at: now).token)
         try await store.releaseIdempotencyKey(scope: scope, key: "freed", token: freed)
         #expect(try await claim("freed", at: now).token != nil)

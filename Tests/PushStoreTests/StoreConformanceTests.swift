@@ -467,7 +467,11 @@ struct ConcurrentWriteTests {
                     } catch StoreError.notFound {}
                 }
                 if round % 2 == 0 { group.addTask { _ = try await store.deleteInstallation(hub: fixture.hub, id: "racer") } }
-                try await group.waitForAll()
+                do { try await group.waitForAll() } catch {
+                    // What the database said, whole (PostgreSQL's errors hide it otherwise).
+                    Issue.record("round \(round): \(String(reflecting: error))")
+                    throw error
+                }
             }
             let stored = try await store.all(hub: fixture.hub, matching: .installation("racer"))
             if try await store.installation(hub: fixture.hub, id: "racer") == nil {

@@ -51,9 +51,13 @@ struct NotificationsController: Sendable {
                 request, scope: "api:\(hub):\(sender)",
                 fingerprint: IdempotentSends.fingerprint(parts: ["api/notifications", pns, recipient, message]),
                 collection: "messages"
-            ) {
-                try await publish(format: native.format, body: native.body, contentType: native.contentType, headers: native.headers, to: recipient)
+            ) { reusing in
+                try await publish(
+                    format: native.format, body: native.body, contentType: native.contentType, headers: native.headers, to: recipient,
+                    notificationId: reusing)
             }
+        } catch is NotificationQueue.NotQueued {
+            throw Self.notQueued
         } catch let refusal as IdempotentSends.Refusal {
             var error = AppBackendError(refusal.status, refusal.message)
             error.retryAfter = refusal.retryAfter
@@ -115,7 +119,7 @@ struct NotificationsController: Sendable {
             id = try await publish(format: send.format, body: send.body, contentType: "application/json", headers: send.headers, to: recipient)
         } catch {
             try? await richPayloads.deleteRichPayload(hub: hub, id: stored.id)
-            throw error
+            throw error is NotificationQueue.NotQueued ? Self.notQueued : error
         }
         return try Self.jsonResponse(["notificationId": id, "richId": String(stored.id)])
     }
@@ -167,12 +171,14 @@ struct NotificationsController: Sendable {
             body: .init(byteBuffer: ByteBuffer(bytes: payload.bytes)))
     }
 
-    /// Queues a native send to `username:{recipient}`; returns its notification id.
-    private func publish(format: NotificationFormat, body: String, contentType: String, headers: [String: String], to recipient: String) async throws
-        -> String
-    {
+    /// Queues a native send to `username:{recipient}` (under `notificationId` when given);
+    /// returns its notification id.
+    private func publish(
+        format: NotificationFormat, body: String, contentType: String, headers: [String: String], to recipient: String,
+        notificationId: String? = nil
+    ) async throws -> String {
         guard let queue else { throw AppBackendError(.serviceUnavailable, "sending needs Kafka; this ingress runs without it") }
-        let request: SendRequest
+        var request: SendRequest
         let expression: TagExpression?
         do {
             (request, expression) = try SendRequestBuilder().buildChecked(
@@ -181,14 +187,18 @@ struct NotificationsController: Sendable {
         } catch {
             throw AppBackendError(.badRequest, error.description)
         }
-        do {
-            try await queue.enqueue(request, expression: expression)
-        } catch is NotificationQueue.NotQueued {
-            var failure = AppBackendError(.serviceUnavailable, "the notification could not be queued; try again")
-            failure.retryAfter = 5
-            throw failure
-        }
+        if let notificationId { request.notificationId = notificationId }
+        // `NotQueued` goes up as it is: an idempotency key learns of it before the caller
+        // answers 503 (`notQueued`).
+        try await queue.enqueue(request, expression: expression)
         return request.notificationId
+    }
+
+    /// 503 with `Retry-After`: the send could not be queued.
+    static var notQueued: AppBackendError {
+        var failure = AppBackendError(.serviceUnavailable, "the notification could not be queued; try again")
+        failure.retryAfter = 5
+        return failure
     }
 
     /// `to_tag`, the recipient's user name, which must make a valid `username:` tag.

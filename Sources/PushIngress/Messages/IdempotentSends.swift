@@ -64,11 +64,13 @@ struct IdempotentSends: Sendable {
 
     /// Runs `send` (which queues the send and returns its notification id) once per key in
     /// `scope`; without a key, simply runs it. `fingerprint` identifies the request (see
-    /// `fingerprint(of:)`). A send that throws frees the key, so a retry may send.
+    /// `fingerprint(of:)`). `send` is given the notification id to send under when a retry must
+    /// reuse one (nil: its own). A send that throws frees the key, so a retry may send; one
+    /// the queue did not answer for certain leaves its id for the retry.
     func run(
-        _ request: Request, scope: String, fingerprint: String, collection: String, _ send: () async throws -> String
+        _ request: Request, scope: String, fingerprint: String, collection: String, _ send: (String?) async throws -> String
     ) async throws -> Answer {
-        guard let key = request.headers[Self.header] else { return .sent(notificationId: try await send()) }
+        guard let key = request.headers[Self.header] else { return .sent(notificationId: try await send(nil)) }
         guard (1...Self.maximumKeyLength).contains(key.utf8.count), key.utf8.allSatisfy({ (0x20...0x7E).contains($0) }) else {
             throw Refusal.invalidKey("Idempotency-Key: must be 1 to \(Self.maximumKeyLength) printable ASCII characters")
         }
@@ -76,13 +78,22 @@ struct IdempotentSends: Sendable {
         switch try await store.claimIdempotencyKey(
             scope: scope, key: key, fingerprint: fingerprint, now: now(), window: Self.window, pendingTimeout: Self.pendingTimeout)
         {
-        case .claimed(let token):
+        case .claimed(let token, let reusing):
             let id: String
             do {
-                id = try await send()
+                id = try await send(reusing)
             } catch let notQueued as NotificationQueue.NotQueued where notQueued.kept {
                 // Part of it went out and recovery finishes it: a retry must not send again.
                 await complete(store, scope: scope, key: key, token: token, notificationId: notQueued.notificationId ?? "", collection: collection)
+                throw notQueued
+            } catch let notQueued as NotificationQueue.NotQueued {
+                // Kafka may have written it though it did not say so: the retry sends under
+                // the same id, which the dispatcher takes once.
+                if let id = notQueued.notificationId {
+                    try? await store.failIdempotencyKey(scope: scope, key: key, token: token, notificationId: id)
+                } else {
+                    try? await store.releaseIdempotencyKey(scope: scope, key: key, token: token)
+                }
                 throw notQueued
             } catch {
                 try? await store.releaseIdempotencyKey(scope: scope, key: key, token: token)

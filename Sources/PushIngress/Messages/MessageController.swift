@@ -40,8 +40,8 @@ struct MessageController: Sendable {
             }
             return try await debugSend(built.request, expression: built.expression, hub: hub, request, context)
         }
-        return try await keyed(request, context, built.request, collection: "messages") {
-            try await queue.enqueue(built.request, expression: built.expression)
+        return try await keyed(request, context, built.request, collection: "messages") { sending in
+            try await queue.enqueue(sending, expression: built.expression)
         }
     }
 
@@ -71,16 +71,19 @@ struct MessageController: Sendable {
     /// be; a repeat of a keyed request answers the first 201 again.
     private func keyed(
         _ request: Request, _ context: HubRequestContext, _ sendRequest: SendRequest, collection: String, extra: [String] = [],
-        _ send: () async throws -> Void
+        _ send: (SendRequest) async throws -> Void
     ) async throws -> Response {
         let hub = context.hub.name
         do {
             let answer = try await idempotency.run(
                 request, scope: "hub:\(hub)", fingerprint: IdempotentSends.fingerprint(of: sendRequest, extra: [collection] + extra),
                 collection: collection
-            ) {
-                try await send()
-                return sendRequest.notificationId
+            ) { reusing in
+                // A retry of a send the queue did not answer for certain goes under its id.
+                var sending = sendRequest
+                if let reusing { sending.notificationId = reusing }
+                try await send(sending)
+                return sending.notificationId
             }
             switch answer {
             case .sent(let id):
@@ -156,8 +159,8 @@ struct MessageController: Sendable {
         } catch {
             throw HubAPIError.invalid(error)
         }
-        return try await keyed(request, context, sendRequest, collection: "messages", extra: ["$batch"]) {
-            try await queue.enqueue(sendRequest, expression: nil)
+        return try await keyed(request, context, sendRequest, collection: "messages", extra: ["$batch"]) { sending in
+            try await queue.enqueue(sending, expression: nil)
         }
     }
 
@@ -175,8 +178,8 @@ struct MessageController: Sendable {
             throw HubAPIError(.badRequest, "ServiceBusNotification-ScheduleTime: must be in the next 7 days, not \(text)")
         }
         let sendRequest = try await build(request, hub: hub, direct: false).request
-        return try await keyed(request, context, sendRequest, collection: "schedulednotifications", extra: [RFC3339.format(due)]) {
-            try await schedules.schedule(sendRequest, dueAt: due)
+        return try await keyed(request, context, sendRequest, collection: "schedulednotifications", extra: [RFC3339.format(due)]) { sending in
+            try await schedules.schedule(sending, dueAt: due)
         }
     }
 

@@ -31,7 +31,7 @@ struct NotificationQueue: Sendable {
     /// part of it went out and recovery finishes it: it stays accepted.
     struct NotQueued: Error {
         var kept = false
-        /// The send's id, when `kept`.
+        /// The send's id.
         var notificationId: String?
     }
 
@@ -50,7 +50,7 @@ struct NotificationQueue: Sendable {
             try await publisher.publish(request)
         } catch {
             try? await outcomes?.forgetEnqueued(hub: request.hub, notificationId: request.notificationId)
-            throw NotQueued()
+            throw NotQueued(notificationId: request.notificationId)
         }
         return request
     }
@@ -94,7 +94,7 @@ struct NotificationQueue: Sendable {
             }
         } catch {
             try? await outcomes?.forgetEnqueued(hub: request.hub, notificationId: request.notificationId, resolved: true)
-            throw NotQueued()
+            throw NotQueued(notificationId: request.notificationId)
         }
     }
 

@@ -27,14 +27,20 @@ final class WebhookReceiver: Sendable {
         let answers: Mutex<[HTTPResponse.Status]>
         let port = Mutex<Int?>(nil)
 
-        init(answers: [HTTPResponse.Status]) { self.answers = Mutex(answers) }
+        /// Bytes of body every answer carries.
+        let answerBytes: Int
+
+        init(answers: [HTTPResponse.Status], answerBytes: Int) {
+            self.answers = Mutex(answers)
+            self.answerBytes = answerBytes
+        }
     }
 
     let state: State
     let task: Task<Void, Never>
 
-    init(answers: [HTTPResponse.Status]) async throws {
-        let state = State(answers: answers)
+    init(answers: [HTTPResponse.Status], answerBytes: Int = 0) async throws {
+        let state = State(answers: answers, answerBytes: answerBytes)
         self.state = state
         let router = Router()
         router.post("/hook") { request, _ -> Response in
@@ -44,7 +50,9 @@ final class WebhookReceiver: Sendable {
                 id: request.headers[HTTPField.Name("PushHub-Webhook-Id")!] ?? "",
                 signature: request.headers[HTTPField.Name("PushHub-Signature")!] ?? "", body: body)
             state.posts.withLock { $0.append(post) }
-            return Response(status: state.answers.withLock { $0.isEmpty ? .ok : $0.removeFirst() })
+            return Response(
+                status: state.answers.withLock { $0.isEmpty ? .ok : $0.removeFirst() },
+                body: .init(byteBuffer: ByteBuffer(repeating: UInt8(ascii: "x"), count: state.answerBytes)))
         }
         let app = Application(
             router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
@@ -145,6 +153,19 @@ struct WebhookTests {
         #expect(try await Self.verifiedByTheDocs(.init(id: post.id + "0", signature: post.signature, body: post.body), secret: Self.secret) == false)
         #expect(try await Self.verifiedByTheDocs(post, secret: Self.secret + "x") == false)
         #expect(events.first?["id"] as? String != nil, "each event names its record")
+        await group.triggerGracefulShutdown()
+        await task.value
+    }
+
+    @Test("a receiver that says a lot with its 2xx has taken the POST")
+    func chattyReceiver() async throws {
+        let fixture = try await MessagingFixture()
+        let receiver = try await WebhookReceiver(answers: [], answerBytes: 200_000)
+        let (group, task) = try await Self.run(fixture, webhook: WebhookConfiguration(url: receiver.url, secret: Self.secret))
+        _ = try await Self.results(fixture)
+        _ = try await receiver.posts(1)
+        try await Task.sleep(for: .seconds(1))
+        #expect(receiver.state.posts.withLock { $0.count } == 1, "taken once, not tried again")
         await group.triggerGracefulShutdown()
         await task.value
     }

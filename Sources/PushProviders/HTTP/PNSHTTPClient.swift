@@ -56,20 +56,31 @@ public final class PNSHTTPClient: PNSTransport {
     }
 
     /// Sends one request. Throws on transport failures and time-outs, which callers retry.
-    public func send(_ method: HTTPMethod, _ url: String, headers: [(String, String)], body: Data?) async throws -> Response {
-        try await inSlot { try await sendHTTP1(method, url, headers: headers, body: body) }
+    /// An answer's body past 64 KiB throws too, unless `bodyLimit` says otherwise: the answer
+    /// then keeps the body's first `bodyLimit` bytes, and the rest is read and dropped.
+    public func send(_ method: HTTPMethod, _ url: String, headers: [(String, String)], body: Data?, bodyLimit: Int? = nil) async throws -> Response {
+        try await inSlot { try await sendHTTP1(method, url, headers: headers, body: body, bodyLimit: bodyLimit) }
     }
 
     /// One request through async-http-client, without taking a slot.
-    private func sendHTTP1(_ method: HTTPMethod, _ url: String, headers: [(String, String)], body: Data?) async throws -> Response {
+    private func sendHTTP1(_ method: HTTPMethod, _ url: String, headers: [(String, String)], body: Data?, bodyLimit: Int? = nil) async throws
+        -> Response
+    {
         var request = HTTPClientRequest(url: url)
         request.method = method
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
         let client = clients[next.add(1, ordering: .relaxed).oldValue % clients.count]
         let response = try await client.execute(request, timeout: requestTimeout)
-        let bytes = try await response.body.collect(upTo: 64 * 1024)
-        return Response(status: Int(response.status.code), headers: PNSHeaderFields(response.headers), body: Data(bytes.readableBytesView))
+        guard let bodyLimit else {
+            let bytes = try await response.body.collect(upTo: 64 * 1024)
+            return Response(status: Int(response.status.code), headers: PNSHeaderFields(response.headers), body: Data(bytes.readableBytesView))
+        }
+        var kept = Data()
+        for try await part in response.body where kept.count < bodyLimit {
+            kept.append(contentsOf: part.readableBytesView.prefix(bodyLimit - kept.count))
+        }
+        return Response(status: Int(response.status.code), headers: PNSHeaderFields(response.headers), body: kept)
     }
 
     public func send(_ request: PNSRequest) async throws -> PNSResponse {

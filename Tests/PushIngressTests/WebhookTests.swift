@@ -294,3 +294,36 @@ struct WebhookTests {
         return output.trimmingCharacters(in: .whitespacesAndNewlines) == "True"
     }
 }
+
+@Suite("Results watcher", .timeLimit(.minutes(2)))
+struct ResultsWatcherTests {
+    @Test("one reader for many tails: each tail gets its own notification's results; the reader closes when idle and starts again")
+    func sharedReader() async throws {
+        let fixture = try await MessagingFixture()
+        let watcher = ResultsWatcher(
+            servers: fixture.cluster.bootstrapServers, topics: fixture.topics, idleAfter: .milliseconds(200), logger: MessagingFixture.logger)
+        for round in 0..<2 {
+            let ids = (0..<3).map { _ in UUID().uuidString.lowercased() }
+            let tails = try ids.map { try watcher.tail(of: $0) }
+            for tail in tails { #expect(await tail.positioned(within: .seconds(20)), "round \(round)") }
+            for id in ids.reversed() {
+                let batch = ResultBatch(
+                    notificationId: id, hub: "myhub", platform: .apns,
+                    results: [DeliveryResult(registrationId: "r-\(id)", handle: "h", outcome: .delivered, pnsStatus: 200, attempts: 1, dwellMs: 1)])
+                try await fixture.producer.send(KafkaOutgoingRecord(topic: fixture.topics.results, key: id, value: WireCoding.encode(batch)))
+            }
+            for (id, tail) in zip(ids, tails) {
+                let (seen, done) = await tail.read(from: [String](), within: .seconds(20)) { seen, batch in
+                    seen += (batch.results ?? []).compactMap(\.registrationId)
+                    return !seen.isEmpty
+                }
+                #expect(done && seen == ["r-\(id)"], "round \(round): \(seen)")
+            }
+            // Idle: the reader closes; the next round's first tail starts it again.
+            #expect(watcher.isReading)
+            let deadline = ContinuousClock.now + .seconds(20)
+            while watcher.isReading, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+            #expect(!watcher.isReading, "closed once idle")
+        }
+    }
+}

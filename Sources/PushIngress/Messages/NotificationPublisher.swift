@@ -53,8 +53,7 @@ public struct KafkaNotificationPublisher: NotificationPublisher {
     /// The deliveries topics, named once.
     let deliveries: [String]
     /// Where results are read from, for debug sends; nil: they are not.
-    let servers: [String]?
-    let logger: Logger
+    let results: ResultsWatcher?
 
     public init(
         producer: KafkaProducer, topics: PushTopics, backlog: ConsumerBacklog? = nil, servers: [String]? = nil,
@@ -63,14 +62,12 @@ public struct KafkaNotificationPublisher: NotificationPublisher {
         self.producer = producer
         self.topics = topics
         self.backlog = backlog
-        self.servers = servers
-        self.logger = logger
+        results = servers.map { ResultsWatcher(servers: $0, topics: topics, logger: logger) }
         deliveries = Platform.allCases.map(topics.deliveries)
     }
 
     public func resultsTail(of notificationId: String) throws -> SendResultsTail? {
-        guard let servers else { return nil }
-        return try SendResultsTail(servers: servers, topics: topics, notificationId: notificationId, logger: logger)
+        try results?.tail(of: notificationId)
     }
 
     public func workersHaveRoom() -> Bool {

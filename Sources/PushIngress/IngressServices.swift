@@ -57,7 +57,7 @@ public func makeIngressServices(
             let sender = WebhookSender(
                 consumer: consumer, hub: hub.name, webhook: webhook, http: PNSHTTPClient(connections: 1, requestTimeout: .seconds(30)), logger: logger
             ) { body, reason in
-                try await WebhookSender.deadLetter(body, reason: reason, hub: hub.name, topics: topics, producer: producer)
+                try await WebhookSender.deadLetter(body, reason: reason, hub: hub.name, topics: topics, producer: producer, logger: logger)
             }
             webhooks += [.init(service: consumer), .init(service: sender)]
         }

@@ -77,6 +77,13 @@ public final class ConsumerBacklog: Sendable {
         var progressAt = ContinuousClock.now
         /// Whether it is not waited for now, having made no progress for `stalledAfter`.
         var stalled = false
+        /// The uncommitted bytes of its fullest partition, measured when a reading or this
+        /// process's records change them, so asking for room costs no walk of the partitions.
+        var fullest = 0
+
+        mutating func measure(other: Int) {
+            fullest = partitions.values.map { ConsumerBacklog.bytes(of: $0, other: other) }.max() ?? 0
+        }
     }
 
     struct State {
@@ -188,6 +195,7 @@ public final class ConsumerBacklog: Sendable {
                 }
                 state.topics[report.topic]!.partitions[report.partition] = partition
             }
+            for topic in Set(results.compactMap { try? $0.get().topic }) { state.topics[topic]?.measure(other: settings.otherRecordBytes) }
         }
     }
 
@@ -215,9 +223,8 @@ public final class ConsumerBacklog: Sendable {
     /// read yet, whose reading failed, or whose group stalled is not waited for.
     private static func fullTopic(_ topic: String, adding count: Int, in state: State, settings: Settings) -> Bool {
         guard let entry = state.topics[topic], entry.known, !entry.stalled else { return false }
-        let fullest = entry.partitions.values.map { Self.bytes(of: $0, other: settings.otherRecordBytes) }.max() ?? 0
-        guard fullest > 0 || entry.reserved > 0 else { return false }
-        return fullest + (entry.reserved + count) / max(1, entry.partitions.count) > settings.boundPerPartition
+        guard entry.fullest > 0 || entry.reserved > 0 else { return false }
+        return entry.fullest + (entry.reserved + count) / max(1, entry.partitions.count) > settings.boundPerPartition
     }
 
     /// A partition's uncommitted bytes: this process's records at their size, others' at `other`.
@@ -278,7 +285,8 @@ public final class ConsumerBacklog: Sendable {
                         partition.own.removeFirst(done.count)
                         entry.partitions[id] = partition
                     }
-                    let waiting = entry.partitions.values.contains { Self.bytes(of: $0, other: settings.otherRecordBytes) > 0 }
+                    entry.measure(other: settings.otherRecordBytes)
+                    let waiting = entry.fullest > 0
                     if progressed || !waiting {
                         entry.progressAt = .now
                         if entry.stalled {

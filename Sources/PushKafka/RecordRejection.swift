@@ -26,22 +26,34 @@ public enum RecordRejection {
         _ record: KafkaRecord, reason: String, topics: PushTopics, producer: KafkaProducer, logger: Logger,
         with others: [KafkaOutgoingRecord] = []
     ) async throws {
+        try await deadLetter(
+            key: record.key, value: record.value, from: record.topic, reason: reason, topics: topics, producer: producer, logger: logger,
+            with: others)
+    }
+
+    /// Dead-letters `value` (under `key`), which came from (or was made of records of)
+    /// `sourceTopic`, with its reason: counted, logged, and copied whole or cut to size.
+    public static func deadLetter(
+        key: Data?, value: Data, from sourceTopic: String, reason: String, topics: PushTopics, producer: KafkaProducer, logger: Logger,
+        with others: [KafkaOutgoingRecord] = []
+    ) async throws {
         MetricsRegistry.shared.counter(
-            "pushhub_dead_letters_total", help: "Records sent to the dead-letter topic, by the topic they came from.", labels: ["topic": record.topic]
+            "pushhub_dead_letters_total", help: "Records sent to the dead-letter topic, by the topic they came from.", labels: ["topic": sourceTopic]
         ).increment()
         logger.warning(
             "record rejected",
             metadata: [
-                "pushhub.notification_id": "\(record.keyString ?? "")", "kafka.topic": "\(record.topic)", "pushhub.reason": "\(reason.prefix(500))",
+                "pushhub.notification_id": "\(key.map { String(decoding: $0, as: UTF8.self) } ?? "")", "kafka.topic": "\(sourceTopic)",
+                "pushhub.reason": "\(reason.prefix(500))",
             ])
         // A record near Kafka's size limit cannot be produced again with headers added: its
         // copy is cut, and says so, so giving it up cannot fail for ever.
         var headers = [
             KafkaHeader(key: DeadLetterHeader.error, value: String(reason.prefix(4096))),
-            KafkaHeader(key: DeadLetterHeader.sourceTopic, value: record.topic),
+            KafkaHeader(key: DeadLetterHeader.sourceTopic, value: sourceTopic),
         ]
-        var value = record.value
-        var key = record.key
+        var value = value
+        var key = key
         if value.count + (key?.count ?? 0) > maximumCopy {
             headers.append(
                 KafkaHeader(

@@ -7,8 +7,8 @@ extension SQLRegistrationStore: OutcomeStore {
         let lock = database.dialect == .postgres ? " FOR UPDATE" : ""
         try await database.write { connection in
             try await Self.insertEnqueued(
-                request.notificationId, hub: request.hub, enqueuedAt: request.enqueuedAt, deadline: deadline, now: now, on: connection)
-            try await Self.describe(request, on: connection)
+                request.notificationId, hub: request.hub, enqueuedAt: request.enqueuedAt, deadline: deadline, now: now, describing: request,
+                on: connection)
             if let text { try await Self.keep(request, text: text, publishedAt: now, on: connection) }
             if let dispatched {
                 let summary = ResultBatch(notificationId: request.notificationId, hub: request.hub, dispatched: dispatched)
@@ -17,24 +17,24 @@ extension SQLRegistrationStore: OutcomeStore {
         }
     }
 
-    /// The notification's row, state Enqueued, unless it exists.
-    static func insertEnqueued(_ id: String, hub: String, enqueuedAt: Date, deadline: Date?, now: Date, on connection: any SQLConnection) async throws
-    {
+    /// The notification's row, state Enqueued, unless it exists; with what `request` asked
+    /// for (format, tag expression, body) for its details, in the same statement.
+    static func insertEnqueued(
+        _ id: String, hub: String, enqueuedAt: Date, deadline: Date?, now: Date, describing request: SendRequest? = nil,
+        on connection: any SQLConnection
+    ) async throws {
+        var tags: String?
+        if case .tags(let expression)? = request?.audience { tags = expression }
         try await connection.execute(
             """
-            INSERT INTO notifications (notification_id, hub, state, enqueued_at, deadline, progress_at, received, expired, rejected)
-            VALUES (?, ?, ?, ?, ?, ?, 0, 0, 0)
+            INSERT INTO notifications (notification_id, hub, state, enqueued_at, deadline, progress_at, received, expired, rejected, format, tags, body)
+            VALUES (?, ?, ?, ?, ?, ?, 0, 0, 0, ?, ?, ?)
             ON CONFLICT (notification_id) DO NOTHING
-            """, [.text(id), .text(hub), .text(NotificationState.enqueued.rawValue), SQLValue(enqueuedAt), SQLValue(deadline), SQLValue(now)])
-    }
-
-    /// What a send asked for, for its details: its format, tag expression and body.
-    static func describe(_ request: SendRequest, on connection: any SQLConnection) async throws {
-        var tags: String?
-        if case .tags(let expression) = request.audience { tags = expression }
-        try await connection.execute(
-            "UPDATE notifications SET format = ?, tags = ?, body = ? WHERE notification_id = ?",
-            [.text(request.format.rawValue), tags.map(SQLValue.text) ?? .null, .text(request.body), .text(request.notificationId)])
+            """,
+            [
+                .text(id), .text(hub), .text(NotificationState.enqueued.rawValue), SQLValue(enqueuedAt), SQLValue(deadline), SQLValue(now),
+                request.map { .text($0.format.rawValue) } ?? .null, tags.map(SQLValue.text) ?? .null, request.map { .text($0.body) } ?? .null,
+            ])
     }
 
     /// Keeps `request` until its notification ends.

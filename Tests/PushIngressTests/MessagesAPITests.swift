@@ -83,8 +83,8 @@ struct MessagingFixture {
     }
 
     /// The DeliveryBatches the ingress produced itself for small audiences, waiting for `count`.
-    func deliveries(_ count: Int) async throws -> [DeliveryBatch] {
-        try await read(count, from: Platform.allCases.map(topics.deliveries)) { try WireCoding.decode(DeliveryBatch.self, from: $0.value) }
+    func deliveries(_ count: Int, on platforms: [Platform] = Platform.allCases) async throws -> [DeliveryBatch] {
+        try await read(count, from: platforms.map(topics.deliveries)) { try WireCoding.decode(DeliveryBatch.self, from: $0.value) }
     }
 
     /// The dispatch summaries on the results topic, waiting for `count`.
@@ -391,7 +391,15 @@ struct MessagesAPITests {
             let requests = try await fixture.requests(1)
             #expect(requests.count == 1, "the send went to pushhub.requests, for the dispatcher")
             #expect(requests.first?.audience == .tags("username:ann"))
-
+            // Only the platforms a send can reach count: a native APNs send to a user is still
+            // resolved as it is accepted, its batch straight to the APNs workers.
+            try await fixture.register(.apple, handle: "abcd", tags: ["username:bob"])
+            var apple = Self.headers([("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", "username:bob")])
+            apple[.contentType] = "application/json"
+            let toBob = try await client.execute(uri: "/myhub/messages", method: .post, headers: apple, body: ByteBuffer(string: #"{"aps":{}}"#))
+            #expect(toBob.status == .created)
+            let batches = try await fixture.deliveries(1, on: [.apns])
+            #expect(batches.first?.platform == .apns && batches.first?.targets.map(\.handle) == ["abcd"], "\(batches)")
         }
     }
 

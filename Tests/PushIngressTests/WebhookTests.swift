@@ -98,7 +98,8 @@ struct WebhookTests {
             consumer: consumer, hub: "myhub", webhook: webhook, http: PNSHTTPClient(connections: 1, requestTimeout: .seconds(5)),
             backoff: (.milliseconds(100), .milliseconds(400)), logger: MessagingFixture.logger
         ) { body, reason in
-            try await WebhookSender.deadLetter(body, reason: reason, hub: "myhub", topics: topics, producer: producer)
+            try await WebhookSender.deadLetter(
+                body, reason: reason, hub: "myhub", topics: topics, producer: producer, logger: MessagingFixture.logger)
         }
         let group = ProcessLifecycle.group([.init(service: consumer), .init(service: sender)], signals: false, logger: MessagingFixture.logger)
         let task = Task { _ = try? await group.run() }

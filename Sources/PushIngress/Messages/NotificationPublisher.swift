@@ -19,7 +19,7 @@ public protocol NotificationPublisher: Sendable {
     func publish(_ request: SendRequest, resolved targets: [Platform: [DeliveryBatch.Target]], recorded: Bool) async throws
     /// Whether the workers are close enough behind to take a resolved audience's batches
     /// now; when not, the dispatcher, which waits for them, takes the send. Never waits.
-    func workersHaveRoom() -> Bool
+    func workersHaveRoom(on platforms: [Platform]) -> Bool
     /// A reader of one send's results from `pushhub.results`, to make before the send is
     /// published; nil where results cannot be read (debug sends are then refused).
     func resultsTail(of notificationId: String) throws -> SendResultsTail?
@@ -27,7 +27,7 @@ public protocol NotificationPublisher: Sendable {
 
 extension NotificationPublisher {
     public func republish(_ request: SendRequest) async throws { try await publish(request) }
-    public func workersHaveRoom() -> Bool { true }
+    public func workersHaveRoom(on platforms: [Platform]) -> Bool { true }
     public func resultsTail(of notificationId: String) throws -> SendResultsTail? { nil }
 }
 
@@ -70,8 +70,9 @@ public struct KafkaNotificationPublisher: NotificationPublisher {
         try results?.tail(of: notificationId)
     }
 
-    public func workersHaveRoom() -> Bool {
-        backlog?.hasRoom(in: deliveries) ?? true
+    public func workersHaveRoom(on platforms: [Platform]) -> Bool {
+        guard let backlog else { return true }
+        return backlog.hasRoom(in: platforms.count == Platform.allCases.count ? deliveries : platforms.map(topics.deliveries))
     }
 
     public func publish(_ request: SendRequest) async throws {

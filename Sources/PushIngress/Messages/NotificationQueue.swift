@@ -107,7 +107,13 @@ struct NotificationQueue: Sendable {
             // registrations: the dispatcher's work, behind Kafka, not a request's.
             if let expression, expression.drivingTags == nil { return nil }
             // Workers far behind: the dispatcher, which waits for them, takes the send.
-            guard publisher.workersHaveRoom() else { return nil }
+            // Only the platforms it can reach: a native send to one, a template or direct
+            // handles to any.
+            let platforms: [Platform] =
+                if case .handles(let handles) = request.audience { Array(Set(handles.map(\.platform))) } else {
+                    request.format.platform.map { [$0] } ?? Platform.allCases
+                }
+            guard publisher.workersHaveRoom(on: platforms) else { return nil }
             // At most `resolving` sends read the store as they are accepted; the rest go to
             // the dispatcher.
             guard resolving.enter() else { return nil }

@@ -165,19 +165,11 @@ public final class WebhookSender: Service, Sendable {
     }
 
     /// A refused POST's body on the dead-letter topic, keyed by its hub, with the reason.
-    public static func deadLetter(_ body: Data, reason: String, hub: String, topics: PushTopics, producer: KafkaProducer) async throws {
-        MetricsRegistry.shared.counter(
-            "pushhub_dead_letters_total", help: "Records sent to the dead-letter topic, by the topic they came from.",
-            labels: ["topic": topics.results]
-        ).increment()
-        try await producer.sendAllAcknowledged([
-            KafkaOutgoingRecord(
-                topic: topics.deadLetter, key: hub, value: body,
-                headers: [
-                    KafkaHeader(key: DeadLetterHeader.error, value: String(reason.prefix(4096))),
-                    KafkaHeader(key: DeadLetterHeader.sourceTopic, value: topics.results),
-                ])
-        ])
+    public static func deadLetter(_ body: Data, reason: String, hub: String, topics: PushTopics, producer: KafkaProducer, logger: Logger)
+        async throws
+    {
+        try await RecordRejection.deadLetter(
+            key: Data(hub.utf8), value: body, from: topics.results, reason: reason, topics: topics, producer: producer, logger: logger)
     }
 
     /// A digest of the POST's event ids: the same for every try of the same events.

@@ -68,15 +68,17 @@ struct IdempotentSends: Sendable {
     /// reuse one (nil: its own). A send that throws frees the key, so a retry may send; one
     /// the queue did not answer for certain leaves its id for the retry.
     func run(
-        _ request: Request, scope: String, fingerprint: String, collection: String, _ send: (String?) async throws -> String
+        _ request: Request, scope: String, fingerprint: @autoclosure () -> String, collection: String, _ send: (String?) async throws -> String
     ) async throws -> Answer {
+        // A send without a key pays for nothing here: its fingerprint (an encoding and a
+        // digest of the whole request) is made only for a key.
         guard let key = request.headers[Self.header] else { return .sent(notificationId: try await send(nil)) }
         guard (1...Self.maximumKeyLength).contains(key.utf8.count), key.utf8.allSatisfy({ (0x20...0x7E).contains($0) }) else {
             throw Refusal.invalidKey("Idempotency-Key: must be 1 to \(Self.maximumKeyLength) printable ASCII characters")
         }
         guard let store else { throw Refusal.unavailable }
         switch try await store.claimIdempotencyKey(
-            scope: scope, key: key, fingerprint: fingerprint, now: now(), window: Self.window, pendingTimeout: Self.pendingTimeout)
+            scope: scope, key: key, fingerprint: fingerprint(), now: now(), window: Self.window, pendingTimeout: Self.pendingTimeout)
         {
         case .claimed(let token, let reusing):
             let id: String

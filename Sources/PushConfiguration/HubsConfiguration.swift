@@ -21,6 +21,8 @@ public struct HubsConfiguration: Codable, Sendable, Equatable {
     /// notification id, so one produced twice into `pushhub.requests` is dispatched once
     /// (default 86400, a day; 0 remembers none). See docs/producing.md.
     public var dispatchDedupeSeconds: Int?
+    /// Import and export jobs: their directory and limits.
+    public var jobs: JobsConfiguration?
 
     /// `dispatchDedupeSeconds`, the default filled in.
     public var dispatchDedupeWindow: TimeInterval { TimeInterval(dispatchDedupeSeconds ?? 86_400) }
@@ -245,6 +247,7 @@ extension HubsConfiguration {
             if let jwt = appBackend.jwt { try jwt.validate(at: "\(source): appBackend.jwt") }
         }
         try backlog?.validate(at: "\(source): backlog")
+        try jobs?.validate(at: "\(source): jobs")
         if let dispatchDedupeSeconds, !(0...(30 * 86_400)).contains(dispatchDedupeSeconds) {
             throw ConfigurationError("\(source): dispatchDedupeSeconds: 0 (off) to 2592000 (30 days), not \(dispatchDedupeSeconds)")
         }

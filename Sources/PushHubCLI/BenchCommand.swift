@@ -10,7 +10,7 @@ struct BenchCommand: AsyncParsableCommand {
         commandName: "bench", abstract: "Benchmarks of PushHub's parts.",
         discussion:
             "Examples:\n  pushhub bench kafka --records 200000\n  pushhub bench store --registrations 1000000\n  make bench-apns    # the worker beside h2load, figures into docs/benchmarks.md",
-        subcommands: [Kafka.self, Store.self, Dispatch.self, Worker.self, PNSRequestCommand.self])
+        subcommands: [Kafka.self, Store.self, Import.self, Dispatch.self, Worker.self, PNSRequestCommand.self])
 
     struct Kafka: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

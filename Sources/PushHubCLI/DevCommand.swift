@@ -113,6 +113,7 @@ struct DevCommand: AsyncParsableCommand {
         }
 
         var ingress = IngressConfiguration(hubs: hubs)
+        ingress.jobsDirectory = (hubs.jobs ?? JobsConfiguration()).resolvedDirectory(configurationPath: configPath)
         ingress.port = port
         ingress.embeddedKafka = cluster != nil
         let hub = hubs.hubs[hubIndex]

@@ -30,15 +30,18 @@ struct HubAPIOptions: ParsableArguments {
     }
 
     /// One call to the hub API of `hub`: `path` is below `/{hub}` and may carry a query.
+    /// `bodyLimit` keeps that much of the answer's body (default 64 KiB, past which it throws).
     func call(
-        _ method: String, hub: String, _ path: String, headers: [(String, String)] = [], body: Data? = nil
+        _ method: String, hub: String, _ path: String, headers: [(String, String)] = [], body: Data? = nil, bodyLimit: Int? = nil,
+        timeout: Duration = .seconds(120)
     ) async throws -> PNSResponse {
         let connection = try connection()
-        let http = PNSHTTPClient(connections: 1, requestTimeout: .seconds(120))
+        let http = PNSHTTPClient(connections: 1, requestTimeout: timeout)
         let url = "\(ingressURL())/\(hub)\(path)\(path.contains("?") ? "&" : "?")api-version=2015-04"
         do {
             let response = try await http.send(
-                .init(rawValue: method), url, headers: [("Authorization", connection.token(for: "/\(hub)"))] + headers, body: body)
+                .init(rawValue: method), url, headers: [("Authorization", connection.token(for: "/\(hub)"))] + headers, body: body,
+                bodyLimit: bodyLimit)
             await http.shutdown()
             return response
         } catch {

@@ -12,6 +12,6 @@ struct PushHubCommand: AsyncParsableCommand {
         version: PushHubVersion.line("pushhub"),
         subcommands: [
             KafkaDevCommand.self, TopicsCommand.self, SendCommand.self, UsersCommand.self, TokenCommand.self, BenchCommand.self, SimCommand.self,
-            DevCommand.self, LoadCommand.self, InstallationsCommand.self,
+            DevCommand.self, LoadCommand.self, InstallationsCommand.self, ImportCommand.self, ExportCommand.self,
         ])
 }

@@ -27,6 +27,14 @@ public struct IngressConfiguration: Sendable {
     /// Kafka is the embedded cluster, which keeps nothing across a restart: accepted sends are
     /// kept in the store and published again, whatever `recovery` says.
     public var embeddedKafka = false
+    /// Where import and export jobs keep their files (`jobs.directory` of `pushhub.yaml`,
+    /// resolved); nil turns the jobs API off (503).
+    public var jobsDirectory: String?
+
+    /// The jobs' files, when there is a jobs directory.
+    public var jobFiles: JobFiles? {
+        jobsDirectory.map { JobFiles(directory: $0, settings: hubs.jobs ?? JobsConfiguration()) }
+    }
 
     /// What happens to sends that stall, from `recovery` and where Kafka is.
     public var recovery: SendRecoverySettings {
@@ -44,7 +52,8 @@ public struct IngressConfiguration: Sendable {
 public func buildIngressRouter(
     hubs: HubsConfiguration, stores: IngressStores, publisher: (any NotificationPublisher)? = nil,
     readiness: [ReadinessCheck] = [], richQuota: RichPayloadQuota = RichPayloadQuota(), logins: LoginLimits = LoginLimits(),
-    recovery: SendRecoverySettings? = nil, debugSendTimeout: Duration = .seconds(15), now: @escaping @Sendable () -> Date = { Date() }
+    recovery: SendRecoverySettings? = nil, debugSendTimeout: Duration = .seconds(15), jobs: JobFiles? = nil, jobSignal: JobSignal? = nil,
+    now: @escaping @Sendable () -> Date = { Date() }
 ) throws -> Router<IngressContext> {
     let router = Router(context: IngressContext.self)
     router.add(middleware: HTTPMetricsMiddleware())
@@ -60,6 +69,7 @@ public func buildIngressRouter(
     addOperationsRoutes(to: router, checks: readiness)
     InstallationController(store: stores.registrations).addRoutes(to: hubRoutes)
     RegistrationController(store: stores.registrations, access: access).addRoutes(to: hubRoutes)
+    JobsController(store: stores.jobs, files: jobs, signal: jobSignal, access: access).addRoutes(to: hubRoutes)
     if let queue {
         MessageController(
             access: access, queue: queue, outcomes: stores.outcomes, schedules: stores.schedules,
@@ -83,11 +93,13 @@ public func buildIngressRouter(
 /// `onListening` is called with the bound port once the server listens.
 public func buildIngressApplication(
     configuration: IngressConfiguration, stores: IngressStores, publisher: (any NotificationPublisher)? = nil,
-    readiness: [ReadinessCheck] = [], logins: LoginLimits = LoginLimits(), logger: Logger, onListening: @escaping @Sendable (Int) -> Void = { _ in }
+    readiness: [ReadinessCheck] = [], logins: LoginLimits = LoginLimits(), jobSignal: JobSignal? = nil, logger: Logger,
+    onListening: @escaping @Sendable (Int) -> Void = { _ in }
 ) throws -> some ApplicationProtocol {
     Application(
         router: try buildIngressRouter(
-            hubs: configuration.hubs, stores: stores, publisher: publisher, readiness: readiness, logins: logins, recovery: configuration.recovery),
+            hubs: configuration.hubs, stores: stores, publisher: publisher, readiness: readiness, logins: logins, recovery: configuration.recovery,
+            jobs: configuration.jobFiles, jobSignal: jobSignal),
         server: .http1(
             configuration: .init(
                 idleTimeout: .nanoseconds(

@@ -21,13 +21,20 @@ public func makeIngressServices(
 ) throws -> [ServiceGroupConfiguration.ServiceConfiguration] {
     let storeCheck = ReadinessCheck("store") { await store.isReachable() }
     let stores = IngressStores(store)
+    // Import and export jobs run beside the API, with or without Kafka.
+    let jobSignal = JobSignal()
+    let jobs: [ServiceGroupConfiguration.ServiceConfiguration] =
+        configuration.jobFiles.map { files in
+            [.init(service: JobRunner(store: store, files: files, hubs: configuration.hubs, signal: jobSignal, logger: logger))]
+        } ?? []
     guard let kafka else {
         logger.notice("no Kafka configured (--kafka or PUSHHUB_KAFKA): the messages API is off")
         return [
             .init(
                 service: try buildIngressApplication(
-                    configuration: configuration, stores: stores, readiness: [storeCheck], logger: logger, onListening: onListening))
-        ]
+                    configuration: configuration, stores: stores, readiness: [storeCheck], jobSignal: jobSignal, logger: logger,
+                    onListening: onListening))
+        ] + jobs
     }
     let producer = kafka.producer
     let results = try kafka.consumer(group: "pushhub-ingress-outcomes", topics: [kafka.topics.results], logger: logger)
@@ -46,7 +53,8 @@ public func makeIngressServices(
     let publisher = KafkaNotificationPublisher(producer: producer, topics: kafka.topics, backlog: backlog, servers: kafka.servers, logger: logger)
     let app = try buildIngressApplication(
         configuration: configuration, stores: stores, publisher: publisher,
-        readiness: [storeCheck, ReadinessCheck("kafka") { await producer.isReachable() }], logger: logger, onListening: onListening)
+        readiness: [storeCheck, ReadinessCheck("kafka") { await producer.isReachable() }], jobSignal: jobSignal, logger: logger,
+        onListening: onListening)
     // A consumer and a sender per webhook, each group with its own progress.
     var webhooks: [ServiceGroupConfiguration.ServiceConfiguration] = []
     for hub in configuration.hubs.hubs {
@@ -67,5 +75,5 @@ public func makeIngressServices(
         .init(service: OutcomeRecorder(consumer: results, store: store, producer: producer, topics: kafka.topics, logger: logger)),
         .init(service: ScheduledReleaser(store: store, publisher: publisher, recovery: configuration.recovery, logger: logger)),
         .init(service: SendRecovery(store: store, publisher: publisher, settings: configuration.recovery, logger: logger, onStart: onRecovered)),
-    ]
+    ] + jobs
 }

@@ -19,11 +19,14 @@ public struct IngressStores: Sendable {
     public var richPayloads: (any RichPayloadStore)?
     /// Idempotency keys. Without them a send with `Idempotency-Key` answers 503.
     public var idempotency: (any IdempotencyStore)?
+    /// Import and export jobs. Without them `/{hub}/jobs` answers 503.
+    public var jobs: (any JobStore)?
 
     /// Each part given on its own; pass nil to leave an optional part out.
     public init(
         registrations: any RegistrationStore, users: any UserStore, outcomes: (any OutcomeStore)?, schedules: (any ScheduleStore)?,
-        richPayloads: (any RichPayloadStore)?, idempotency: (any IdempotencyStore)? = nil
+        richPayloads: (any RichPayloadStore)?, idempotency: (any IdempotencyStore)? = nil,
+        jobs: (any JobStore)? = nil
     ) {
         self.registrations = registrations
         self.users = users
@@ -31,10 +34,11 @@ public struct IngressStores: Sendable {
         self.schedules = schedules
         self.richPayloads = richPayloads
         self.idempotency = idempotency
+        self.jobs = jobs
     }
 
     /// Every part from one store that keeps them all, such as `SQLRegistrationStore`.
-    public init(_ store: some RegistrationStore & OutcomeStore & ScheduleStore & RichPayloadStore & IdempotencyStore) {
-        self.init(registrations: store, users: store, outcomes: store, schedules: store, richPayloads: store, idempotency: store)
+    public init(_ store: some RegistrationStore & OutcomeStore & ScheduleStore & RichPayloadStore & IdempotencyStore & JobStore) {
+        self.init(registrations: store, users: store, outcomes: store, schedules: store, richPayloads: store, idempotency: store, jobs: store)
     }
 }

@@ -51,6 +51,7 @@ struct IngressCommand: AsyncParsableCommand {
         logger.info("registration store open", metadata: ["pushhub.store": "\(location)"])
 
         var configuration = IngressConfiguration(hubs: hubs)
+        configuration.jobsDirectory = (hubs.jobs ?? JobsConfiguration()).resolvedDirectory(configurationPath: configPath)
         configuration.host = host
         configuration.port = port
         let host = self.host

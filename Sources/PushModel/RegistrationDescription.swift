@@ -29,6 +29,28 @@ public enum RegistrationDescription {
         guard let description = document.find(where: { $0.hasSuffix("RegistrationDescription") }) else {
             throw .invalidField(field: "entry", reason: "holds no …RegistrationDescription element")
         }
+        return try registration(in: description, hub: hub, registrationId: registrationId)
+    }
+
+    /// Reads one line of a job's input file: a description as Azure's SDKs serialize it, as
+    /// its own element (`<GcmRegistrationDescription …>`) or as the base element with an
+    /// `i:type` attribute. The id is the line's `RegistrationId`, empty when it has none.
+    public static func parseLine(_ line: Data, hub: String) throws(WireError) -> Registration {
+        var description = try XMLNode.parse(line)
+        if description.name == "RegistrationDescription",
+            let type = description.attributes.first(where: { $0.key == "type" || $0.key.hasSuffix(":type") })?.value
+        {
+            // `i:type="GcmRegistrationDescription"`, perhaps with a namespace prefix of its own.
+            description.name = String(type.split(separator: ":").last ?? "")
+        }
+        guard description.name.hasSuffix("RegistrationDescription") else {
+            throw .invalidField(field: description.name, reason: "a line holds one …RegistrationDescription element")
+        }
+        return try registration(in: description, hub: hub, registrationId: description.child("RegistrationId")?.text ?? "")
+    }
+
+    /// The registration a description element holds.
+    static func registration(in description: XMLNode, hub: String, registrationId: String) throws(WireError) -> Registration {
         let isTemplate = description.name.hasSuffix("TemplateRegistrationDescription")
         let typeName = description.name.replacingOccurrences(of: isTemplate ? "TemplateRegistrationDescription" : "RegistrationDescription", with: "")
         guard let kind = kinds.first(where: { $0.typeName == typeName }) else {
@@ -40,6 +62,12 @@ public enum RegistrationDescription {
         }
         guard let handle = description.child(kind.handleElement)?.text, !handle.isEmpty else {
             throw .invalidField(field: "\(description.name).\(kind.handleElement)", reason: "missing")
+        }
+        // No push service's handle comes near this; the store indexes handles, and PostgreSQL's
+        // index rows hold at most 2,704 bytes.
+        guard handle.utf8.count <= EndpointPolicy.maximumURLLength else {
+            throw .invalidField(
+                field: "\(description.name).\(kind.handleElement)", reason: "is longer than \(EndpointPolicy.maximumURLLength) bytes")
         }
         var webPush: WebPushKeys?
         if kind.format == .browser {
@@ -86,7 +114,17 @@ public enum RegistrationDescription {
     }
 
     /// The description element for a registration.
-    public static func xml(_ registration: Registration) -> String {
+    public static func xml(_ registration: Registration) -> String { xml(registration, cdata: true) }
+
+    /// One line of an export file, as Azure's SDKs serialize a description: the element
+    /// alone, its line breaks written as character references so it stays one line.
+    public static func line(_ registration: Registration) -> String {
+        let element = xml(registration, cdata: false)
+        guard element.utf8.contains(where: { $0 == UInt8(ascii: "\n") || $0 == UInt8(ascii: "\r") }) else { return element + "\n" }
+        return element.replacingOccurrences(of: "\n", with: "&#10;").replacingOccurrences(of: "\r", with: "&#13;") + "\n"
+    }
+
+    static func xml(_ registration: Registration, cdata: Bool) -> String {
         let kind = kinds.first { $0.format == registration.format && ($0.typeName != "Fcm") } ?? kinds[0]
         let element = kind.typeName + (registration.template == nil ? "" : "Template") + "RegistrationDescription"
         var fields = "<ETag>\(registration.version)</ETag>"
@@ -98,7 +136,11 @@ public enum RegistrationDescription {
             fields += "<P256DH>\(TemplateRenderer.escapeXML(keys.p256dh))</P256DH><Auth>\(TemplateRenderer.escapeXML(keys.auth))</Auth>"
         }
         if let template = registration.template {
-            fields += "<BodyTemplate><![CDATA[\(template.body.replacingOccurrences(of: "]]>", with: "]]]]><![CDATA[>"))]]></BodyTemplate>"
+            if cdata {
+                fields += "<BodyTemplate><![CDATA[\(template.body.replacingOccurrences(of: "]]>", with: "]]]]><![CDATA[>"))]]></BodyTemplate>"
+            } else {
+                fields += "<BodyTemplate>\(TemplateRenderer.escapeXML(template.body))</BodyTemplate>"
+            }
             if let headers = template.headers, !headers.isEmpty {
                 fields +=
                     "<WnsHeaders>"

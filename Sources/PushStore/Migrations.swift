@@ -298,6 +298,42 @@ public enum Migrations {
                     "CREATE INDEX pruned_handles_by_age ON pruned_handles (pruned_at)",
                 ]
             ),
+            // Import and export jobs: what each was asked, where it is (the input's bytes and
+            // lines consumed, its output files' lengths, an export's cursor), its counts, and
+            // which ingress runs it until when.
+            (
+                13,
+                [
+                    """
+                    CREATE TABLE jobs (
+                        hub TEXT NOT NULL,
+                        job_id TEXT NOT NULL,
+                        type TEXT NOT NULL,
+                        status TEXT NOT NULL,
+                        import_file_uri TEXT,
+                        output_container_uri TEXT,
+                        input_path TEXT,
+                        input_size BIGINT NOT NULL DEFAULT 0,
+                        input_offset BIGINT NOT NULL DEFAULT 0,
+                        line BIGINT NOT NULL DEFAULT 0,
+                        output_bytes BIGINT NOT NULL DEFAULT 0,
+                        failed_bytes BIGINT NOT NULL DEFAULT 0,
+                        export_cursor TEXT,
+                        export_total BIGINT NOT NULL DEFAULT 0,
+                        succeeded BIGINT NOT NULL DEFAULT 0,
+                        failed BIGINT NOT NULL DEFAULT 0,
+                        progress BIGINT NOT NULL DEFAULT 0,
+                        failure TEXT,
+                        runner TEXT,
+                        lease_until BIGINT,
+                        created_at BIGINT NOT NULL,
+                        updated_at BIGINT NOT NULL,
+                        PRIMARY KEY (hub, job_id)
+                    )
+                    """,
+                    "CREATE INDEX jobs_by_status ON jobs (status, created_at)",
+                ]
+            ),
         ]
     }
 

@@ -187,35 +187,38 @@ public final class SQLRegistrationStore: RegistrationStore {
             registration.installationId = nil
             return registration
         }
-        try await database.write { connection in
-            // Many rows to a statement: one statement per row made seeding ten million
-            // registrations into PostgreSQL a matter of hours, one round trip each.
-            for start in stride(from: 0, to: normalized.count, by: Self.importRowsPerStatement) {
-                let chunk = normalized[start..<min(start + Self.importRowsPerStatement, normalized.count)]
-                var binds: [SQLValue] = []
-                binds.reserveCapacity(chunk.count * 16)
-                for registration in chunk {
-                    binds += try Self.columns(of: registration) + [.text(registration.hub), .text(registration.registrationId)]
-                }
-                let inserted = try await connection.query(
-                    """
-                    \(Self.insertRegistrations(rows: chunk.count)) RETURNING seq, hub, registration_id
-                    """, binds)
-                // RETURNING's order is not promised, so rows are matched by their keys.
-                var seqs: [String: [String: Int64]] = [:]
-                for row in inserted {
-                    guard let seq = row.integer("seq"), let hub = row.text("hub"), let id = row.text("registration_id") else { continue }
-                    seqs[hub, default: [:]][id] = seq
-                }
-                var tagRows: [SQLValue] = []
-                for registration in chunk {
-                    guard let seq = seqs[registration.hub]?[registration.registrationId] else {
-                        throw SQLError(message: "the import of \(registration.registrationId) returned no row")
-                    }
-                    for tag in registration.tags { tagRows += [.text(registration.hub), .text(tag), .integer(seq)] }
-                }
-                try await Self.insertTags(tagRows, on: connection)
+        try await database.write { connection in try await Self.insertNew(normalized, on: connection) }
+    }
+
+    /// Inserts registrations whose ids are new, normalized already, with their tag rows.
+    static func insertNew(_ registrations: [Registration], on connection: any SQLConnection) async throws {
+        // Many rows to a statement: one statement per row made seeding ten million
+        // registrations into PostgreSQL a matter of hours, one round trip each.
+        for start in stride(from: 0, to: registrations.count, by: Self.importRowsPerStatement) {
+            let chunk = registrations[start..<min(start + Self.importRowsPerStatement, registrations.count)]
+            var binds: [SQLValue] = []
+            binds.reserveCapacity(chunk.count * 16)
+            for registration in chunk {
+                binds += try Self.columns(of: registration) + [.text(registration.hub), .text(registration.registrationId)]
             }
+            let inserted = try await connection.query(
+                """
+                \(Self.insertRegistrations(rows: chunk.count)) RETURNING seq, hub, registration_id
+                """, binds)
+            // RETURNING's order is not promised, so rows are matched by their keys.
+            var seqs: [String: [String: Int64]] = [:]
+            for row in inserted {
+                guard let seq = row.integer("seq"), let hub = row.text("hub"), let id = row.text("registration_id") else { continue }
+                seqs[hub, default: [:]][id] = seq
+            }
+            var tagRows: [SQLValue] = []
+            for registration in chunk {
+                guard let seq = seqs[registration.hub]?[registration.registrationId] else {
+                    throw SQLError(message: "the import of \(registration.registrationId) returned no row")
+                }
+                for tag in registration.tags { tagRows += [.text(registration.hub), .text(tag), .integer(seq)] }
+            }
+            try await Self.insertTags(tagRows, on: connection)
         }
     }
 
@@ -225,7 +228,7 @@ public final class SQLRegistrationStore: RegistrationStore {
 
     /// `registration_tags` rows, given as (hub, tag, seq) triples, in statements of at most
     /// 2,000 rows.
-    private static func insertTags(_ triples: [SQLValue], on connection: any SQLConnection) async throws {
+    static func insertTags(_ triples: [SQLValue], on connection: any SQLConnection) async throws {
         let perStatement = 2_000 * 3
         for start in stride(from: 0, to: triples.count, by: perStatement) {
             let binds = Array(triples[start..<min(start + perStatement, triples.count)])
@@ -553,7 +556,7 @@ public final class SQLRegistrationStore: RegistrationStore {
 
     /// A registration's columns from `format` to `updated_at`, in the order of the INSERT and
     /// UPDATE statements.
-    private static func columns(of registration: Registration) throws -> [SQLValue] {
+    static func columns(of registration: Registration) throws -> [SQLValue] {
         let template = registration.template
         let headers = template?.headers.map(JSONText.object)
         return [

@@ -4,7 +4,7 @@ SWIFT ?= swift
 SCRATCH ?= .build
 SWIFTFLAGS := --scratch-path $(SCRATCH)
 
-.PHONY: all build release dev test format fuzz bench-kafka bench-ingress bench-store bench-store-postgres bench-dispatch bench-apns bench-pns bench-load clean
+.PHONY: all build release dev test format fuzz bench-kafka bench-ingress bench-store bench-store-postgres bench-import bench-import-postgres bench-dispatch bench-apns bench-pns bench-load clean
 
 all: build
 
@@ -63,6 +63,17 @@ bench-store-postgres: release
 	scripts/install-deps.sh test
 	PUSHHUB_POSTGRES_OPTIONS="-c shared_buffers=1GB -c max_wal_size=8GB -c checkpoint_timeout=30min" scripts/with-postgres.sh sh -c \
 	  '$(SCRATCH)/release/pushhub bench store --registrations $(BENCH_STORE_REGISTRATIONS) --database "$$PUSHHUB_TEST_POSTGRES_URL" --section store-postgres-benchmark --markdown-file docs/benchmarks.md'
+
+# Import and export jobs of 500,000 registrations through the ingress's job runner, into
+# SQLite and into a throwaway PostgreSQL server: rate and CPU per registration.
+BENCH_IMPORT_REGISTRATIONS ?= 500000
+bench-import: release
+	$(SCRATCH)/release/pushhub bench import --registrations $(BENCH_IMPORT_REGISTRATIONS) --markdown-file docs/benchmarks.md
+
+bench-import-postgres: release
+	scripts/install-deps.sh test
+	scripts/with-postgres.sh sh -c \
+	  '$(SCRATCH)/release/pushhub bench import --registrations $(BENCH_IMPORT_REGISTRATIONS) --database "$$PUSHHUB_TEST_POSTGRES_URL" --section import-postgres-benchmark --markdown-file docs/benchmarks.md'
 
 # A broadcast to a million registrations through the dispatcher: time and memory.
 bench-dispatch: release

@@ -37,6 +37,15 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             if let registration = try? RegistrationDescription.parse(data, hub: "fuzzhub", registrationId: "fuzz-1") {
                 _ = RegistrationDescription.entry(registration, base: "http://localhost/fuzzhub")
             }
+            // A line of a job's input, and what an export writes of it, which must read back.
+            if let registration = try? RegistrationDescription.parseLine(data, hub: "fuzzhub") {
+                let line = RegistrationDescription.line(registration)
+                guard let again = try? RegistrationDescription.parseLine(Data(line.dropLast().utf8), hub: "fuzzhub") else {
+                    fatalError("an exported line does not read back: \(line)")
+                }
+                precondition(again.handle == registration.handle && again.tags == registration.tags, "an exported line reads back otherwise")
+            }
+            _ = try? NotificationHubJob.parseRequest(data)
         case .installation:
             guard !JSONLimits.isTooDeep(data), let installation = try? WireCoding.makeDecoder().decode(Installation.self, from: data) else { return }
             if (try? installation.validate()) != nil {

@@ -115,10 +115,14 @@ public struct Installation: Codable, Sendable, Equatable {
     /// Most characters of an installation id.
     public static let maximumIdLength = 256
 
+    /// True for an id of 1 to 256 letters, digits and `_ @ # . : - $ ! ~`: the ids of
+    /// installations, and those an import job may give registrations.
+    public static func isAllowedId(_ id: String) -> Bool {
+        !id.isEmpty && id.count <= maximumIdLength && id.unicodeScalars.allSatisfy({ Tags.isAllowed($0) || $0 == "$" || $0 == "!" || $0 == "~" })
+    }
+
     public func validate() throws(WireError) {
-        guard !installationId.isEmpty, installationId.count <= Self.maximumIdLength,
-            installationId.unicodeScalars.allSatisfy({ Tags.isAllowed($0) || $0 == "$" || $0 == "!" || $0 == "~" })
-        else {
+        guard Self.isAllowedId(installationId) else {
             throw .invalidField(field: "installationId", reason: "must be 1 to \(Self.maximumIdLength) letters, digits and _ @ # . : - $ ! ~")
         }
         // The user id becomes the implicit tag $UserId:{…}, and is stored in a comma-separated

@@ -127,13 +127,7 @@ public struct NotificationHubJob: Sendable, Equatable {
 
     /// An Atom entry for the job; `base` is `https://host/hub`.
     public func entry(base: String, links: [(String, String)]) -> String {
-        let link = "\(base)/jobs/\(jobId)?api-version=2015-01"
-        return """
-            <entry xmlns="http://www.w3.org/2005/Atom"><id>\(TemplateRenderer.escapeXML(link))</id>\
-            <title type="text">\(TemplateRenderer.escapeXML(jobId))</title>\
-            <updated>\(RFC3339.format(updatedAt))</updated>\
-            <link rel="self" href="\(TemplateRenderer.escapeXML(link))"/>\
-            <content type="application/xml">\(xml(links: links))</content></entry>
-            """
+        RegistrationDescription.atomEntry(
+            link: "\(base)/jobs/\(jobId)?api-version=2015-01", title: jobId, updated: updatedAt, content: xml(links: links))
     }
 }

@@ -156,14 +156,21 @@ public enum RegistrationDescription {
 
     /// An Atom entry for one registration; `base` is `https://host/hub`.
     public static func entry(_ registration: Registration, base: String) -> String {
-        let link = "\(base)/registrations/\(registration.registrationId)?api-version=2015-01"
-        return """
-            <entry xmlns="http://www.w3.org/2005/Atom"><id>\(TemplateRenderer.escapeXML(link))</id>\
-            <title type="text">\(TemplateRenderer.escapeXML(registration.registrationId))</title>\
-            <updated>\(RFC3339.format(registration.updatedAt))</updated>\
-            <link rel="self" href="\(TemplateRenderer.escapeXML(link))"/>\
-            <content type="application/xml">\(xml(registration))</content></entry>
-            """
+        atomEntry(
+            link: "\(base)/registrations/\(registration.registrationId)?api-version=2015-01", title: registration.registrationId,
+            updated: registration.updatedAt, content: xml(registration))
+    }
+
+    /// An Atom entry as the hub API writes them: its link as id and self link, a title, and
+    /// `content` (XML) inside.
+    public static func atomEntry(link: String, title: String, updated: Date, content: String) -> String {
+        """
+        <entry xmlns="http://www.w3.org/2005/Atom"><id>\(TemplateRenderer.escapeXML(link))</id>\
+        <title type="text">\(TemplateRenderer.escapeXML(title))</title>\
+        <updated>\(RFC3339.format(updated))</updated>\
+        <link rel="self" href="\(TemplateRenderer.escapeXML(link))"/>\
+        <content type="application/xml">\(content)</content></entry>
+        """
     }
 
     /// An Atom feed of registrations.

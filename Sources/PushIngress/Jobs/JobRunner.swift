@@ -342,9 +342,7 @@ public final class JobRunner: Service, Sendable {
         }
         let id = registration.registrationId
         if !id.isEmpty {
-            guard id.count <= Installation.maximumIdLength,
-                id.unicodeScalars.allSatisfy({ Tags.isAllowed($0) || $0 == "$" || $0 == "!" || $0 == "~" })
-            else {
+            guard Installation.isAllowedId(id) else {
                 return .failure(
                     .init("BadRequest", "RegistrationId: must be 1 to \(Installation.maximumIdLength) letters, digits and _ @ # . : - $ ! ~"))
             }

@@ -139,8 +139,9 @@ extension SQLRegistrationStore: JobStore {
         }
     }
 
-    /// Takes the oldest job of `hubs` that can run and nobody runs (no lease, or one run out)
-    /// for `runner` until `lease` from now, and marks it Running.
+    /// Takes the job of `hubs` touched longest ago that can run and nobody runs (no lease, or
+    /// one run out) for `runner` until `lease` from now, and marks it Running. A job let go
+    /// after its turn was just touched: the others come first.
     public func claimJob(runner: String, hubs: [String], lease: TimeInterval, now: Date = Date()) async throws -> StoredJob? {
         guard !hubs.isEmpty else { return nil }
         return try await database.write { connection in
@@ -149,7 +150,7 @@ extension SQLRegistrationStore: JobStore {
                 SELECT * FROM jobs WHERE status IN ('Started', 'Running')
                     AND (input_path IS NOT NULL OR type = 'ExportRegistrations') AND (lease_until IS NULL OR lease_until < ?)
                     AND hub IN (\(Array(repeating: "?", count: hubs.count).joined(separator: ", ")))
-                ORDER BY created_at LIMIT 1
+                ORDER BY updated_at, created_at LIMIT 1
                 """, [SQLValue(now)] + hubs.map(SQLValue.text))
             guard let row = candidates.first, let candidate = Self.storedJob(row) else { return nil }
             // The row as the UPDATE left it: the position the last holder committed.

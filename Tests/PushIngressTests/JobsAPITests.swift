@@ -376,6 +376,40 @@ struct JobsAPITests {
         }
     }
 
+    @Test("jobs take turns: one let go after its turn waits behind another hub's job, then goes on where it was")
+    func turns() async throws {
+        let fixture = try await Fixture()
+        let lines = (1...6).map {
+            Self.line("AppleRegistrationDescription", "<RegistrationId>y\($0)</RegistrationId><DeviceToken>T\($0)</DeviceToken>")
+        }
+        try lines.joined(separator: "\n").write(
+            to: fixture.files.hubDirectory("myhub").appendingPathComponent("in.txt"), atomically: true, encoding: .utf8)
+        _ = try await fixture.store.upsertRegistration(
+            Registration(registrationId: "o1", hub: "otherhub", format: .apple, handle: "T", tags: [], updatedAt: Date()), ifMatch: nil)
+        try await fixture.app.test(.router) { client in
+            let mine = try await Self.start(client, "ImportUpsertRegistrations", importFileUri: "in.txt")
+            try await Task.sleep(for: .milliseconds(5))
+            let now = Date()
+            let theirs = NotificationHubJob(jobId: RandomID.make(), hub: "otherhub", type: .exportRegistrations, createdAt: now, updatedAt: now)
+            #expect(try await fixture.store.createJob(theirs, inputPath: nil, inputSize: 0, maximumUnfinished: 8))
+            var settings = JobRunner.Settings()
+            settings.chunkLines = 2
+            settings.turn = .zero
+            let runner = JobRunner(
+                store: fixture.store, files: fixture.files, hubs: fixture.hubs, signal: JobSignal(), settings: settings,
+                logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+            #expect(try await runner.runOne())
+            let first = try await Self.read(client, mine)
+            #expect(try Self.field("Status", first) == "Running" && Self.property("SucceededCount", first) == "2")
+            // The other hub's job, untouched since it was made, comes next.
+            #expect(try await runner.runOne())
+            let other = try await fixture.store.job(hub: "otherhub", id: theirs.jobId)
+            #expect(other?.job.status == .completed, "\(String(describing: other))")
+            while try await fixture.store.job(hub: "myhub", id: mine)?.job.status == .running { #expect(try await runner.runOne()) }
+            #expect(try await Self.file(client, mine, "output") == (1...6).map { "\($0),y\($0)" })
+        }
+    }
+
     final class Counter: @unchecked Sendable {
         private var value = 0
         private let lock = NSLock()

@@ -8,6 +8,8 @@ import PushStore
 public struct HubAPIError: HTTPResponseError {
     public let status: HTTPResponse.Status
     public let detail: String
+    /// Seconds for `Retry-After`, when the refusal passes.
+    public var retryAfter: Int?
 
     public init(_ status: HTTPResponse.Status, _ detail: String) {
         self.status = status
@@ -16,9 +18,11 @@ public struct HubAPIError: HTTPResponseError {
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
         let xml = "<Error><Code>\(status.code)</Code><Detail>\(XML.escape(detail))</Detail></Error>"
-        return Response(
+        var response = Response(
             status: status, headers: [.contentType: "application/xml; charset=utf-8"],
             body: .init(byteBuffer: ByteBuffer(string: xml)))
+        if let retryAfter { response.headers[.retryAfter] = String(retryAfter) }
+        return response
     }
 
     /// A field the client got wrong.

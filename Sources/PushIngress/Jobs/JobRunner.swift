@@ -59,6 +59,9 @@ public final class JobRunner: Service, Sendable {
         public var poll: Duration = .seconds(2)
         /// Finished jobs and their files are kept this long.
         public var keepFinished: TimeInterval = 7 * 86_400
+        /// How long a job runs before it is let go, so that the other hubs' jobs get their
+        /// turns (the oldest-touched job is taken next).
+        public var turn: Duration = .seconds(60)
         /// Called after each chunk is committed, with the job's position (tests stop a job here).
         public var afterChunk: (@Sendable (JobPosition) async throws -> Void)?
 
@@ -158,7 +161,9 @@ public final class JobRunner: Service, Sendable {
                 logger.info("job completed", metadata: metadata)
             } else {
                 try await store.releaseJob(hub: job.hub, id: job.jobId, runner: runner)
-                logger.info("job let go; it goes on after the restart", metadata: metadata)
+                logger.info(
+                    stopping.load(ordering: .relaxed) ? "job let go; it goes on after the restart" : "job let go for a turn of other jobs",
+                    metadata: metadata)
             }
         } catch is JobLeaseLost {
             logger.warning("job taken over by another ingress", metadata: metadata)
@@ -185,9 +190,12 @@ public final class JobRunner: Service, Sendable {
         var reason: String
     }
 
-    /// True when the input was read to its end.
+    /// True when the input was read to its end; false when the ingress stops or the job's turn
+    /// is over.
     private func runImport(_ stored: StoredJob) async throws -> Bool {
         let job = stored.job
+        let turnEnds = ContinuousClock.now + settings.turn
+        var moved = false
         guard let hub = hubs.hub(named: job.hub) else { throw JobFailure(reason: "hub \(job.hub) is no longer configured") }
         guard let inputPath = stored.inputPath else { throw JobFailure(reason: "the job has no input") }
         let output = try JobOutput(
@@ -209,10 +217,12 @@ public final class JobRunner: Service, Sendable {
         while true {
             let (lines, read) = try await next.value
             if lines.isEmpty { return true }
-            if stopping.load(ordering: .relaxed) { return false }
+            // At least a chunk a turn, so a job always moves.
+            if stopping.load(ordering: .relaxed) || (moved && ContinuousClock.now > turnEnds) { return false }
             next = Task { try input.chunk(lines: chunkLines, after: read, hub: hub, type: type) }
             do {
                 position = try await apply(lines, through: read, from: position, job: job, size: size, output: output)
+                moved = true
                 try await settings.afterChunk?(position)
                 if position.failed > Self.maximumFailedLines {
                     throw JobFailure(reason: "more than \(Self.maximumFailedLines) lines failed (see Failed.txt); the rest was not read")
@@ -361,9 +371,11 @@ public final class JobRunner: Service, Sendable {
         return .success(registration)
     }
 
-    /// True when every registration was written out.
+    /// True when every registration was written out; false as for an import.
     private func runExport(_ stored: StoredJob) async throws -> Bool {
         let job = stored.job
+        let turnEnds = ContinuousClock.now + settings.turn
+        var moved = false
         let output = try JobOutput(
             output: files.output(hub: job.hub, id: job.jobId), failed: files.failed(hub: job.hub, id: job.jobId), position: stored.position)
         var position = stored.position
@@ -371,7 +383,8 @@ public final class JobRunner: Service, Sendable {
             position.exportTotal = try await store.countExportedRegistrations(hub: job.hub)
         }
         while true {
-            if stopping.load(ordering: .relaxed) { return false }
+            // At least a chunk a turn, so a job always moves.
+            if stopping.load(ordering: .relaxed) || (moved && ContinuousClock.now > turnEnds) { return false }
             let page = try await store.exportPage(hub: job.hub, after: position.exportCursor, limit: settings.exportPage)
             var text = ""
             for registration in page.registrations { text += RegistrationDescription.line(registration) }
@@ -381,6 +394,7 @@ public final class JobRunner: Service, Sendable {
             let progress = min(99.99, Double(position.succeeded) / Double(max(position.exportTotal, 1)) * 100)
             try await store.checkpointJob(
                 hub: job.hub, id: job.jobId, runner: runner, position: position, progress: progress, lease: files.settings.lease)
+            moved = true
             try await settings.afterChunk?(position)
             if page.registrations.count < settings.exportPage { return true }
         }

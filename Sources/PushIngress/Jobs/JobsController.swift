@@ -4,6 +4,7 @@ import Hummingbird
 import NIOCore
 import PushModel
 import PushStore
+import Synchronization
 
 /// Azure's `jobs` API (Manage): `POST /{hub}/jobs` with a `NotificationHubJob` entry,
 /// `GET /{hub}/jobs` and `/{hub}/jobs/{id}`; PushHub's own `PUT /{hub}/jobs/{id}/input` for
@@ -18,6 +19,9 @@ struct JobsController: Sendable {
     /// Jobs of a hub not finished at once; jobs listed at most.
     static let maximumUnfinished = 8
     static let listLimit = 100
+    /// Uploads streamed to disk at once by this ingress; more wait (503 with `Retry-After`).
+    static let maximumUploads = 2
+    private static let uploads = Atomic<Int>(0)
 
     func addRoutes(to routes: HubRoutes) {
         let manage = routes.requiring(.manage)
@@ -96,6 +100,13 @@ struct JobsController: Sendable {
             throw HubAPIError(
                 .conflict, "job \(stored.job.jobId) takes no input: only an import waiting for its input (Started, no ImportFileUri) does")
         }
+        guard Self.uploads.add(1, ordering: .relaxed).newValue <= Self.maximumUploads else {
+            Self.uploads.subtract(1, ordering: .relaxed)
+            var refusal = HubAPIError(.serviceUnavailable, "\(Self.maximumUploads) inputs are being uploaded to this ingress; try again")
+            refusal.retryAfter = 10
+            throw refusal
+        }
+        defer { Self.uploads.subtract(1, ordering: .relaxed) }
         let directory = files.jobDirectory(hub: hub, id: stored.job.jobId)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let file = directory.appendingPathComponent("input-\(RandomID.make()).txt")

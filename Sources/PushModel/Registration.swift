@@ -46,6 +46,24 @@ public struct Registration: Sendable, Equatable {
     /// API does not write ids that start with it.
     public static let installationPrefix = "installation."
 
+    /// True for an id that only an installation's registrations have.
+    public static func isInstallationOwned(_ id: String) -> Bool { id.lowercased().hasPrefix(installationPrefix) }
+
+    /// Most characters of a registration id an import takes.
+    public static let maximumIdLength = 256
+
+    /// True for an id an import job takes: 1 to 256 characters, none a control character (an
+    /// id is the last field of an output line, and one a line).
+    public static func isImportableId(_ id: String) -> Bool {
+        !id.isEmpty && id.unicodeScalars.count <= maximumIdLength && id.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value != 0x7F }
+    }
+
+    /// A new registration id, shaped like Azure Notification Hubs' ids: two random numbers and
+    /// a counter.
+    public static func newId() -> String {
+        "\(UInt64.random(in: 1...UInt64(Int64.max)))-\(UInt64.random(in: 1...UInt64(Int64.max)))-1"
+    }
+
     /// The id of a registration that stands for an installation (or one of its templates).
     /// Both names are escaped (`~` and two hex digits for everything but letters, digits, `-`
     /// and `_`), so the `.` between them is unambiguous: installation `a` with template `b`

@@ -324,6 +324,7 @@ public enum Migrations {
                         failed BIGINT NOT NULL DEFAULT 0,
                         progress BIGINT NOT NULL DEFAULT 0,
                         failure TEXT,
+                        attempts BIGINT NOT NULL DEFAULT 0,
                         runner TEXT,
                         lease_until BIGINT,
                         created_at BIGINT NOT NULL,
@@ -332,15 +333,35 @@ public enum Migrations {
                     )
                     """,
                     "CREATE INDEX jobs_by_status ON jobs (status, created_at)",
-                    // Registrations of no installation or user (all of an import's) are kept
-                    // out of these two indexes: an insert maintains four, not six.
+                ]
+            ),
+            // Cheaper registration writes. Registrations of no installation or user (all of an
+            // import's) are kept out of those two indexes: an insert maintains four, not six.
+            // On PostgreSQL the columns PushHub indexes and compares compare as bytes (COLLATE
+            // "C"), whatever the database's locale: ids, handles and tags are never sorted for
+            // people, and a locale's comparison cost an import an eighth of its time. Both
+            // rebuild indexes: on a large store this step takes a while, once.
+            (
+                14,
+                [
                     "DROP INDEX registrations_by_installation",
                     "CREATE INDEX registrations_by_installation ON registrations (hub, installation_id) WHERE installation_id IS NOT NULL",
                     "DROP INDEX registrations_by_user",
                     "CREATE INDEX registrations_by_user ON registrations (hub, user_id) WHERE user_id IS NOT NULL",
-                ]
+                ] + (dialect == .postgres ? postgresByteOrder : [])
             ),
         ]
+    }
+
+    /// The key columns of the registration tables as bytes-ordered text (version 14).
+    private static let postgresByteOrder = [
+        ("registrations", ["hub", "registration_id", "handle", "installation_id", "user_id"]),
+        ("registration_tags", ["hub", "tag"]),
+        ("registration_ids", ["hub", "registration_id"]),
+        ("installations", ["hub", "installation_id", "platform", "user_id"]),
+        ("installation_tags", ["hub", "tag", "installation_id"]),
+    ].map { table, columns in
+        "ALTER TABLE \(table) " + columns.map { "ALTER COLUMN \($0) TYPE TEXT COLLATE \"C\"" }.joined(separator: ", ")
     }
 
     static func installationQueries(_ dialect: SQLDialect) -> [String] {

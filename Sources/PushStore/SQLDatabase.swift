@@ -103,4 +103,7 @@ public struct SQLError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String { message }
+
+    /// What the database said, without the statement the message goes on to quote.
+    public var reason: String { message.components(separatedBy: " in: ").first ?? message }
 }

@@ -72,6 +72,7 @@ public protocol JobStore: Sendable {
     func checkpointJob(hub: String, id: String, runner: String, position: JobPosition, progress: Double, lease: TimeInterval) async throws
     func finishJob(hub: String, id: String, runner: String, status: NotificationHubJob.Status, failure: String?) async throws
     func releaseJob(hub: String, id: String, runner: String) async throws
+    func deferJob(hub: String, id: String, runner: String, failure: String, maximumAttempts: Int) async throws -> Bool
     func removeFinishedJobs(before date: Date) async throws -> [(hub: String, id: String)]
     func expireWaitingJobs(before date: Date) async throws -> Int
     func countExportedRegistrations(hub: String) async throws -> Int64
@@ -157,7 +158,7 @@ extension SQLRegistrationStore: JobStore {
             let taken = try await connection.query(
                 """
                 UPDATE jobs SET runner = ?, lease_until = ?, status = 'Running', updated_at = ?
-                WHERE hub = ? AND job_id = ? AND (lease_until IS NULL OR lease_until < ?) RETURNING *
+                WHERE hub = ? AND job_id = ? AND status IN ('Started', 'Running') AND (lease_until IS NULL OR lease_until < ?) RETURNING *
                 """,
                 [
                     .text(runner), SQLValue(now.addingTimeInterval(lease)), SQLValue(now), .text(candidate.job.hub), .text(candidate.job.jobId),
@@ -176,7 +177,7 @@ extension SQLRegistrationStore: JobStore {
         let updated = try await connection.query(
             """
             UPDATE jobs SET input_offset = ?, line = ?, output_bytes = ?, failed_bytes = ?, export_cursor = ?, export_total = ?,
-                succeeded = ?, failed = ?, progress = ?, lease_until = ?, updated_at = ?
+                succeeded = ?, failed = ?, progress = ?, attempts = 0, lease_until = ?, updated_at = ?
             WHERE hub = ? AND job_id = ? AND runner = ? AND status = 'Running' RETURNING job_id
             """,
             [
@@ -254,6 +255,37 @@ extension SQLRegistrationStore: JobStore {
             registrations: try Self.registrations(from: rows), next: rows.last?.integer("seq").map { RegistrationCursor(position: $0) })
     }
 
+    /// After a failure that may pass: lets go of the job until a back-off has passed (5 s,
+    /// doubling to 5 minutes), or ends it Failed with `failure` once `maximumAttempts` tries in
+    /// a row made no progress. True when it ended.
+    public func deferJob(hub: String, id: String, runner: String, failure: String, maximumAttempts: Int) async throws -> Bool {
+        try await database.write { connection in
+            guard
+                let attempts = try await connection.query(
+                    "SELECT attempts FROM jobs WHERE hub = ? AND job_id = ? AND runner = ?", [.text(hub), .text(id), .text(runner)]
+                ).first?.integer("attempts")
+            else { throw JobLeaseLost() }
+            let now = Date()
+            if attempts + 1 >= Int64(maximumAttempts) {
+                try await connection.execute(
+                    """
+                    UPDATE jobs SET status = 'Failed', failure = ?, attempts = ?, runner = NULL, lease_until = NULL, updated_at = ?
+                    WHERE hub = ? AND job_id = ?
+                    """,
+                    [
+                        .text("\(maximumAttempts) tries in a row failed; the last: \(failure)"), .integer(attempts + 1), SQLValue(now), .text(hub),
+                        .text(id),
+                    ])
+                return true
+            }
+            let backOff = min(5 * pow(2, Double(attempts)), 300)
+            try await connection.execute(
+                "UPDATE jobs SET attempts = ?, runner = NULL, lease_until = ? WHERE hub = ? AND job_id = ?",
+                [.integer(attempts + 1), SQLValue(now.addingTimeInterval(backOff)), .text(hub), .text(id)])
+            return false
+        }
+    }
+
     /// Lets go of a job without ending it (the ingress stops): another may take it at once.
     public func releaseJob(hub: String, id: String, runner: String) async throws {
         try await database.write { connection in
@@ -295,7 +327,8 @@ extension SQLRegistrationStore: JobStore {
         hub: String, type: NotificationHubJob.JobType, lines: [JobLine], dialect: SQLDialect, on connection: any SQLConnection
     ) async throws -> [JobLineResult] {
         // What is stored now of every id the lines name.
-        let named = Array(Set(lines.compactMap { try? $0.registration.get().registrationId }.filter { !$0.isEmpty }))
+        // Sorted: rows are locked in one order, so two imports into one hub cannot deadlock.
+        let named = Set(lines.compactMap { try? $0.registration.get().registrationId }.filter { !$0.isEmpty }).sorted()
         var stored: [String: (seq: Int64, version: Int64, installation: String?, tags: Set<String>)] = [:]
         for start in stride(from: 0, to: named.count, by: idsPerStatement) {
             let ids = named[start..<min(start + idsPerStatement, named.count)]
@@ -339,7 +372,7 @@ extension SQLRegistrationStore: JobStore {
             case .success(let read): registration = read
             }
             let id = registration.registrationId
-            if id.lowercased().hasPrefix(Registration.installationPrefix) {
+            if Registration.isInstallationOwned(id) {
                 results.append(
                     .init(
                         line: line.line,
@@ -375,7 +408,7 @@ extension SQLRegistrationStore: JobStore {
                 continue
             }
             if id.isEmpty {
-                registration.registrationId = "\(UInt64.random(in: 1...UInt64(Int64.max)))-\(UInt64.random(in: 1...UInt64(Int64.max)))-1"
+                registration.registrationId = Registration.newId()
             }
             registration.hub = hub
             registration.tags = Tags.normalized(registration.tags)
@@ -433,7 +466,10 @@ extension SQLRegistrationStore: JobStore {
         }
         try await insertTags(tagsAdded, on: connection)
         try await insertNew(added, on: connection)
-        let used = added.map(\.registrationId)
+        // Ids issued by `POST registrationIDs` and now taken are issued no more; a hub with
+        // none waiting (an import's usual case) is asked once, not for every id.
+        let waiting = try await connection.query("SELECT 1 AS waiting FROM registration_ids WHERE hub = ? LIMIT 1", [.text(hub)])
+        let used = waiting.isEmpty ? [] : added.map(\.registrationId)
         for start in stride(from: 0, to: used.count, by: idsPerStatement) {
             let ids = used[start..<min(start + idsPerStatement, used.count)].map(SQLValue.text)
             try await connection.execute(

@@ -142,8 +142,7 @@ public final class SQLRegistrationStore: RegistrationStore {
     // MARK: Registrations
 
     public func issueRegistrationId(hub: String) async throws -> String {
-        // Shaped like Azure Notification Hubs' ids: two random numbers and a counter.
-        let id = "\(UInt64.random(in: 1...UInt64(Int64.max)))-\(UInt64.random(in: 1...UInt64(Int64.max)))-1"
+        let id = Registration.newId()
         try await database.write { connection in
             try await connection.execute(
                 "INSERT INTO registration_ids (hub, registration_id, issued_at) VALUES (?, ?, ?)", [.text(hub), .text(id), SQLValue(Date())])

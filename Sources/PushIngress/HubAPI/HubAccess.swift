@@ -71,6 +71,12 @@ struct HubAccess: Sendable {
 extension HubsConfiguration.Hub {
     /// Refuses a URL handle (WNS channel, Web Push endpoint) this hub may not send to;
     /// `field` names it in the error. Other platforms' handles are not URLs and pass.
+    /// A registration's handle against the hub's endpoint policy, the field named as the
+    /// registration's XML names it.
+    func checkEndpoint(of registration: Registration) throws(WireError) {
+        try checkEndpoint(registration.handle, platform: registration.platform, field: registration.format == .windows ? "ChannelUri" : "Endpoint")
+    }
+
     func checkEndpoint(_ handle: String, platform: Platform, field: String) throws(WireError) {
         guard platform == .wns || platform == .webpush else { return }
         if case .failure(let refusal) = endpointPolicy.url(handle, platform: platform) {

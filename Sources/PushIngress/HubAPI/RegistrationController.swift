@@ -49,7 +49,7 @@ struct RegistrationController: Sendable {
 
     @Sendable func createOrUpdate(_ request: Request, context: HubRequestContext) async throws -> Response {
         let id = try context.parameters.require("id")
-        guard !id.lowercased().hasPrefix(Registration.installationPrefix) else {
+        guard !Registration.isInstallationOwned(id) else {
             throw HubAPIError(
                 .forbidden,
                 "registration \(id): ids starting with \(Registration.installationPrefix) belong to installations; change the installation instead")
@@ -64,10 +64,7 @@ struct RegistrationController: Sendable {
         do { registration = try RegistrationDescription.parse(Data(buffer: body), hub: hub.name, registrationId: given ?? "") } catch {
             throw HubAPIError.invalid(error)
         }
-        do {
-            try hub.checkEndpoint(
-                registration.handle, platform: registration.platform, field: registration.format == .windows ? "ChannelUri" : "Endpoint")
-        } catch { throw HubAPIError.invalid(error) }
+        do { try hub.checkEndpoint(of: registration) } catch { throw HubAPIError.invalid(error) }
         let id: String
         if let given { id = given } else { id = try await store.issueRegistrationId(hub: hub.name) }
         registration.registrationId = id

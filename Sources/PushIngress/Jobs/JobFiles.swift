@@ -5,7 +5,7 @@ import PushStore
 
 /// Where jobs keep their files, and the rules for reading them: each hub's files under
 /// `{directory}/{hub}/` (an `ImportFileUri` names one of them), each job's under
-/// `{directory}/{hub}/{jobId}/`: `input.txt` when uploaded, `Output.txt`, `Failed.txt`.
+/// `{directory}/{hub}/{jobId}/`: `input-{random}.txt` when uploaded, `Output.txt`, `Failed.txt`.
 public struct JobFiles: Sendable {
     public let directory: URL
     public let settings: JobsConfiguration
@@ -19,7 +19,6 @@ public struct JobFiles: Sendable {
     public func jobDirectory(hub: String, id: String) -> URL { hubDirectory(hub).appendingPathComponent(id, isDirectory: true) }
     public func output(hub: String, id: String) -> URL { jobDirectory(hub: hub, id: id).appendingPathComponent("Output.txt") }
     public func failed(hub: String, id: String) -> URL { jobDirectory(hub: hub, id: id).appendingPathComponent("Failed.txt") }
-    public func upload(hub: String, id: String) -> URL { jobDirectory(hub: hub, id: id).appendingPathComponent("input.txt") }
 
     /// The file an `ImportFileUri` names: a relative path (or `file:` and one) inside the
     /// hub's directory, no `..`, no hidden parts, a regular file within the input limit once

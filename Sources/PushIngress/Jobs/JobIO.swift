@@ -32,6 +32,21 @@ final class JobOutput: @unchecked Sendable {
         return handle
     }
 
+    /// Cuts both files back to a committed position's lengths: what a chunk wrote before its
+    /// transaction failed goes.
+    func reset(to position: JobPosition) throws {
+        if outputBytes != position.outputBytes {
+            try output.truncate(atOffset: UInt64(position.outputBytes))
+            try output.seekToEnd()
+            outputBytes = position.outputBytes
+        }
+        if failedBytes != position.failedBytes {
+            try failed.truncate(atOffset: UInt64(position.failedBytes))
+            try failed.seekToEnd()
+            failedBytes = position.failedBytes
+        }
+    }
+
     /// Appends to both files and flushes them to disk before the position that names their
     /// new lengths is committed.
     func append(output text: String, failed failures: String) throws -> (outputBytes: Int64, failedBytes: Int64) {

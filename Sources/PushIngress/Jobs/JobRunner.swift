@@ -96,6 +96,8 @@ public final class JobRunner: Service, Sendable {
     /// Past this many failed lines a job stops, Failed: an input that is mostly wrong should
     /// not fill the disk with reasons.
     static let maximumFailedLines: Int64 = 100_000
+    /// Tries in a row that make no progress before a job ends Failed.
+    static let maximumAttempts = 10
 
     public func run() async throws {
         try? FileManager.default.createDirectory(at: files.directory, withIntermediateDirectories: true)
@@ -175,11 +177,13 @@ public final class JobRunner: Service, Sendable {
                 try? FileManager.default.removeItem(atPath: upload)
             }
         } catch {
-            // The store or the disk: the job stays Running and is taken up again once its lease
-            // runs out, from its last position.
-            logger.warning(
-                "job stopped; it goes on later", metadata: metadata.merging(["pushhub.error": "\(String(describing: error).prefix(300))"]) { $1 })
-            try? await store.releaseJob(hub: job.hub, id: job.jobId, runner: runner)
+            // The store or the disk: the job goes on from its last position after a back-off,
+            // unless tries in a row keep failing.
+            let reason = (error as? SQLError)?.reason ?? String(describing: error)
+            logger.warning("job stopped; it goes on later", metadata: metadata.merging(["pushhub.error": "\(reason.prefix(300))"]) { $1 })
+            let ended = try? await store.deferJob(
+                hub: job.hub, id: job.jobId, runner: runner, failure: String(reason.prefix(300)), maximumAttempts: Self.maximumAttempts)
+            if ended == true, let upload { try? FileManager.default.removeItem(atPath: upload) }
             return true
         }
         return false
@@ -242,6 +246,8 @@ public final class JobRunner: Service, Sendable {
         _ lines: [JobLine], through read: JobPosition, from position: JobPosition, job: NotificationHubJob, size: Int64, output: JobOutput
     ) async throws -> JobPosition {
         func once(_ lines: [JobLine], through: JobPosition, from position: JobPosition) async throws -> JobPosition {
+            // A try before this one may have written lines and failed to commit them.
+            try output.reset(to: position)
             var next = position
             (next.inputOffset, next.line) = (through.inputOffset, through.line)
             return try await store.applyImportChunk(
@@ -259,12 +265,21 @@ public final class JobRunner: Service, Sendable {
                 return try output.append(output: written, failed: failures)
             }
         }
+        /// The lines, failed with the store's reason (without the statement: never the SQL).
+        func refuse(_ lines: [JobLine], _ error: SQLError, through: JobPosition, from position: JobPosition) async throws -> JobPosition {
+            let refused = lines.map {
+                JobLine(line: $0.line, registration: .failure(.init("BadRequest", "the store refused it: \(error.reason.prefix(200))")), end: $0.end)
+            }
+            do { return try await once(refused, through: through, from: position) } catch let error as SQLError where error.isPermanent {
+                throw JobFailure(reason: "the store refuses the job's writes: \(error.reason.prefix(200))")
+            }
+        }
         do {
             return try await once(lines, through: read, from: position)
         } catch let error as SQLError where error.isPermanent && lines.count > 1 {
             logger.notice(
                 "the store refused a chunk; its lines go one at a time",
-                metadata: ["pushhub.job": "\(job.jobId)", "pushhub.error": "\(String(error.message.prefix(200)))"])
+                metadata: ["pushhub.job": "\(job.jobId)", "pushhub.error": "\(String(error.reason.prefix(200)))"])
             var position = position
             for (index, line) in lines.enumerated() {
                 var through = read
@@ -272,24 +287,12 @@ public final class JobRunner: Service, Sendable {
                 do {
                     position = try await once([line], through: through, from: position)
                 } catch let error as SQLError where error.isPermanent {
-                    // Its reason without the statement: never the SQL.
-                    let reason = error.message.components(separatedBy: " in: ").first ?? "refused"
-                    let refused = JobLine(line: line.line, registration: .failure(.init("BadRequest", "the store refused it: \(reason.prefix(200))")))
-                    do { position = try await once([refused], through: through, from: position) } catch let error as SQLError where error.isPermanent
-                    {
-                        throw JobFailure(reason: "the store refuses the job's writes: \(error.message.components(separatedBy: " in: ").first ?? "")")
-                    }
+                    position = try await refuse([line], error, through: through, from: position)
                 }
             }
             return position
         } catch let error as SQLError where error.isPermanent {
-            let reason = error.message.components(separatedBy: " in: ").first ?? "refused"
-            let refused = lines.map {
-                JobLine(line: $0.line, registration: .failure(.init("BadRequest", "the store refused it: \(reason.prefix(200))")))
-            }
-            do { return try await once(refused, through: read, from: position) } catch let error as SQLError where error.isPermanent {
-                throw JobFailure(reason: "the store refuses the job's writes: \(error.message.components(separatedBy: " in: ").first ?? "")")
-            }
+            return try await refuse(lines, error, through: read, from: position)
         }
     }
 
@@ -352,21 +355,18 @@ public final class JobRunner: Service, Sendable {
         }
         let id = registration.registrationId
         if !id.isEmpty {
-            guard Installation.isAllowedId(id) else {
+            guard Registration.isImportableId(id) else {
                 return .failure(
-                    .init("BadRequest", "RegistrationId: must be 1 to \(Installation.maximumIdLength) letters, digits and _ @ # . : - $ ! ~"))
+                    .init("BadRequest", "RegistrationId: must be 1 to \(Registration.maximumIdLength) characters, none a control character"))
             }
-            guard !id.lowercased().hasPrefix(Registration.installationPrefix) else {
+            guard !Registration.isInstallationOwned(id) else {
                 return .failure(.init("Forbidden", "RegistrationId: ids starting with \(Registration.installationPrefix) belong to installations"))
             }
         } else if type == .importUpdateRegistrations || type == .importDeleteRegistrations {
             return .failure(.init("BadRequest", "RegistrationId: missing; an update or a delete names the registration"))
         }
         if type != .importDeleteRegistrations {
-            do {
-                try hub.checkEndpoint(
-                    registration.handle, platform: registration.platform, field: registration.format == .windows ? "ChannelUri" : "Endpoint")
-            } catch { return .failure(.init("BadRequest", error.description)) }
+            do { try hub.checkEndpoint(of: registration) } catch { return .failure(.init("BadRequest", error.description)) }
         }
         return .success(registration)
     }
@@ -381,6 +381,8 @@ public final class JobRunner: Service, Sendable {
         var position = stored.position
         if position.exportCursor == nil && position.succeeded == 0 {
             position.exportTotal = try await store.countExportedRegistrations(hub: job.hub)
+            // The count reads the hub: the lease is renewed once it is known.
+            try await store.checkpointJob(hub: job.hub, id: job.jobId, runner: runner, position: position, progress: 0, lease: files.settings.lease)
         }
         while true {
             // At least a chunk a turn, so a job always moves.

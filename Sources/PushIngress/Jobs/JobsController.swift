@@ -21,7 +21,11 @@ struct JobsController: Sendable {
     static let listLimit = 100
     /// Uploads streamed to disk at once by this ingress; more wait (503 with `Retry-After`).
     static let maximumUploads = 2
-    private static let uploads = Atomic<Int>(0)
+    let uploads = UploadCount()
+
+    final class UploadCount: Sendable {
+        let value = Atomic<Int>(0)
+    }
 
     func addRoutes(to routes: HubRoutes) {
         let manage = routes.requiring(.manage)
@@ -100,13 +104,13 @@ struct JobsController: Sendable {
             throw HubAPIError(
                 .conflict, "job \(stored.job.jobId) takes no input: only an import waiting for its input (Started, no ImportFileUri) does")
         }
-        guard Self.uploads.add(1, ordering: .relaxed).newValue <= Self.maximumUploads else {
-            Self.uploads.subtract(1, ordering: .relaxed)
+        guard uploads.value.add(1, ordering: .relaxed).newValue <= Self.maximumUploads else {
+            uploads.value.subtract(1, ordering: .relaxed)
             var refusal = HubAPIError(.serviceUnavailable, "\(Self.maximumUploads) inputs are being uploaded to this ingress; try again")
             refusal.retryAfter = 10
             throw refusal
         }
-        defer { Self.uploads.subtract(1, ordering: .relaxed) }
+        defer { uploads.value.subtract(1, ordering: .relaxed) }
         let directory = files.jobDirectory(hub: hub, id: stored.job.jobId)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let file = directory.appendingPathComponent("input-\(RandomID.make()).txt")

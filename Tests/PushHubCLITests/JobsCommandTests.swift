@@ -89,7 +89,7 @@ struct JobsCommandTests {
     @Test("an import whose ingress is killed with -9 goes on after the restart and writes every line once")
     func killedMidImport() async throws {
         let directory = try Self.setUp()
-        let count = 40_000
+        let count = 25_000
         try await Self.offPool {
             try Self.lines(count, prefix: "k").write(to: directory.appendingPathComponent("jobs/jobs-hub/big.txt"), atomically: true, encoding: .utf8)
         }

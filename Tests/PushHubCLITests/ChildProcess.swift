@@ -38,6 +38,7 @@ final class ChildProcess: Sendable {
                 if chunk.isEmpty { break }
                 buffer.append(chunk)
             }
+            buffer.finish()
         }.start()
     }
 
@@ -68,6 +69,12 @@ final class ChildProcess: Sendable {
         while process.exitStatus == nil, ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(20))
         }
+        // The output it wrote before it ended is read to its end first (the reading thread
+        // may lag behind on busy cores), unless a child of its own keeps the pipe open.
+        let outputDeadline = min(deadline, ContinuousClock.now + .seconds(5))
+        while process.exitStatus != nil, !buffer.isFinished, ContinuousClock.now < outputDeadline {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
         return process.exitStatus
     }
 }
@@ -77,11 +84,17 @@ final class LineBuffer: Sendable {
     private struct State {
         var lines: [String] = []
         var partial = Data()
+        var finished = false
     }
 
     private let state = Mutex(State())
 
     var lines: [String] { state.withLock { $0.lines } }
+
+    /// True once the output reached its end.
+    var isFinished: Bool { state.withLock { $0.finished } }
+
+    func finish() { state.withLock { $0.finished = true } }
 
     func append(_ chunk: Data) {
         state.withLock { state in

@@ -27,7 +27,7 @@ struct JobOptions: ParsableArguments {
         let response = try await hubAPI.call(
             "POST", hub: hubName, "/jobs", headers: [("Content-Type", "application/atom+xml;type=entry;charset=utf-8")], body: Data(body.utf8))
         guard response.status == 201 else { throw Self.failure("starting the job", response.status, response.body) }
-        return try Self.field("JobId", in: response.body)
+        return try Self.report(response.body).jobId
     }
 
     /// Reads the job until it ends, printing its progress to standard error; returns the
@@ -38,19 +38,16 @@ struct JobOptions: ParsableArguments {
         while true {
             let response = try await hubAPI.call("GET", hub: hubName, "/jobs/\(id)")
             guard response.status == 200 else { throw Self.failure("reading job \(id)", response.status, response.body) }
-            let status = try Self.field("Status", in: response.body)
-            let progress = (try? Self.field("Progress", in: response.body)) ?? "0"
-            let succeeded = Int64((try? Self.property("SucceededCount", in: response.body)) ?? "") ?? 0
-            let failed = Int64((try? Self.property("FailedCount", in: response.body)) ?? "") ?? 0
-            let line = "job \(id): \(status), \(progress) %, \(succeeded) succeeded, \(failed) failed"
+            let job = try Self.report(response.body)
+            let (succeeded, failed) = (job.count("SucceededCount"), job.count("FailedCount"))
+            let line = "job \(id): \(job.status), \(job.progress) %, \(succeeded) succeeded, \(failed) failed"
             if line != shown {
                 FileHandle.standardError.write(Data((line + "\n").utf8))
                 shown = line
             }
-            switch status {
+            switch job.status {
             case "Completed": return (succeeded, failed)
-            case "Failed":
-                throw CommandFailure(description: "job \(id) failed: \((try? Self.field("Failure", in: response.body)) ?? "no reason given")")
+            case "Failed": throw CommandFailure(description: "job \(id) failed: \(job.failure ?? "no reason given")")
             default: break
             }
             guard Date() < deadline else {
@@ -72,18 +69,11 @@ struct JobOptions: ParsableArguments {
         CommandFailure(description: "\(what): the hub API answered \(status): \(String(decoding: body.prefix(500), as: UTF8.self))")
     }
 
-    /// The text of the first element `name` in a job's entry.
-    static func field(_ name: String, in body: Data) throws -> String {
-        guard let node = try XMLNode.parse(body).find(where: { $0 == name }) else {
-            throw CommandFailure(description: "the hub API's job has no \(name): \(String(decoding: body.prefix(300), as: UTF8.self))")
+    /// The job the hub API answered with.
+    static func report(_ body: Data) throws -> NotificationHubJob.Report {
+        do { return try NotificationHubJob.parseReport(body) } catch {
+            throw CommandFailure(description: "the hub API's answer is not a job (\(error)): \(String(decoding: body.prefix(300), as: UTF8.self))")
         }
-        return node.text
-    }
-
-    /// One of the job's output properties.
-    static func property(_ key: String, in body: Data) throws -> String? {
-        let properties = try XMLNode.parse(body).find(where: { $0 == "OutputProperties" })
-        return properties?.children.first { $0.child("Key")?.text == key }?.child("Value")?.text
     }
 }
 

@@ -100,6 +100,33 @@ public struct NotificationHubJob: Sendable, Equatable {
         return Request(type: type, importFileUri: try uri("ImportFileUri"), outputContainerUri: try uri("OutputContainerUri"))
     }
 
+    /// What a client reads of a job the hub API answered with (an Atom entry or the element).
+    public struct Report: Sendable, Equatable {
+        public var jobId: String
+        public var status: String
+        public var progress: String
+        public var failure: String?
+        /// `OutputProperties`: `OutputFilePath`, `FailedFilePath`, `SucceededCount`, `FailedCount`.
+        public var properties: [String: String]
+
+        public func count(_ key: String) -> Int64 { properties[key].flatMap { Int64($0) } ?? 0 }
+    }
+
+    /// Reads a job as the hub API writes it.
+    public static func parseReport(_ body: Data) throws(WireError) -> Report {
+        let document = try XMLNode.parse(body)
+        guard let job = document.find(where: { $0 == "NotificationHubJob" }), let id = job.child("JobId")?.text, !id.isEmpty else {
+            throw .invalidField(field: "entry", reason: "holds no NotificationHubJob with a JobId")
+        }
+        var properties: [String: String] = [:]
+        for pair in job.child("OutputProperties")?.children ?? [] {
+            if let key = pair.child("Key")?.text { properties[key] = pair.child("Value")?.text ?? "" }
+        }
+        return Report(
+            jobId: id, status: job.child("Status")?.text ?? "", progress: job.child("Progress")?.text ?? "0", failure: job.child("Failure")?.text,
+            properties: properties)
+    }
+
     static let arraysNamespace = "http://schemas.microsoft.com/2003/10/Serialization/Arrays"
 
     /// The `NotificationHubJob` element, in the DataContract's order: JobId, Progress, Type,

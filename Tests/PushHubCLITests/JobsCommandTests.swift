@@ -49,10 +49,8 @@ struct JobsCommandTests {
         func job(_ id: String) async throws -> (status: String, succeeded: Int, failed: Int) {
             let (status, body) = try await call("GET", "/jobs/\(id)")
             #expect(status == 200, "\(body)")
-            let node = try XMLNode.parse(Data(body.utf8))
-            let properties = node.find { $0 == "OutputProperties" }?.children ?? []
-            func count(_ key: String) -> Int { Int(properties.first { $0.child("Key")?.text == key }?.child("Value")?.text ?? "") ?? -1 }
-            return (node.find { $0 == "Status" }?.text ?? "", count("SucceededCount"), count("FailedCount"))
+            let job = try NotificationHubJob.parseReport(Data(body.utf8))
+            return (job.status, Int(job.count("SucceededCount")), Int(job.count("FailedCount")))
         }
     }
 
@@ -101,7 +99,7 @@ struct JobsCommandTests {
             """
         let (created, entry) = try await first.call("POST", "/jobs", job)
         #expect(created == 201, "\(entry)")
-        let id = try #require(try XMLNode.parse(Data(entry.utf8)).find { $0 == "JobId" }?.text)
+        let id = try NotificationHubJob.parseReport(Data(entry.utf8)).jobId
         // Killed once some chunks are committed, long before the end.
         var progress = try await first.job(id)
         let deadline = ContinuousClock.now + .seconds(60)

@@ -126,6 +126,8 @@ struct JobsAPITests {
             let done = try await Self.read(client, id)
             #expect(try Self.field("Status", done) == "Completed")
             #expect(try Self.field("Progress", done) == "100.00")
+            let left = try FileManager.default.contentsOfDirectory(atPath: fixture.files.jobDirectory(hub: "myhub", id: id).path)
+            #expect(Set(left) == ["Output.txt", "Failed.txt"], "the uploaded input goes when its job ends")
             #expect(try Self.property("SucceededCount", done) == "3")
             #expect(try Self.property("FailedCount", done) == "6")
             #expect(try Self.property("OutputFilePath", done) == "http://localhost/myhub/jobs/\(id)/output")

@@ -151,15 +151,18 @@ public final class JobRunner: Service, Sendable {
         let job = stored.job
         let metadata: Logger.Metadata = ["pushhub.hub": "\(job.hub)", "pushhub.job": "\(job.jobId)", "pushhub.jobType": "\(job.type.rawValue)"]
         logger.info("job running", metadata: metadata.merging(["pushhub.line": "\(stored.position.line)"]) { $1 })
-        // An uploaded input is the job's own: it goes when the job ends.
-        let upload = stored.inputPath.flatMap { path in
-            path.hasPrefix(files.jobDirectory(hub: job.hub, id: job.jobId).path + "/") ? path : nil
+        // An uploaded input is the job's own: it goes when the job ends, however it ends.
+        var ended = false
+        defer {
+            if ended, let path = stored.inputPath, path.hasPrefix(files.jobDirectory(hub: job.hub, id: job.jobId).path + "/") {
+                try? FileManager.default.removeItem(atPath: path)
+            }
         }
         do {
             let finished = try await job.type.isImport ? runImport(stored) : runExport(stored)
             if finished {
                 try await store.finishJob(hub: job.hub, id: job.jobId, runner: runner, status: .completed, failure: nil)
-                if let upload { try? FileManager.default.removeItem(atPath: upload) }
+                ended = true
                 logger.info("job completed", metadata: metadata)
             } else {
                 try await store.releaseJob(hub: job.hub, id: job.jobId, runner: runner)
@@ -171,19 +174,15 @@ public final class JobRunner: Service, Sendable {
             logger.warning("job taken over by another ingress", metadata: metadata)
         } catch let failure as JobFailure {
             logger.warning("job failed", metadata: metadata.merging(["pushhub.error": "\(failure.reason)"]) { $1 })
-            if (try? await store.finishJob(hub: job.hub, id: job.jobId, runner: runner, status: .failed, failure: failure.reason)) != nil,
-                let upload
-            {
-                try? FileManager.default.removeItem(atPath: upload)
-            }
+            ended = (try? await store.finishJob(hub: job.hub, id: job.jobId, runner: runner, status: .failed, failure: failure.reason)) != nil
         } catch {
             // The store or the disk: the job goes on from its last position after a back-off,
             // unless tries in a row keep failing.
             let reason = (error as? SQLError)?.reason ?? String(describing: error)
             logger.warning("job stopped; it goes on later", metadata: metadata.merging(["pushhub.error": "\(reason.prefix(300))"]) { $1 })
-            let ended = try? await store.deferJob(
-                hub: job.hub, id: job.jobId, runner: runner, failure: String(reason.prefix(300)), maximumAttempts: Self.maximumAttempts)
-            if ended == true, let upload { try? FileManager.default.removeItem(atPath: upload) }
+            ended =
+                (try? await store.deferJob(
+                    hub: job.hub, id: job.jobId, runner: runner, failure: String(reason.prefix(300)), maximumAttempts: Self.maximumAttempts)) == true
             return true
         }
         return false

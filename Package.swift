@@ -12,6 +12,10 @@ let package = Package(
         .executable(name: "pushhub-fcm-worker", targets: ["PushFCMWorkerMain"]),
         .executable(name: "pushhub-wns-worker", targets: ["PushWNSWorkerMain"]),
         .executable(name: "pushhub-webpush-worker", targets: ["PushWebPushWorkerMain"]),
+        .executable(name: "pushhub-hms-worker", targets: ["PushHMSWorkerMain"]),
+        .executable(name: "pushhub-adm-worker", targets: ["PushADMWorkerMain"]),
+        .executable(name: "pushhub-xiaomi-worker", targets: ["PushXiaomiWorkerMain"]),
+        .executable(name: "pushhub-baidu-worker", targets: ["PushBaiduWorkerMain"]),
         .executable(name: "pushhub-fuzz", targets: ["PushFuzz"]),
         .executable(name: "pushhub-allocations", targets: ["PushAllocationsMain"]),
         .library(name: "PushKafka", targets: ["PushKafka"]),
@@ -202,6 +206,10 @@ let package = Package(
         .executableTarget(name: "PushAPNsWorkerMain", dependencies: ["PushWorker", "PushModel"]),
         .executableTarget(name: "PushFCMWorkerMain", dependencies: ["PushWorker", "PushModel"]),
         .executableTarget(name: "PushWNSWorkerMain", dependencies: ["PushWorker", "PushModel"]),
+        .executableTarget(name: "PushHMSWorkerMain", dependencies: ["PushWorker", "PushModel"]),
+        .executableTarget(name: "PushADMWorkerMain", dependencies: ["PushWorker", "PushModel"]),
+        .executableTarget(name: "PushXiaomiWorkerMain", dependencies: ["PushWorker", "PushModel"]),
+        .executableTarget(name: "PushBaiduWorkerMain", dependencies: ["PushWorker", "PushModel"]),
         .executableTarget(name: "PushWebPushWorkerMain", dependencies: ["PushWorker", "PushModel"]),
         // The allocation regression guard: a worker's path with malloc counted (CMallocCount
         // defines malloc for this one executable).

@@ -107,7 +107,7 @@ def check(directory):
             selector = document["spec"]["selector"]["matchLabels"]
             if not any(all(d["spec"]["template"]["metadata"]["labels"].get(k) == v for k, v in selector.items()) for d in deployments.values()):
                 problems.append(f"PodDisruptionBudget/{name}: selects no Deployment")
-    for process in ["pushhub-ingress", "pushhub-dispatcher"] + [f"pushhub-{p}-worker" for p in ("apns", "fcm", "wns", "webpush")]:
+    for process in ["pushhub-ingress", "pushhub-dispatcher"] + [f"pushhub-{p}-worker" for p in ("apns", "fcm", "wns", "webpush", "hms", "adm", "xiaomi", "baidu")]:
         if process not in deployments:
             problems.append(f"{directory.relative_to(ROOT)}: no Deployment {process}")
     return problems

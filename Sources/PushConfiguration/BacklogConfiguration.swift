@@ -10,7 +10,7 @@ import PushModel
 /// backlog:
 ///   bytesPerPartition: 2097152   # the default; 0 never waits
 ///   groups:                      # only when workers run in consumer groups of their own (--group)
-///     apns: my-apns-workers      # apns, fcm, wns, webpush
+///     apns: my-apns-workers      # apns, fcm, wns, webpush, hms, adm, xiaomi, baidu
 /// ```
 ///
 /// librdkafka's embedded cluster (`pushhub dev`, `pushhub kafka-dev`) keeps at most 5 MiB a

@@ -100,18 +100,33 @@ public struct HubsConfiguration: Codable, Sendable, Equatable {
         public var fcm: FCM?
         public var wns: WNS?
         public var webPush: WebPush?
+        public var hms: HMS?
+        public var adm: ADM?
+        public var xiaomi: Xiaomi?
+        public var baidu: Baidu?
 
-        public init(apns: APNs? = nil, fcm: FCM? = nil, wns: WNS? = nil, webPush: WebPush? = nil) {
+        public init(
+            apns: APNs? = nil, fcm: FCM? = nil, wns: WNS? = nil, webPush: WebPush? = nil, hms: HMS? = nil, adm: ADM? = nil,
+            xiaomi: Xiaomi? = nil, baidu: Baidu? = nil
+        ) {
             self.apns = apns
             self.fcm = fcm
             self.wns = wns
             self.webPush = webPush
+            self.hms = hms
+            self.adm = adm
+            self.xiaomi = xiaomi
+            self.baidu = baidu
         }
 
         public typealias APNs = APNsCredentials
         public typealias FCM = FCMCredentials
         public typealias WNS = WNSCredentials
         public typealias WebPush = WebPushCredentials
+        public typealias HMS = HMSCredentials
+        public typealias ADM = ADMCredentials
+        public typealias Xiaomi = XiaomiCredentials
+        public typealias Baidu = BaiduCredentials
     }
 
     /// The tutorials' app-backend API, bound to one hub.
@@ -293,6 +308,28 @@ extension HubsConfiguration.Credentials {
                 throw ConfigurationError("\(path).webPush.publicKey: does not belong to the private key")
             }
         }
+        let secrets: [(String, [(String, String)])] = [
+            ("hms", hms.map { [("appId", $0.appId), ("clientSecret", $0.clientSecret)] } ?? []),
+            ("adm", adm.map { [("clientId", $0.clientId), ("clientSecret", $0.clientSecret)] } ?? []),
+            ("xiaomi", xiaomi.map { [("appSecret", $0.appSecret), ("packageName", $0.packageName)] } ?? []),
+            ("baidu", baidu.map { [("apiKey", $0.apiKey), ("secretKey", $0.secretKey)] } ?? []),
+        ]
+        for (platform, fields) in secrets {
+            for (field, value) in fields where value.isEmpty { throw ConfigurationError("\(path).\(platform).\(field): must not be empty") }
+        }
+        if let hms, !hms.appId.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) {
+            throw ConfigurationError("\(path).hms.appId: letters, digits, - and _ only (the app id from AppGallery Connect)")
+        }
+        for (platform, urls) in [
+            ("hms", [hms?.endpoint, hms?.tokenURI]), ("adm", [adm?.endpoint, adm?.tokenURI]), ("xiaomi", [xiaomi?.endpoint]),
+            ("baidu", [baidu?.endpoint]),
+        ] {
+            for case let url? in urls {
+                guard let parsed = URLComponents(string: url), ["https", "http"].contains(parsed.scheme?.lowercased() ?? ""), parsed.host != nil,
+                    parsed.user == nil, parsed.query == nil
+                else { throw ConfigurationError("\(path).\(platform): \(url) is not an http(s) URL without a query") }
+            }
+        }
     }
 }
 
@@ -384,6 +421,101 @@ public struct WebPushCredentials: Codable, Sendable, Equatable {
         self.publicKey = publicKey
         self.privateKey = privateKey
     }
+}
+
+/// Huawei Push Kit: the app's OAuth 2.0 client (AppGallery Connect's app id and secret).
+public struct HMSCredentials: Codable, Sendable, Equatable {
+    /// The app id; the `{appId}` of `/v1/{appId}/messages:send`.
+    public var appId: String
+    /// The OAuth client id, when it is not the app id.
+    public var clientId: String?
+    public var clientSecret: String
+    public var tokenURI: String?
+    /// Where Push Kit is (scheme and host); Huawei's when absent.
+    public var endpoint: String?
+
+    public init(appId: String, clientId: String? = nil, clientSecret: String, tokenURI: String? = nil, endpoint: String? = nil) {
+        self.appId = appId
+        self.clientId = clientId
+        self.clientSecret = clientSecret
+        self.tokenURI = tokenURI
+        self.endpoint = endpoint
+    }
+}
+
+/// Amazon Device Messaging: the security profile's Login with Amazon client.
+public struct ADMCredentials: Codable, Sendable, Equatable {
+    public var clientId: String
+    public var clientSecret: String
+    public var tokenURI: String?
+    /// Where ADM is (scheme and host); Amazon's when absent.
+    public var endpoint: String?
+
+    public init(clientId: String, clientSecret: String, tokenURI: String? = nil, endpoint: String? = nil) {
+        self.clientId = clientId
+        self.clientSecret = clientSecret
+        self.tokenURI = tokenURI
+        self.endpoint = endpoint
+    }
+}
+
+/// Xiaomi Mi Push: the app's secret and its Android package.
+public struct XiaomiCredentials: Codable, Sendable, Equatable {
+    public var appSecret: String
+    /// `restricted_package_name`: the app that may receive.
+    public var packageName: String
+    /// Where Mi Push is (scheme and host); the mainland China service when absent
+    /// (`https://api.xmpush.global.xiaomi.com` serves the rest of the world).
+    public var endpoint: String?
+
+    public init(appSecret: String, packageName: String, endpoint: String? = nil) {
+        self.appSecret = appSecret
+        self.packageName = packageName
+        self.endpoint = endpoint
+    }
+}
+
+/// Baidu Cloud Push: the app's API key and secret key, which sign each request.
+public struct BaiduCredentials: Codable, Sendable, Equatable {
+    public var apiKey: String
+    public var secretKey: String
+    /// Where Baidu Push is (scheme and host); Baidu's when absent.
+    public var endpoint: String?
+
+    public init(apiKey: String, secretKey: String, endpoint: String? = nil) {
+        self.apiKey = apiKey
+        self.secretKey = secretKey
+        self.endpoint = endpoint
+    }
+}
+
+extension HMSCredentials {
+    public static let production = "https://push-api.cloud.huawei.com"
+    public static let defaultTokenURI = "https://oauth-login.cloud.huawei.com/oauth2/v3/token"
+
+    public var resolvedEndpoint: String { endpoint ?? Self.production }
+    public var resolvedTokenURI: String { tokenURI ?? Self.defaultTokenURI }
+    public var resolvedClientId: String { clientId ?? appId }
+}
+
+extension ADMCredentials {
+    public static let production = "https://api.amazon.com"
+    public static let defaultTokenURI = "https://api.amazon.com/auth/o2/token"
+
+    public var resolvedEndpoint: String { endpoint ?? Self.production }
+    public var resolvedTokenURI: String { tokenURI ?? Self.defaultTokenURI }
+}
+
+extension XiaomiCredentials {
+    public static let production = "https://api.xmpush.xiaomi.com"
+
+    public var resolvedEndpoint: String { endpoint ?? Self.production }
+}
+
+extension BaiduCredentials {
+    public static let production = "https://api.tuisong.baidu.com"
+
+    public var resolvedEndpoint: String { endpoint ?? Self.production }
 }
 
 extension APNsCredentials {

@@ -10,7 +10,7 @@ public struct SimulatedPNSOptions: ParsableArguments {
     @Option(help: "The hub.")
     public var hub = "pushhub-dev"
 
-    @Option(help: "apns, fcm, wns or webpush.")
+    @Option(help: "apns, fcm, wns, webpush, hms, adm, xiaomi or baidu.")
     public var platform: String = "apns"
 
     @Option(help: "Base URL of the simulator listener WNS channels and Web Push endpoints point at.")

@@ -29,7 +29,7 @@ extension BenchCommand {
         @Option(help: "The hub whose credentials the worker uses.")
         var hub = "pushhub-dev"
 
-        @Option(help: "apns, fcm, wns or webpush.")
+        @Option(help: "apns, fcm, wns, webpush, hms, adm, xiaomi or baidu.")
         var platform: String = "apns"
 
         @Option(help: "Targets to deliver.")

@@ -29,7 +29,7 @@ struct InstallationsCommand: AsyncParsableCommand {
         @Option(help: "A tag or tag expression over the installations' tags.")
         var tag: String?
 
-        @Option(help: "apns, gcm, fcmv1, wns or browser.")
+        @Option(help: "apns, gcm, fcmv1, wns, browser, hms, adm, xiaomi or baidu.")
         var platform: String?
 
         @Option(help: "The installations of one user id.")

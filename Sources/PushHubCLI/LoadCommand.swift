@@ -78,7 +78,10 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(help: "The tag expression of tag sends.")
     var tag = "Sports && !Politics"
 
-    @Option(help: "The platform of native sends to a tag or to everyone: apns (or apple), fcm (fcmv1, gcm), wns (windows), webpush (browser).")
+    @Option(
+        help:
+            "The platform of native sends to a tag or to everyone: apns (or apple), fcm (fcmv1, gcm), wns (windows), webpush (browser), hms, adm, xiaomi, baidu."
+    )
     var platform = "apns"
 
     @Option(help: "Registrations per second (default: as fast as --concurrency allows; mixed: a tenth of --rate).")

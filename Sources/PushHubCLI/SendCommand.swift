@@ -38,7 +38,7 @@ struct SendCommand: AsyncParsableCommand {
     @Option(help: "The hub.")
     var hub: String
 
-    @Option(help: "apple (or apns), fcmv1 (fcm), gcm, windows (wns), browser (webpush) or template.")
+    @Option(help: "apple (or apns), fcmv1 (fcm), gcm, windows (wns), browser (webpush), hms, adm, xiaomi, baidu or template.")
     var format: String
 
     @Option(help: "A tag or tag expression; none sends to every registration.")

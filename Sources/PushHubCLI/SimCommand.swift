@@ -13,7 +13,7 @@ import ServiceLifecycle
 struct SimCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sim",
-        abstract: "Simulate APNs (HTTP/2, TLS), FCM v1, WNS and Web Push, with fault injection, until SIGTERM.",
+        abstract: "Simulate APNs (HTTP/2, TLS), FCM v1, WNS, Web Push, Huawei Push Kit, ADM, Xiaomi and Baidu, with fault injection, until SIGTERM.",
         discussion: """
             Requests are checked against the credentials in pushhub.yaml. With --attach HUB, the hub \
             gets simulated credentials for all four platforms (when it has none) and its endpoints are \

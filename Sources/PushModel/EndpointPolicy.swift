@@ -80,7 +80,7 @@ public struct EndpointPolicy: Sendable, Equatable, Codable {
             guard scheme == "https" else { return .failure(.init("must be https")) }
             if let refusal = Self.specialPurpose(host) { return .failure(refusal) }
             return .success(url)
-        case .apns, .fcm:
+        case .apns, .fcm, .hms, .adm, .xiaomi, .baidu:
             return .failure(.init("is not a URL handle on \(platform.rawValue)"))
         }
     }

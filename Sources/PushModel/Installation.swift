@@ -5,7 +5,7 @@ import Foundation
 public struct Installation: Codable, Sendable, Equatable {
     /// Platforms as installations name them.
     public enum InstallationPlatform: String, Codable, Sendable, CaseIterable {
-        case apns, gcm, fcmv1, wns, browser
+        case apns, gcm, fcmv1, wns, browser, hms, adm, xiaomi, baidu
 
         /// The native format of this platform's sends.
         public var format: NativeFormat {
@@ -15,6 +15,10 @@ public struct Installation: Codable, Sendable, Equatable {
             case .fcmv1: .fcmv1
             case .wns: .windows
             case .browser: .browser
+            case .hms: .hms
+            case .adm: .adm
+            case .xiaomi: .xiaomi
+            case .baidu: .baidu
             }
         }
 
@@ -138,6 +142,11 @@ public struct Installation: Codable, Sendable, Equatable {
             }
         }
         try FieldCheck.notEmpty(pushChannel, "pushChannel")
+        if platform == .baidu {
+            guard let hyphen = pushChannel.firstIndex(of: "-"), hyphen != pushChannel.startIndex,
+                pushChannel.index(after: hyphen) != pushChannel.endIndex
+            else { throw .invalidField(field: "pushChannel", reason: "a Baidu push channel is {userId}-{channelId}") }
+        }
         if platform == .browser {
             guard let webPush else { throw .invalidField(field: "pushChannel", reason: "a browser push channel needs endpoint, p256dh and auth") }
             try webPush.validate(field: "pushChannel")

@@ -4,6 +4,14 @@ public enum Platform: String, Codable, Sendable, CaseIterable, CodingKeyRepresen
     case fcm
     case wns
     case webpush
+    /// Huawei Push Kit (HMS).
+    case hms
+    /// Amazon Device Messaging.
+    case adm
+    /// Xiaomi Mi Push.
+    case xiaomi
+    /// Baidu Cloud Push.
+    case baidu
 
     /// The consumer group its workers share unless told otherwise: `pushhub-<pns>-worker`.
     public var workerGroup: String { "pushhub-\(rawValue)-worker" }
@@ -22,7 +30,7 @@ public enum Platform: String, Codable, Sendable, CaseIterable, CodingKeyRepresen
     }
 
     /// The names `init(named:)` takes, for help and errors.
-    public static let names = "apns (or apple), fcm (fcmv1, gcm), wns (windows), webpush (browser)"
+    public static let names = "apns (or apple), fcm (fcmv1, gcm), wns (windows), webpush (browser), hms, adm, xiaomi, baidu"
 }
 
 /// The format of a send: one platform's native payload, or a template notification whose
@@ -33,6 +41,10 @@ public enum NotificationFormat: String, Codable, Sendable, CaseIterable {
     case gcm
     case windows
     case browser
+    case hms
+    case adm
+    case xiaomi
+    case baidu
     case template
 
     /// The platform a native format is delivered through; `nil` for `template`, which
@@ -53,12 +65,16 @@ public enum NotificationFormat: String, Codable, Sendable, CaseIterable {
         case .fcm: self = .fcmv1
         case .wns: self = .windows
         case .webpush: self = .browser
+        case .hms: self = .hms
+        case .adm: self = .adm
+        case .xiaomi: self = .xiaomi
+        case .baidu: self = .baidu
         case nil: return nil
         }
     }
 
     /// The names `init(named:)` takes, for help and errors.
-    public static let names = "apple (or apns), fcmv1 (fcm), gcm, windows (wns), browser (webpush), template"
+    public static let names = "apple (or apns), fcmv1 (fcm), gcm, windows (wns), browser (webpush), hms, adm, xiaomi, baidu, template"
 }
 
 /// The format of a device's platform: a notification format other than `template`. What a
@@ -69,6 +85,10 @@ public enum NativeFormat: String, Codable, Sendable, CaseIterable {
     case gcm
     case windows
     case browser
+    case hms
+    case adm
+    case xiaomi
+    case baidu
 
     public var platform: Platform {
         switch self {
@@ -76,6 +96,10 @@ public enum NativeFormat: String, Codable, Sendable, CaseIterable {
         case .fcmv1, .gcm: .fcm
         case .windows: .wns
         case .browser: .webpush
+        case .hms: .hms
+        case .adm: .adm
+        case .xiaomi: .xiaomi
+        case .baidu: .baidu
         }
     }
 
@@ -95,6 +119,10 @@ extension Platform {
         case .fcm: .fcmv1
         case .wns: .windows
         case .webpush: .browser
+        case .hms: .hms
+        case .adm: .adm
+        case .xiaomi: .xiaomi
+        case .baidu: .baidu
         }
     }
 }

@@ -2,14 +2,21 @@ import Foundation
 
 /// The Atom XML form of registrations in the hub API: `AppleRegistrationDescription`,
 /// `GcmRegistrationDescription`, `FcmRegistrationDescription`, `FcmV1RegistrationDescription`,
-/// `WindowsRegistrationDescription`, `BrowserRegistrationDescription`, and the `…Template…` variant of each.
+/// `WindowsRegistrationDescription`, `BrowserRegistrationDescription`, `AdmRegistrationDescription`,
+/// `BaiduRegistrationDescription`, `XiaomiRegistrationDescription`, PushHub's own
+/// `HmsRegistrationDescription`, and the `…Template…` variant of each.
 public enum RegistrationDescription {
     public struct Kind: Sendable {
         public var typeName: String
         public var format: NativeFormat
-        /// The element holding the handle (for browsers, the endpoint).
+        /// The element holding the handle (for browsers, the endpoint; for Baidu, the channel id).
         public var handleElement: String
+        /// Baidu's `BaiduUserId`: the handle is `{userId}-{channelId}`, as Azure has it.
+        public var userElement: String? = nil
     }
+
+    /// Baidu's template element for `msg_type`, kept as this header of the template.
+    public static let baiduMessageTypeHeader = "X-Baidu-Message-Type"
 
     public static let kinds: [Kind] = [
         Kind(typeName: "Apple", format: .apple, handleElement: "DeviceToken"),
@@ -18,6 +25,10 @@ public enum RegistrationDescription {
         Kind(typeName: "FcmV1", format: .fcmv1, handleElement: "FcmV1RegistrationId"),
         Kind(typeName: "Windows", format: .windows, handleElement: "ChannelUri"),
         Kind(typeName: "Browser", format: .browser, handleElement: "Endpoint"),
+        Kind(typeName: "Adm", format: .adm, handleElement: "AdmRegistrationId"),
+        Kind(typeName: "Baidu", format: .baidu, handleElement: "BaiduChannelId", userElement: "BaiduUserId"),
+        Kind(typeName: "Xiaomi", format: .xiaomi, handleElement: "XiaomiRegistrationId"),
+        Kind(typeName: "Hms", format: .hms, handleElement: "HmsPushToken"),
     ]
 
     public static let connectNamespace = "http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"
@@ -60,8 +71,15 @@ public enum RegistrationDescription {
                     "unknown description type; known are \(kinds.map { $0.typeName + "RegistrationDescription" }.joined(separator: ", ")) and their Template variants"
             )
         }
-        guard let handle = description.child(kind.handleElement)?.text, !handle.isEmpty else {
+        guard var handle = description.child(kind.handleElement)?.text, !handle.isEmpty else {
             throw .invalidField(field: "\(description.name).\(kind.handleElement)", reason: "missing")
+        }
+        if let userElement = kind.userElement {
+            // Azure splits the handle at its first hyphen: a user id holds none.
+            guard let user = description.child(userElement)?.text, !user.isEmpty, !user.contains("-") else {
+                throw .invalidField(field: "\(description.name).\(userElement)", reason: "missing, or holds a hyphen")
+            }
+            handle = user + "-" + handle
         }
         // No push service's handle comes near this; the store indexes handles, and PostgreSQL's
         // index rows hold at most 2,704 bytes.
@@ -86,7 +104,13 @@ public enum RegistrationDescription {
                 throw .invalidField(field: "\(description.name).BodyTemplate", reason: "missing")
             }
             var headers: [String: String]?
-            if let wnsHeaders = description.child("WnsHeaders") {
+            if kind.format == .baidu, let type = description.child("MessageType")?.text {
+                guard type == "0" || type == "1" else {
+                    throw .invalidField(field: "\(description.name).MessageType", reason: "must be 0 (message) or 1 (notification)")
+                }
+                headers = [baiduMessageTypeHeader: type]
+            }
+            if kind.format == .windows, let wnsHeaders = description.child("WnsHeaders") {
                 headers = [:]
                 for header in wnsHeaders.children where header.name == "WnsHeader" {
                     guard let name = header.child("Header")?.text, !name.isEmpty else {
@@ -131,7 +155,13 @@ public enum RegistrationDescription {
         if let expiresAt = registration.expiresAt { fields += "<ExpirationTime>\(RFC3339.format(expiresAt))</ExpirationTime>" }
         fields += "<RegistrationId>\(TemplateRenderer.escapeXML(registration.registrationId))</RegistrationId>"
         if !registration.tags.isEmpty { fields += "<Tags>\(TemplateRenderer.escapeXML(registration.tags.joined(separator: ",")))</Tags>" }
-        fields += "<\(kind.handleElement)>\(TemplateRenderer.escapeXML(registration.handle))</\(kind.handleElement)>"
+        if let userElement = kind.userElement, let hyphen = registration.handle.firstIndex(of: "-") {
+            fields += "<\(userElement)>\(TemplateRenderer.escapeXML(String(registration.handle[..<hyphen])))</\(userElement)>"
+            fields +=
+                "<\(kind.handleElement)>\(TemplateRenderer.escapeXML(String(registration.handle[registration.handle.index(after: hyphen)...])))</\(kind.handleElement)>"
+        } else {
+            fields += "<\(kind.handleElement)>\(TemplateRenderer.escapeXML(registration.handle))</\(kind.handleElement)>"
+        }
         if let keys = registration.webPush {
             fields += "<P256DH>\(TemplateRenderer.escapeXML(keys.p256dh))</P256DH><Auth>\(TemplateRenderer.escapeXML(keys.auth))</Auth>"
         }
@@ -141,7 +171,7 @@ public enum RegistrationDescription {
             } else {
                 fields += "<BodyTemplate>\(TemplateRenderer.escapeXML(template.body))</BodyTemplate>"
             }
-            if let headers = template.headers, !headers.isEmpty {
+            if kind.format == .windows, let headers = template.headers, !headers.isEmpty {
                 fields +=
                     "<WnsHeaders>"
                     + headers.sorted { $0.key < $1.key }.map {
@@ -150,6 +180,9 @@ public enum RegistrationDescription {
             }
             if let expiry = template.expiry { fields += "<Expiry>\(TemplateRenderer.escapeXML(expiry))</Expiry>" }
             if let name = template.name { fields += "<TemplateName>\(TemplateRenderer.escapeXML(name))</TemplateName>" }
+            if kind.format == .baidu, let type = template.headers?[baiduMessageTypeHeader] {
+                fields += "<MessageType>\(TemplateRenderer.escapeXML(type))</MessageType>"
+            }
         }
         return "<\(element) xmlns:i=\"http://www.w3.org/2001/XMLSchema-instance\" xmlns=\"\(connectNamespace)\">\(fields)</\(element)>"
     }

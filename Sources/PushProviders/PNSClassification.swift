@@ -83,6 +83,10 @@ extension Platform {
         case .fcm: "FCM credentials"
         case .wns: "WNS credentials"
         case .webpush: "Web Push VAPID keys"
+        case .hms: "HMS Push Kit credentials"
+        case .adm: "ADM credentials"
+        case .xiaomi: "Xiaomi credentials"
+        case .baidu: "Baidu credentials"
         }
     }
 }

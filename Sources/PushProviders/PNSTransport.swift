@@ -49,10 +49,7 @@ public struct PNSRequest: Sendable, Equatable {
 
     /// An `application/x-www-form-urlencoded` POST (OAuth token endpoints).
     public static func form(_ url: String, _ fields: [(String, String)]) -> PNSRequest {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        let form = fields.map { "\($0.0)=\($0.1.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")" }.joined(separator: "&")
-        return PNSRequest(.url(url), headers: [("content-type", "application/x-www-form-urlencoded")], body: Data(form.utf8))
+        PNSRequest(.url(url), headers: [("content-type", "application/x-www-form-urlencoded")], body: Data(FormEncoding.encode(fields).utf8))
     }
 }
 

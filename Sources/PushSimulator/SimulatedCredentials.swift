@@ -5,8 +5,9 @@ import PushModel
 import _CryptoExtras
 
 extension HubsConfiguration.Credentials {
-    /// Fresh credentials for all four platforms whose endpoints are a simulator's: an APNs
-    /// key, an FCM service account (RSA 2048), a WNS package and VAPID keys.
+    /// Fresh credentials for every platform whose endpoints are a simulator's: an APNs key, an
+    /// FCM service account (RSA 2048), a WNS package, VAPID keys, and the Huawei, ADM, Xiaomi and
+    /// Baidu apps' secrets.
     public static func simulated(apns: String, http: String, hub: String = "hub") throws -> HubsConfiguration.Credentials {
         let vapid = P256.Signing.PrivateKey()
         let rsa = try _RSA.Signing.PrivateKey(keySize: .bits2048)
@@ -19,12 +20,22 @@ extension HubsConfiguration.Credentials {
                 tokenURI: "\(http)/oauth2/token", endpoint: http),
             wns: .init(
                 packageSid: "ms-app://s-1-15-2-\(UUID().uuidString)",
-                secret: Base64URL.encode(Data(SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) })),
+                secret: randomSecret(),
                 tokenURI: "\(http)/wns/token"),
             webPush: .init(
                 subject: "mailto:push@example.com", publicKey: Base64URL.encode(vapid.publicKey.x963Representation),
-                privateKey: Base64URL.encode(vapid.rawRepresentation)))
+                privateKey: Base64URL.encode(vapid.rawRepresentation)),
+            hms: .init(
+                appId: "10\(Int.random(in: 1_000_000...9_999_999))", clientSecret: randomSecret(), tokenURI: "\(http)/hms/token", endpoint: apns),
+            adm: .init(
+                clientId: "amzn1.application-oa2-client.\(Hex.lowercase(SymmetricKey(size: .bits128).withUnsafeBytes { Array($0) }))",
+                clientSecret: randomSecret(), tokenURI: "\(http)/adm/token", endpoint: apns),
+            xiaomi: .init(appSecret: randomSecret(), packageName: "com.example.\(hub)", endpoint: apns),
+            baidu: .init(apiKey: randomSecret(), secretKey: randomSecret(), endpoint: apns))
     }
+
+    /// 256 random bits, base64url.
+    static func randomSecret() -> String { Base64URL.encode(Data(SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) })) }
 }
 
 extension HubsConfiguration {
@@ -38,6 +49,10 @@ extension HubsConfiguration {
             credentials.fcm = credentials.fcm ?? fresh.fcm
             credentials.wns = credentials.wns ?? fresh.wns
             credentials.webPush = credentials.webPush ?? fresh.webPush
+            credentials.hms = credentials.hms ?? fresh.hms
+            credentials.adm = credentials.adm ?? fresh.adm
+            credentials.xiaomi = credentials.xiaomi ?? fresh.xiaomi
+            credentials.baidu = credentials.baidu ?? fresh.baidu
             hubs[index].credentials = credentials
         }
     }
@@ -52,6 +67,13 @@ extension HubsConfiguration {
             copy.hubs[index].credentials.fcm?.endpoint = apns
             copy.hubs[index].credentials.fcm?.tokenURI = "\(http)/oauth2/token"
             copy.hubs[index].credentials.wns?.tokenURI = "\(http)/wns/token"
+            // Huawei, ADM, Xiaomi and Baidu over HTTP/2 and TLS too; their token endpoints on plain HTTP.
+            copy.hubs[index].credentials.hms?.endpoint = apns
+            copy.hubs[index].credentials.hms?.tokenURI = "\(http)/hms/token"
+            copy.hubs[index].credentials.adm?.endpoint = apns
+            copy.hubs[index].credentials.adm?.tokenURI = "\(http)/adm/token"
+            copy.hubs[index].credentials.xiaomi?.endpoint = apns
+            copy.hubs[index].credentials.baidu?.endpoint = apns
             // WNS channels and Web Push endpoints at either of the simulator's listeners are
             // allowed, and nothing else local.
             let listeners = [apns, http].compactMap { base -> String? in

@@ -69,7 +69,8 @@ public struct SimulatorSettings: Sendable {
 }
 
 /// `pushhub sim`: APNs (HTTP/2, TLS, provider-token JWTs), FCM HTTP v1 and Google's token
-/// endpoint, WNS and its token endpoint, and Web Push (VAPID checked, payload decrypted),
+/// endpoint, WNS and its token endpoint, Web Push (VAPID checked, payload decrypted), Huawei
+/// Push Kit and ADM with their token endpoints, Xiaomi Mi Push and Baidu Push (signature checked),
 /// answering with the services' status codes and error bodies, with fault injection, and
 /// `GET /sim/stats` and `GET /sim/deliveries?handle=` for tests.
 public final class PNSSimulator: Service, Sendable {
@@ -142,7 +143,10 @@ public final class PNSSimulator: Service, Sendable {
             let answer = state.serve(method: request.method.rawValue, path: path, simRequest, faults: faults) ?? SimulatorState.json(404, "{}")
             return Self.response(answer)
         }
-        for path in ["/v1/projects/:project/messages:send", "/oauth2/token", "/wns/token", "/wns/channel/:id", "/webpush/:id"] {
+        for path in [
+            "/v1/projects/:project/messages:send", "/oauth2/token", "/wns/token", "/wns/channel/:id", "/webpush/:id", "/v1/:app/messages:send",
+            "/hms/token", "/adm/token", "/messaging/registrations/:id/messages", "/v3/message/regid", SimulatorState.baiduPath,
+        ] {
             router.post(RouterPath(path), use: serve)
         }
         router.get("/sim/stats") { _, _ in Self.response(SimulatorState.json(200, state.statsJSON())) }

@@ -53,6 +53,9 @@ final class SimulatorState: Sendable {
         var validFCMMessages: Set<Data> = []
         var fcmAccessTokens: [String: Set<String>] = [:]
         var wnsAccessTokens: Set<String> = []
+        /// Huawei access token → the app id it was issued for.
+        var hmsAccessTokens: [String: String] = [:]
+        var admAccessTokens: Set<String> = []
     }
 
     let apnsKeys: [String: APNsKey]
@@ -60,6 +63,14 @@ final class SimulatorState: Sendable {
     let fcmClients: [String: (publicKey: Data, projects: Set<String>)]
     let wnsClients: [String: String]
     let vapidKeys: Set<String>
+    /// Huawei OAuth client id → (secret, app id).
+    let hmsClients: [String: (secret: String, appId: String)]
+    /// ADM client id → secret.
+    let admClients: [String: String]
+    /// Xiaomi app secret → package names.
+    let xiaomiApps: [String: Set<String>]
+    /// Baidu API key → secret key.
+    let baiduApps: [String: String]
     let deliveriesPerHandle: Int
     let recordedHandles: Int
     let mutable: Mutex<Mutable>
@@ -73,7 +84,15 @@ final class SimulatorState: Sendable {
         var fcmClients: [String: (publicKey: Data, projects: Set<String>)] = [:]
         var wnsClients: [String: String] = [:]
         var vapidKeys: Set<String> = []
+        var hmsClients: [String: (secret: String, appId: String)] = [:]
+        var admClients: [String: String] = [:]
+        var xiaomiApps: [String: Set<String>] = [:]
+        var baiduApps: [String: String] = [:]
         for hub in hubs.hubs {
+            if let hms = hub.credentials.hms { hmsClients[hms.resolvedClientId] = (hms.clientSecret, hms.appId) }
+            if let adm = hub.credentials.adm { admClients[adm.clientId] = adm.clientSecret }
+            if let xiaomi = hub.credentials.xiaomi { xiaomiApps[xiaomi.appSecret, default: []].insert(xiaomi.packageName) }
+            if let baidu = hub.credentials.baidu { baiduApps[baidu.apiKey] = baidu.secretKey }
             if let apns = hub.credentials.apns {
                 let key = try P256.Signing.PrivateKey(pemRepresentation: apns.privateKey).publicKey.rawRepresentation
                 apnsKeys[apns.keyId, default: APNsKey(teamId: apns.teamId, publicKey: key, bundleIds: [])].bundleIds.insert(apns.bundleId)
@@ -89,6 +108,10 @@ final class SimulatorState: Sendable {
         self.fcmClients = fcmClients
         self.wnsClients = wnsClients
         self.vapidKeys = vapidKeys
+        self.hmsClients = hmsClients
+        self.admClients = admClients
+        self.xiaomiApps = xiaomiApps
+        self.baiduApps = baiduApps
         self.deliveriesPerHandle = deliveriesPerHandle
         self.recordedHandles = recordedHandles
         mutable = Mutex(Mutable(faults: faults))
@@ -103,11 +126,13 @@ final class SimulatorState: Sendable {
         return idPrefix + String(repeating: "0", count: 12 - number.count) + number
     }
 
-    /// Forgets every FCM and WNS access token issued: the next sends get 401.
+    /// Forgets every access token issued (FCM, WNS, Huawei, ADM): the next sends get 401.
     func revokeAccessTokens() {
         mutable.withLock {
             $0.fcmAccessTokens.removeAll()
             $0.wnsAccessTokens.removeAll()
+            $0.hmsAccessTokens.removeAll()
+            $0.admAccessTokens.removeAll()
         }
     }
 
@@ -291,10 +316,22 @@ extension SimulatorState {
             (platform, answer) = (.wns, wns(request, channel: channel, faults: faults))
         } else if let subscription = segment(after: "/webpush/") {
             (platform, answer) = (.webpush, webPush(request, subscription: subscription, faults: faults))
+        } else if let app = segment(after: "/v1/", before: "/messages:send") {
+            (platform, answer) = (.hms, hms(request, appId: app, faults: faults))
+        } else if let registration = segment(after: "/messaging/registrations/", before: "/messages") {
+            (platform, answer) = (.adm, adm(request, registrationId: registration, faults: faults))
+        } else if bytes.elementsEqual("/v3/message/regid".utf8) {
+            (platform, answer) = (.xiaomi, xiaomi(request, faults: faults))
+        } else if bytes.elementsEqual(Self.baiduPath.utf8) {
+            (platform, answer) = (.baidu, baidu(request, path: Self.baiduPath, faults: faults))
         } else if bytes.elementsEqual("/oauth2/token".utf8) {
             return googleToken(request)
         } else if bytes.elementsEqual("/wns/token".utf8) {
             return wnsToken(request)
+        } else if bytes.elementsEqual("/hms/token".utf8) {
+            return hmsToken(request)
+        } else if bytes.elementsEqual("/adm/token".utf8) {
+            return admToken(request)
         } else {
             return nil
         }
@@ -303,7 +340,11 @@ extension SimulatorState {
     }
 
     /// Whether `path` is a token endpoint's, which the latency fault leaves alone.
-    static func isTokenEndpoint(_ path: String) -> Bool { path.hasPrefix("/oauth2/token") || path.hasPrefix("/wns/token") }
+    static func isTokenEndpoint(_ path: String) -> Bool {
+        ["/oauth2/token", "/wns/token", "/hms/token", "/adm/token"].contains { path.hasPrefix($0) }
+    }
+
+    static let baiduPath = "/rest/3.0/push/single_device"
 }
 
 /// Whether a document is well-formed XML: one root, every element closed.

@@ -22,6 +22,15 @@ public enum ProviderFactory {
         case .webpush:
             return try WebPushProvider(
                 credentials: hubs.hubs.reduce(into: [:]) { $0[$1.name] = $1.credentials.webPush }, endpoints: endpoints(hubs), transport: http)
+        case .hms:
+            return HMSProvider(HMSService(), hubs: hubs.hubs.reduce(into: [:]) { $0[$1.name] = $1.credentials.hms }, transport: http, now: now)
+        case .adm:
+            return ADMProvider(ADMService(), hubs: hubs.hubs.reduce(into: [:]) { $0[$1.name] = $1.credentials.adm }, transport: http, now: now)
+        case .xiaomi:
+            return XiaomiProvider(
+                XiaomiService(), hubs: hubs.hubs.reduce(into: [:]) { $0[$1.name] = $1.credentials.xiaomi }, transport: http, now: now)
+        case .baidu:
+            return BaiduProvider(BaiduService(), hubs: hubs.hubs.reduce(into: [:]) { $0[$1.name] = $1.credentials.baidu }, transport: http, now: now)
         }
     }
 

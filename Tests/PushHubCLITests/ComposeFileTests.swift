@@ -25,7 +25,11 @@ struct ComposeFileTests {
         #expect(status == 0, "\(output)")
         let services = Set(try await Self.compose(["--profile", "sim", "config", "--services"]).1.split(separator: "\n").map(String.init))
         #expect(
-            services == ["kafka", "topics", "postgres", "ingress", "dispatcher", "apns-worker", "fcm-worker", "wns-worker", "webpush-worker", "sim"])
+            services == [
+                "kafka", "topics", "postgres", "ingress", "dispatcher", "apns-worker", "fcm-worker", "wns-worker", "webpush-worker", "hms-worker",
+                "adm-worker", "xiaomi-worker",
+                "baidu-worker", "sim",
+            ])
         // The normalized file: only the simulators carry a profile, and it is `sim`.
         let normalized = try await Self.compose(["config"]).1
         #expect(normalized.components(separatedBy: "profiles:").count == 2, "one service with profiles")

@@ -41,6 +41,11 @@ struct LoadCommandTests {
         return Platform.allCases.reduce(0) { $0 + (((stats[$1.rawValue] as? [String: Any])?["delivered"] as? Int) ?? 0) }
     }
 
+    static func simulatorStats(_ simURL: String) async throws -> [String: Any] {
+        let (data, _) = try await URLSession.shared.data(from: URL(string: "\(simURL)/sim/stats")!)
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    }
+
     static func int(_ report: [String: Any], _ path: String...) -> Int? {
         var value: Any? = report
         for key in path { value = (value as? [String: Any])?[key] }
@@ -126,6 +131,21 @@ struct LoadCommandTests {
         #expect(errors.first?.key.hasPrefix("outcome invalidHandle") == true)
         #expect(errors.first?.value == fcm)
         #expect(Self.int(dead.report, "results", "byOutcome", "delivered") == 200 - fcm)
+
+        // Huawei, ADM, Xiaomi and Baidu devices in the shares: registered, and a broadcast reaches
+        // them through their workers (and the 200 above, the dead FCM handles among them, again).
+        let others = ["--devices", "100", "--prefix", "lo", "--platforms", "hms=25,adm=25,xiaomi=25,baidu=25"]
+        let registeredOthers = try await load(["register"] + others)
+        #expect(registeredOthers.status == 0, "\(registeredOthers.output)")
+        #expect(Self.int(registeredOthers.report, "registrations", "succeeded") == 100)
+        let statsBefore = try await Self.simulatorStats(simURL)
+        let reachesAll = try await load(["broadcast"] + others)
+        #expect(reachesAll.status == 0, "\(reachesAll.output)")
+        #expect(Self.int(reachesAll.report, "results", "byOutcome", "delivered") == 300 - fcm, "\(reachesAll.output)")
+        let statsAfter = try await Self.simulatorStats(simURL)
+        for platform in ["hms", "adm", "xiaomi", "baidu"] {
+            #expect((Self.int(statsAfter, platform, "delivered") ?? 0) - (Self.int(statsBefore, platform, "delivered") ?? 0) == 25, "\(platform)")
+        }
 
         stack.process.signal(SIGTERM)
         #expect(await stack.process.exitStatus(within: .seconds(30)) == 0)

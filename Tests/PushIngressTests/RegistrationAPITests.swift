@@ -52,6 +52,23 @@ struct RegistrationAPITests {
                 "<ChannelUri>https://db5.notify.windows.com/2</ChannelUri><BodyTemplate>&lt;toast&gt;&lt;text&gt;$(msg)&lt;/text&gt;&lt;/toast&gt;</BodyTemplate><WnsHeaders><WnsHeader><Header>X-WNS-Type</Header><Value>wns/toast</Value></WnsHeader></WnsHeaders>",
                 .windows, "https://db5.notify.windows.com/2"
             ),
+            (
+                "AdmRegistrationDescription", "<Tags>kindle</Tags><AdmRegistrationId>amzn1.adm-registration.v3.Y</AdmRegistrationId>", .adm,
+                "amzn1.adm-registration.v3.Y"
+            ),
+            (
+                "AdmTemplateRegistrationDescription",
+                #"<AdmRegistrationId>amzn1.adm-registration.v3.Z</AdmRegistrationId><BodyTemplate><![CDATA[{"data":{"msg":"$(message)"}}]]></BodyTemplate><TemplateName>adm</TemplateName>"#,
+                .adm, "amzn1.adm-registration.v3.Z"
+            ),
+            ("BaiduRegistrationDescription", "<BaiduUserId>7001</BaiduUserId><BaiduChannelId>4411</BaiduChannelId>", .baidu, "7001-4411"),
+            (
+                "BaiduTemplateRegistrationDescription",
+                #"<BaiduUserId>7002</BaiduUserId><BaiduChannelId>4412</BaiduChannelId><BodyTemplate><![CDATA[{"title":"$(title)"}]]></BodyTemplate><TemplateName>baidu</TemplateName><MessageType>1</MessageType>"#,
+                .baidu, "7002-4412"
+            ),
+            ("XiaomiRegistrationDescription", "<XiaomiRegistrationId>mi-regid-1</XiaomiRegistrationId>", .xiaomi, "mi-regid-1"),
+            ("HmsRegistrationDescription", "<HmsPushToken>hms-token-1</HmsPushToken>", .hms, "hms-token-1"),
         ] as [(String, String, NotificationFormat, String)])
     func roundTrip(_ type: String, _ fields: String, _ format: NotificationFormat, _ handle: String) async throws {
         let fixture = try await IngressFixture()
@@ -192,6 +209,24 @@ struct RegistrationAPITests {
             (entry(description("AppleRegistrationDescription", "<Tags>bad tag</Tags><DeviceToken>x</DeviceToken>")), "Tags"),
             (entry(description("AppleTemplateRegistrationDescription", "<DeviceToken>x</DeviceToken>")), "BodyTemplate: missing"),
             (entry(description("BrowserRegistrationDescription", "<Endpoint>https://p/1</Endpoint>")), "needs P256DH and Auth"),
+            (entry(description("BaiduRegistrationDescription", "<BaiduChannelId>1</BaiduChannelId>")), "BaiduUserId: missing, or holds a hyphen"),
+            (
+                entry(description("BaiduRegistrationDescription", "<BaiduUserId>a-b</BaiduUserId><BaiduChannelId>1</BaiduChannelId>")),
+                "BaiduUserId: missing, or holds a hyphen"
+            ),
+            (
+                entry(
+                    description(
+                        "BaiduTemplateRegistrationDescription",
+                        #"<BaiduUserId>1</BaiduUserId><BaiduChannelId>2</BaiduChannelId><BodyTemplate>{"a":"b"}</BodyTemplate><MessageType>5</MessageType>"#
+                    )), "MessageType: must be 0 (message) or 1 (notification)"
+            ),
+            (
+                entry(
+                    description(
+                        "AdmTemplateRegistrationDescription", "<AdmRegistrationId>x</AdmRegistrationId><BodyTemplate>&lt;toast/&gt;</BodyTemplate>")),
+                "BodyTemplate.body"
+            ),
             (
                 entry(
                     description("AppleTemplateRegistrationDescription", #"<DeviceToken>x</DeviceToken><BodyTemplate>{"a":"$(p, x)"}</BodyTemplate>"#)),

@@ -35,137 +35,226 @@ struct ProviderSimulatorTests {
         return faults
     }
 
-    static let cases: [Case] = [
-        // APNs
+    static let cases: [Case] =
+        [
+            // APNs
+            Case(
+                name: "APNs delivered", platform: .apns, handle: token, format: .apple, body: #"{"aps":{"alert":"hi"}}"#, expected: .delivered,
+                status: 200),
+            Case(
+                name: "APNs Unregistered", platform: .apns, handle: deadToken, format: .apple, body: #"{"aps":{"alert":"hi"}}"#, faults: faults(),
+                expected: .invalidHandle, status: 410, reason: "Unregistered"),
+            Case(
+                name: "APNs token that is not hex is not sent", platform: .apns, handle: "not-a-token", format: .apple, body: "{}",
+                expected: .invalidHandle, reason: "BadDeviceToken"),
+            Case(
+                name: "APNs payload over 4 KB is not sent", platform: .apns, handle: token, format: .apple,
+                body: #"{"aps":{"alert":"\#(String(repeating: "x", count: 4100))"}}"#, expected: .payloadRejected, reason: "PayloadTooLarge"),
+            Case(
+                name: "APNs collapse id over 64 bytes", platform: .apns, handle: token, format: .apple, body: "{}",
+                headers: ["apns-collapse-id": String(repeating: "c", count: 65)], expected: .payloadRejected, reason: "BadCollapseId"),
+            Case(
+                name: "APNs 429", platform: .apns, handle: token, format: .apple, body: "{}", faults: faults(throttle: 1),
+                expected: .throttled(retryAfter: .seconds(2)), status: 429, reason: "TooManyRequests"),
+            Case(
+                name: "APNs 503", platform: .apns, handle: token, format: .apple, body: "{}", faults: faults(error: 1),
+                expected: .retry(retryAfter: .seconds(2)), status: 503, reason: "ServiceUnavailable"),
+            Case(
+                name: "APNs topic not the key's app", platform: .apns, handle: token, format: .apple, body: "{}",
+                headers: ["apns-topic": "com.other.app"],
+                expected: .misconfigured(.refusedByPNS("TopicDisallowed")), status: 400, reason: "TopicDisallowed"),
+            Case(
+                name: "APNs unknown hub", platform: .apns, handle: token, format: .apple, body: "{}",
+                expected: .misconfigured(.noCredentials(hub: "nohub", platform: .apns)),
+                reason: "NoCredentials: hub nohub has no APNs credentials"),
+            // FCM
+            Case(
+                name: "FCM v1 delivered", platform: .fcm, handle: "fcm-token-1", format: .fcmv1,
+                body: #"{"message":{"notification":{"title":"t","body":"b"}}}"#,
+                expected: .delivered, status: 200),
+            Case(
+                name: "FCM gcm delivered", platform: .fcm, handle: "fcm-token-2", format: .gcm, body: #"{"data":{"message":"hi","count":3}}"#,
+                expected: .delivered, status: 200),
+            Case(
+                name: "FCM UNREGISTERED", platform: .fcm, handle: "dead-fcm", format: .fcmv1, body: #"{"message":{"data":{"a":"b"}}}"#,
+                faults: faults(),
+                expected: .invalidHandle, status: 404, reason: "UNREGISTERED"),
+            Case(
+                name: "FCM QUOTA_EXCEEDED", platform: .fcm, handle: "fcm-token-1", format: .fcmv1, body: #"{"message":{}}"#,
+                faults: faults(throttle: 1),
+                expected: .throttled(retryAfter: .seconds(2)), status: 429, reason: "QUOTA_EXCEEDED"),
+            Case(
+                name: "FCM UNAVAILABLE", platform: .fcm, handle: "fcm-token-1", format: .fcmv1, body: #"{"message":{}}"#, faults: faults(error: 1),
+                expected: .retry(retryAfter: .seconds(2)), status: 503, reason: "UNAVAILABLE"),
+            Case(
+                name: "FCM INVALID_ARGUMENT", platform: .fcm, handle: "fcm-token-1", format: .fcmv1, body: #"{"message":{"data":{"n":1}}}"#,
+                expected: .payloadRejected, status: 400, reason: "INVALID_ARGUMENT"),
+            Case(
+                name: "FCM body that is not JSON is not sent", platform: .fcm, handle: "fcm-token-1", format: .fcmv1, body: "hello",
+                expected: .payloadRejected),
+            // WNS
+            Case(
+                name: "WNS toast delivered", platform: .wns, handle: "CHANNEL:wns-1", format: .windows,
+                body: "<toast><visual><binding template=\"ToastText01\"><text id=\"1\">hi</text></binding></visual></toast>",
+                headers: ["X-WNS-Type": "wns/toast"], expected: .delivered, status: 200),
+            Case(
+                name: "WNS raw delivered", platform: .wns, handle: "CHANNEL:wns-2", format: .windows, body: "raw bytes",
+                headers: ["X-WNS-Type": "wns/raw"],
+                expected: .delivered, status: 200),
+            Case(
+                name: "WNS 410", platform: .wns, handle: "CHANNEL:dead-wns", format: .windows, body: "<toast/>", faults: faults(),
+                expected: .invalidHandle, status: 410),
+            Case(
+                name: "WNS 406 throttled", platform: .wns, handle: "CHANNEL:wns-1", format: .windows, body: "<toast/>", faults: faults(throttle: 1),
+                expected: .throttled(retryAfter: .seconds(2)), status: 406),
+            Case(
+                name: "WNS payload over 5000 bytes is not sent", platform: .wns, handle: "CHANNEL:wns-1", format: .windows,
+                body: "<toast>\(String(repeating: "x", count: 5000))</toast>", expected: .payloadRejected),
+            Case(
+                name: "WNS bad XML", platform: .wns, handle: "CHANNEL:wns-1", format: .windows, body: "<toast>", expected: .payloadRejected,
+                status: 400),
+            Case(
+                name: "WNS channel on plain http elsewhere is not sent", platform: .wns, handle: "http://notify.example.com/c", format: .windows,
+                body: "<toast/>",
+                expected: .misconfigured(.endpointNotAllowed(""))),
+            Case(
+                name: "WNS channel at a host that is not WNS gets no token", platform: .wns, handle: "https://attacker.example.com/wns/channel/x",
+                format: .windows, body: "<toast/>", expected: .misconfigured(.endpointNotAllowed(""))),
+            Case(
+                name: "WNS channel at another loopback port gets no token", platform: .wns, handle: "http://127.0.0.1:1/wns/channel/x",
+                format: .windows, body: "<toast/>", expected: .misconfigured(.endpointNotAllowed(""))),
+            Case(
+                name: "WNS toast delivered over HTTP/2", platform: .wns, handle: "CHANNEL2:wns-h2", format: .windows,
+                body: "<toast><visual><binding template=\"ToastText01\"><text id=\"1\">hi</text></binding></visual></toast>",
+                headers: ["X-WNS-Type": "wns/toast"], expected: .delivered, status: 200),
+            Case(
+                name: "WNS 410 over HTTP/2", platform: .wns, handle: "CHANNEL2:dead-wns", format: .windows, body: "<toast/>", faults: faults(),
+                expected: .invalidHandle, status: 410),
+            Case(
+                name: "WNS 406 over HTTP/2", platform: .wns, handle: "CHANNEL2:wns-1", format: .windows, body: "<toast/>",
+                faults: faults(throttle: 1),
+                expected: .throttled(retryAfter: .seconds(2)), status: 406),
+            // Web Push
+            Case(
+                name: "Web Push delivered over HTTP/2", platform: .webpush, handle: "SUB2:sub-h2", format: .browser, body: #"{"title":"hi"}"#,
+                headers: ["Urgency": "high", "Topic": "news"], expected: .delivered, status: 201),
+            Case(
+                name: "Web Push 410 over HTTP/2", platform: .webpush, handle: "SUB2:dead-sub", format: .browser, body: "{}", faults: faults(),
+                expected: .invalidHandle, status: 410),
+            Case(
+                name: "Web Push 429 over HTTP/2", platform: .webpush, handle: "SUB2:sub-1", format: .browser, body: "{}", faults: faults(throttle: 1),
+                expected: .throttled(retryAfter: .seconds(2)), status: 429),
+            Case(
+                name: "Web Push delivered", platform: .webpush, handle: "SUB:sub-1", format: .browser, body: #"{"title":"hi"}"#,
+                headers: ["Urgency": "high", "Topic": "news"], expected: .delivered, status: 201),
+            Case(
+                name: "Web Push 410", platform: .webpush, handle: "SUB:dead-sub", format: .browser, body: "{}", faults: faults(),
+                expected: .invalidHandle, status: 410),
+            Case(
+                name: "Web Push 429", platform: .webpush, handle: "SUB:sub-1", format: .browser, body: "{}", faults: faults(throttle: 1),
+                expected: .throttled(retryAfter: .seconds(2)), status: 429),
+            Case(
+                name: "Web Push bad Urgency is not sent", platform: .webpush, handle: "SUB:sub-1", format: .browser, body: "{}",
+                headers: ["Urgency": "urgent"],
+                expected: .payloadRejected),
+            Case(
+                name: "Web Push https endpoint elsewhere must be https", platform: .webpush, handle: "http://push.example.com/x", format: .browser,
+                body: "{}",
+                expected: .misconfigured(.endpointNotAllowed(""))),
+            Case(
+                name: "Web Push endpoint at a private address is not called", platform: .webpush, handle: "https://10.0.0.8/push/x", format: .browser,
+                body: "{}", expected: .misconfigured(.endpointNotAllowed(""))),
+            Case(
+                name: "Web Push endpoint at another loopback port is not called", platform: .webpush, handle: "https://127.0.0.1:1/push/x",
+                format: .browser,
+                body: "{}", expected: .misconfigured(.endpointNotAllowed(""))),
+            Case(
+                name: "Web Push endpoint whose name resolves to loopback is not called", platform: .webpush, handle: "HOSTNAME:/push/x",
+                format: .browser, body: "{}", expected: .misconfigured(.endpointNotAllowed(""))),
+        ] + otherPlatformCases
+
+    static let hmsBody = #"{"message":{"notification":{"body":"there","title":"hi"}}}"#
+    static let admBody = #"{"consolidationKey":"k","data":{"a":"b"}}"#
+    static let xiaomiBody = #"{"description":"there","payload":"p","title":"hi"}"#
+    static let baiduBody = #"{"description":"there","title":"hi"}"#
+
+    /// Huawei Push Kit, ADM, Xiaomi and Baidu: success, a dead handle, a payload refused before
+    /// and by the service, throttling with Retry-After, and the service unavailable.
+    static let otherPlatformCases: [Case] = [
+        Case(name: "HMS delivered", platform: .hms, handle: "hms-token-1", format: .hms, body: hmsBody, expected: .delivered, status: 200),
         Case(
-            name: "APNs delivered", platform: .apns, handle: token, format: .apple, body: #"{"aps":{"alert":"hi"}}"#, expected: .delivered,
+            name: "HMS invalid token", platform: .hms, handle: "dead-hms", format: .hms, body: hmsBody, faults: faults(), expected: .invalidHandle,
+            status: 400, reason: "80300007 All the tokens are invalid"),
+        Case(
+            name: "HMS message over 4 KB is not sent", platform: .hms, handle: "hms-token-1", format: .hms,
+            body: #"{"message":{"data":"\#(String(repeating: "x", count: 4200))"}}"#, expected: .payloadRejected),
+        Case(
+            name: "HMS message with a topic is not sent", platform: .hms, handle: "hms-token-1", format: .hms,
+            body: #"{"message":{"topic":"news","data":"x"}}"#, expected: .payloadRejected),
+        Case(
+            name: "HMS message the service refuses", platform: .hms, handle: "hms-token-1", format: .hms, body: #"{"message":{"data":{"a":1}}}"#,
+            expected: .payloadRejected, status: 400, reason: "80100003 message.data must be a string"),
+        Case(
+            name: "HMS flow control", platform: .hms, handle: "hms-token-1", format: .hms, body: hmsBody, faults: faults(throttle: 1),
+            expected: .throttled(retryAfter: .seconds(2)), status: 503),
+        Case(
+            name: "HMS internal error", platform: .hms, handle: "hms-token-1", format: .hms, body: hmsBody, faults: faults(error: 1),
+            expected: .retry(retryAfter: nil), status: 500, reason: "81000001 System inner error"),
+        Case(
+            name: "HMS unknown hub", platform: .hms, handle: "hms-token-1", format: .hms, body: hmsBody,
+            expected: .misconfigured(.noCredentials(hub: "nohub", platform: .hms))),
+        Case(
+            name: "ADM delivered", platform: .adm, handle: "amzn1.adm-registration.v3.Y29t", format: .adm, body: admBody, expected: .delivered,
             status: 200),
         Case(
-            name: "APNs Unregistered", platform: .apns, handle: deadToken, format: .apple, body: #"{"aps":{"alert":"hi"}}"#, faults: faults(),
-            expected: .invalidHandle, status: 410, reason: "Unregistered"),
+            name: "ADM Unregistered", platform: .adm, handle: "dead-adm", format: .adm, body: admBody, faults: faults(), expected: .invalidHandle,
+            status: 400, reason: "Unregistered"),
         Case(
-            name: "APNs token that is not hex is not sent", platform: .apns, handle: "not-a-token", format: .apple, body: "{}",
-            expected: .invalidHandle, reason: "BadDeviceToken"),
-        Case(
-            name: "APNs payload over 4 KB is not sent", platform: .apns, handle: token, format: .apple,
-            body: #"{"aps":{"alert":"\#(String(repeating: "x", count: 4100))"}}"#, expected: .payloadRejected, reason: "PayloadTooLarge"),
-        Case(
-            name: "APNs collapse id over 64 bytes", platform: .apns, handle: token, format: .apple, body: "{}",
-            headers: ["apns-collapse-id": String(repeating: "c", count: 65)], expected: .payloadRejected, reason: "BadCollapseId"),
-        Case(
-            name: "APNs 429", platform: .apns, handle: token, format: .apple, body: "{}", faults: faults(throttle: 1),
-            expected: .throttled(retryAfter: .seconds(2)), status: 429, reason: "TooManyRequests"),
-        Case(
-            name: "APNs 503", platform: .apns, handle: token, format: .apple, body: "{}", faults: faults(error: 1),
-            expected: .retry(retryAfter: .seconds(2)), status: 503, reason: "ServiceUnavailable"),
-        Case(
-            name: "APNs topic not the key's app", platform: .apns, handle: token, format: .apple, body: "{}",
-            headers: ["apns-topic": "com.other.app"],
-            expected: .misconfigured(.refusedByPNS("TopicDisallowed")), status: 400, reason: "TopicDisallowed"),
-        Case(
-            name: "APNs unknown hub", platform: .apns, handle: token, format: .apple, body: "{}",
-            expected: .misconfigured(.noCredentials(hub: "nohub", platform: .apns)),
-            reason: "NoCredentials: hub nohub has no APNs credentials"),
-        // FCM
-        Case(
-            name: "FCM v1 delivered", platform: .fcm, handle: "fcm-token-1", format: .fcmv1,
-            body: #"{"message":{"notification":{"title":"t","body":"b"}}}"#,
-            expected: .delivered, status: 200),
-        Case(
-            name: "FCM gcm delivered", platform: .fcm, handle: "fcm-token-2", format: .gcm, body: #"{"data":{"message":"hi","count":3}}"#,
-            expected: .delivered, status: 200),
-        Case(
-            name: "FCM UNREGISTERED", platform: .fcm, handle: "dead-fcm", format: .fcmv1, body: #"{"message":{"data":{"a":"b"}}}"#, faults: faults(),
-            expected: .invalidHandle, status: 404, reason: "UNREGISTERED"),
-        Case(
-            name: "FCM QUOTA_EXCEEDED", platform: .fcm, handle: "fcm-token-1", format: .fcmv1, body: #"{"message":{}}"#, faults: faults(throttle: 1),
-            expected: .throttled(retryAfter: .seconds(2)), status: 429, reason: "QUOTA_EXCEEDED"),
-        Case(
-            name: "FCM UNAVAILABLE", platform: .fcm, handle: "fcm-token-1", format: .fcmv1, body: #"{"message":{}}"#, faults: faults(error: 1),
-            expected: .retry(retryAfter: .seconds(2)), status: 503, reason: "UNAVAILABLE"),
-        Case(
-            name: "FCM INVALID_ARGUMENT", platform: .fcm, handle: "fcm-token-1", format: .fcmv1, body: #"{"message":{"data":{"n":1}}}"#,
-            expected: .payloadRejected, status: 400, reason: "INVALID_ARGUMENT"),
-        Case(
-            name: "FCM body that is not JSON is not sent", platform: .fcm, handle: "fcm-token-1", format: .fcmv1, body: "hello",
-            expected: .payloadRejected),
-        // WNS
-        Case(
-            name: "WNS toast delivered", platform: .wns, handle: "CHANNEL:wns-1", format: .windows,
-            body: "<toast><visual><binding template=\"ToastText01\"><text id=\"1\">hi</text></binding></visual></toast>",
-            headers: ["X-WNS-Type": "wns/toast"], expected: .delivered, status: 200),
-        Case(
-            name: "WNS raw delivered", platform: .wns, handle: "CHANNEL:wns-2", format: .windows, body: "raw bytes",
-            headers: ["X-WNS-Type": "wns/raw"],
-            expected: .delivered, status: 200),
-        Case(
-            name: "WNS 410", platform: .wns, handle: "CHANNEL:dead-wns", format: .windows, body: "<toast/>", faults: faults(),
-            expected: .invalidHandle, status: 410),
-        Case(
-            name: "WNS 406 throttled", platform: .wns, handle: "CHANNEL:wns-1", format: .windows, body: "<toast/>", faults: faults(throttle: 1),
-            expected: .throttled(retryAfter: .seconds(2)), status: 406),
-        Case(
-            name: "WNS payload over 5000 bytes is not sent", platform: .wns, handle: "CHANNEL:wns-1", format: .windows,
-            body: "<toast>\(String(repeating: "x", count: 5000))</toast>", expected: .payloadRejected),
-        Case(
-            name: "WNS bad XML", platform: .wns, handle: "CHANNEL:wns-1", format: .windows, body: "<toast>", expected: .payloadRejected, status: 400),
-        Case(
-            name: "WNS channel on plain http elsewhere is not sent", platform: .wns, handle: "http://notify.example.com/c", format: .windows,
-            body: "<toast/>",
-            expected: .misconfigured(.endpointNotAllowed(""))),
-        Case(
-            name: "WNS channel at a host that is not WNS gets no token", platform: .wns, handle: "https://attacker.example.com/wns/channel/x",
-            format: .windows, body: "<toast/>", expected: .misconfigured(.endpointNotAllowed(""))),
-        Case(
-            name: "WNS channel at another loopback port gets no token", platform: .wns, handle: "http://127.0.0.1:1/wns/channel/x",
-            format: .windows, body: "<toast/>", expected: .misconfigured(.endpointNotAllowed(""))),
-        Case(
-            name: "WNS toast delivered over HTTP/2", platform: .wns, handle: "CHANNEL2:wns-h2", format: .windows,
-            body: "<toast><visual><binding template=\"ToastText01\"><text id=\"1\">hi</text></binding></visual></toast>",
-            headers: ["X-WNS-Type": "wns/toast"], expected: .delivered, status: 200),
-        Case(
-            name: "WNS 410 over HTTP/2", platform: .wns, handle: "CHANNEL2:dead-wns", format: .windows, body: "<toast/>", faults: faults(),
-            expected: .invalidHandle, status: 410),
-        Case(
-            name: "WNS 406 over HTTP/2", platform: .wns, handle: "CHANNEL2:wns-1", format: .windows, body: "<toast/>", faults: faults(throttle: 1),
-            expected: .throttled(retryAfter: .seconds(2)), status: 406),
-        // Web Push
-        Case(
-            name: "Web Push delivered over HTTP/2", platform: .webpush, handle: "SUB2:sub-h2", format: .browser, body: #"{"title":"hi"}"#,
-            headers: ["Urgency": "high", "Topic": "news"], expected: .delivered, status: 201),
-        Case(
-            name: "Web Push 410 over HTTP/2", platform: .webpush, handle: "SUB2:dead-sub", format: .browser, body: "{}", faults: faults(),
-            expected: .invalidHandle, status: 410),
-        Case(
-            name: "Web Push 429 over HTTP/2", platform: .webpush, handle: "SUB2:sub-1", format: .browser, body: "{}", faults: faults(throttle: 1),
-            expected: .throttled(retryAfter: .seconds(2)), status: 429),
-        Case(
-            name: "Web Push delivered", platform: .webpush, handle: "SUB:sub-1", format: .browser, body: #"{"title":"hi"}"#,
-            headers: ["Urgency": "high", "Topic": "news"], expected: .delivered, status: 201),
-        Case(
-            name: "Web Push 410", platform: .webpush, handle: "SUB:dead-sub", format: .browser, body: "{}", faults: faults(),
-            expected: .invalidHandle, status: 410),
-        Case(
-            name: "Web Push 429", platform: .webpush, handle: "SUB:sub-1", format: .browser, body: "{}", faults: faults(throttle: 1),
-            expected: .throttled(retryAfter: .seconds(2)), status: 429),
-        Case(
-            name: "Web Push bad Urgency is not sent", platform: .webpush, handle: "SUB:sub-1", format: .browser, body: "{}",
-            headers: ["Urgency": "urgent"],
+            name: "ADM message without data is not sent", platform: .adm, handle: "adm-1", format: .adm, body: #"{"consolidationKey":"k"}"#,
             expected: .payloadRejected),
         Case(
-            name: "Web Push https endpoint elsewhere must be https", platform: .webpush, handle: "http://push.example.com/x", format: .browser,
-            body: "{}",
-            expected: .misconfigured(.endpointNotAllowed(""))),
+            name: "ADM data over 6 KB, refused by the service", platform: .adm, handle: "adm-1", format: .adm,
+            body: #"{"data":{"a":"\#(String(repeating: "x", count: 6300))"}}"#, expected: .payloadRejected, status: 413, reason: "MessageTooLarge"),
         Case(
-            name: "Web Push endpoint at a private address is not called", platform: .webpush, handle: "https://10.0.0.8/push/x", format: .browser,
-            body: "{}", expected: .misconfigured(.endpointNotAllowed(""))),
+            name: "ADM MaxRateExceeded", platform: .adm, handle: "adm-1", format: .adm, body: admBody, faults: faults(throttle: 1),
+            expected: .throttled(retryAfter: .seconds(2)), status: 429, reason: "MaxRateExceeded"),
         Case(
-            name: "Web Push endpoint at another loopback port is not called", platform: .webpush, handle: "https://127.0.0.1:1/push/x",
-            format: .browser,
-            body: "{}", expected: .misconfigured(.endpointNotAllowed(""))),
+            name: "ADM Unavailable", platform: .adm, handle: "adm-1", format: .adm, body: admBody, faults: faults(error: 1),
+            expected: .retry(retryAfter: .seconds(2)), status: 503, reason: "Unavailable"),
         Case(
-            name: "Web Push endpoint whose name resolves to loopback is not called", platform: .webpush, handle: "HOSTNAME:/push/x",
-            format: .browser, body: "{}", expected: .misconfigured(.endpointNotAllowed(""))),
+            name: "Xiaomi delivered", platform: .xiaomi, handle: "xiaomi-regid-1", format: .xiaomi, body: xiaomiBody, expected: .delivered,
+            status: 200),
+        Case(
+            name: "Xiaomi bad regid", platform: .xiaomi, handle: "dead-regid", format: .xiaomi, body: xiaomiBody, faults: faults(),
+            expected: .invalidHandle, status: 200, reason: "bad regid"),
+        Case(
+            name: "Xiaomi notification without a description", platform: .xiaomi, handle: "xiaomi-regid-1", format: .xiaomi,
+            body: #"{"title":"hi"}"#, expected: .payloadRejected, status: 400, reason: "10016 title and description are required"),
+        Case(
+            name: "Xiaomi message naming its own regid is not sent", platform: .xiaomi, handle: "xiaomi-regid-1", format: .xiaomi,
+            body: #"{"registration_id":"other","title":"a","description":"b"}"#, expected: .payloadRejected),
+        Case(
+            name: "Xiaomi too frequent", platform: .xiaomi, handle: "xiaomi-regid-1", format: .xiaomi, body: xiaomiBody, faults: faults(throttle: 1),
+            expected: .throttled(retryAfter: .seconds(2)), status: 200, reason: "10027 api calls too frequent"),
+        Case(
+            name: "Xiaomi busy", platform: .xiaomi, handle: "xiaomi-regid-1", format: .xiaomi, body: xiaomiBody, faults: faults(error: 1),
+            expected: .retry(retryAfter: nil), status: 200, reason: "10002 system is busy"),
+        Case(name: "Baidu delivered", platform: .baidu, handle: "user1-channel1", format: .baidu, body: baiduBody, expected: .delivered, status: 200),
+        Case(
+            name: "Baidu bind relation not found", platform: .baidu, handle: "user1-deadchannel", format: .baidu, body: baiduBody, faults: faults(),
+            expected: .invalidHandle, status: 404, reason: "30608 Bind Relation Not Found"),
+        Case(
+            name: "Baidu msg that is not an object is not sent", platform: .baidu, handle: "u-c", format: .baidu, body: "[1]",
+            expected: .payloadRejected),
+        Case(
+            name: "Baidu msg over 4 KB is not sent", platform: .baidu, handle: "u-c", format: .baidu,
+            body: #"{"custom":"\#(String(repeating: "x", count: 4200))"}"#, expected: .payloadRejected),
+        Case(
+            name: "Baidu too frequent", platform: .baidu, handle: "u-c", format: .baidu, body: baiduBody, faults: faults(throttle: 1),
+            expected: .throttled(retryAfter: .seconds(2)), status: 503, reason: "30699 Requests Are Too Frequent To Be Temporarily Denied"),
+        Case(
+            name: "Baidu internal error", platform: .baidu, handle: "u-c", format: .baidu, body: baiduBody, faults: faults(error: 1),
+            expected: .retry(retryAfter: nil), status: 500, reason: "30600 Internal Server Error"),
     ]
 
     @Test("every answer is classified", arguments: cases)
@@ -200,7 +289,8 @@ struct ProviderSimulatorTests {
         #expect(answer.status == test.status, "\(answer)")
         if let reason = test.reason { #expect(answer.reason == reason, "\(answer)") }
         if test.expected == .delivered {
-            let recorded = try await sim.deliveries(handle)
+            // Baidu's deliveries are kept by channel id.
+            let recorded = try await sim.deliveries(test.platform == .baidu ? String(handle.split(separator: "-").last!) : handle)
             #expect(recorded.count == 1)
             let payload = try #require(recorded.first?["payload"] as? String)
             switch test.platform {
@@ -210,12 +300,24 @@ struct ProviderSimulatorTests {
                     (try JSONSerialization.jsonObject(with: Data(payload.utf8)) as? [String: Any])?["message"] as? [String: Any])
                 #expect(message["token"] as? String == handle)
                 if test.format == .gcm { #expect((message["data"] as? [String: String])?["count"] == "3", "gcm data values become strings") }
+            case .hms:
+                let message = try #require(
+                    (try JSONSerialization.jsonObject(with: Data(payload.utf8)) as? [String: Any])?["message"] as? [String: Any])
+                #expect(message["token"] as? [String] == [handle])
+                #expect((message["notification"] as? [String: String])?["title"] == "hi")
+            case .xiaomi:
+                let fields = try #require(try JSONSerialization.jsonObject(with: Data(payload.utf8)) as? [String: String])
+                #expect(fields["title"] == "hi" && fields["description"] == "there" && fields["payload"] == "p", "\(fields)")
+                #expect(fields["restricted_package_name"] == "com.example.myhub")
+            case .baidu:
+                #expect(payload == test.body)
+                #expect((recorded.first?["headers"] as? [String: String])?["msg_type"] == "1", "a title makes it a notification")
             default: #expect(payload == test.body)
             }
         }
         if test.status != nil {
             // HTTP/2 wherever the service is https: APNs, FCM, and channels and endpoints at the HTTP/2 listener.
-            let overHTTP2 = handle.hasPrefix("https://") || test.platform == .apns || test.platform == .fcm
+            let overHTTP2 = handle.hasPrefix("https://") || ![.wns, .webpush].contains(test.platform)
             let stats = try await sim.stats(test.platform)
             #expect(stats["requests"] as? Int == 1 && stats["http2"] as? Int == (overHTTP2 ? 1 : 0), "\(stats)")
         }
@@ -449,6 +551,45 @@ struct ProviderSimulatorTests {
         let renewed = try #require((try await sim.get("stats") as? [String: Any])?["tokenRequests"] as? [String: Int])
         #expect(renewed == ["fcm": 2, "wns": 2], "a 401 fetched one new token each")
         #expect(try await sim.stats(.fcm)["statuses"] as? [String: Int] == ["200": 21, "401": 1])
+    }
+
+    @Test("Huawei and ADM fetch one OAuth token for many sends and a new one after it is refused; Baidu's signature and Xiaomi's secret are checked")
+    func otherPlatformCredentials() async throws {
+        let sim = try await SimulatorFixture.start()
+        defer { Task { await sim.stop() } }
+        let hms = try sim.provider(.hms)
+        let adm = try sim.provider(.adm)
+        let hmsPushes = (0..<20).map { PNSDelivery(hub: "myhub", notificationId: "n", handle: "hms-\($0)", format: .hms, body: Self.hmsBody) }
+        let admPushes = (0..<20).map { PNSDelivery(hub: "myhub", notificationId: "n", handle: "adm-\($0)", format: .adm, body: Self.admBody) }
+        #expect(await hms.deliverAll(hmsPushes).allSatisfy { $0.classification == .delivered })
+        #expect(await adm.deliverAll(admPushes).allSatisfy { $0.classification == .delivered })
+        let tokens = try #require((try await sim.get("stats") as? [String: Any])?["tokenRequests"] as? [String: Int])
+        #expect(tokens == ["hms": 1, "adm": 1])
+        try await sim.revokeTokens()
+        #expect(await hms.deliver(hmsPushes[0]).classification == .renewToken)
+        #expect(await adm.deliver(admPushes[0]).classification == .renewToken)
+        #expect(await hms.deliver(hmsPushes[0]).classification == .delivered)
+        #expect(await adm.deliver(admPushes[0]).classification == .delivered)
+        let renewed = try #require((try await sim.get("stats") as? [String: Any])?["tokenRequests"] as? [String: Int])
+        #expect(renewed == ["hms": 2, "adm": 2], "a 401 fetched one new token each")
+
+        // Keys the service does not know: refused as PushHub's set-up, not retried.
+        var wrong = sim.hubs
+        wrong.hubs[0].credentials.baidu?.secretKey = "not-the-secret"
+        wrong.hubs[0].credentials.xiaomi?.appSecret = "not-the-secret"
+        let baidu = try ProviderFactory.make(.baidu, hubs: wrong, http: sim.client)
+        let xiaomi = try ProviderFactory.make(.xiaomi, hubs: wrong, http: sim.client)
+        let signed = await baidu.deliver(PNSDelivery(hub: "myhub", notificationId: "n", handle: "u-c", format: .baidu, body: Self.baiduBody))
+        #expect(signed.classification == .misconfigured(.refusedByPNS("Baidu 30603")) && signed.status == 401, "\(signed)")
+        let keyed = await xiaomi.deliver(PNSDelivery(hub: "myhub", notificationId: "n", handle: "r", format: .xiaomi, body: Self.xiaomiBody))
+        #expect(keyed.classification == .misconfigured(.refusedByPNS("Mi Push 21301")) && keyed.status == 401, "\(keyed)")
+        // A Baidu msg with characters the signature must encode (spaces, CJK, `~*'()`) is signed as Baidu checks.
+        let encoded = try sim.provider(.baidu)
+        let body = #"{"title":"推送 ~*'()!","description":"a+b=c&d"}"#
+        #expect(
+            await encoded.deliver(PNSDelivery(hub: "myhub", notificationId: "n", handle: "u-c9", format: .baidu, body: body)).classification
+                == .delivered)
+        #expect(try await sim.deliveries("c9").first?["payload"] as? String == body)
     }
 
     @Test("FCM's per-project rate limit spaces sends")

@@ -4,12 +4,15 @@ import PushModel
 /// `GET /{hub}/messages/{id}` answers in the NotificationDetails shape of Azure Notification Hubs.
 enum NotificationDetailsXML {
     /// Azure's names for the per-platform counts and outcomes.
-    /// In the order of Azure's DataContract: APNs and WNS before `PnsErrorDetailsUri`, the
-    /// newer FCM v1 and browser counts after it (a .NET client ignores an element out of order).
+    /// In the order of Azure's DataContract: APNs, WNS and ADM before `PnsErrorDetailsUri`, the
+    /// newer FCM v1, browser, Baidu and Xiaomi counts after it (a .NET client ignores an element
+    /// out of order; Azure's JavaScript client reads them in any order). Huawei's
+    /// `HmsOutcomeCounts` is PushHub's own, last.
     static let platformElements: [(Platform, String)] = [
-        (.apns, "ApnsOutcomeCounts"), (.wns, "WnsOutcomeCounts"), (.fcm, "FcmV1OutcomeCounts"), (.webpush, "BrowserOutcomeCounts"),
+        (.apns, "ApnsOutcomeCounts"), (.wns, "WnsOutcomeCounts"), (.adm, "AdmOutcomeCounts"), (.fcm, "FcmV1OutcomeCounts"),
+        (.webpush, "BrowserOutcomeCounts"), (.baidu, "BaiduOutcomeCounts"), (.xiaomi, "XiaomiOutcomeCounts"), (.hms, "HmsOutcomeCounts"),
     ]
-    static let countedBeforeErrors: Set<Platform> = [.apns, .wns]
+    static let countedBeforeErrors: Set<Platform> = [.apns, .wns, .adm]
     static let outcomeNames: [Outcome: String] = [
         .delivered: "Success", .invalidHandle: "BadChannel", .throttled: "Throttled", .payloadRejected: "PayloadTooLarge",
         .expired: "Expired", .failed: "PnsUnavailable", .rejected: "Dropped",

@@ -62,6 +62,9 @@ public struct LoadPopulation: Sendable, Equatable {
         case .webpush:
             let subscription = SimulatedSubscription(id: id)
             return (subscription.endpoint(base: simulatorURL), subscription.keys)
+        case .hms, .adm, .xiaomi: return ("\(platform.rawValue)-\(id)", nil)
+        // Azure's `{userId}-{channelId}`.
+        case .baidu: return ("user\(id.count)-\(id)", nil)
         }
     }
 
@@ -177,6 +180,11 @@ public enum LoadPayloads {
         case .fcm: #"{"message":{"notification":{"title":"PushHub load","body":"A notification of ordinary size"}}}"#
         case .wns: #"<toast><visual><binding template="ToastText01"><text id="1">PushHub load</text></binding></visual></toast>"#
         case .webpush: #"{"title":"PushHub load","body":"A notification of ordinary size"}"#
+        case .hms:
+            #"{"message":{"android":{"notification":{"title":"PushHub load","body":"A notification of ordinary size","click_action":{"type":3}}}}}"#
+        case .adm: #"{"data":{"title":"PushHub load","body":"A notification of ordinary size"},"consolidationKey":"load"}"#
+        case .xiaomi: #"{"title":"PushHub load","description":"A notification of ordinary size","payload":"load","pass_through":0}"#
+        case .baidu: #"{"title":"PushHub load","description":"A notification of ordinary size"}"#
         }
     }
 
@@ -195,6 +203,11 @@ public enum LoadPayloads {
                 body: #"<toast><visual><binding template="ToastText01"><text id="1">\#(property)</text></binding></visual></toast>"#,
                 headers: ["X-WNS-Type": "wns/toast"])
         case .webpush: return .init(body: #"{"title":"PushHub load","body":"\#(property)"}"#)
+        case .hms:
+            return .init(body: #"{"message":{"android":{"notification":{"title":"PushHub load","body":"\#(property)","click_action":{"type":3}}}}}"#)
+        case .adm: return .init(body: #"{"data":{"title":"PushHub load","body":"\#(property)"}}"#)
+        case .xiaomi: return .init(body: #"{"title":"PushHub load","description":"\#(property)","payload":"load","pass_through":0}"#)
+        case .baidu: return .init(body: #"{"title":"PushHub load","description":"\#(property)"}"#)
         }
     }
 
@@ -209,6 +222,10 @@ extension Platform {
         case .fcm: .fcmv1
         case .wns: .wns
         case .webpush: .browser
+        case .hms: .hms
+        case .adm: .adm
+        case .xiaomi: .xiaomi
+        case .baidu: .baidu
         }
     }
 }

@@ -3,10 +3,7 @@ import PushModel
 
 /// FCM HTTP v1 request bodies, and what FCM's answers mean.
 public enum FCMMessage {
-    public struct Failure: Error, Sendable, Equatable, CustomStringConvertible {
-        public var message: String
-        public var description: String { message }
-    }
+    public typealias Failure = SplicedJSON.Failure
 
     /// The v1 request for one device. A `fcmv1` body is the `message` object (or a whole
     /// `{"message": …}`); a legacy `gcm` body (`{"data": …, "notification": …}`, as in the
@@ -34,11 +31,7 @@ public enum FCMMessage {
             message = (object["message"] as? [String: Any]) ?? object
         }
         message["token"] = token
-        do {
-            return try JSONSerialization.data(withJSONObject: ["message": message], options: [.sortedKeys, .withoutEscapingSlashes])
-        } catch {
-            throw Failure(message: "the FCM message could not be encoded")
-        }
+        return try SplicedJSON.encode(["message": message])
     }
 
     static func string(_ value: Any) -> String {
@@ -50,41 +43,22 @@ public enum FCMMessage {
     }
 
     /// A v1 request body cut around its token, so the pushes of one batch share one parse and
-    /// one serialization: each body is the part before the token, the token, and the rest.
-    struct BodyTemplate: Sendable {
-        let prefix: Data
-        let suffix: Data
+    /// one serialization.
+    typealias BodyTemplate = SplicedJSON
 
-        /// The template for `body` in `format`, or why FCM would refuse it.
-        static func make(body: String, format: NotificationFormat) -> Result<BodyTemplate, Failure> {
-            // A marker no payload holds, replaced by each device's token.
-            let marker = "pushhub-token-" + RandomID.make()
-            let whole: Data
-            do { whole = try request(body: body, format: format == .gcm ? "gcm" : "fcmv1", token: marker) } catch { return .failure(error) }
-            guard let found = whole.range(of: Data(JSONText.quoted(marker))) else {
-                return .failure(Failure(message: "the FCM message could not be encoded"))
-            }
-            return .success(BodyTemplate(prefix: whole[..<found.lowerBound], suffix: whole[found.upperBound...]))
-        }
-
-        /// The body for one device.
-        func body(token: String) -> Data {
-            var body = Data(capacity: prefix.count + token.utf8.count + 2 + suffix.count)
-            body.append(prefix)
-            body.append(contentsOf: JSONText.quoted(token))
-            body.append(suffix)
-            return body
-        }
+    /// The template for `body` in `format`, or why FCM would refuse it.
+    static func template(body: String, format: NotificationFormat) -> Result<BodyTemplate, Failure> {
+        SplicedJSON.make { marker throws(Failure) in try request(body: body, format: format == .gcm ? "gcm" : "fcmv1", token: marker) }
     }
 
     /// The request for one device on `url`, without its authorization, or why FCM would refuse it.
     static func make(_ delivery: PNSDelivery, url: String) -> Result<PNSRequest, Failure> {
-        BodyTemplate.make(body: delivery.body, format: delivery.format).flatMap { make(delivery.handle, from: $0, url: url) }
+        template(body: delivery.body, format: delivery.format).flatMap { make(delivery.handle, from: $0, url: url) }
     }
 
     /// The request for the device `token` from a batch's template.
     static func make(_ token: String, from template: BodyTemplate, url: String) -> Result<PNSRequest, Failure> {
-        let body = template.body(token: token)
+        let body = template.body(token)
         guard body.count <= FCMProvider.maximumPayload + 512 else { return .failure(Failure(message: "message too big")) }
         return .success(PNSRequest(.url(url), headers: [("content-type", "application/json")], body: body))
     }

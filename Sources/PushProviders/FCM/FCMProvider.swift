@@ -61,7 +61,7 @@ public final class FCMProvider: PushProvider {
                 continue
             }
             if last == nil || last!.hub != hub || last!.body != delivery.body || last!.format != delivery.format {
-                last = (hub, delivery.body, delivery.format, FCMMessage.BodyTemplate.make(body: delivery.body, format: delivery.format))
+                last = (hub, delivery.body, delivery.format, FCMMessage.template(body: delivery.body, format: delivery.format))
             }
             var request: PNSRequest
             switch last!.template.flatMap({ FCMMessage.make(delivery.handle, from: $0, url: project.url) }) {

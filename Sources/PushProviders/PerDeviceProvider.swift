@@ -1,8 +1,8 @@
 import Foundation
 import PushModel
 
-/// A push service that takes one request per device, with each hub's own account: Huawei
-/// Push Kit, ADM, Xiaomi and Baidu. The service says how the part of a request that a run of
+/// A push service that takes one request per device, with each hub's own account: FCM, WNS,
+/// Huawei Push Kit, ADM, Xiaomi and Baidu (APNs and Web Push have their own providers). The service says how the part of a request that a run of
 /// equal pushes shares is made (once per run, not once per device), how one device's request
 /// is made from it, and what an answer means; `PerDeviceProvider` does the rest, the same for
 /// all of them.
@@ -22,8 +22,15 @@ public protocol PerDeviceService: Sendable {
     /// One device's request, without its bearer token, or why it is not sent.
     func request(_ shared: Shared, handle: String, credentials: Credentials) -> Result<PNSRequest, NotSent>
 
+    /// Waits until the account may send one more request (a rate limit), if it has one.
+    func admit(_ credentials: Credentials) async
+
     /// What the service's answer means.
     func classify(_ response: PNSResponse) -> PNSAnswer
+}
+
+extension PerDeviceService {
+    public func admit(_ credentials: Credentials) async {}
 }
 
 /// The provider of a `PerDeviceService`: every hub's account, each push's request built from
@@ -103,6 +110,7 @@ public final class PerDeviceProvider<Service: PerDeviceService>: PushProvider {
                     continue
                 }
             }
+            await service.admit(account.credentials)
             requests.append(request)
             sent.append((index, account))
         }

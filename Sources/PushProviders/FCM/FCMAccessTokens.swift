@@ -15,7 +15,7 @@ public struct FCMAccessTokens: Sendable {
     private let clientEmail: String
     private let privateKeyDER: Data
     private let tokenURI: String
-    private let cache: CachedAccessToken
+    let cache: CachedAccessToken
 
     public init(
         clientEmail: String, privateKeyPEM: String, tokenURI: String?, exchange: @escaping Exchange, now: @escaping @Sendable () -> Date = { Date() }

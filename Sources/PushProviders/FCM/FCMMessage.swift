@@ -59,7 +59,7 @@ public enum FCMMessage {
     /// The request for the device `token` from a batch's template.
     static func make(_ token: String, from template: BodyTemplate, url: String) -> Result<PNSRequest, Failure> {
         let body = template.body(token)
-        guard body.count <= FCMProvider.maximumPayload + 512 else { return .failure(Failure(message: "message too big")) }
+        guard body.count <= FCMService.maximumPayload + 512 else { return .failure(Failure(message: "message too big")) }
         return .success(PNSRequest(.url(url), headers: [("content-type", "application/json")], body: body))
     }
 

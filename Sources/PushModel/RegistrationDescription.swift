@@ -104,13 +104,8 @@ public enum RegistrationDescription {
                 throw .invalidField(field: "\(description.name).BodyTemplate", reason: "missing")
             }
             var headers: [String: String]?
-            if kind.format == .baidu, let type = description.child("MessageType")?.text {
-                guard type == "0" || type == "1" else {
-                    throw .invalidField(field: "\(description.name).MessageType", reason: "must be 0 (message) or 1 (notification)")
-                }
-                headers = [baiduMessageTypeHeader: type]
-            }
-            if kind.format == .windows, let wnsHeaders = description.child("WnsHeaders") {
+
+            if let wnsHeaders = description.child("WnsHeaders") {
                 headers = [:]
                 for header in wnsHeaders.children where header.name == "WnsHeader" {
                     guard let name = header.child("Header")?.text, !name.isEmpty else {
@@ -118,6 +113,13 @@ public enum RegistrationDescription {
                     }
                     headers?[name] = header.child("Value")?.text ?? ""
                 }
+            }
+            if kind.format == .baidu, let type = description.child("MessageType")?.text {
+                guard type == "0" || type == "1" else {
+                    throw .invalidField(field: "\(description.name).MessageType", reason: "must be 0 (message) or 1 (notification)")
+                }
+                headers = (headers ?? [:]).filter { !CaseFolding.equal($0.key, baiduMessageTypeHeader) }
+                headers?[baiduMessageTypeHeader] = type
             }
             template = Template(
                 name: description.child("TemplateName")?.text, body: body, headers: headers,
@@ -171,7 +173,10 @@ public enum RegistrationDescription {
             } else {
                 fields += "<BodyTemplate>\(TemplateRenderer.escapeXML(template.body))</BodyTemplate>"
             }
-            if kind.format == .windows, let headers = template.headers, !headers.isEmpty {
+            // Baidu's message type is its own element; other headers (WNS's) go as WnsHeaders.
+            let messageType = kind.format == .baidu ? template.headers?.first { CaseFolding.equal($0.key, baiduMessageTypeHeader) } : nil
+            let otherHeaders = template.headers?.filter { $0.key != messageType?.key }
+            if let headers = otherHeaders, !headers.isEmpty {
                 fields +=
                     "<WnsHeaders>"
                     + headers.sorted { $0.key < $1.key }.map {
@@ -180,9 +185,7 @@ public enum RegistrationDescription {
             }
             if let expiry = template.expiry { fields += "<Expiry>\(TemplateRenderer.escapeXML(expiry))</Expiry>" }
             if let name = template.name { fields += "<TemplateName>\(TemplateRenderer.escapeXML(name))</TemplateName>" }
-            if kind.format == .baidu, let type = template.headers?[baiduMessageTypeHeader] {
-                fields += "<MessageType>\(TemplateRenderer.escapeXML(type))</MessageType>"
-            }
+            if let messageType { fields += "<MessageType>\(TemplateRenderer.escapeXML(messageType.value))</MessageType>" }
         }
         return "<\(element) xmlns:i=\"http://www.w3.org/2001/XMLSchema-instance\" xmlns=\"\(connectNamespace)\">\(fields)</\(element)>"
     }

@@ -16,6 +16,10 @@ public protocol PerDeviceService: Sendable {
     /// The OAuth access tokens of an account, when the service takes bearer tokens.
     func accessTokens(_ credentials: Credentials, transport: any PNSTransport, now: @escaping @Sendable () -> Date) -> CachedAccessToken?
 
+    /// Why `handle` is not sent at all (a dead or disallowed handle), checked before anything
+    /// else, so such a handle is pruned or refused whatever its push holds; nil to go on.
+    func refusal(of handle: String, credentials: Credentials) -> NotSent?
+
     /// What the pushes of a run share, or why the service would refuse them.
     func shared(_ delivery: PNSDelivery, credentials: Credentials) -> Result<Shared, NotSent>
 
@@ -31,6 +35,11 @@ public protocol PerDeviceService: Sendable {
 
 extension PerDeviceService {
     public func admit(_ credentials: Credentials) async {}
+
+    /// An empty handle is dead on every service.
+    public func refusal(of handle: String, credentials: Credentials) -> NotSent? {
+        handle.isEmpty ? NotSent(.invalidHandle, "empty handle") : nil
+    }
 }
 
 /// The provider of a `PerDeviceService`: every hub's account, each push's request built from
@@ -81,6 +90,10 @@ public final class PerDeviceProvider<Service: PerDeviceService>: PushProvider {
             let hub = hubNames.key(delivery.hub)
             guard let account = accounts[hub] else {
                 answers[index] = .notSent(.noCredentials(hub: delivery.hub, platform: Service.platform))
+                continue
+            }
+            if let refusal = service.refusal(of: delivery.handle, credentials: account.credentials) {
+                answers[index] = refusal.answer
                 continue
             }
             // A batch's pushes mostly share one body: its shared part is made once per run.

@@ -99,7 +99,7 @@ extension SimulatorState {
             guard let message = JSONLimits.dictionary(Data(request.body.readableBytesView)), let data = message["data"] as? [String: Any],
                 data.values.allSatisfy({ $0 is String })
             else { return admReason(400, "InvalidData") }
-            if let expires = message["expiresAfter"], !((expires as? Int).map { (1...2_678_400).contains($0) } ?? false) {
+            if let expires = message["expiresAfter"], !((expires as? Int).map { (60...2_678_400).contains($0) } ?? false) {
                 return admReason(400, "InvalidExpiration")
             }
             let dataBytes = (try? JSONSerialization.data(withJSONObject: data).count) ?? 0

@@ -30,6 +30,8 @@ extension SimulatorState {
                 return injected
             }
             let dead = regids.filter(faults.isDead)
+            // Mi Push lists bad regids only among good ones; one bad regid alone is an error.
+            if dead.count == regids.count { return xiaomiError(200, 20301, "No valid targets!") }
             let fields = form.filter { $0.key != "registration_id" }
             let payload = String(decoding: try! JSONSerialization.data(withJSONObject: fields, options: .sortedKeys), as: UTF8.self)
             for regid in regids where !dead.contains(regid) {
@@ -57,7 +59,9 @@ extension SimulatorState {
             guard let apiKey = form["apikey"], let secret = baiduApps[apiKey], let origin = request.origin,
                 form["sign"] == BaiduService.signature(method: "POST", url: origin + path, fields: form, secretKey: secret)
             else { return baiduError(401, 30603, "Authentication Failed") }
-            guard let timestamp = form["timestamp"].flatMap(Int.init), abs(timestamp - Int(Date().timeIntervalSince1970)) <= 600 else {
+            guard let timestamp = form["timestamp"].flatMap(Int.init), (0..<Int(Int32.max) * 4).contains(timestamp),
+                abs(timestamp - Int(Date().timeIntervalSince1970)) <= 600
+            else {
                 return baiduError(400, 30606, "Request Time Expires Timeout")
             }
             guard let channel = form["channel_id"], !channel.isEmpty, let msg = form["msg"], JSONLimits.dictionary(Data(msg.utf8)) != nil,

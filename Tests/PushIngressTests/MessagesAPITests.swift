@@ -290,6 +290,24 @@ struct MessagesAPITests {
                 "{\"a\":\"" + String(repeating: "x", count: 5200) + "\"}", "5120 bytes"
             ),
             ([("ServiceBusNotification-Format", "windows"), ("Content-Type", "text/xml")], "<toast/>", "X-WNS-Type"),
+            // Each new service's limit, and a JSON object for each.
+            (
+                [("ServiceBusNotification-Format", "hms"), ("Content-Type", "application/json")],
+                "{\"a\":\"" + String(repeating: "x", count: 4100) + "\"}", "more than the 4096 bytes hms notifications may have"
+            ),
+            (
+                [("ServiceBusNotification-Format", "adm"), ("Content-Type", "application/json")],
+                "{\"a\":\"" + String(repeating: "x", count: 6200) + "\"}", "more than the 6144 bytes adm notifications may have"
+            ),
+            (
+                [("ServiceBusNotification-Format", "xiaomi"), ("Content-Type", "application/json")],
+                "{\"a\":\"" + String(repeating: "x", count: 4100) + "\"}", "more than the 4096 bytes xiaomi notifications may have"
+            ),
+            (
+                [("ServiceBusNotification-Format", "baidu"), ("Content-Type", "application/json")], "[1]",
+                "body must be a JSON object"
+            ),
+            ([("ServiceBusNotification-Format", "ADM"), ("Content-Type", "text/xml")], "{}", "Content-Type"),
             ([("ServiceBusNotification-Format", "template"), ("Content-Type", "application/json")], #"{"a":{"b":1}}"#, "template property"),
             (
                 [("ServiceBusNotification-Format", "apple"), ("ServiceBusNotification-Tags", "a &&"), ("Content-Type", "application/json")], "{}",

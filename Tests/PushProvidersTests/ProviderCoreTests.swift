@@ -5,6 +5,7 @@ import PushModel
 import PushProviders
 import Synchronization
 import Testing
+import _CryptoExtras
 
 /// A transport that answers from a script and keeps every request: providers without a network.
 final class ScriptedTransport: PNSTransport {
@@ -234,5 +235,83 @@ struct CollapseVariantTests {
         ]
         let variants = [base].map(CollapseKey.variant(of:)) + others.map(CollapseKey.variant(of:))
         #expect(Set(variants).count == variants.count, "\(variants)")
+    }
+}
+
+extension ProviderCoreTests {
+    @Test("a dead or disallowed handle is refused before its push is read: pruned or refused whatever the body holds")
+    func handleBeforeBody() async throws {
+        let transport = ScriptedTransport([])
+        let wns = WNSProvider(
+            hubs: ["myhub": WNSCredentials(packageSid: "ms-app://s-1", secret: "secret", tokenURI: "https://login.test/token")],
+            endpoints: ["myhub": EndpointPolicy(wnsHosts: ["*.notify.test"])], transport: transport)
+        let oversized = String(repeating: "x", count: 6000)
+        let refused = await wns.deliver(Self.delivery("https://elsewhere.test/c", body: oversized, format: .windows))
+        guard case .misconfigured(let problem) = refused.classification else {
+            Issue.record("\(refused)")
+            return
+        }
+        #expect(problem.name == "EndpointNotAllowed")
+        let fcm = try FCMProvider(
+            hubs: [
+                "myhub": FCMCredentials(
+                    projectId: "p", clientEmail: "a@p.iam.gserviceaccount.com",
+                    privateKey: try _RSA.Signing.PrivateKey(keySize: .bits2048).pemRepresentation,
+                    tokenURI: "https://oauth.test/token", endpoint: "https://fcm.test")
+            ], transport: transport)
+        #expect(await fcm.deliver(Self.delivery("", body: "not json", format: .fcmv1)) == PNSAnswer(.invalidHandle, reason: "UNREGISTERED"))
+        #expect(transport.requests.isEmpty, "nothing was sent, not even for a token")
+    }
+
+    @Test("Huawei, ADM, Xiaomi and Baidu read their services' answers, hostile ones included")
+    func otherServicesAnswers() {
+        #expect(
+            HMSService().classify(PNSResponse(status: 200, body: Data(#"{"code":"80000000","msg":"Success"}"#.utf8))).classification == .delivered)
+        #expect(HMSService().classify(PNSResponse(status: 200, body: Data(#"{"code":80300007}"#.utf8))).classification == .invalidHandle)
+        #expect(
+            HMSService().classify(PNSResponse(status: 200, body: Data(#"{"code":"80100000","msg":"{\"illegalTokens\":{\"a\":[\"t\"]}}"}"#.utf8)))
+                .classification == .invalidHandle)
+        #expect(HMSService().classify(PNSResponse(status: 200, body: Data("<html>".utf8))).classification == .unknown("200 without a code"))
+        // A 200 that is not Baidu's (a proxy's page, an empty body) is not a delivery.
+        #expect(BaiduService().classify(PNSResponse(status: 200)).classification == .unknown("200 without response_params"))
+        #expect(
+            BaiduService().classify(PNSResponse(status: 200, body: Data(#"{"response_params":{"msg_id":"1"}}"#.utf8))).classification == .delivered)
+        #expect(BaiduService().classify(PNSResponse(status: 404, body: Data(#"{"error_code":"30608"}"#.utf8))).classification == .invalidHandle)
+        #expect(
+            XiaomiService().classify(PNSResponse(status: 200, body: Data(#"{"result":"error","code":20301}"#.utf8))).classification == .invalidHandle)
+        #expect(
+            XiaomiService().classify(PNSResponse(status: 200, body: Data(#"{"result":"ok","code":0,"data":{"bad_regIds":"r"}}"#.utf8)))
+                .classification == .invalidHandle)
+        #expect(
+            XiaomiService().classify(PNSResponse(status: 200, body: Data(String(repeating: "[", count: 100).utf8))).classification == .unknown("200"))
+        #expect(
+            ADMService().classify(PNSResponse(status: 400, body: Data(#"{"reason":"InvalidRegistrationId"}"#.utf8))).classification == .invalidHandle)
+        #expect(ADMService().classify(PNSResponse(status: 413)).classification == .payloadRejected)
+    }
+
+    @Test("Xiaomi field names cannot smuggle a field; ADM's handle stays one path segment; ADM's expiry is at least a minute")
+    func otherServicesRequests() async throws {
+        let transport = ScriptedTransport([])
+        let xiaomi = XiaomiProvider(XiaomiService(), hubs: ["myhub": XiaomiCredentials(appSecret: "s", packageName: "com.a")], transport: transport)
+        for body in [#"{"title":"t","description":"d","x&registration_id":"victim"}"#, #"{"title":"t","extra":{"a=b&c":"1"}}"#] {
+            let answer = await xiaomi.deliver(Self.delivery("regid", body: body, format: .xiaomi))
+            #expect(answer.classification == .payloadRejected, "\(answer)")
+        }
+        #expect(transport.pushes.isEmpty)
+        // A notification of CJK text within the limit, though its percent-encoding is three times as long.
+        let chinese = String(repeating: "推", count: 1300)
+        let sent = await xiaomi.deliver(Self.delivery("regid", body: #"{"title":"t","description":"\#(chinese)"}"#, format: .xiaomi))
+        #expect(sent.classification != .payloadRejected, "\(sent)")
+
+        let adm = ADMProvider(
+            ADMService(),
+            hubs: ["myhub": ADMCredentials(clientId: "c", clientSecret: "s", tokenURI: "https://t.test/token", endpoint: "https://adm.test")],
+            transport: transport)
+        var delivery = Self.delivery("..", body: #"{"data":{"a":"b"}}"#, format: .adm)
+        delivery.expiresAt = Date().addingTimeInterval(5)
+        _ = await adm.deliver(delivery)
+        let request = try #require(transport.pushes.last)
+        #expect(request.target == .url("https://adm.test/messaging/registrations/%2E%2E/messages"))
+        #expect((try JSONSerialization.jsonObject(with: request.body) as? [String: Any])?["expiresAfter"] as? Int == 60)
     }
 }

@@ -226,10 +226,14 @@ struct ProviderSimulatorTests {
             status: 200),
         Case(
             name: "Xiaomi bad regid", platform: .xiaomi, handle: "dead-regid", format: .xiaomi, body: xiaomiBody, faults: faults(),
-            expected: .invalidHandle, status: 200, reason: "bad regid"),
+            expected: .invalidHandle, status: 200, reason: "20301 No valid targets!"),
         Case(
             name: "Xiaomi notification without a description", platform: .xiaomi, handle: "xiaomi-regid-1", format: .xiaomi,
             body: #"{"title":"hi"}"#, expected: .payloadRejected, status: 400, reason: "10016 title and description are required"),
+        Case(
+            name: "Xiaomi payload over 4 KB, refused by the service", platform: .xiaomi, handle: "xiaomi-regid-1", format: .xiaomi,
+            body: #"{"pass_through":1,"payload":"\#(String(repeating: "x", count: 4200))"}"#, expected: .payloadRejected, status: 400,
+            reason: "65009 message content too long"),
         Case(
             name: "Xiaomi message naming its own regid is not sent", platform: .xiaomi, handle: "xiaomi-regid-1", format: .xiaomi,
             body: #"{"registration_id":"other","title":"a","description":"b"}"#, expected: .payloadRejected),

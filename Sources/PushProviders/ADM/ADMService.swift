@@ -39,8 +39,9 @@ public struct ADMService: PerDeviceService {
             return .failure(NotSent(.payloadRejected, "InvalidData: an ADM message needs a data object"))
         }
         message["data"] = data.mapValues(FCMMessage.string)
+        // ADM takes 60 s to 31 days.
         if let expiresAt = delivery.expiresAt, message["expiresAfter"] == nil {
-            message["expiresAfter"] = max(1, Int(expiresAt.timeIntervalSinceNow.rounded(.up)))
+            message["expiresAfter"] = min(2_678_400, max(60, Int(expiresAt.timeIntervalSinceNow.rounded(.up))))
         }
         let body: Data
         do { body = try SplicedJSON.encode(message) } catch { return .failure(NotSent(.payloadRejected, "InvalidData: \(error.message)")) }
@@ -51,10 +52,10 @@ public struct ADMService: PerDeviceService {
     }
 
     public func request(_ shared: Shared, handle: String, credentials: ADMCredentials) -> Result<PNSRequest, NotSent> {
-        guard !handle.isEmpty else { return .failure(NotSent(.invalidHandle, "InvalidRegistrationId: empty")) }
-        return .success(
+        .success(
             PNSRequest(
-                .url(shared.base + FormEncoding.escape(handle) + "/messages"),
+                // Dots escaped too: a handle of `..` must stay one path segment.
+                .url(shared.base + FormEncoding.escape(handle).replacingOccurrences(of: ".", with: "%2E") + "/messages"),
                 headers: [
                     ("content-type", "application/json"), ("accept", "application/json"),
                     ("x-amzn-type-version", "com.amazon.device.messaging.ADMMessage@1.0"),

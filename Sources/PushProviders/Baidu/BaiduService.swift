@@ -62,10 +62,19 @@ public struct BaiduService: PerDeviceService {
                 signedTail: Self.signatureEncoding(fields.map { "\($0.0)=\($0.1)" }.joined() + credentials.secretKey)))
     }
 
+    /// The channel id of a handle: Azure's Baidu handle is `{userId}-{channelId}`; a bare
+    /// channel id is taken too.
+    static func channel(of handle: String) -> Substring {
+        handle.firstIndex(of: "-").map { handle[handle.index(after: $0)...] } ?? handle[...]
+    }
+
+    public func refusal(of handle: String, credentials: BaiduCredentials) -> NotSent? {
+        let channel = Self.channel(of: handle)
+        return channel.isEmpty || channel.utf8.count > 64 ? NotSent(.invalidHandle, "30608: bad channel id") : nil
+    }
+
     public func request(_ shared: Shared, handle: String, credentials: BaiduCredentials) -> Result<PNSRequest, NotSent> {
-        // Azure's Baidu handle is `{userId}-{channelId}`; a bare channel id is taken too.
-        let channel = handle.firstIndex(of: "-").map { String(handle[handle.index(after: $0)...]) } ?? handle
-        guard !channel.isEmpty, channel.utf8.count <= 64 else { return .failure(NotSent(.invalidHandle, "30608: bad channel id")) }
+        let channel = String(Self.channel(of: handle))
         let sign = Hex.lowercase(Insecure.MD5.hash(data: Data((shared.signedHead + Self.signatureEncoding(channel) + shared.signedTail).utf8)))
         let body = shared.head + "channel_id=\(FormEncoding.escape(channel))&" + FormEncoding.encode(shared.fields + [("sign", sign)])
         return .success(
@@ -104,8 +113,12 @@ public struct BaiduService: PerDeviceService {
 
     public func classify(_ response: PNSResponse) -> PNSAnswer {
         let object = response.json
-        let code = (object?["error_code"] as? NSNumber)?.intValue
-        let classification = Self.classify(status: response.status, code: code, retryAfter: response.retryAfter)
+        let code = (object?["error_code"] as? NSNumber)?.intValue ?? (object?["error_code"] as? String).flatMap { Int($0) }
+        // Delivered only when Baidu says so: a 200 from anything else (a proxy, an empty body) is not.
+        let accepted = code == nil && object?["response_params"] is [String: Any]
+        let classification =
+            accepted || code != nil || response.status != 200
+            ? Self.classify(status: response.status, code: code, retryAfter: response.retryAfter) : .unknown("200 without response_params")
         let reason = object?["error_msg"] as? String
         return PNSAnswer(
             classification, status: response.status,

@@ -30,9 +30,12 @@ public struct FCMService: PerDeviceService {
         FCMMessage.template(body: delivery.body, format: delivery.format).mapError { NotSent(.payloadRejected, "INVALID_ARGUMENT: \($0.message)") }
     }
 
+    public func refusal(of handle: String, credentials: Credentials) -> NotSent? {
+        handle.isEmpty ? NotSent(.invalidHandle, "UNREGISTERED") : nil
+    }
+
     public func request(_ shared: Shared, handle: String, credentials: Credentials) -> Result<PNSRequest, NotSent> {
-        guard !handle.isEmpty else { return .failure(NotSent(.invalidHandle, "UNREGISTERED")) }
-        return FCMMessage.make(handle, from: shared, url: credentials.url).mapError { NotSent(.payloadRejected, "INVALID_ARGUMENT: \($0.message)") }
+        FCMMessage.make(handle, from: shared, url: credentials.url).mapError { NotSent(.payloadRejected, "INVALID_ARGUMENT: \($0.message)") }
     }
 
     public func admit(_ credentials: Credentials) async { await credentials.limiter.acquire() }

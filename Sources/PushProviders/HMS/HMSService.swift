@@ -59,8 +59,7 @@ public struct HMSService: PerDeviceService {
     }
 
     public func request(_ shared: Shared, handle: String, credentials: HMSCredentials) -> Result<PNSRequest, NotSent> {
-        guard !handle.isEmpty else { return .failure(NotSent(.invalidHandle, "80300007: empty token")) }
-        return .success(PNSRequest(.url(shared.url), headers: [("content-type", "application/json")], body: shared.body.body(handle)))
+        .success(PNSRequest(.url(shared.url), headers: [("content-type", "application/json")], body: shared.body.body(handle)))
     }
 
     public func classify(_ response: PNSResponse) -> PNSAnswer {

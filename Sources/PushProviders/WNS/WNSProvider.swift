@@ -37,15 +37,17 @@ public struct WNSService: PerDeviceService {
         WNSRequest.make(delivery, channel: Self.placeholder)
     }
 
+    /// A channel the hub's endpoint policy does not allow is never sent to, whatever the push.
+    public func refusal(of handle: String, credentials: Credentials) -> NotSent? {
+        guard case .failure(let refusal) = credentials.endpoints.url(handle, platform: .wns) else { return nil }
+        return NotSent(.notSent(.endpointNotAllowed("the channel URI \(refusal.reason)")))
+    }
+
+    /// The run's request to `handle`, a channel `refusal(of:)` allowed.
     public func request(_ shared: PNSRequest, handle: String, credentials: Credentials) -> Result<PNSRequest, NotSent> {
-        switch credentials.endpoints.url(handle, platform: .wns) {
-        case .success(let channel):
-            var request = shared
-            request.target = .url(channel.absoluteString)
-            return .success(request)
-        case .failure(let refusal):
-            return .failure(NotSent(.notSent(.endpointNotAllowed("the channel URI \(refusal.reason)"))))
-        }
+        var request = shared
+        request.target = .url(handle)
+        return .success(request)
     }
 
     public func classify(_ response: PNSResponse) -> PNSAnswer {

@@ -32,11 +32,18 @@ public struct XiaomiService: PerDeviceService {
         }
         var fields: [(String, String)] = [("restricted_package_name", credentials.packageName)]
         for (key, value) in object.sorted(by: { $0.key < $1.key }) {
+            guard Self.isFieldName(key) else {
+                return .failure(NotSent(.payloadRejected, "10017: a Mi Push field is named in letters, digits, . _ and -, not \(key.prefix(32))"))
+            }
             if Self.reserved.contains(key) {
                 return .failure(NotSent(.payloadRejected, "10017: \(key) is not allowed; PushHub addresses each device by its regid"))
             }
             if key == "extra", let extra = value as? [String: Any] {
                 for (name, value) in extra.sorted(by: { $0.key < $1.key }) {
+                    guard Self.isFieldName(name) else {
+                        return .failure(
+                            NotSent(.payloadRejected, "10017: an extra field is named in letters, digits, . _ and -, not \(name.prefix(32))"))
+                    }
                     guard !(value is [String: Any] || value is [Any]) else {
                         return .failure(NotSent(.payloadRejected, "10017: extra.\(name) must be a string or number"))
                     }
@@ -53,15 +60,29 @@ public struct XiaomiService: PerDeviceService {
             fields.append(("time_to_live", String(max(1, Int((expiresAt.timeIntervalSinceNow * 1000).rounded(.up))))))
         }
         let rest = Data(("&" + FormEncoding.encode(fields)).utf8)
-        guard rest.count <= Self.maximumPayload + 512 else {
+        // The limit is on what the app gets, not on its percent-encoding (a CJK character is 3
+        // bytes, and 9 encoded).
+        guard fields.reduce(0, { $0 + $1.1.utf8.count }) <= Self.maximumPayload + 512 else {
             return .failure(NotSent(.payloadRejected, "65009: the message is larger than \(Self.maximumPayload) bytes"))
         }
         return .success(Shared(url: "\(credentials.resolvedEndpoint)/v3/message/regid", rest: rest, authorization: "key=\(credentials.appSecret)"))
     }
 
+    /// A form field's name as Mi Push names them: nothing a form would read as another field.
+    static func isFieldName(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.count <= 64
+            && name.utf8.allSatisfy {
+                (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) || $0 == UInt8(ascii: ".")
+                    || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-")
+            }
+    }
+
+    /// One regid a request: a comma would make it several.
+    public func refusal(of handle: String, credentials: XiaomiCredentials) -> NotSent? {
+        handle.isEmpty || handle.contains(",") ? NotSent(.invalidHandle, "bad regid") : nil
+    }
+
     public func request(_ shared: Shared, handle: String, credentials: XiaomiCredentials) -> Result<PNSRequest, NotSent> {
-        // One regid a request: a comma would make it several.
-        guard !handle.isEmpty, !handle.contains(",") else { return .failure(NotSent(.invalidHandle, "bad regid")) }
         var body = Data("registration_id=\(FormEncoding.escape(handle))".utf8)
         body.append(shared.rest)
         return .success(
@@ -89,7 +110,9 @@ public struct XiaomiService: PerDeviceService {
         if badRegids != nil { return .invalidHandle }
         switch (status, code) {
         case (200, 0): return .delivered
-        case (_, 65003): return .invalidHandle
+        // One regid that is not valid: `20301` "No valid targets!" (clients' reading; Mi Push
+        // lists `bad_regids` only when some of several regids are bad).
+        case (_, 65003), (_, 20301): return .invalidHandle
         case (_, 10008), (_, 10016), (_, 10017), (_, 65009), (413, _): return .payloadRejected
         case (_, 10027), (_, 10034), (_, 26004), (429, _): return .throttled(retryAfter: retryAfter)
         case (_, -1), (_, 1), (_, 10001), (_, 10002), (_, 10003), (_, 10037), (500..., _): return .retry(retryAfter: retryAfter)

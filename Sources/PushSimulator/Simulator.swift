@@ -90,7 +90,8 @@ public final class PNSSimulator: Service, Sendable {
     /// The HTTP/2 base URL (`https://127.0.0.1:PORT`: APNs, and the other services) and the
     /// plain one, once both listen.
     public func ready() async throws -> (apns: String, http: String) {
-        let deadline = ContinuousClock.now + .seconds(30)
+        // Generous: on a loaded machine (a test suite's first minute) binding can wait its turn.
+        let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
             let (apns, http) = ports.value.withLock { $0 }
             if let apns, let http { return ("https://\(settings.host):\(apns)", "http://\(settings.host):\(http)") }

@@ -17,7 +17,7 @@ struct OtherPlatformsPipelineTests {
     func nativeSends() async throws {
         var faults = SimulatorFaults()
         faults.deadHandles = ["dead*"]
-        let pipeline = try await PipelineFixture(faults: faults)
+        let pipeline = try await PipelineFixture(faults: faults, workers: [.hms, .adm, .xiaomi, .baidu])
         defer { Task { await pipeline.stop() } }
         let sim = pipeline.sim
         let devices: [(platform: String, live: String, dead: String)] = [
@@ -77,7 +77,7 @@ struct OtherPlatformsPipelineTests {
 
     @Test("one template send fills each one's JSON template, from installations and from Azure's registration descriptions")
     func templateSend() async throws {
-        let pipeline = try await PipelineFixture()
+        let pipeline = try await PipelineFixture(workers: [.hms, .adm, .xiaomi, .baidu])
         defer { Task { await pipeline.stop() } }
         let sim = pipeline.sim
         try await Application(router: try pipeline.router()).test(.router) { client in

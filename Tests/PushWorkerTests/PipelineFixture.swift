@@ -39,7 +39,7 @@ final class PipelineFixture: Sendable {
     /// each worker's. A part that fails records an issue in the test at once.
     init(
         faults: SimulatorFaults = SimulatorFaults(), workerSettings: @escaping @Sendable (inout WorkerSettings) -> Void = { _ in },
-        workers: [Platform] = Platform.allCases
+        workers: [Platform] = [.apns, .fcm, .wns, .webpush]
     ) async throws {
         sim = try await SimulatorFixture.start(faults: faults)
         cluster = try EmbeddedKafkaCluster.start(brokers: 1, logger: testLogger)

@@ -37,7 +37,7 @@ struct DispatcherTests {
         let expected = registrations.filter {
             $0.format == .apple && $0.template == nil && TagExpression.and(.tag("Sports"), .not(.tag("Politics"))).matches(Set($0.tags))
         }
-        #expect(summary.dispatched == [.apns: expected.count, .fcm: 0, .wns: 0, .webpush: 0])
+        #expect(summary.dispatched == Dictionary(uniqueKeysWithValues: Platform.allCases.map { ($0, $0 == .apns ? expected.count : 0) }))
         let batches = await fixture.batches(request.notificationId)
         #expect(batches.allSatisfy { $0.platform == .apns && $0.kind == .native && $0.format == .apple && $0.body == request.body })
         #expect(Set(batches.flatMap(\.targets).compactMap(\.registrationId)) == Set(expected.map(\.registrationId)))
@@ -169,7 +169,7 @@ struct DispatcherTests {
         let fixture = try await DispatcherFixture()
         let request = DispatcherFixture.request(.tags("nobody"))
         try await fixture.send(request)
-        #expect(await fixture.summary(request.notificationId)?.dispatched == [.apns: 0, .fcm: 0, .wns: 0, .webpush: 0])
+        #expect(await fixture.summary(request.notificationId)?.dispatched == Dictionary(uniqueKeysWithValues: Platform.allCases.map { ($0, 0) }))
         #expect(await fixture.batches(request.notificationId).isEmpty)
     }
 

@@ -46,10 +46,10 @@ struct SASTests {
             IngressFixture.token("/MyHub/installations"),
             SharedAccessSignature.token(
                 resourceURI: "sb://localhost/myhub", keyName: "DefaultListenSharedAccessSignature", key: IngressFixture.listenKey,
-                expiry: Date().addingTimeInterval(60)),
+                expiry: Date().addingTimeInterval(3600)),
             SharedAccessSignature.token(
                 resourceURI: "http://LOCALHOST:8443/myhub/", keyName: "DefaultFullSharedAccessSignature", key: IngressFixture.fullKey,
-                expiry: Date().addingTimeInterval(60)),
+                expiry: Date().addingTimeInterval(3600)),
         ])
     func accepted(_ header: String) async throws {
         let fixture = try await IngressFixture()

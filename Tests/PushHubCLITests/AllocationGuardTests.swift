@@ -10,7 +10,9 @@ struct AllocationGuardTests {
     /// Growth allowed over the baseline before the test fails.
     static let tolerance = 1.25
 
-    @Test("no worker's path allocates more than 25 % over the baseline per delivery", arguments: ["apns", "fcm", "wns", "webpush"])
+    @Test(
+        "no worker's path allocates more than 25 % over the baseline per delivery",
+        arguments: ["apns", "fcm", "wns", "webpush", "hms", "adm", "xiaomi", "baidu"])
     func guardAllocations(_ platform: String) async throws {
         let baseline = try #require(
             (try JSONSerialization.jsonObject(with: Data(contentsOf: Self.baselineFile)) as? [String: Any])?[platform] as? Double,

@@ -168,11 +168,16 @@ struct ProviderCoreTests {
         let pushes = transport.pushes
         #expect(pushes.count == 3)
         #expect(transport.requests.count == 4, "one token request for the batch")
-        for (push, token) in zip(pushes, tokens) {
+        // The transport sends them concurrently: each push is matched to its token by what it carries.
+        var reached: [String] = []
+        for push in pushes {
+            let sent = try #require(try JSONSerialization.jsonObject(with: push.body) as? NSDictionary)
+            let token = try #require((sent["message"] as? NSDictionary)?["token"] as? String)
+            reached.append(token)
             let expected = try FCMMessage.request(body: body, format: "gcm", token: token)
-            let sent = try JSONSerialization.jsonObject(with: push.body) as? NSDictionary
             #expect(sent == (try JSONSerialization.jsonObject(with: expected) as? NSDictionary), "\(String(decoding: push.body, as: UTF8.self))")
         }
+        #expect(reached.sorted() == tokens.sorted())
     }
 
     @Test("Web Push: one VAPID signature per push service origin, reused by the pushes after it; each payload encrypted anew")

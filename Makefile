@@ -90,16 +90,14 @@ bench-apns:
 	$(SWIFT) build $(SWIFTFLAGS) -c release --product pushhub-apns-worker
 	SCRATCH=$(SCRATCH) scripts/bench-apns.sh
 
-# The FCM, WNS and Web Push workers against pushhub sim, each beside h2load at the same endpoint.
+# The FCM, WNS, Web Push, Huawei, ADM, Xiaomi and Baidu workers against pushhub sim, each
+# beside h2load at the same endpoint (BENCH_PNS_PLATFORMS picks some).
+BENCH_PNS_PLATFORMS ?= fcm wns webpush hms adm xiaomi baidu
 bench-pns:
 	scripts/install-deps.sh bench
 	$(SWIFT) build $(SWIFTFLAGS) -c release --product pushhub
-	$(SWIFT) build $(SWIFTFLAGS) -c release --product pushhub-fcm-worker
-	$(SWIFT) build $(SWIFTFLAGS) -c release --product pushhub-wns-worker
-	$(SWIFT) build $(SWIFTFLAGS) -c release --product pushhub-webpush-worker
-	SCRATCH=$(SCRATCH) scripts/bench-pns.sh fcm
-	SCRATCH=$(SCRATCH) scripts/bench-pns.sh wns
-	SCRATCH=$(SCRATCH) scripts/bench-pns.sh webpush
+	for platform in $(BENCH_PNS_PLATFORMS); do $(SWIFT) build $(SWIFTFLAGS) -c release --product pushhub-$$platform-worker || exit 1; done
+	for platform in $(BENCH_PNS_PLATFORMS); do SCRATCH=$(SCRATCH) scripts/bench-pns.sh $$platform || exit 1; done
 
 # The whole pipeline under pushhub load: a million-device broadcast, 2,000 sends/s to users,
 # one APNs worker against two, a profile and every process's peak RSS.

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # One platform's worker against pushhub sim on this machine, beside h2load against the same
-# endpoint: bench-pns.sh apns|fcm|wns|webpush. Starts kafka-dev (1 broker), pushhub sim (attached to
+# endpoint: bench-pns.sh apns|fcm|wns|webpush|hms|adm|xiaomi|baidu. Starts kafka-dev (1 broker), pushhub sim (attached to
 # a fresh development hub) and one release pushhub-<platform>-worker; `pushhub bench worker`
 # produces TARGETS targets in DeliveryBatches and counts the results. Then h2load sends TARGETS
 # copies of the request the worker sends for one push (`pushhub bench pns-request`) to the same
 # simulator endpoint. CPU per delivery comes from /proc/PID/stat; figures go to docs/benchmarks.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-platform=${1:?usage: bench-pns.sh apns|fcm|wns|webpush}
+platform=${1:?usage: bench-pns.sh apns|fcm|wns|webpush|hms|adm|xiaomi|baidu}
 bin=${SCRATCH:-.build}/release
 targets=${TARGETS:-200000}
 dir=$(mktemp -d /tmp/pushhub-bench-pns.XXXXXX)
@@ -89,8 +89,9 @@ sim_h2load_us = int(sys.argv[13]) / hz * 1e6 / targets
 shape = sys.argv[14]
 ceiling = float(re.search(r"finished in [\d.]+\w+, ([\d.]+) req/s", report).group(1))
 ok = re.search(r"status codes: (\d+) 2xx", report).group(1)
-names = {"apns": "APNs", "fcm": "FCM", "wns": "WNS", "webpush": "Web Push"}
-worker_target = {"apns": 20, "fcm": 25, "wns": 25, "webpush": 150}[platform]
+names = {"apns": "APNs", "fcm": "FCM", "wns": "WNS", "webpush": "Web Push", "hms": "Huawei Push Kit", "adm": "ADM", "xiaomi": "Xiaomi", "baidu": "Baidu"}
+# The new services are held to FCM's and WNS's target: one JSON or form request a device.
+worker_target = {"apns": 20, "fcm": 25, "wns": 25, "webpush": 150}.get(platform, 25)
 table = f"""Measured {datetime.date.today()} on this machine ({os.cpu_count()} cores shared by Kafka, the simulator, the worker and the load): {targets:,} {names[platform]} targets in DeliveryBatches of 500 through one release `pushhub-{platform}-worker` to `pushhub sim`; then h2load ({shape}) sending the worker's own request for one push to the same simulator endpoint, the ceiling.
 
 | | requests/s | peak RSS |

@@ -77,8 +77,7 @@ extension SimulatorState {
     }
 
     func hmsAnswer(_ status: Int, _ code: String, _ message: String) -> SimAnswer {
-        let body = try! JSONSerialization.data(withJSONObject: ["code": code, "msg": message, "requestId": uniqueID()], options: .sortedKeys)
-        return Self.json(status, String(decoding: body, as: UTF8.self))
+        Self.json(status, #"{"code":"\#(code)","msg":\#(String(decoding: JSONText.quoted(message), as: UTF8.self)),"requestId":"\#(uniqueID())"}"#)
     }
 
     func admToken(_ request: SimRequest) -> SimAnswer {
@@ -102,8 +101,9 @@ extension SimulatorState {
             if let expires = message["expiresAfter"], !((expires as? Int).map { (60...2_678_400).contains($0) } ?? false) {
                 return admReason(400, "InvalidExpiration")
             }
-            let dataBytes = (try? JSONSerialization.data(withJSONObject: data).count) ?? 0
-            guard dataBytes <= 6144 else { return admReason(413, "MessageTooLarge") }
+            guard data.reduce(0, { $0 + $1.key.utf8.count + (($1.value as? String)?.utf8.count ?? 0) + 6 }) <= 6144 else {
+                return admReason(413, "MessageTooLarge")
+            }
             if faults.isDead(registration) { return admReason(400, "Unregistered") }
             if let injected = injected(
                 faults, throttle: { Self.withRetryAfter(self.admReason(429, "MaxRateExceeded"), faults.retryAfterSeconds) },
@@ -114,7 +114,7 @@ extension SimulatorState {
             record(.adm, handle: registration, payload: String(buffer: request.body), header: request.header, names: [])
             return SimAnswer(
                 status: 200, headers: [("Content-Type", "application/json"), ("x-amzn-RequestId", uniqueID())],
-                body: String(decoding: try! JSONSerialization.data(withJSONObject: ["registrationID": registration]), as: UTF8.self))
+                body: #"{"registrationID":\#(String(decoding: JSONText.quoted(registration), as: UTF8.self))}"#)
         }()
         return count(.adm, answer)
     }

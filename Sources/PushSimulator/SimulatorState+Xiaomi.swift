@@ -32,24 +32,25 @@ extension SimulatorState {
             let dead = regids.filter(faults.isDead)
             // Mi Push lists bad regids only among good ones; one bad regid alone is an error.
             if dead.count == regids.count { return xiaomiError(200, 20301, "No valid targets!") }
-            let fields = form.filter { $0.key != "registration_id" }
-            let payload = String(decoding: try! JSONSerialization.data(withJSONObject: fields, options: .sortedKeys), as: UTF8.self)
-            for regid in regids where !dead.contains(regid) {
+            // The fields as JSON, made only for a regid whose deliveries are kept.
+            for regid in regids where !dead.contains(regid) && keeps(regid) {
+                let fields = form.filter { $0.key != "registration_id" }
+                let payload = String(decoding: try! JSONSerialization.data(withJSONObject: fields, options: .sortedKeys), as: UTF8.self)
                 record(.xiaomi, handle: regid, payload: payload, header: request.header, names: [])
             }
-            var data: [String: Any] = ["id": "slm" + uniqueID()]
-            if !dead.isEmpty { data["bad_regids"] = dead.joined(separator: ",") }
-            let body: [String: Any] = [
-                "result": "ok", "code": 0, "description": "成功", "info": "Received push messages for 1 REGID", "data": data, "trace_id": uniqueID(),
-            ]
-            return Self.json(200, String(decoding: try! JSONSerialization.data(withJSONObject: body, options: .sortedKeys), as: UTF8.self))
+            let bad = dead.isEmpty ? "" : #","bad_regids":"# + String(decoding: JSONText.quoted(dead.joined(separator: ",")), as: UTF8.self)
+            let id = uniqueID()
+            return Self.json(
+                200,
+                #"{"code":0,"data":{"id":"slm\#(id)"\#(bad)},"description":"ok","info":"Received push messages for \#(regids.count) REGID","result":"ok","trace_id":"\#(id)"}"#
+            )
         }()
         return count(.xiaomi, answer)
     }
 
     func xiaomiError(_ status: Int, _ code: Int, _ reason: String) -> SimAnswer {
-        let body: [String: Any] = ["result": "error", "code": code, "reason": reason, "description": reason, "trace_id": uniqueID()]
-        return Self.json(status, String(decoding: try! JSONSerialization.data(withJSONObject: body, options: .sortedKeys), as: UTF8.self))
+        // `reason` is always the simulator's own text, never a client's.
+        Self.json(status, #"{"code":\#(code),"description":"\#(reason)","reason":"\#(reason)","result":"error","trace_id":"\#(uniqueID())"}"#)
     }
 
     func baidu(_ request: SimRequest, path: String, faults: SimulatorFaults) -> SimAnswer {
@@ -79,17 +80,16 @@ extension SimulatorState {
                 return injected
             }
             record(.baidu, handle: channel, payload: msg, header: { ["msg_type": form["msg_type"] ?? "0"][$0] }, names: ["msg_type"])
-            let body: [String: Any] = [
-                "request_id": Int.random(in: 1...Int(Int32.max)),
-                "response_params": ["msg_id": uniqueID(), "send_time": Int(Date().timeIntervalSince1970)],
-            ]
-            return Self.json(200, String(decoding: try! JSONSerialization.data(withJSONObject: body, options: .sortedKeys), as: UTF8.self))
+            return Self.json(
+                200,
+                #"{"request_id":\#(Int.random(in: 1...Int(Int32.max))),"response_params":{"msg_id":"\#(uniqueID())","send_time":\#(Int(Date().timeIntervalSince1970))}}"#
+            )
         }()
         return count(.baidu, answer)
     }
 
     func baiduError(_ status: Int, _ code: Int, _ message: String) -> SimAnswer {
-        let body: [String: Any] = ["request_id": Int.random(in: 1...Int(Int32.max)), "error_code": code, "error_msg": message]
-        return Self.json(status, String(decoding: try! JSONSerialization.data(withJSONObject: body, options: .sortedKeys), as: UTF8.self))
+        // `message` is always the simulator's own text.
+        Self.json(status, #"{"error_code":\#(code),"error_msg":"\#(message)","request_id":\#(Int.random(in: 1...Int(Int32.max)))}"#)
     }
 }

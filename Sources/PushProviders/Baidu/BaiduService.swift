@@ -17,8 +17,9 @@ public struct BaiduService: PerDeviceService {
 
     public struct Shared {
         var url: String
-        /// The form's fields that follow `channel_id` (sorted, as signed), `timestamp` last.
-        var fields: [(String, String)]
+        /// The form's fields that follow `channel_id` (sorted, as signed), `timestamp` last,
+        /// encoded once for the run.
+        var fields: String
         /// `apikey=…&` of the body.
         var head: String
         /// What is signed, URL-encoded: before `channel_id=` and after the channel id.
@@ -57,7 +58,7 @@ public struct BaiduService: PerDeviceService {
         fields.append(("timestamp", String(Int(Date().timeIntervalSince1970))))
         return .success(
             Shared(
-                url: url, fields: fields, head: "apikey=\(FormEncoding.escape(credentials.apiKey))&",
+                url: url, fields: FormEncoding.encode(fields), head: "apikey=\(FormEncoding.escape(credentials.apiKey))&",
                 signedHead: Self.signatureEncoding("POST\(url)apikey=\(credentials.apiKey)channel_id="),
                 signedTail: Self.signatureEncoding(fields.map { "\($0.0)=\($0.1)" }.joined() + credentials.secretKey)))
     }
@@ -76,7 +77,7 @@ public struct BaiduService: PerDeviceService {
     public func request(_ shared: Shared, handle: String, credentials: BaiduCredentials) -> Result<PNSRequest, NotSent> {
         let channel = String(Self.channel(of: handle))
         let sign = Hex.lowercase(Insecure.MD5.hash(data: Data((shared.signedHead + Self.signatureEncoding(channel) + shared.signedTail).utf8)))
-        let body = shared.head + "channel_id=\(FormEncoding.escape(channel))&" + FormEncoding.encode(shared.fields + [("sign", sign)])
+        let body = shared.head + "channel_id=\(FormEncoding.escape(channel))&" + shared.fields + "&sign=" + sign
         return .success(
             PNSRequest(
                 .url(shared.url),

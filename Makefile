@@ -28,6 +28,7 @@ test:
 	scripts/install-deps.sh test
 	$(SWIFT) format lint --strict --recursive Sources Tests Package.swift
 	SWIFT=$(SWIFT) python3 scripts/check-dependencies.py
+	python3 scripts/check-observability.py
 	$(SWIFT) build $(SWIFTFLAGS) --build-tests
 	SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(TEST_WIDTH) PUSHHUB_REQUIRE_POSTGRES=1 scripts/with-postgres.sh $(SWIFT) test $(SWIFTFLAGS) --skip-build
 	FUZZ_SECONDS=$(CI_FUZZ_SECONDS) FUZZ_SEED=1 scripts/fuzz.sh

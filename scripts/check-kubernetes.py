@@ -2,7 +2,8 @@
 """Renders deploy/kubernetes (the base and every overlay) with `kubectl kustomize` and checks it.
 
 - Built-in kinds are validated against the Kubernetes schemas (kubernetes-validate, strict).
-- KEDA ScaledObjects and Strimzi KafkaTopics are checked against the fields PushHub relies on.
+- KEDA ScaledObjects, Strimzi KafkaTopics and Prometheus Operator PrometheusRules are checked
+  against the fields PushHub relies on.
 - Rules across manifests: every Deployment has readiness and liveness probes on
   /health/ready and /health/live and a grace period above the graceful shutdown; every
   autoscaler and disruption budget names a Deployment that exists.
@@ -48,6 +49,20 @@ CUSTOM = {
                     },
                 },
             },
+        },
+    },
+    "PrometheusRule": {
+        "type": "object",
+        "required": ["apiVersion", "metadata", "spec"],
+        "properties": {
+            "apiVersion": {"const": "monitoring.coreos.com/v1"},
+            "spec": {"type": "object", "required": ["groups"], "properties": {"groups": {
+                "type": "array", "minItems": 1,
+                "items": {"type": "object", "required": ["name", "rules"], "properties": {"rules": {
+                    "type": "array", "minItems": 1,
+                    "items": {"type": "object", "required": ["expr"], "oneOf": [{"required": ["alert"]}, {"required": ["record"]}]},
+                }}},
+            }}},
         },
     },
     "KafkaTopic": {

@@ -27,6 +27,8 @@ case "$purpose" in
     # The load report's page is checked in a real browser: Debian's headless Chromium.
     command -v chromium >/dev/null 2>&1 || apt_packages+=(chromium)
     have_deb chromium-driver || apt_packages+=(chromium-driver)
+    # The alert rules are checked and unit-tested with promtool (Debian's prometheus).
+    command -v promtool >/dev/null 2>&1 || apt_packages+=(prometheus)
     ;;
   bench)
     have_deb kcat || apt_packages+=(kcat)

@@ -28,12 +28,22 @@ struct ComposeFileTests {
             services == [
                 "kafka", "topics", "postgres", "ingress", "dispatcher", "apns-worker", "fcm-worker", "wns-worker", "webpush-worker", "hms-worker",
                 "adm-worker", "xiaomi-worker",
-                "baidu-worker", "sim",
+                "baidu-worker", "sim", "prometheus", "grafana",
             ])
-        // The normalized file: only the simulators carry a profile, and it is `sim`.
+        // The normalized file: only the simulators carry the `sim` profile, and only Prometheus
+        // and Grafana the `observability` one.
         let normalized = try await Self.compose(["config"]).1
-        #expect(normalized.components(separatedBy: "profiles:").count == 2, "one service with profiles")
-        #expect(normalized.range(of: #"profiles:\s*\n\s*- sim\s*\n"#, options: .regularExpression) != nil, "\(normalized)")
+        #expect(normalized.components(separatedBy: "profiles:").count == 4, "three services with profiles")
+        #expect(normalized.matches(of: #/profiles:\s*\n\s*- sim\s*\n/#).count == 1, "\(normalized)")
+        #expect(normalized.matches(of: #/profiles:\s*\n\s*- observability\s*\n/#).count == 2, "\(normalized)")
+        // What Prometheus and Grafana are given is in the repository, where compose mounts it from.
+        for mounted in [
+            "deploy/prometheus/prometheus.yml", "deploy/prometheus/alerts.yaml", "deploy/grafana/provisioning",
+            "deploy/grafana/pushhub-dashboard.json",
+        ] {
+            #expect(FileManager.default.fileExists(atPath: Self.root.appendingPathComponent(mounted).path), "\(mounted)")
+            #expect(normalized.contains(mounted), "\(mounted) is mounted")
+        }
     }
 
     @Test("without a pushhub.yaml Compose refuses to start, naming the variable: no keys ship in the repository")

@@ -16,7 +16,7 @@ struct KubernetesManifestTests {
     func valid() async throws {
         let (status, output) = try await Self.check()
         #expect(status == 0, "\(output)")
-        #expect(output.contains("ok: base, overlays/strimzi"), "\(output)")
+        #expect(output.contains("ok: base, overlays/observability, overlays/strimzi"), "\(output)")
     }
 
     @Test("a broken copy is refused, with each problem named")
@@ -40,5 +40,18 @@ struct KubernetesManifestTests {
         #expect(output.contains("Deployment/pushhub-ingress: readinessProbe must GET /health/ready"), "\(output)")
         #expect(output.contains("Deployment/pushhub-ingress") && output.contains("two"), "\(output)")
         #expect(output.contains("ScaledObject/pushhub-fcm-worker: scales pushhub-gcm-worker"), "\(output)")
+    }
+
+    @Test("the observability overlay ships the alerts as a PrometheusRule and the dashboard as a ConfigMap, as made from deploy/")
+    func observability() async throws {
+        let (status, rendered) = try await ProcessLaunch.output(
+            ["kubectl", "kustomize", Self.root.appendingPathComponent("deploy/kubernetes/overlays/observability").path])
+        #expect(status == 0, "\(rendered)")
+        #expect(rendered.contains("kind: PrometheusRule") && rendered.contains("alert: PushHubWorkerGroupDown"), "\(rendered.prefix(2000))")
+        #expect(rendered.contains("name: pushhub-grafana-dashboard") && rendered.contains("grafana_dashboard: \"1\""))
+        #expect(rendered.contains("pushhub_pns_request_duration_seconds_bucket"), "the dashboard's JSON is in the ConfigMap")
+        // The overlay's copies are what deploy/prometheus and deploy/grafana make.
+        let (checked, output) = try await ProcessLaunch.output(["python3", Self.root.appendingPathComponent("scripts/check-observability.py").path])
+        #expect(checked == 0, "\(output)")
     }
 }

@@ -40,4 +40,15 @@ public actor CachedAccessToken {
     public func invalidate() {
         cached = nil
     }
+
+    /// Tokens from an OAuth 2.0 client-credentials grant at `tokenURI` (WNS, Huawei, ADM).
+    static func clientCredentials(
+        tokenURI: String, clientId: String, secret: String, scope: String?, transport: any PNSTransport, now: @escaping @Sendable () -> Date
+    ) -> CachedAccessToken {
+        CachedAccessToken(now: now) {
+            var fields = [("grant_type", "client_credentials"), ("client_id", clientId), ("client_secret", secret)]
+            if let scope { fields.append(("scope", scope)) }
+            return try await OAuthTokenAnswer.fetch(tokenURI, fields, through: transport)
+        }
+    }
 }

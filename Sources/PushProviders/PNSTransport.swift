@@ -23,6 +23,9 @@ public struct PNSHeaderFields: Sendable, Equatable, ExpressibleByArrayLiteral {
 
     public mutating func add(_ name: String, _ value: String) { fields.append(Field(name: name, value: value)) }
 
+    /// `content-type: application/json`, the headers of most JSON requests (built once).
+    public static let json: PNSHeaderFields = [("content-type", "application/json")]
+
     /// The names and values as pairs, for a client that takes them so.
     public var pairs: [(String, String)] { fields.map { ($0.name, $0.value) } }
 }
@@ -111,12 +114,17 @@ extension PNSTransport {
 enum OAuthTokenAnswer {
     struct Refused: Error, CustomStringConvertible {
         var description: String
+        /// The endpoint refused the credentials themselves (4xx: `invalid_client`, …), which
+        /// asking again will not change; otherwise it failed for now (5xx, an unreadable answer).
+        var isPermanent: Bool
     }
 
     static func parse(_ response: PNSResponse, endpoint: String) throws -> (accessToken: String, expiresIn: TimeInterval) {
         guard response.status == 200, let object = response.json, let token = object["access_token"] as? String, !token.isEmpty else {
             let error = (response.json?["error"] as? String) ?? "HTTP \(response.status)"
-            throw Refused(description: "the token endpoint \(endpoint) refused the credentials: \(error)")
+            let permanent = (400..<500).contains(response.status) && response.status != 429
+            throw Refused(
+                description: "the token endpoint \(endpoint) \(permanent ? "refused the credentials" : "failed"): \(error)", isPermanent: permanent)
         }
         let expiresIn = (object["expires_in"] as? NSNumber)?.doubleValue ?? 3600
         return (token, expiresIn)

@@ -39,8 +39,7 @@ extension SimulatorState {
     func fcm(_ request: SimRequest, project: String, faults: SimulatorFaults) -> SimAnswer {
         let body = request.body
         let answer: SimAnswer = {
-            let bearer = request.header("authorization").flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
-            guard let bearer, let projects = mutable.withLock({ $0.fcmAccessTokens[bearer] }) else {
+            guard let bearer = bearer(request), let projects = mutable.withLock({ $0.fcmAccessTokens[bearer] }) else {
                 return fcmError(401, "UNAUTHENTICATED", nil, "Request had invalid authentication credentials.")
             }
             guard projects.contains(project) else { return fcmError(403, "PERMISSION_DENIED", "SENDER_ID_MISMATCH", "SenderId mismatch") }

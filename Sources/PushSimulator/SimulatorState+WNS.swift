@@ -16,24 +16,17 @@ import _CryptoExtras
 /// The WNS simulator and its token endpoint.
 extension SimulatorState {
     func wnsToken(_ request: SimRequest) -> SimAnswer {
-        let form = Self.form(request.body)
-        mutable.withLock { $0.tokenRequests["wns", default: 0] += 1 }
-        guard form["grant_type"] == "client_credentials", form["scope"] == "notify.windows.com" else {
-            return Self.json(400, #"{"error":"invalid_request"}"#)
+        clientCredentialsToken(request, service: "wns", scope: "notify.windows.com", secret: { wnsClients[$0] }) { token, _ in
+            mutable.withLock { _ = $0.wnsAccessTokens.insert(token) }
         }
-        guard let sid = form["client_id"], let secret = wnsClients[sid], secret == form["client_secret"] else {
-            return Self.json(400, #"{"error":"invalid_client"}"#)
-        }
-        let token = "EgAcAQMAAAAALYAAY/c+Huwi3Fv4Ck10UrKNmtxRO6Njk2MgA=sim-" + UUID().uuidString
-        mutable.withLock { _ = $0.wnsAccessTokens.insert(token) }
-        return Self.json(200, #"{"token_type":"bearer","access_token":"\#(token)","expires_in":86400}"#)
     }
 
     func wns(_ request: SimRequest, channel: String, faults: SimulatorFaults) -> SimAnswer {
         let body = request.body
         let answer: SimAnswer = {
-            let bearer = request.header("authorization").flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
-            guard let bearer, mutable.withLock({ $0.wnsAccessTokens.contains(bearer) }) else { return wnsError(401, "Token expired or invalid") }
+            guard let bearer = bearer(request), mutable.withLock({ $0.wnsAccessTokens.contains(bearer) }) else {
+                return wnsError(401, "Token expired or invalid")
+            }
             guard let type = request.header("x-wns-type"), let expected = WNSNotificationType(header: type)?.contentType else {
                 return wnsError(400, "X-WNS-Type missing or invalid")
             }

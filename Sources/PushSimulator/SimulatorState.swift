@@ -154,6 +154,28 @@ final class SimulatorState: Sendable {
         return nil
     }
 
+    /// A client-credentials token endpoint: the client's secret (and `scope`, when the service
+    /// wants one) checked, a token issued and handed to `issued`.
+    func clientCredentialsToken(
+        _ request: SimRequest, service: String, scope: String?, secret: (String) -> String?, issued: (_ token: String, _ clientId: String) -> Void
+    ) -> SimAnswer {
+        let form = Self.form(request.body)
+        mutable.withLock { $0.tokenRequests[service, default: 0] += 1 }
+        guard form["grant_type"] == "client_credentials", scope == nil || form["scope"] == scope else {
+            return Self.json(400, #"{"error":"invalid_request","error_description":"grant_type or scope"}"#)
+        }
+        guard let client = form["client_id"], let expected = secret(client), expected == form["client_secret"] else {
+            return Self.json(400, #"{"error":"invalid_client","error_description":"The client credentials are invalid"}"#)
+        }
+        let token = "\(service)-sim-" + UUID().uuidString
+        issued(token, client)
+        return Self.json(200, #"{"access_token":"\#(token)","expires_in":3600,"token_type":"Bearer"}"#)
+    }
+
+    func bearer(_ request: SimRequest) -> String? {
+        request.header("authorization").flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
+    }
+
     func count(_ platform: Platform, _ answer: SimAnswer) -> SimAnswer {
         count(platform, answer.status)
         return answer

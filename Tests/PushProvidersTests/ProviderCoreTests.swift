@@ -319,4 +319,37 @@ extension ProviderCoreTests {
         #expect(request.target == .url("https://adm.test/messaging/registrations/%2E%2E/messages"))
         #expect((try JSONSerialization.jsonObject(with: request.body) as? [String: Any])?["expiresAfter"] as? Int == 60)
     }
+
+    @Test("one batch of two hubs' pushes: each request carries its own hub's secret and package, whatever the runs of equal bodies")
+    func mixedHubBatch() async throws {
+        let transport = ScriptedTransport([])
+        let xiaomi = XiaomiProvider(
+            XiaomiService(),
+            hubs: [
+                "HubA": XiaomiCredentials(appSecret: "secret-a", packageName: "com.a"),
+                "hubB": XiaomiCredentials(appSecret: "secret-b", packageName: "com.b"),
+            ],
+            transport: transport)
+        let body = #"{"title":"t","description":"d"}"#
+        var deliveries = [
+            Self.delivery("r1", body: body, format: .xiaomi), Self.delivery("r2", body: body, format: .xiaomi),
+            Self.delivery("r3", body: body, format: .xiaomi), Self.delivery("r4", body: body, format: .xiaomi),
+        ]
+        deliveries[0].hub = "hubA"
+        deliveries[1].hub = "HUBB"
+        deliveries[2].hub = "hubA"
+        deliveries[3].hub = "hubA"
+        deliveries[3].expiresAt = Date().addingTimeInterval(60)
+        _ = await xiaomi.deliverAll(deliveries)
+        let pushes = transport.pushes
+        #expect(pushes.count == 4)
+        for push in pushes {
+            let form = String(decoding: push.body, as: UTF8.self)
+            let regid = try #require(form.split(separator: "&").first?.dropFirst("registration_id=".count))
+            let hubB = regid == "r2"
+            #expect(push.headers.first(name: "authorization") == (hubB ? "key=secret-b" : "key=secret-a"), "\(form)")
+            #expect(form.contains("restricted_package_name=\(hubB ? "com.b" : "com.a")"), "\(form)")
+            #expect(form.contains("time_to_live=") == (regid == "r4"), "\(form)")
+        }
+    }
 }

@@ -602,6 +602,13 @@ struct ProviderSimulatorTests {
 
         // Keys the service does not know: refused as PushHub's set-up, not retried.
         var wrong = sim.hubs
+        wrong.hubs[0].credentials.hms?.clientSecret = "not-the-secret"
+        let refusedToken = await try ProviderFactory.make(.hms, hubs: wrong, http: sim.client).deliver(hmsPushes[0])
+        guard case .misconfigured(let problem) = refusedToken.classification else {
+            Issue.record("a token endpoint refusing the client is PushHub's set-up, not retried: \(refusedToken)")
+            return
+        }
+        #expect(problem.name.hasPrefix("OAuth: ") && problem.name.contains("invalid_client"), "\(problem)")
         wrong.hubs[0].credentials.baidu?.secretKey = "not-the-secret"
         wrong.hubs[0].credentials.xiaomi?.appSecret = "not-the-secret"
         let baidu = try ProviderFactory.make(.baidu, hubs: wrong, http: sim.client)

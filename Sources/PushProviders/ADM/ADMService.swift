@@ -20,14 +20,9 @@ public struct ADMService: PerDeviceService {
     public func accessTokens(_ credentials: ADMCredentials, transport: any PNSTransport, now: @escaping @Sendable () -> Date)
         -> CachedAccessToken?
     {
-        CachedAccessToken(now: now) {
-            try await OAuthTokenAnswer.fetch(
-                credentials.resolvedTokenURI,
-                [
-                    ("grant_type", "client_credentials"), ("scope", "messaging:push"), ("client_id", credentials.clientId),
-                    ("client_secret", credentials.clientSecret),
-                ], through: transport)
-        }
+        .clientCredentials(
+            tokenURI: credentials.resolvedTokenURI, clientId: credentials.clientId, secret: credentials.clientSecret, scope: "messaging:push",
+            transport: transport, now: now)
     }
 
     public func shared(_ delivery: PNSDelivery, credentials: ADMCredentials) -> Result<Shared, NotSent> {
@@ -51,19 +46,19 @@ public struct ADMService: PerDeviceService {
         return .success(Shared(body: body, base: "\(credentials.resolvedEndpoint)/messaging/registrations/"))
     }
 
-    public func request(_ shared: Shared, handle: String, credentials: ADMCredentials) -> Result<PNSRequest, NotSent> {
-        .success(
-            PNSRequest(
-                // Dots escaped too: a handle of `..` must stay one path segment.
-                .url(shared.base + FormEncoding.escape(handle).replacingOccurrences(of: ".", with: "%2E") + "/messages"),
-                headers: [
-                    ("content-type", "application/json"), ("accept", "application/json"),
-                    ("x-amzn-type-version", "com.amazon.device.messaging.ADMMessage@1.0"),
-                    ("x-amzn-accept-type", "com.amazon.device.messaging.ADMSendResult@1.0"),
-                ], body: shared.body))
+    static let headers: PNSHeaderFields = [
+        ("content-type", "application/json"), ("accept", "application/json"),
+        ("x-amzn-type-version", "com.amazon.device.messaging.ADMMessage@1.0"),
+        ("x-amzn-accept-type", "com.amazon.device.messaging.ADMSendResult@1.0"),
+    ]
+
+    public func request(_ shared: Shared, to registrationId: String, credentials: ADMCredentials) -> Result<PNSRequest, NotSent> {
+        // One path segment, whatever the id holds (`..` included).
+        .success(PNSRequest(.url(shared.base + FormEncoding.pathSegment(registrationId) + "/messages"), headers: Self.headers, body: shared.body))
     }
 
     public func classify(_ response: PNSResponse) -> PNSAnswer {
+        guard response.status != 200 else { return PNSAnswer(.delivered, status: 200) }
         let reason = response.json?["reason"] as? String
         let classification = Self.classify(status: response.status, reason: reason, retryAfter: response.retryAfter)
         return PNSAnswer(classification, status: response.status, reason: response.status == 200 ? nil : reason ?? "HTTP \(response.status)")

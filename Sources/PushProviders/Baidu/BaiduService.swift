@@ -17,15 +17,17 @@ public struct BaiduService: PerDeviceService {
 
     public struct Shared {
         var url: String
-        /// The form's fields that follow `channel_id` (sorted, as signed), `timestamp` last,
-        /// encoded once for the run.
-        var fields: String
-        /// `apikey=…&` of the body.
-        var head: String
-        /// What is signed, URL-encoded: before `channel_id=` and after the channel id.
-        var signedHead: String
-        var signedTail: String
+        /// The body before the channel id (`apikey=…&channel_id=`) and after it, up to the
+        /// signature (`&msg=…&timestamp=…&sign=`): encoded once for the run.
+        var bodyHead: Data
+        var bodyTail: Data
+        /// The signature's MD5 fed with what comes before the channel id, and what comes after
+        /// it (the fields and the secret key), encoded as Baidu signs them.
+        var signer: Insecure.MD5
+        var signedTail: Data
     }
+
+    static let headers: PNSHeaderFields = [("content-type", "application/x-www-form-urlencoded;charset=utf-8"), ("user-agent", userAgent)]
 
     public init() {}
 
@@ -34,11 +36,11 @@ public struct BaiduService: PerDeviceService {
     { nil }
 
     public func shared(_ delivery: PNSDelivery, credentials: BaiduCredentials) -> Result<Shared, NotSent> {
-        guard let msg = JSONLimits.dictionary(Data(delivery.body.utf8)) else {
-            return .failure(NotSent(.payloadRejected, "30602: the Baidu msg is not a JSON object"))
-        }
         guard delivery.body.utf8.count <= Self.maximumPayload else {
             return .failure(NotSent(.payloadRejected, "30602: the msg is larger than \(Self.maximumPayload) bytes"))
+        }
+        guard let msg = JSONLimits.dictionary(Data(delivery.body.utf8)) else {
+            return .failure(NotSent(.payloadRejected, "30602: the Baidu msg is not a JSON object"))
         }
         let type: String
         switch delivery.header("X-Baidu-Message-Type") {
@@ -56,34 +58,36 @@ public struct BaiduService: PerDeviceService {
         }
         fields.append(("msg_type", type))
         fields.append(("timestamp", String(Int(Date().timeIntervalSince1970))))
+        var signer = Insecure.MD5()
+        signer.update(data: Data(Self.signatureEncoding("POST\(url)apikey=\(credentials.apiKey)channel_id=").utf8))
         return .success(
             Shared(
-                url: url, fields: FormEncoding.encode(fields), head: "apikey=\(FormEncoding.escape(credentials.apiKey))&",
-                signedHead: Self.signatureEncoding("POST\(url)apikey=\(credentials.apiKey)channel_id="),
-                signedTail: Self.signatureEncoding(fields.map { "\($0.0)=\($0.1)" }.joined() + credentials.secretKey)))
+                url: url, bodyHead: Data("apikey=\(FormEncoding.escape(credentials.apiKey))&channel_id=".utf8),
+                bodyTail: Data("&\(FormEncoding.encode(fields))&sign=".utf8), signer: signer,
+                signedTail: Data(Self.signatureEncoding(fields.map { "\($0.0)=\($0.1)" }.joined() + credentials.secretKey).utf8)))
     }
 
-    /// The channel id of a handle: Azure's Baidu handle is `{userId}-{channelId}`; a bare
-    /// channel id is taken too.
-    static func channel(of handle: String) -> Substring {
-        handle.firstIndex(of: "-").map { handle[handle.index(after: $0)...] } ?? handle[...]
+    /// The channel id: Azure's Baidu handle is `{userId}-{channelId}`; a bare channel id is
+    /// taken too.
+    public func address(of handle: String, credentials: BaiduCredentials) -> Result<String, NotSent> {
+        let channel = handle.firstIndex(of: "-").map { handle[handle.index(after: $0)...] } ?? handle[...]
+        return channel.isEmpty || channel.utf8.count > 64 ? .failure(NotSent(.invalidHandle, "30608: bad channel id")) : .success(String(channel))
     }
 
-    public func refusal(of handle: String, credentials: BaiduCredentials) -> NotSent? {
-        let channel = Self.channel(of: handle)
-        return channel.isEmpty || channel.utf8.count > 64 ? NotSent(.invalidHandle, "30608: bad channel id") : nil
+    public func request(_ shared: Shared, to channel: String, credentials: BaiduCredentials) -> Result<PNSRequest, NotSent> {
+        var signer = shared.signer
+        signer.update(data: Data(Self.signatureEncoding(channel).utf8))
+        signer.update(data: shared.signedTail)
+        let escaped = FormEncoding.escape(channel)
+        var body = Data(capacity: shared.bodyHead.count + escaped.utf8.count + shared.bodyTail.count + 32)
+        body.append(shared.bodyHead)
+        body.append(contentsOf: escaped.utf8)
+        body.append(shared.bodyTail)
+        body.append(contentsOf: Hex.lowercase(signer.finalize()).utf8)
+        return .success(PNSRequest(.url(shared.url), headers: Self.headers, body: body))
     }
 
-    public func request(_ shared: Shared, handle: String, credentials: BaiduCredentials) -> Result<PNSRequest, NotSent> {
-        let channel = String(Self.channel(of: handle))
-        let sign = Hex.lowercase(Insecure.MD5.hash(data: Data((shared.signedHead + Self.signatureEncoding(channel) + shared.signedTail).utf8)))
-        let body = shared.head + "channel_id=\(FormEncoding.escape(channel))&" + shared.fields + "&sign=" + sign
-        return .success(
-            PNSRequest(
-                .url(shared.url),
-                headers: [("content-type", "application/x-www-form-urlencoded;charset=utf-8"), ("user-agent", Self.userAgent)],
-                body: Data(body.utf8)))
-    }
+    private static let upperHex = Array("0123456789ABCDEF".unicodeScalars)
 
     /// What Baidu's signature encodes its text with: PHP's `urlencode` (letters, digits and
     /// `-_.` kept, a space as `+`, every other byte as `%XX`, upper-case).
@@ -97,10 +101,9 @@ public struct BaiduService: PerDeviceService {
                 encoded.unicodeScalars.append(Unicode.Scalar(byte))
             case UInt8(ascii: " "): encoded += "+"
             default:
-                let hex = Array("0123456789ABCDEF".unicodeScalars)
                 encoded.unicodeScalars.append("%")
-                encoded.unicodeScalars.append(hex[Int(byte >> 4)])
-                encoded.unicodeScalars.append(hex[Int(byte & 0xF)])
+                encoded.unicodeScalars.append(upperHex[Int(byte >> 4)])
+                encoded.unicodeScalars.append(upperHex[Int(byte & 0xF)])
             }
         }
         return encoded

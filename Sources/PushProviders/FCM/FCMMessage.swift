@@ -42,25 +42,17 @@ public enum FCMMessage {
         return "\(value)"
     }
 
-    /// A v1 request body cut around its token, so the pushes of one batch share one parse and
-    /// one serialization.
-    typealias BodyTemplate = SplicedJSON
-
-    /// The template for `body` in `format`, or why FCM would refuse it.
-    static func template(body: String, format: NotificationFormat) -> Result<BodyTemplate, Failure> {
+    /// The v1 request body for `body` in `format`, cut around its token, so the pushes of one
+    /// batch share one parse and one serialization; or why FCM would refuse it.
+    static func template(body: String, format: NotificationFormat) -> Result<SplicedJSON, Failure> {
         SplicedJSON.make { marker throws(Failure) in try request(body: body, format: format == .gcm ? "gcm" : "fcmv1", token: marker) }
     }
 
-    /// The request for one device on `url`, without its authorization, or why FCM would refuse it.
-    static func make(_ delivery: PNSDelivery, url: String) -> Result<PNSRequest, Failure> {
-        template(body: delivery.body, format: delivery.format).flatMap { make(delivery.handle, from: $0, url: url) }
-    }
-
     /// The request for the device `token` from a batch's template.
-    static func make(_ token: String, from template: BodyTemplate, url: String) -> Result<PNSRequest, Failure> {
+    static func make(_ token: String, from template: SplicedJSON, url: String) -> Result<PNSRequest, Failure> {
         let body = template.body(token)
         guard body.count <= FCMService.maximumPayload + 512 else { return .failure(Failure(message: "message too big")) }
-        return .success(PNSRequest(.url(url), headers: [("content-type", "application/json")], body: body))
+        return .success(PNSRequest(.url(url), headers: .json, body: body))
     }
 
     /// FCM v1 answers: HTTP status and the `error.status` / `FcmError.errorCode` of the body.

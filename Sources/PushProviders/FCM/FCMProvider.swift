@@ -30,12 +30,12 @@ public struct FCMService: PerDeviceService {
         FCMMessage.template(body: delivery.body, format: delivery.format).mapError { NotSent(.payloadRejected, "INVALID_ARGUMENT: \($0.message)") }
     }
 
-    public func refusal(of handle: String, credentials: Credentials) -> NotSent? {
-        handle.isEmpty ? NotSent(.invalidHandle, "UNREGISTERED") : nil
+    public func address(of handle: String, credentials: Credentials) -> Result<String, NotSent> {
+        handle.isEmpty ? .failure(NotSent(.invalidHandle, "UNREGISTERED")) : .success(handle)
     }
 
-    public func request(_ shared: Shared, handle: String, credentials: Credentials) -> Result<PNSRequest, NotSent> {
-        FCMMessage.make(handle, from: shared, url: credentials.url).mapError { NotSent(.payloadRejected, "INVALID_ARGUMENT: \($0.message)") }
+    public func request(_ shared: Shared, to token: String, credentials: Credentials) -> Result<PNSRequest, NotSent> {
+        FCMMessage.make(token, from: shared, url: credentials.url).mapError { NotSent(.payloadRejected, "INVALID_ARGUMENT: \($0.message)") }
     }
 
     public func admit(_ credentials: Credentials) async { await credentials.limiter.acquire() }

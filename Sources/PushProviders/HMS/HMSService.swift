@@ -20,12 +20,9 @@ public struct HMSService: PerDeviceService {
     public func accessTokens(_ credentials: HMSCredentials, transport: any PNSTransport, now: @escaping @Sendable () -> Date)
         -> CachedAccessToken?
     {
-        CachedAccessToken(now: now) {
-            try await OAuthTokenAnswer.fetch(
-                credentials.resolvedTokenURI,
-                [("grant_type", "client_credentials"), ("client_id", credentials.resolvedClientId), ("client_secret", credentials.clientSecret)],
-                through: transport)
-        }
+        .clientCredentials(
+            tokenURI: credentials.resolvedTokenURI, clientId: credentials.resolvedClientId, secret: credentials.clientSecret, scope: nil,
+            transport: transport, now: now)
     }
 
     public func shared(_ delivery: PNSDelivery, credentials: HMSCredentials) -> Result<Shared, NotSent> {
@@ -58,17 +55,19 @@ public struct HMSService: PerDeviceService {
         }
     }
 
-    public func request(_ shared: Shared, handle: String, credentials: HMSCredentials) -> Result<PNSRequest, NotSent> {
-        .success(PNSRequest(.url(shared.url), headers: [("content-type", "application/json")], body: shared.body.body(handle)))
+    public func request(_ shared: Shared, to token: String, credentials: HMSCredentials) -> Result<PNSRequest, NotSent> {
+        .success(PNSRequest(.url(shared.url), headers: .json, body: shared.body.body(token)))
     }
 
     public func classify(_ response: PNSResponse) -> PNSAnswer {
         let object = response.json
         let code = (object?["code"] as? String) ?? (object?["code"] as? NSNumber)?.stringValue
         let message = object?["msg"] as? String
-        let reason = code.map { code in message.map { "\(code) \($0)" } ?? code } ?? "HTTP \(response.status)"
         let classification = Self.classify(status: response.status, code: code, message: message, retryAfter: response.retryAfter)
-        return PNSAnswer(classification, status: response.status, reason: classification == .delivered ? nil : reason)
+        guard classification != .delivered else { return PNSAnswer(.delivered, status: response.status) }
+        return PNSAnswer(
+            classification, status: response.status, reason: code.map { code in message.map { "\(code) \($0)" } ?? code } ?? "HTTP \(response.status)"
+        )
     }
 
     /// Push Kit's answers: the HTTP status and the body's `code`.

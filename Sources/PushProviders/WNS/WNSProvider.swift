@@ -14,40 +14,32 @@ public struct WNSService: PerDeviceService {
         public var endpoints: EndpointPolicy
     }
 
-    /// The request a run of equal pushes shares; only its channel changes.
-    public typealias Shared = PNSRequest
-
-    /// What a run's request is made with before each push gets its own channel.
-    private static let placeholder = URL(string: "https://channel.invalid/")!
+    /// What a run of equal pushes shares: all of the request but its channel.
+    public typealias Shared = WNSRequest.Parts
 
     public init() {}
 
     public func accessTokens(_ credentials: Credentials, transport: any PNSTransport, now: @escaping @Sendable () -> Date) -> CachedAccessToken? {
-        CachedAccessToken(now: now) {
-            try await OAuthTokenAnswer.fetch(
-                credentials.wns.resolvedTokenURI,
-                [
-                    ("grant_type", "client_credentials"), ("client_id", credentials.wns.packageSid), ("client_secret", credentials.wns.secret),
-                    ("scope", "notify.windows.com"),
-                ], through: transport)
+        .clientCredentials(
+            tokenURI: credentials.wns.resolvedTokenURI, clientId: credentials.wns.packageSid, secret: credentials.wns.secret,
+            scope: "notify.windows.com", transport: transport, now: now)
+    }
+
+    public func shared(_ delivery: PNSDelivery, credentials: Credentials) -> Result<Shared, NotSent> {
+        WNSRequest.make(delivery)
+    }
+
+    /// The channel as the hub's endpoint policy checked it: one it does not allow is never sent
+    /// to, whatever the push, and the request goes to the URL checked, not the handle's text.
+    public func address(of handle: String, credentials: Credentials) -> Result<String, NotSent> {
+        switch credentials.endpoints.url(handle, platform: .wns) {
+        case .success(let channel): .success(channel.absoluteString)
+        case .failure(let refusal): .failure(NotSent(.notSent(.endpointNotAllowed("the channel URI \(refusal.reason)"))))
         }
     }
 
-    public func shared(_ delivery: PNSDelivery, credentials: Credentials) -> Result<PNSRequest, NotSent> {
-        WNSRequest.make(delivery, channel: Self.placeholder)
-    }
-
-    /// A channel the hub's endpoint policy does not allow is never sent to, whatever the push.
-    public func refusal(of handle: String, credentials: Credentials) -> NotSent? {
-        guard case .failure(let refusal) = credentials.endpoints.url(handle, platform: .wns) else { return nil }
-        return NotSent(.notSent(.endpointNotAllowed("the channel URI \(refusal.reason)")))
-    }
-
-    /// The run's request to `handle`, a channel `refusal(of:)` allowed.
-    public func request(_ shared: PNSRequest, handle: String, credentials: Credentials) -> Result<PNSRequest, NotSent> {
-        var request = shared
-        request.target = .url(handle)
-        return .success(request)
+    public func request(_ shared: Shared, to channel: String, credentials: Credentials) -> Result<PNSRequest, NotSent> {
+        .success(PNSRequest(.url(channel), headers: shared.headers, body: shared.body))
     }
 
     public func classify(_ response: PNSResponse) -> PNSAnswer {

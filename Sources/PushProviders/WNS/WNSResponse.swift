@@ -23,8 +23,15 @@ public enum WNSRequest {
         "X-WNS-Cache-Policy", "X-WNS-Tag", "X-WNS-Group", "X-WNS-Match", "X-WNS-SuppressPopup", "X-WNS-RequestForStatus", "X-WNS-PRIORITY",
     ]
 
-    /// The request for `delivery` to `channel`, without its authorization, or why it is not sent.
-    public static func make(_ delivery: PNSDelivery, channel: URL, now: Date = Date()) -> Result<PNSRequest, NotSent> {
+    /// What a request for `delivery` carries to any channel: its headers (no authorization)
+    /// and body.
+    public struct Parts: Sendable {
+        public var headers: PNSHeaderFields
+        public var body: Data
+    }
+
+    /// The headers and body for `delivery`, or why it is not sent.
+    public static func make(_ delivery: PNSDelivery, now: Date = Date()) -> Result<Parts, NotSent> {
         let typeText = delivery.header("X-WNS-Type") ?? WNSNotificationType.toast.rawValue
         guard let type = WNSNotificationType(header: typeText) else {
             return .failure(NotSent(.payloadRejected, "X-WNS-Type \(typeText) is not one WNS knows"))
@@ -38,7 +45,7 @@ public enum WNSRequest {
         } else if let expiresAt = delivery.expiresAt {
             headers.add("X-WNS-TTL", String(max(1, Int(expiresAt.timeIntervalSince(now)))))
         }
-        return .success(PNSRequest(.url(channel.absoluteString), headers: headers, body: body))
+        return .success(Parts(headers: headers, body: body))
     }
 }
 

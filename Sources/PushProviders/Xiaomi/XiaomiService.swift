@@ -17,7 +17,8 @@ public struct XiaomiService: PerDeviceService {
         var url: String
         /// The form after `registration_id`, starting with `&`.
         var rest: Data
-        var authorization: String
+        /// The content type and the app secret's `Authorization`, the same for every regid.
+        var headers: PNSHeaderFields
     }
 
     public init() {}
@@ -65,7 +66,10 @@ public struct XiaomiService: PerDeviceService {
         guard fields.reduce(0, { $0 + $1.1.utf8.count }) <= Self.maximumPayload + 512 else {
             return .failure(NotSent(.payloadRejected, "65009: the message is larger than \(Self.maximumPayload) bytes"))
         }
-        return .success(Shared(url: "\(credentials.resolvedEndpoint)/v3/message/regid", rest: rest, authorization: "key=\(credentials.appSecret)"))
+        return .success(
+            Shared(
+                url: "\(credentials.resolvedEndpoint)/v3/message/regid", rest: rest,
+                headers: [("content-type", "application/x-www-form-urlencoded;charset=UTF-8"), ("authorization", "key=\(credentials.appSecret)")]))
     }
 
     /// A form field's name as Mi Push names them: nothing a form would read as another field.
@@ -78,18 +82,14 @@ public struct XiaomiService: PerDeviceService {
     }
 
     /// One regid a request: a comma would make it several.
-    public func refusal(of handle: String, credentials: XiaomiCredentials) -> NotSent? {
-        handle.isEmpty || handle.contains(",") ? NotSent(.invalidHandle, "bad regid") : nil
+    public func address(of handle: String, credentials: XiaomiCredentials) -> Result<String, NotSent> {
+        handle.isEmpty || handle.contains(",") ? .failure(NotSent(.invalidHandle, "bad regid")) : .success(handle)
     }
 
-    public func request(_ shared: Shared, handle: String, credentials: XiaomiCredentials) -> Result<PNSRequest, NotSent> {
-        var body = Data("registration_id=\(FormEncoding.escape(handle))".utf8)
+    public func request(_ shared: Shared, to regid: String, credentials: XiaomiCredentials) -> Result<PNSRequest, NotSent> {
+        var body = Data("registration_id=\(FormEncoding.escape(regid))".utf8)
         body.append(shared.rest)
-        return .success(
-            PNSRequest(
-                .url(shared.url),
-                headers: [("content-type", "application/x-www-form-urlencoded;charset=UTF-8"), ("authorization", shared.authorization)],
-                body: body))
+        return .success(PNSRequest(.url(shared.url), headers: shared.headers, body: body))
     }
 
     public func classify(_ response: PNSResponse) -> PNSAnswer {

@@ -40,14 +40,17 @@ struct JobOptions: ParsableArguments {
             guard response.status == 200 else { throw Self.failure("reading job \(id)", response.status, response.body) }
             let job = try Self.report(response.body)
             let (succeeded, failed) = (job.count("SucceededCount"), job.count("FailedCount"))
-            let line = "job \(id): \(job.status), \(job.progress) %, \(succeeded) succeeded, \(failed) failed"
+            let line =
+                "job \(id): \(job.status?.rawValue ?? "an unknown status"), \(job.progress) %, \(succeeded ?? 0) succeeded, \(failed ?? 0) failed"
             if line != shown {
                 FileHandle.standardError.write(Data((line + "\n").utf8))
                 shown = line
             }
             switch job.status {
-            case "Completed": return (succeeded, failed)
-            case "Failed": throw CommandFailure(description: "job \(id) failed: \(job.failure ?? "no reason given")")
+            case .completed:
+                guard let succeeded, let failed else { throw CommandFailure(description: "job \(id) ended without its counts: \(job.properties)") }
+                return (succeeded, failed)
+            case .failed: throw CommandFailure(description: "job \(id) failed: \(job.failure ?? "no reason given")")
             default: break
             }
             guard Date() < deadline else {

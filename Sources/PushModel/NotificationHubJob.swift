@@ -103,13 +103,15 @@ public struct NotificationHubJob: Sendable, Equatable {
     /// What a client reads of a job the hub API answered with (an Atom entry or the element).
     public struct Report: Sendable, Equatable {
         public var jobId: String
-        public var status: String
+        /// nil when the answer named a status this build does not know.
+        public var status: Status?
         public var progress: String
         public var failure: String?
         /// `OutputProperties`: `OutputFilePath`, `FailedFilePath`, `SucceededCount`, `FailedCount`.
         public var properties: [String: String]
 
-        public func count(_ key: String) -> Int64 { properties[key].flatMap { Int64($0) } ?? 0 }
+        /// A count of `properties`; nil when the answer has none, or not a number.
+        public func count(_ key: String) -> Int64? { properties[key].flatMap { Int64($0) } }
     }
 
     /// Reads a job as the hub API writes it.
@@ -123,7 +125,8 @@ public struct NotificationHubJob: Sendable, Equatable {
             if let key = pair.child("Key")?.text { properties[key] = pair.child("Value")?.text ?? "" }
         }
         return Report(
-            jobId: id, status: job.child("Status")?.text ?? "", progress: job.child("Progress")?.text ?? "0", failure: job.child("Failure")?.text,
+            jobId: id, status: (job.child("Status")?.text).flatMap(Status.init(rawValue:)), progress: job.child("Progress")?.text ?? "0",
+            failure: job.child("Failure")?.text,
             properties: properties)
     }
 

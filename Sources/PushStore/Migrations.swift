@@ -324,7 +324,6 @@ public enum Migrations {
                         failed BIGINT NOT NULL DEFAULT 0,
                         progress BIGINT NOT NULL DEFAULT 0,
                         failure TEXT,
-                        attempts BIGINT NOT NULL DEFAULT 0,
                         runner TEXT,
                         lease_until BIGINT,
                         created_at BIGINT NOT NULL,
@@ -349,6 +348,46 @@ public enum Migrations {
                     "DROP INDEX registrations_by_user",
                     "CREATE INDEX registrations_by_user ON registrations (hub, user_id) WHERE user_id IS NOT NULL",
                 ] + (dialect == .postgres ? postgresByteOrder : [])
+            ),
+            // A job's tries in a row without progress. Version 13 first shipped without the
+            // column, and stores made since have it: the table is made again with it, the jobs
+            // copied (their tries counted from 0), so both kinds of store end the same.
+            (
+                15,
+                [
+                    """
+                    CREATE TABLE jobs_with_attempts (
+                        hub TEXT NOT NULL,
+                        job_id TEXT NOT NULL,
+                        type TEXT NOT NULL,
+                        status TEXT NOT NULL,
+                        import_file_uri TEXT,
+                        output_container_uri TEXT,
+                        input_path TEXT,
+                        input_size BIGINT NOT NULL DEFAULT 0,
+                        input_offset BIGINT NOT NULL DEFAULT 0,
+                        line BIGINT NOT NULL DEFAULT 0,
+                        output_bytes BIGINT NOT NULL DEFAULT 0,
+                        failed_bytes BIGINT NOT NULL DEFAULT 0,
+                        export_cursor TEXT,
+                        export_total BIGINT NOT NULL DEFAULT 0,
+                        succeeded BIGINT NOT NULL DEFAULT 0,
+                        failed BIGINT NOT NULL DEFAULT 0,
+                        progress BIGINT NOT NULL DEFAULT 0,
+                        failure TEXT,
+                        attempts BIGINT NOT NULL DEFAULT 0,
+                        runner TEXT,
+                        lease_until BIGINT,
+                        created_at BIGINT NOT NULL,
+                        updated_at BIGINT NOT NULL,
+                        PRIMARY KEY (hub, job_id)
+                    )
+                    """,
+                    "INSERT INTO jobs_with_attempts (hub, job_id, type, status, import_file_uri, output_container_uri, input_path, input_size, input_offset, line, output_bytes, failed_bytes, export_cursor, export_total, succeeded, failed, progress, failure, runner, lease_until, created_at, updated_at) SELECT hub, job_id, type, status, import_file_uri, output_container_uri, input_path, input_size, input_offset, line, output_bytes, failed_bytes, export_cursor, export_total, succeeded, failed, progress, failure, runner, lease_until, created_at, updated_at FROM jobs",
+                    "DROP TABLE jobs",
+                    "ALTER TABLE jobs_with_attempts RENAME TO jobs",
+                    "CREATE INDEX jobs_by_status ON jobs (status, created_at)",
+                ]
             ),
         ]
     }

@@ -169,7 +169,9 @@ extension SQLRegistrationStore: JobStore {
     }
 
     /// Renews the lease and writes `position` as the job's; throws `JobLeaseLost` when the job
-    /// is not `runner`'s any more.
+    /// is not `runner`'s any more. The tries in a row start again only when the position moved
+    /// (a line read, a registration exported): a checkpoint that only renews the lease (an
+    /// export's count) does not wipe the failures before it.
     private static func checkpoint(
         hub: String, id: String, runner: String, position: JobPosition, progress: Double, lease: TimeInterval, on connection: any SQLConnection
     ) async throws {
@@ -177,14 +179,16 @@ extension SQLRegistrationStore: JobStore {
         let updated = try await connection.query(
             """
             UPDATE jobs SET input_offset = ?, line = ?, output_bytes = ?, failed_bytes = ?, export_cursor = ?, export_total = ?,
-                succeeded = ?, failed = ?, progress = ?, attempts = 0, lease_until = ?, updated_at = ?
+                succeeded = ?, failed = ?, progress = ?, lease_until = ?, updated_at = ?,
+                attempts = CASE WHEN input_offset <> ? OR succeeded <> ? OR failed <> ? THEN 0 ELSE attempts END
             WHERE hub = ? AND job_id = ? AND runner = ? AND status = 'Running' RETURNING job_id
             """,
             [
                 .integer(position.inputOffset), .integer(position.line), .integer(position.outputBytes), .integer(position.failedBytes),
                 SQLValue(position.exportCursor?.description), .integer(position.exportTotal), .integer(position.succeeded),
                 .integer(position.failed), .integer(Int64((min(max(progress, 0), 100) * 100).rounded())),
-                SQLValue(now.addingTimeInterval(lease)), SQLValue(now), .text(hub), .text(id), .text(runner),
+                SQLValue(now.addingTimeInterval(lease)), SQLValue(now), .integer(position.inputOffset), .integer(position.succeeded),
+                .integer(position.failed), .text(hub), .text(id), .text(runner),
             ])
         guard !updated.isEmpty else { throw JobLeaseLost() }
     }

@@ -404,6 +404,36 @@ extension MigrationTests {
     }
 }
 
+extension MigrationTests {
+    @Test("a store whose jobs table first shipped without attempts gets it, its jobs kept", arguments: StoreKind.available)
+    func jobAttemptsAdded(_ kind: StoreKind) async throws {
+        let open = try await StoreFixture.ownDatabase(kind)
+        let hub = "myhub"
+        await (try await SQLRegistrationStore.open(try open())).close()
+        let database = try await open()
+        let now = Int64(Date().timeIntervalSince1970)
+        // Version 13 as it first shipped, with a job waiting, and no later step applied.
+        try await database.write { connection in
+            for statement in [
+                "DROP TABLE jobs",
+                "CREATE TABLE jobs (hub TEXT NOT NULL, job_id TEXT NOT NULL, type TEXT NOT NULL, status TEXT NOT NULL, import_file_uri TEXT, output_container_uri TEXT, input_path TEXT, input_size BIGINT NOT NULL DEFAULT 0, input_offset BIGINT NOT NULL DEFAULT 0, line BIGINT NOT NULL DEFAULT 0, output_bytes BIGINT NOT NULL DEFAULT 0, failed_bytes BIGINT NOT NULL DEFAULT 0, export_cursor TEXT, export_total BIGINT NOT NULL DEFAULT 0, succeeded BIGINT NOT NULL DEFAULT 0, failed BIGINT NOT NULL DEFAULT 0, progress BIGINT NOT NULL DEFAULT 0, failure TEXT, runner TEXT, lease_until BIGINT, created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL, PRIMARY KEY (hub, job_id))",
+                "INSERT INTO jobs (hub, job_id, type, status, created_at, updated_at) VALUES ('\(hub)', 'j1', 'ExportRegistrations', 'Started', \(now), \(now))",
+                "DELETE FROM schema_migrations WHERE version = 15",
+            ] {
+                try await connection.execute(statement, [])
+            }
+        }
+        await database.close()
+        let store = try await SQLRegistrationStore.open(try open())
+        let job = try #require(try await store.job(hub: hub, id: "j1"), "the job was kept")
+        #expect(job.job.status == .started)
+        // The column is there: a failure that may pass is counted against the job.
+        #expect(try await store.claimJob(runner: "r", hubs: [hub], lease: 30, now: Date()) != nil)
+        #expect(try await store.deferJob(hub: hub, id: "j1", runner: "r", failure: "x", maximumAttempts: 10) == false)
+        await store.close()
+    }
+}
+
 @Suite("Paging while registrations change")
 struct PagingStabilityTests {
     @Test("a registration or installation updated mid-paging is met once", arguments: StoreKind.available)

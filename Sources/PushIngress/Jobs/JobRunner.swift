@@ -110,7 +110,7 @@ public final class JobRunner: Service, Sendable {
                         try await sweep()
                     }
                     if let job = try await store.claimJob(runner: runner, hubs: hubs.hubs.map(\.name), lease: files.settings.lease, now: Date()) {
-                        // After a failure that may pass, a pause before the next look.
+                        // When the store could not even defer the job, a pause before the next look.
                         if await run(job) { await signal.wait(upTo: .seconds(5)) }
                         continue
                     }
@@ -145,8 +145,9 @@ public final class JobRunner: Service, Sendable {
     }
 
     /// Runs one claimed job to its end, or until the ingress stops (it is let go, to go on
-    /// elsewhere or after the restart) or loses the lease. True when it stopped on a failure
-    /// that may pass (the store or the disk), and goes on later.
+    /// elsewhere or after the restart) or loses the lease. A failure that may pass (the store or
+    /// the disk) defers the job: the store keeps it from being taken during its back-off, while
+    /// other jobs go on. True when not even that could be written, and the runner should pause.
     func run(_ stored: StoredJob) async -> Bool {
         let job = stored.job
         let metadata: Logger.Metadata = ["pushhub.hub": "\(job.hub)", "pushhub.job": "\(job.jobId)", "pushhub.jobType": "\(job.type.rawValue)"]
@@ -180,10 +181,13 @@ public final class JobRunner: Service, Sendable {
             // unless tries in a row keep failing.
             let reason = (error as? SQLError)?.reason ?? String(describing: error)
             logger.warning("job stopped; it goes on later", metadata: metadata.merging(["pushhub.error": "\(reason.prefix(300))"]) { $1 })
-            ended =
-                (try? await store.deferJob(
-                    hub: job.hub, id: job.jobId, runner: runner, failure: String(reason.prefix(300)), maximumAttempts: Self.maximumAttempts)) == true
-            return true
+            do {
+                ended = try await store.deferJob(
+                    hub: job.hub, id: job.jobId, runner: runner, failure: String(reason.prefix(300)), maximumAttempts: Self.maximumAttempts)
+            } catch {
+                // Not even the back-off could be written: the store is failing for everyone.
+                return true
+            }
         }
         return false
     }

@@ -21,11 +21,7 @@ struct JobsController: Sendable {
     static let listLimit = 100
     /// Uploads streamed to disk at once by this ingress; more wait (503 with `Retry-After`).
     static let maximumUploads = 2
-    let uploads = UploadCount()
-
-    final class UploadCount: Sendable {
-        let value = Atomic<Int>(0)
-    }
+    let uploads = InFlightLimit(maximumUploads)
 
     func addRoutes(to routes: HubRoutes) {
         let manage = routes.requiring(.manage)
@@ -104,13 +100,12 @@ struct JobsController: Sendable {
             throw HubAPIError(
                 .conflict, "job \(stored.job.jobId) takes no input: only an import waiting for its input (Started, no ImportFileUri) does")
         }
-        guard uploads.value.add(1, ordering: .relaxed).newValue <= Self.maximumUploads else {
-            uploads.value.subtract(1, ordering: .relaxed)
+        guard uploads.enter() else {
             var refusal = HubAPIError(.serviceUnavailable, "\(Self.maximumUploads) inputs are being uploaded to this ingress; try again")
             refusal.retryAfter = 10
             throw refusal
         }
-        defer { uploads.value.subtract(1, ordering: .relaxed) }
+        defer { uploads.leave() }
         let directory = files.jobDirectory(hub: hub, id: stored.job.jobId)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let file = directory.appendingPathComponent("input-\(RandomID.make()).txt")

@@ -494,7 +494,12 @@ struct ProviderSimulatorTests {
         }
         #expect(late.reason?.contains("no answer within") == true, "\(late)")
         try await sim.setFaults(SimulatorFaults())
-        #expect(await provider.deliver(delivery).classification == .delivered)
+        // The same connection answers again. The client gives up after 300 ms, which a loaded
+        // machine (the suite's busiest minute) can pass: a few tries, not one.
+        var answers: [PNSAnswer] = []
+        for _ in 0..<3 where answers.last?.classification != .delivered { answers.append(await provider.deliver(delivery)) }
+        #expect(answers.last?.classification == .delivered, "\(answers)")
+        #expect(answers.allSatisfy { $0.classification == .delivered || $0.reason?.contains("no answer within") == true }, "\(answers)")
     }
 
     @Test("when APNs closes the connection, the next push connects again")

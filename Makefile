@@ -4,7 +4,7 @@ SWIFT ?= swift
 SCRATCH ?= .build
 SWIFTFLAGS := --scratch-path $(SCRATCH)
 
-.PHONY: all build release dev test format fuzz bench-kafka bench-ingress bench-store bench-store-postgres bench-import bench-import-postgres bench-dispatch bench-apns bench-pns bench-load clean
+.PHONY: all build release dev test format fuzz bench-kafka bench-ingress bench-store bench-store-postgres bench-import bench-import-postgres bench-dispatch bench-apns bench-pns bench-load console-screenshots clean
 
 all: build
 
@@ -33,6 +33,13 @@ test:
 	SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(TEST_WIDTH) PUSHHUB_REQUIRE_POSTGRES=1 scripts/with-postgres.sh $(SWIFT) test $(SWIFTFLAGS) --skip-build
 	FUZZ_SECONDS=$(CI_FUZZ_SECONDS) FUZZ_SEED=1 scripts/fuzz.sh
 	python3 scripts/schemathesis-dev.py --pushhub $(SCRATCH)/debug/pushhub --examples 10 --max-time 60
+
+# The console's screenshots under docs/console/, taken by its browser test (make test takes
+# them too, in a temporary directory).
+console-screenshots:
+	scripts/install-deps.sh test
+	$(SWIFT) build $(SWIFTFLAGS) --build-tests
+	PUSHHUB_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(SWIFT) test $(SWIFTFLAGS) --skip-build --filter ConsoleBrowserTests
 
 # Formats the code as .swift-format says (make test checks it).
 format:

@@ -24,7 +24,8 @@ case "$purpose" in
     command -v kubectl >/dev/null 2>&1 || apt_packages+=(kubernetes-client)
     # docs/producing.md's examples are run as written: kcat, and Python's confluent-kafka.
     have_deb kcat || apt_packages+=(kcat)
-    # The load report's page is checked in a real browser: Debian's headless Chromium.
+    # The load report's page and the web console are checked in a real browser: Debian's
+    # headless Chromium, driven through chromedriver.
     command -v chromium >/dev/null 2>&1 || apt_packages+=(chromium)
     have_deb chromium-driver || apt_packages+=(chromium-driver)
     # The alert rules are checked and unit-tested with promtool (Debian's prometheus).

@@ -23,6 +23,8 @@ public struct HubsConfiguration: Codable, Sendable, Equatable {
     public var dispatchDedupeSeconds: Int?
     /// Import and export jobs: their directory and limits.
     public var jobs: JobsConfiguration?
+    /// The web console: sessions, accounts, the metrics it reads.
+    public var console: ConsoleConfiguration?
 
     /// `dispatchDedupeSeconds`, the default filled in.
     public var dispatchDedupeWindow: TimeInterval { TimeInterval(dispatchDedupeSeconds ?? 86_400) }
@@ -263,6 +265,7 @@ extension HubsConfiguration {
         }
         try backlog?.validate(at: "\(source): backlog")
         try jobs?.validate(at: "\(source): jobs")
+        try console?.validate(at: "\(source): console", hubs: self)
         if let dispatchDedupeSeconds, !(0...(30 * 86_400)).contains(dispatchDedupeSeconds) {
             throw ConfigurationError("\(source): dispatchDedupeSeconds: 0 (off) to 2592000 (30 days), not \(dispatchDedupeSeconds)")
         }

@@ -11,15 +11,22 @@ public struct JobsConfiguration: Codable, Sendable, Equatable {
     public var leaseSeconds: Int?
     /// The largest input a job reads, uploaded or from the directory (default 1 GiB).
     public var maximumInputBytes: Int64?
+    /// A pause between two chunks of an import, in milliseconds (default 0): it spreads a large
+    /// import out, leaving the store's writer to the API between chunks; tests use it to keep an
+    /// import in its middle long enough to stop it there. At most 1000, half the shortest lease,
+    /// so that a job keeps its lease through a pause.
+    public var chunkPauseMilliseconds: Int?
 
-    public init(directory: String? = nil, leaseSeconds: Int? = nil, maximumInputBytes: Int64? = nil) {
+    public init(directory: String? = nil, leaseSeconds: Int? = nil, maximumInputBytes: Int64? = nil, chunkPauseMilliseconds: Int? = nil) {
         self.directory = directory
         self.leaseSeconds = leaseSeconds
         self.maximumInputBytes = maximumInputBytes
+        self.chunkPauseMilliseconds = chunkPauseMilliseconds
     }
 
     public var lease: TimeInterval { TimeInterval(leaseSeconds ?? 30) }
     public var inputLimit: Int64 { maximumInputBytes ?? 1 << 30 }
+    public var chunkPause: Duration { .milliseconds(chunkPauseMilliseconds ?? 0) }
 
     /// The directory, a relative one taken from beside the configuration file at `configurationPath`.
     public func resolvedDirectory(configurationPath: String) -> String {
@@ -32,5 +39,8 @@ public struct JobsConfiguration: Codable, Sendable, Equatable {
         if let directory, directory.isEmpty || directory.contains("\0") { throw ConfigurationError("\(path).directory: must be a path") }
         if let leaseSeconds, !(2...3_600).contains(leaseSeconds) { throw ConfigurationError("\(path).leaseSeconds: must be 2 to 3600") }
         if let maximumInputBytes, maximumInputBytes < 1_024 { throw ConfigurationError("\(path).maximumInputBytes: must be 1024 or more") }
+        if let chunkPauseMilliseconds, !(0...1_000).contains(chunkPauseMilliseconds) {
+            throw ConfigurationError("\(path).chunkPauseMilliseconds: must be 0 to 1000")
+        }
     }
 }

@@ -167,6 +167,7 @@ struct DevCommand: AsyncParsableCommand {
                 """
                 PushHub is running: ingress at http://\(endpoint), hub \(hub.name), \(kafkaSource == nil ? "embedded defaults" : "SQLite and simulators embedded").
                 Kafka: \(kafkaSource.map { "\(kafka.joined(separator: ",")) (\($0))" } ?? "embedded, in this process, at \(kafka.joined(separator: ",")) (memory only)").
+                Console: http://\(endpoint)/console (sign in with hub \(hub.name) and PUSHHUB_CONNECTION_STRING below).
                 PNS simulators: every service over HTTP/2 and TLS at \(simulator.apns), and FCM/WNS/Web Push over plain HTTP/1.1 at \(simulator.http) (see /sim/stats and /sim/deliveries?handle= there).
                 Stop with Ctrl-C.
                 PUSHHUB_URL=http://\(endpoint)

@@ -70,12 +70,16 @@ public func buildIngressRouter(
     InstallationController(store: stores.registrations).addRoutes(to: hubRoutes)
     RegistrationController(store: stores.registrations, access: access).addRoutes(to: hubRoutes)
     JobsController(store: stores.jobs, files: jobs, signal: jobSignal, access: access).addRoutes(to: hubRoutes)
+    // One debug-send gate for the API's test sends and the console's.
+    let debug = queue.map { DebugSend(queue: $0, audiences: AudienceResolver(store: stores.registrations), timeout: debugSendTimeout) }
     if let queue {
         MessageController(
-            access: access, queue: queue, outcomes: stores.outcomes, schedules: stores.schedules,
-            debug: DebugSend(queue: queue, audiences: AudienceResolver(store: stores.registrations), timeout: debugSendTimeout),
+            access: access, queue: queue, outcomes: stores.outcomes, schedules: stores.schedules, debug: debug,
             idempotency: IdempotentSends(store: stores.idempotency)
         ).addRoutes(to: hubRoutes)
+    }
+    if hubs.console?.isEnabled ?? true {
+        try ConsoleController(hubs: hubs, stores: stores, debug: debug, logins: logins, now: now).addRoutes(to: router)
     }
     if let outcomes = stores.outcomes { FeedbackController(outcomes: outcomes).addRoutes(to: hubRoutes) }
     if let appBackend = hubs.appBackend, let hub = hubs.hub(named: appBackend.hub) {

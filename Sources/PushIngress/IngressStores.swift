@@ -21,12 +21,15 @@ public struct IngressStores: Sendable {
     public var idempotency: (any IdempotencyStore)?
     /// Import and export jobs. Without them `/{hub}/jobs` answers 503.
     public var jobs: (any JobStore)?
+    /// What the web console reads: device counts, recent sends. Without it the console's
+    /// overview leaves those out and its notifications page answers 503.
+    public var console: (any ConsoleStore)?
 
     /// Each part given on its own; pass nil to leave an optional part out.
     public init(
         registrations: any RegistrationStore, users: any UserStore, outcomes: (any OutcomeStore)?, schedules: (any ScheduleStore)?,
         richPayloads: (any RichPayloadStore)?, idempotency: (any IdempotencyStore)? = nil,
-        jobs: (any JobStore)? = nil
+        jobs: (any JobStore)? = nil, console: (any ConsoleStore)? = nil
     ) {
         self.registrations = registrations
         self.users = users
@@ -35,10 +38,13 @@ public struct IngressStores: Sendable {
         self.richPayloads = richPayloads
         self.idempotency = idempotency
         self.jobs = jobs
+        self.console = console
     }
 
     /// Every part from one store that keeps them all, such as `SQLRegistrationStore`.
-    public init(_ store: some RegistrationStore & OutcomeStore & ScheduleStore & RichPayloadStore & IdempotencyStore & JobStore) {
-        self.init(registrations: store, users: store, outcomes: store, schedules: store, richPayloads: store, idempotency: store, jobs: store)
+    public init(_ store: some RegistrationStore & OutcomeStore & ScheduleStore & RichPayloadStore & IdempotencyStore & JobStore & ConsoleStore) {
+        self.init(
+            registrations: store, users: store, outcomes: store, schedules: store, richPayloads: store, idempotency: store, jobs: store,
+            console: store)
     }
 }

@@ -389,6 +389,8 @@ public enum Migrations {
                     "CREATE INDEX jobs_by_status ON jobs (status, created_at)",
                 ]
             ),
+            // The web console lists a hub's sends, newest first, and counts those of the last day.
+            (16, ["CREATE INDEX notifications_by_hub ON notifications (hub, enqueued_at)"]),
         ]
     }
 

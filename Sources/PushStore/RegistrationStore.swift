@@ -108,6 +108,8 @@ public enum RegistrationQuery: Sendable, Equatable {
     case all
     case tagExpression(TagExpression)
     case handle(String)
+    /// Handles that start with this text (the web console's search).
+    case handlePrefix(String)
     case installation(String)
     case user(String)
 }

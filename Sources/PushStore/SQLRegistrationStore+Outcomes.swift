@@ -414,11 +414,7 @@ extension SQLRegistrationStore: OutcomeStore {
             ).map { row in
                 FailedTarget(
                     target: row.text("target") ?? "", platform: row.text("platform").flatMap(Platform.init(rawValue:)),
-                    result: DeliveryResult(
-                        registrationId: row.text("registration_id"), handle: row.text("handle"),
-                        outcome: row.text("outcome").flatMap(Outcome.init(rawValue:)) ?? .failed, pnsStatus: row.integer("pns_status").map(Int.init),
-                        pnsReason: row.text("pns_reason"), attempts: Int(row.integer("attempts") ?? 0), dwellMs: 0),
-                    at: row.date("at") ?? Date(timeIntervalSince1970: 0))
+                    result: Self.deliveryResult(row), at: row.date("at") ?? Date(timeIntervalSince1970: 0))
             }
         }
     }
@@ -471,21 +467,34 @@ extension SQLRegistrationStore: OutcomeStore {
                     "SELECT * FROM notifications WHERE notification_id = ? AND hub = ?", [.text(id), .text(hub)]
                 ).first
             else { return nil }
-            var counts: [Platform: [Outcome: Int]] = [:]
-            for count in try await connection.query("SELECT platform, outcome, count FROM notification_counts WHERE notification_id = ?", [.text(id)])
-            {
-                guard let platform = count.text("platform").flatMap(Platform.init(rawValue:)),
-                    let outcome = count.text("outcome").flatMap(Outcome.init(rawValue:))
-                else { continue }
-                counts[platform, default: [:]][outcome] = Int(count.integer("count") ?? 0)
-            }
-            return NotificationOutcome(
-                notificationId: id, hub: hub, state: row.text("state").flatMap(NotificationState.init(rawValue:)) ?? .enqueued,
-                enqueuedAt: row.date("enqueued_at") ?? Date(timeIntervalSince1970: 0), startedAt: row.date("started_at"),
-                endedAt: row.date("ended_at"), expectedTargets: row.integer("expected").map(Int.init), counts: counts,
-                reason: row.text("reason"), format: row.text("format").flatMap(NotificationFormat.init(rawValue:)), tags: row.text("tags"),
-                body: row.text("body"), dispatched: row.text("dispatched").flatMap(Self.dispatchedPlatforms))
+            let counts = try await connection.query("SELECT platform, outcome, count FROM notification_counts WHERE notification_id = ?", [.text(id)])
+            return Self.notificationOutcome(row, id: id, hub: hub, counts: counts)
         }
+    }
+
+    /// A notification from its row and its rows of `notification_counts`.
+    static func notificationOutcome(_ row: SQLRow, id: String, hub: String, counts rows: [SQLRow]) -> NotificationOutcome {
+        var counts: [Platform: [Outcome: Int]] = [:]
+        for count in rows {
+            guard let platform = count.text("platform").flatMap(Platform.init(rawValue:)),
+                let outcome = count.text("outcome").flatMap(Outcome.init(rawValue:))
+            else { continue }
+            counts[platform, default: [:]][outcome] = Int(count.integer("count") ?? 0)
+        }
+        return NotificationOutcome(
+            notificationId: id, hub: hub, state: row.text("state").flatMap(NotificationState.init(rawValue:)) ?? .enqueued,
+            enqueuedAt: row.date("enqueued_at") ?? Date(timeIntervalSince1970: 0), startedAt: row.date("started_at"),
+            endedAt: row.date("ended_at"), expectedTargets: row.integer("expected").map(Int.init), counts: counts,
+            reason: row.text("reason"), format: row.text("format").flatMap(NotificationFormat.init(rawValue:)), tags: row.text("tags"),
+            body: row.text("body"), dispatched: row.text("dispatched").flatMap(Self.dispatchedPlatforms))
+    }
+
+    /// A target's result as `failed_targets` keeps it.
+    static func deliveryResult(_ row: SQLRow) -> DeliveryResult {
+        DeliveryResult(
+            registrationId: row.text("registration_id"), handle: row.text("handle"),
+            outcome: row.text("outcome").flatMap(Outcome.init(rawValue:)) ?? .failed, pnsStatus: row.integer("pns_status").map(Int.init),
+            pnsReason: row.text("pns_reason"), attempts: Int(row.integer("attempts") ?? 0), dwellMs: 0)
     }
 
     /// The platforms a dispatch summary (`{"apns":3,…}`) sent to.

@@ -313,6 +313,15 @@ public final class SQLRegistrationStore: RegistrationStore {
             case .handle(let handle):
                 return try await Self.scan(
                     hub: hub, filter: ("r.handle = ?", [.text(handle)]), after: after, limit: limit, columns: columns, on: connection)
+            case .handlePrefix(let prefix):
+                // From the handle index's first match on; the comparison of the prefix itself is
+                // exact (handles compare as bytes on both databases).
+                return try await Self.scan(
+                    hub: hub,
+                    filter: (
+                        "r.handle >= ? AND substr(r.handle, 1, ?) = ?", [.text(prefix), .integer(Int64(prefix.unicodeScalars.count)), .text(prefix)]
+                    ),
+                    after: after, limit: limit, columns: columns, on: connection)
             case .installation(let id):
                 return try await Self.scan(
                     hub: hub, filter: ("r.installation_id = ?", [.text(id)]), after: after, limit: limit, columns: columns, on: connection)

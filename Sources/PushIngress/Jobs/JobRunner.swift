@@ -221,9 +221,13 @@ public final class JobRunner: Service, Sendable {
         let start = position
         var next = Task { try input.chunk(lines: chunkLines, after: start, hub: hub, type: type) }
         defer { next.cancel() }
+        let pause = files.settings.chunkPause
         while true {
             let (lines, read) = try await next.value
             if lines.isEmpty { return true }
+            // The configured pause between chunks (`jobs.chunkPauseMilliseconds`): none before the
+            // first, none after the last.
+            if moved, pause > .zero { try? await Task.sleep(for: pause) }
             // At least a chunk a turn, so a job always moves.
             if stopping.load(ordering: .relaxed) || (moved && ContinuousClock.now > turnEnds) { return false }
             next = Task { try input.chunk(lines: chunkLines, after: read, hub: hub, type: type) }

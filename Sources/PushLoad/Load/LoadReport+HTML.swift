@@ -1,4 +1,5 @@
 import Foundation
+import PushOps
 
 extension LoadReport {
     /// A self-contained HTML page: a pass or fail banner, the run's settings and figures,
@@ -11,22 +12,23 @@ extension LoadReport {
         let active = timeline.drop { $0.accepted == 0 && $0.registered == 0 && $0.results == 0 && $0.errors.isEmpty }
         let first = Double(active.first?.second ?? 0)
         let last = Double(active.last?.second ?? 0)
-        let xTicks = Chart.ticks(from: first, upTo: max(last, first + 1)).map { ($0, Format.number($0)) }
+        let xTicks = LineChart.ticks(from: first, upTo: max(last, first + 1)).map { ($0, Format.number($0)) }
         let series: [(String, String, KeyPath<Timeline.Second, Int>)] = [
             ("registered/s", "#7a5195", \.registered), ("accepted/s", "#003f5c", \.accepted), ("delivered/s", "#c2185b", \.delivered),
         ]
-        let lines = series.compactMap { name, color, path -> Chart.Series? in
+        let lines = series.compactMap { name, color, path -> LineChart.Series? in
             let points = active.map { (Double($0.second), Double($0[keyPath: path])) }
-            return points.contains { $0.1 > 0 } ? Chart.Series(name: name, color: color, points: points) : nil
+            return points.contains { $0.1 > 0 } ? LineChart.Series(name: name, color: color, points: points) : nil
         }
         if !lines.isEmpty {
-            sections.append(Chart(title: "Throughput", xLabel: "seconds since the start", yLabel: "per second", series: lines, xTicks: xTicks).svg())
+            sections.append(
+                LineChart(title: "Throughput", xLabel: "seconds since the start", yLabel: "per second", series: lines, xTicks: xTicks).svg())
         }
         let p50 = active.compactMap { second in second.endToEndP50Ms.map { (Double(second.second), $0) } }
         let p99 = active.compactMap { second in second.endToEndP99Ms.map { (Double(second.second), $0) } }
         if !p99.isEmpty {
             sections.append(
-                Chart(
+                LineChart(
                     title: "End-to-end latency of each second's results", xLabel: "seconds since the start", yLabel: "ms",
                     series: [.init(name: "p50", color: "#003f5c", points: p50), .init(name: "p99", color: "#c2185b", points: p99)], xTicks: xTicks
                 ).svg())
@@ -35,10 +37,10 @@ extension LoadReport {
         if !kinds.isEmpty {
             let colors = ["#c2185b", "#e65100", "#6a1b9a", "#00695c", "#37474f"]
             let errorSeries = kinds.enumerated().map { index, kind in
-                Chart.Series(name: kind, color: colors[index], points: active.map { (Double($0.second), Double($0.errors[kind] ?? 0)) })
+                LineChart.Series(name: kind, color: colors[index], points: active.map { (Double($0.second), Double($0.errors[kind] ?? 0)) })
             }
             sections.append(
-                Chart(
+                LineChart(
                     title: "Errors per second, by kind", xLabel: "seconds since the start", yLabel: "per second", series: errorSeries, xTicks: xTicks
                 )
                 .svg())
@@ -51,12 +53,12 @@ extension LoadReport {
         for (title, color, latency) in latencies {
             guard let latency else { continue }
             // HdrHistogram's percentile plot: x is 1 / (1 - percentile) on a log scale.
-            let points = latency.curve.filter { $0.percentile < 100 }.map { (Chart.percentileX($0.percentile), $0.ms) }
+            let points = latency.curve.filter { $0.percentile < 100 }.map { (LineChart.percentileX($0.percentile), $0.ms) }
             let ticks = [(0.0, "0%"), (90, "90%"), (99, "99%"), (99.9, "99.9%"), (99.99, "99.99%"), (99.999, "99.999%")].map {
-                (Chart.percentileX($0.0), $0.1)
+                (LineChart.percentileX($0.0), $0.1)
             }
             sections.append(
-                Chart(
+                LineChart(
                     title: title, xLabel: "percentile", yLabel: "ms", series: [.init(name: "ms", color: color, points: points)], xTicks: ticks,
                     logX: true
                 ).svg())
@@ -132,86 +134,5 @@ extension LoadReport {
 
     private static func cells(_ l: Latency) -> String {
         "<td>\(l.count)</td><td>\(Format.number(l.p50))</td><td>\(Format.number(l.p90))</td><td>\(Format.number(l.p99))</td><td>\(Format.number(l.p999))</td><td>\(Format.number(l.max))</td>"
-    }
-}
-
-/// A line chart as SVG.
-struct Chart {
-    struct Series {
-        var name: String
-        var color: String
-        var points: [(Double, Double)]
-    }
-
-    var title: String
-    var xLabel: String
-    var yLabel: String
-    var series: [Series]
-    var xTicks: [(Double, String)]
-    var logX = false
-
-    static let width = 720.0, height = 320.0, left = 70.0, right = 40.0, top = 40.0, bottom = 50.0
-
-    static func percentileX(_ percentile: Double) -> Double { 1 / max(1e-6, 1 - percentile / 100) }
-
-    /// Round tick values from 0 to `limit`.
-    static func ticks(upTo limit: Double) -> [Double] { ticks(from: 0, upTo: limit) }
-
-    /// Round tick values covering `start` to `limit`, from the last round value at or below `start`.
-    static func ticks(from start: Double, upTo limit: Double) -> [Double] {
-        guard limit > start else { return [start] }
-        let raw = (limit - start) / 5
-        let magnitude = pow(10, floor(log10(raw)))
-        let step = [1.0, 2, 5, 10].map { $0 * magnitude }.first { $0 >= raw } ?? raw
-        let first = (start / step).rounded(.down) * step
-        return stride(from: first, through: limit + step * 0.999, by: step).map { $0 }
-    }
-
-    func svg() -> String {
-        let all = series.flatMap(\.points)
-        let xs = (all.map(\.0) + xTicks.map(\.0))
-        let minX = logX ? log10(xs.min() ?? 1) : (xs.min() ?? 0)
-        let maxX = max(minX + 1e-9, logX ? log10(xs.max() ?? 10) : (xs.max() ?? 1))
-        let yTicks = Self.ticks(upTo: max(all.map(\.1).max() ?? 1, 1e-3))
-        let maxY = max(yTicks.last ?? 1, all.map(\.1).max() ?? 1)
-        let plotWidth = Self.width - Self.left - Self.right, plotHeight = Self.height - Self.top - Self.bottom
-        func px(_ x: Double) -> Double { Self.left + ((logX ? log10(x) : x) - minX) / (maxX - minX) * plotWidth }
-        func py(_ y: Double) -> Double { Self.top + plotHeight - y / maxY * plotHeight }
-        func f(_ value: Double) -> String { String(format: "%.1f", value) }
-        var out = [
-            "<figure><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(Self.width))\" height=\"\(Int(Self.height))\" font-size=\"12\" role=\"img\" aria-label=\"\(Format.escape(title))\">"
-        ]
-        out.append("<text x=\"\(f(Self.left))\" y=\"20\" font-weight=\"bold\">\(Format.escape(title))</text>")
-        for tick in yTicks {
-            out.append(
-                "<line x1=\"\(f(Self.left))\" x2=\"\(f(Self.width - Self.right))\" y1=\"\(f(py(tick)))\" y2=\"\(f(py(tick)))\" stroke=\"#e4e4e4\"/>")
-            out.append("<text x=\"\(f(Self.left - 6))\" y=\"\(f(py(tick) + 4))\" text-anchor=\"end\">\(Format.number(tick))</text>")
-        }
-        for (value, label) in xTicks {
-            out.append(
-                "<line x1=\"\(f(px(value)))\" x2=\"\(f(px(value)))\" y1=\"\(f(Self.top))\" y2=\"\(f(Self.top + plotHeight))\" stroke=\"#e4e4e4\"/>")
-            out.append("<text x=\"\(f(px(value)))\" y=\"\(f(Self.top + plotHeight + 16))\" text-anchor=\"middle\">\(Format.escape(label))</text>")
-        }
-        out.append("<text x=\"\(f(Self.left + plotWidth / 2))\" y=\"\(f(Self.height - 8))\" text-anchor=\"middle\">\(Format.escape(xLabel))</text>")
-        out.append(
-            "<text transform=\"translate(16 \(f(Self.top + plotHeight / 2))) rotate(-90)\" text-anchor=\"middle\">\(Format.escape(yLabel))</text>")
-        for (index, line) in series.enumerated() {
-            let path = line.points.map { "\(f(px($0.0))),\(f(py($0.1)))" }.joined(separator: " ")
-            // A point alone (a run of under a second) draws no line: it is marked.
-            for point in line.points where line.points.count < 3 {
-                out.append("<circle cx=\"\(f(px(point.0)))\" cy=\"\(f(py(point.1)))\" r=\"4\" fill=\"\(line.color)\"/>")
-            }
-            out.append(
-                "<polyline fill=\"none\" stroke=\"\(line.color)\" stroke-width=\"2\" points=\"\(path)\"><title>\(Format.escape(line.name))</title></polyline>"
-            )
-            if series.count > 1 {
-                let y = Self.top + 14 * Double(index)
-                out.append(
-                    "<text x=\"\(f(Self.width - Self.right - 4))\" y=\"\(f(y + 4))\" text-anchor=\"end\" fill=\"\(line.color)\">\(Format.escape(line.name))</text>"
-                )
-            }
-        }
-        out.append("</svg></figure>")
-        return out.joined(separator: "\n")
     }
 }

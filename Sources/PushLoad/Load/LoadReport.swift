@@ -1,6 +1,7 @@
 import Foundation
 import Histogram
 import PushModel
+import PushOps
 
 /// What a load run measured, as written to its JSON report; `html()` renders it with plots.
 public struct LoadReport: Codable, Sendable {
@@ -244,10 +245,7 @@ extension LoadReport.Latency {
 func thousandths(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }
 
 enum Format {
-    static func number(_ value: Double) -> String {
-        if value >= 100 || value == value.rounded() { return String(Int(value.rounded())) }
-        return String(format: value >= 10 ? "%.1f" : "%.2f", value)
-    }
+    static func number(_ value: Double) -> String { LineChart.number(value) }
 
     /// Text for HTML and SVG: the XML escaping templates use.
     static func escape(_ text: String) -> String { TemplateRenderer.escapeXML(text) }

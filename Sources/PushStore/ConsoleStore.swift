@@ -10,9 +10,9 @@ public protocol ConsoleStore: Sendable {
     func recentNotifications(hub: String, before: Date?, limit: Int) async throws -> [NotificationOutcome]
     /// What a hub sent since `since`: its sends, their targets' outcomes, the handles pruned.
     func activity(hub: String, since: Date) async throws -> HubActivity
-    /// The results of `target` (a registration id) among `notificationIds` of `hub` that did not
-    /// end in success, by notification id.
-    func failures(hub: String, target: String, notificationIds: [String]) async throws -> [String: DeliveryResult]
+    /// The results of a registration among `notificationIds` of `hub` that did not end in
+    /// success, by notification id.
+    func failures(hub: String, of registration: Registration, notificationIds: [String]) async throws -> [String: DeliveryResult]
 }
 
 public struct DeviceCounts: Sendable, Equatable {
@@ -79,7 +79,7 @@ extension SQLRegistrationStore: ConsoleStore {
                 ).first?.integer("n") ?? 0)
             for row in try await connection.query(
                 """
-                SELECT c.outcome, sum(c.count) AS n FROM notification_counts c JOIN notifications n ON n.notification_id = c.notification_id
+                SELECT c.outcome, CAST(sum(c.count) AS BIGINT) AS n FROM notification_counts c JOIN notifications n ON n.notification_id = c.notification_id
                 WHERE n.hub = ? AND n.enqueued_at >= ? GROUP BY c.outcome
                 """, [.text(hub), SQLValue(since)])
             {
@@ -94,8 +94,11 @@ extension SQLRegistrationStore: ConsoleStore {
         }
     }
 
-    public func failures(hub: String, target: String, notificationIds: [String]) async throws -> [String: DeliveryResult] {
+    public func failures(hub: String, of registration: Registration, notificationIds: [String]) async throws -> [String: DeliveryResult] {
         let ids = Array(notificationIds.prefix(Self.recentLimit))
+        // Its key in each notification, as its results were counted: one primary-key lookup each.
+        let target = ResultBatch.targetKey(
+            platform: registration.platform.rawValue, registrationId: registration.registrationId, handle: registration.handle)
         guard !ids.isEmpty else { return [:] }
         return try await database.read { connection in
             var results: [String: DeliveryResult] = [:]

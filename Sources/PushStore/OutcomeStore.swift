@@ -138,8 +138,13 @@ extension ResultBatch {
                 if batchReceipt == nil { batchReceipt = receipt }
                 return "\(platform)\t#\(batchReceipt!)\t\(index)"
             }
-            return "\(platform)\t\(result.registrationId ?? "")\t\(result.handle ?? "")"
+            return Self.targetKey(platform: platform, registrationId: result.registrationId, handle: result.handle)
         }
+    }
+
+    /// The key of a target with a registration or handle, as `targetKeys` names it.
+    public static func targetKey(platform: String, registrationId: String?, handle: String?) -> String {
+        "\(platform)\t\(registrationId ?? "")\t\(handle ?? "")"
     }
 
     /// Identifies a batch's content: the dispatch summary, or a digest of its targets.

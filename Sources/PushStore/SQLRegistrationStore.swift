@@ -319,7 +319,8 @@ public final class SQLRegistrationStore: RegistrationStore {
                 return try await Self.scan(
                     hub: hub,
                     filter: (
-                        "r.handle >= ? AND substr(r.handle, 1, ?) = ?", [.text(prefix), .integer(Int64(prefix.unicodeScalars.count)), .text(prefix)]
+                        "r.handle >= ? AND substr(r.handle, 1, CAST(? AS INTEGER)) = ?",
+                        [.text(prefix), .integer(Int64(prefix.unicodeScalars.count)), .text(prefix)]
                     ),
                     after: after, limit: limit, columns: columns, on: connection)
             case .installation(let id):

@@ -458,7 +458,7 @@ struct ConsoleController: Sendable {
                 return (try? TagExpression.parse(text))?.matches(tags) ?? false
             }
             let failures = try await store.failures(
-                hub: signed.hub.name, target: registration.registrationId, notificationIds: addressed.map(\.notificationId))
+                hub: signed.hub.name, of: registration, notificationIds: addressed.map(\.notificationId))
             sends = addressed.map { notification in
                 var row = Self.summary(notification)
                 if let failure = failures[notification.notificationId] {

@@ -66,12 +66,19 @@ public struct NotificationOutcome: Sendable, Equatable {
     public var body: String?
     /// The platforms its dispatch summary sent to.
     public var dispatched: [Platform]?
+    /// Whom it was for, when the ingress accepted it.
+    public var audience: AudienceKind?
+
+    public enum AudienceKind: String, Sendable {
+        case tags, broadcast, installations, handles
+    }
 
     public init(
         notificationId: String, hub: String, state: NotificationState, enqueuedAt: Date, startedAt: Date? = nil, endedAt: Date? = nil,
         expectedTargets: Int? = nil, counts: [Platform: [Outcome: Int]] = [:], reason: String? = nil, format: NotificationFormat? = nil,
-        tags: String? = nil, body: String? = nil, dispatched: [Platform]? = nil
+        tags: String? = nil, body: String? = nil, dispatched: [Platform]? = nil, audience: AudienceKind? = nil
     ) {
+        self.audience = audience
         self.format = format
         self.tags = tags
         self.body = body

@@ -33,6 +33,7 @@ public struct LineChart: Sendable {
 
     /// A figure as people read it: whole numbers from 100 up, else two significant decimals.
     public static func number(_ value: Double) -> String {
+        guard value.isFinite, abs(value) < 1e15 else { return value.isFinite ? String(format: "%.3g", value) : "-" }
         if value >= 100 || value == value.rounded() { return String(Int(value.rounded())) }
         return String(format: value >= 10 ? "%.1f" : "%.2f", value)
     }
@@ -48,6 +49,8 @@ public struct LineChart: Sendable {
 
     /// Round tick values covering `start` to `limit`, from the last round value at or below `start`.
     public static func ticks(from start: Double, upTo limit: Double) -> [Double] {
+        // Figures another process wrote may be anything: outside what people chart, one tick.
+        guard start.isFinite, limit.isFinite, abs(start) < 1e15, abs(limit) < 1e15 else { return [0] }
         guard limit > start else { return [start] }
         let raw = (limit - start) / 5
         let magnitude = pow(10, floor(log10(raw)))

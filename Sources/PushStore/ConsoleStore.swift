@@ -6,8 +6,9 @@ import PushModel
 public protocol ConsoleStore: Sendable {
     /// A hub's registrations by platform and its installations by platform.
     func deviceCounts(hub: String) async throws -> DeviceCounts
-    /// A hub's notifications, newest first, enqueued before `before` (all when nil).
-    func recentNotifications(hub: String, before: Date?, limit: Int) async throws -> [NotificationOutcome]
+    /// A hub's notifications, newest first (by acceptance, then id), after `before` in that
+    /// order (from the newest when nil).
+    func recentNotifications(hub: String, before: (at: Date, id: String)?, limit: Int) async throws -> [NotificationOutcome]
     /// What a hub sent since `since`: its sends, their targets' outcomes, the handles pruned.
     func activity(hub: String, since: Date) async throws -> HubActivity
     /// The results of a registration among `notificationIds` of `hub` that did not end in
@@ -51,11 +52,14 @@ extension SQLRegistrationStore: ConsoleStore {
         }
     }
 
-    public func recentNotifications(hub: String, before: Date?, limit: Int) async throws -> [NotificationOutcome] {
+    public func recentNotifications(hub: String, before: (at: Date, id: String)?, limit: Int) async throws -> [NotificationOutcome] {
         try await database.read { connection in
+            let at = before.map { SQLValue($0.at) } ?? .integer(Int64.max)
             let rows = try await connection.query(
-                "SELECT * FROM notifications WHERE hub = ? AND enqueued_at < ? ORDER BY enqueued_at DESC, notification_id DESC LIMIT ?",
-                [.text(hub), before.map { SQLValue($0) } ?? .integer(Int64.max), .integer(Int64(min(max(1, limit), Self.recentLimit)))])
+                """
+                SELECT * FROM notifications WHERE hub = ? AND (enqueued_at < ? OR (enqueued_at = ? AND notification_id < ?))
+                ORDER BY enqueued_at DESC, notification_id DESC LIMIT ?
+                """, [.text(hub), at, at, .text(before?.id ?? ""), .integer(Int64(min(max(1, limit), Self.recentLimit)))])
             guard !rows.isEmpty else { return [] }
             let ids = rows.compactMap { $0.text("notification_id") }
             let counts = try await connection.query(

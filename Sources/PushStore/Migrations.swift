@@ -389,8 +389,9 @@ public enum Migrations {
                     "CREATE INDEX jobs_by_status ON jobs (status, created_at)",
                 ]
             ),
-            // The web console lists a hub's sends, newest first, and counts those of the last day.
-            (16, ["CREATE INDEX notifications_by_hub ON notifications (hub, enqueued_at)"]),
+            // The web console lists a hub's sends, newest first, and counts those of the last day;
+            // it tells a send's kind of audience (a direct send names no tags, as a broadcast).
+            (16, ["CREATE INDEX notifications_by_hub ON notifications (hub, enqueued_at)", "ALTER TABLE notifications ADD COLUMN audience TEXT"]),
         ]
     }
 

@@ -9,7 +9,14 @@ public enum SQLValue: Sendable, Hashable {
 
     public init(_ text: String?) { self = text.map(SQLValue.text) ?? .null }
     public init(_ integer: Int64?) { self = integer.map(SQLValue.integer) ?? .null }
-    public init(_ date: Date?) { self = date.map { .integer(Int64(($0.timeIntervalSince1970 * 1000).rounded())) } ?? .null }
+    /// Milliseconds since 1970; a date past what 64 bits hold is held at the nearest end.
+    public init(_ date: Date?) {
+        self =
+            date.map { date in
+                let milliseconds = (date.timeIntervalSince1970 * 1000).rounded()
+                return .integer(Int64(exactly: milliseconds) ?? (milliseconds.isNaN ? 0 : milliseconds > 0 ? .max : .min))
+            } ?? .null
+    }
     public init(_ flag: Bool) { self = .integer(flag ? 1 : 0) }
 }
 

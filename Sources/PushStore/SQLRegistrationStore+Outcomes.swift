@@ -25,15 +25,24 @@ extension SQLRegistrationStore: OutcomeStore {
     ) async throws {
         var tags: String?
         if case .tags(let expression)? = request?.audience { tags = expression }
+        let audience: String? =
+            switch request?.audience {
+            case .tags?: "tags"
+            case .broadcast?: "broadcast"
+            case .installationIds?: "installations"
+            case .handles?: "handles"
+            case nil: nil
+            }
         try await connection.execute(
             """
-            INSERT INTO notifications (notification_id, hub, state, enqueued_at, deadline, progress_at, received, expired, rejected, format, tags, body)
-            VALUES (?, ?, ?, ?, ?, ?, 0, 0, 0, ?, ?, ?)
+            INSERT INTO notifications (notification_id, hub, state, enqueued_at, deadline, progress_at, received, expired, rejected, format, tags, body, audience)
+            VALUES (?, ?, ?, ?, ?, ?, 0, 0, 0, ?, ?, ?, ?)
             ON CONFLICT (notification_id) DO NOTHING
             """,
             [
                 .text(id), .text(hub), .text(NotificationState.enqueued.rawValue), SQLValue(enqueuedAt), SQLValue(deadline), SQLValue(now),
                 request.map { .text($0.format.rawValue) } ?? .null, tags.map(SQLValue.text) ?? .null, request.map { .text($0.body) } ?? .null,
+                SQLValue(audience),
             ])
     }
 
@@ -486,7 +495,8 @@ extension SQLRegistrationStore: OutcomeStore {
             enqueuedAt: row.date("enqueued_at") ?? Date(timeIntervalSince1970: 0), startedAt: row.date("started_at"),
             endedAt: row.date("ended_at"), expectedTargets: row.integer("expected").map(Int.init), counts: counts,
             reason: row.text("reason"), format: row.text("format").flatMap(NotificationFormat.init(rawValue:)), tags: row.text("tags"),
-            body: row.text("body"), dispatched: row.text("dispatched").flatMap(Self.dispatchedPlatforms))
+            body: row.text("body"), dispatched: row.text("dispatched").flatMap(Self.dispatchedPlatforms),
+            audience: row.text("audience").flatMap(NotificationOutcome.AudienceKind.init(rawValue:)))
     }
 
     /// A target's result as `failed_targets` keeps it.

@@ -2,10 +2,12 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import PushConfiguration
 import PushIngress
 import PushModel
 import PushStore
+import Synchronization
 import Testing
 
 /// The web console through HTTP: sign-in, its cookie and CSRF token, the rights of each key,
@@ -184,10 +186,19 @@ struct ConsoleTests {
                 body: Self.encoded([("csrf", token)])
             ) { response in
                 #expect(response.status == .seeOther)
+                #expect(response.headers[.location] == "/console/devices?deleted=1")
             }
             #expect(try await fixture.store.installation(hub: "myhub", id: "phone-1") == nil)
-            let (_, after) = try await Self.get(client, "/console/devices/installation.phone-1?deleted=1", cookie: cookie)
-            #expect(after.contains("was deleted"))
+            let (_, after) = try await Self.get(client, "/console/devices?deleted=1", cookie: cookie)
+            #expect(after.contains("The device was deleted."))
+            // Deleting what is not there says so, and claims nothing.
+            try await client.execute(
+                uri: "/console/devices/installation.phone-1/delete", method: .post, headers: Self.form.merging([.cookie: cookie]),
+                body: Self.encoded([("csrf", token)])
+            ) { response in
+                #expect(response.status == .notFound)
+                #expect(!response.text.contains("deleted"))
+            }
         }
     }
 
@@ -322,6 +333,158 @@ struct ConsoleTests {
         bad = hubs
         bad.console?.accounts = [.init(name: "x", passwordHash: "plain")]
         #expect(throws: ConfigurationError.self) { try bad.validate(source: "test") }
+    }
+}
+
+extension ConsoleTests {
+    @Test("a paging position past what 64 bits hold, or not one, is refused, and the process goes on")
+    func hostilePaging() async throws {
+        let fixture = try await IngressFixture()
+        try await fixture.app.test(.router) { client in
+            let cookie = try await Self.signIn(client, key: IngressFixture.sendKey, name: "SendOnly")
+            for before in ["9223372036854775807.x", "99999999999999999999.x", "-1.x", "abc", "1.", String(repeating: "9", count: 400)] {
+                let (status, html) = try await Self.get(client, "/console/notifications?before=\(before)", cookie: cookie)
+                #expect(status == .badRequest, "\(before)")
+                #expect(html.contains("before:"))
+            }
+            let (status, _) = try await Self.get(client, "/console/notifications", cookie: cookie)
+            #expect(status == .ok)
+            let (overview, _) = try await Self.get(client, "/console/overview", cookie: cookie)
+            #expect(overview == .ok, "a Send key lands on the overview it signed in to")
+        }
+    }
+
+    @Test(
+        "sign-out ends the session for good; a new account password ends its sessions; a cross-site Origin is refused; a planted cookie hides nothing"
+    )
+    func sessionEnds() async throws {
+        var hubs = IngressFixture.hubs
+        hubs.console = ConsoleConfiguration(
+            sessionSecret: String(repeating: "s", count: 40), accounts: [.init(name: "ops", passwordHash: hashPassword("a long password"))])
+        let fixture = try await IngressFixture(hubs: hubs)
+        let (cookie, account) = try await fixture.app.test(.router) { client in
+            let cookie = try await Self.signIn(client)
+            let (_, page) = try await Self.get(client, "/console/overview", cookie: cookie)
+            let token = try #require(Self.csrf(in: page))
+            let (planted, _) = try await Self.get(client, "/console/overview", cookie: "pushhub_console=planted.x; \(cookie)")
+            #expect(planted == .ok, "a cookie of the same name set by someone else does not hide the session")
+            try await client.execute(
+                uri: "/console/signout", method: .post, headers: Self.form.merging([.cookie: cookie]), body: Self.encoded([("csrf", token)])
+            ) { response in
+                #expect(response.status == .seeOther)
+                #expect(response.headers[.setCookie]?.contains("Max-Age=0") == true)
+            }
+            let (after, _) = try await Self.get(client, "/console/overview", cookie: cookie)
+            #expect(after == .seeOther, "the cookie kept from before sign-out no longer works")
+            var crossOrigin = Self.form
+            crossOrigin[HTTPField.Name("Origin")!] = "https://evil.example"
+            try await client.execute(
+                uri: "/console/signin", method: .post, headers: crossOrigin,
+                body: Self.encoded([("method", "key"), ("hub", "myhub"), ("connectionString", Self.connectionString())])
+            ) { response in
+                #expect(response.status == .forbidden)
+            }
+            let account = try await client.execute(
+                uri: "/console/signin", method: .post, headers: Self.form,
+                body: Self.encoded([("method", "account"), ("hub", "myhub"), ("account", "ops"), ("password", "a long password")])
+            ) { String(try #require($0.headers[.setCookie]).split(separator: ";")[0]) }
+            return (cookie, account)
+        }
+        _ = cookie
+        var changed = hubs
+        changed.console?.accounts = [.init(name: "ops", passwordHash: hashPassword("another long password"))]
+        let restarted = try await IngressFixture(hubs: changed)
+        try await restarted.app.test(.router) { client in
+            let (status, _) = try await Self.get(client, "/console/overview", cookie: account)
+            #expect(status == .seeOther, "a session begun with the old password ends")
+        }
+        let same = try await IngressFixture(hubs: hubs)
+        try await same.app.test(.router) { client in
+            let (status, _) = try await Self.get(client, "/console/overview", cookie: account)
+            #expect(status == .ok, "with the password unchanged it holds")
+        }
+    }
+
+    @Test("the test send's headers are checked as HTTP would; the live charts answer a script plainly")
+    func headersAndCharts() async throws {
+        let fixture = try await IngressFixture()
+        try await fixture.app.test(.router) { client in
+            let cookie = try await Self.signIn(client)
+            let token = try #require(Self.csrf(in: try await Self.get(client, "/console/send", cookie: cookie).1))
+            for headers in ["apns-collapse-id: a\u{01}b", "apns-collapse-id: a\u{7F}", "apns-pri ority: 10"] {
+                try await client.execute(
+                    uri: "/console/send/check", method: .post, headers: Self.form.merging([.cookie: cookie]),
+                    body: Self.encoded([("csrf", token), ("format", "apple"), ("payload", "{}"), ("headers", headers)])
+                ) { response in
+                    let answer = try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any]
+                    #expect(answer?["ok"] as? Bool == false, "\(headers.debugDescription): \(response.text)")
+                }
+            }
+            try await client.execute(uri: "/console/live/charts", method: .get) { response in
+                #expect(response.status == .unauthorized, "not a redirect to the sign-in page")
+            }
+            try await client.execute(uri: "/console/live/charts", method: .get, headers: [.cookie: cookie]) { response in
+                #expect(response.status == .ok)
+                #expect(response.headers[.contentSecurityPolicy] != nil)
+            }
+        }
+    }
+
+    @Test("hostile metrics from another process (huge, endless, many series) cost nothing and crash nothing")
+    func hostileMetrics() async throws {
+        // Another process's /metrics, whose text gets worse with each reading.
+        let readings = Mutex(0)
+        let router = Router()
+        router.get("/metrics") { _, _ -> Response in
+            let reading = readings.withLock { value in
+                defer { value += 1 }
+                return value
+            }
+            var text = """
+                pushhub_kafka_consumer_lag{group="g",topic="t",partition="0"} 1e19
+                pushhub_kafka_consumer_lag{group="g",topic="ok",partition="0"} 7
+                pushhub_deliveries_total{platform="apns",outcome="delivered"} \(reading == 0 ? "0" : "1.7e308")
+                pushhub_deliveries_total{platform="apns",outcome="failed"} \(reading == 0 ? "0" : "1.7e308")
+                pushhub_pns_request_duration_seconds_bucket{platform="apns",le="1e20"} \(reading * 10)
+                pushhub_pns_request_duration_seconds_bucket{platform="apns",le="+Inf"} \(reading * 10)
+                pushhub_deliveries_total{platform="fcm",outcome="delivered"} \(reading * 4)
+                pushhub_kafka_consumer_lag{topic="unterminated} 5
+
+                """
+            for index in 0..<5_000 { text += "pushhub_deliveries_total{platform=\"p\(index)\"} 1\n" }
+            for index in 0..<200 { text += "pushhub_kafka_consumer_lag{topic=\"t\(index)\"} 1\n" }
+            return Response(status: .ok, headers: [.contentType: "text/plain"], body: .init(byteBuffer: ByteBuffer(string: text)))
+        }
+        let port = Mutex<Int?>(nil)
+        let app = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in port.withLock { $0 = channel.localAddress?.port } },
+            logger: Logger(label: "metrics") { _ in SwiftLogNoOpLogHandler() })
+        let server = Task { try? await app.runService() }
+        defer { server.cancel() }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while port.withLock({ $0 }) == nil, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        var hubs = IngressFixture.hubs
+        hubs.console = ConsoleConfiguration(metrics: ["http://127.0.0.1:\(try #require(port.withLock { $0 }))/metrics"])
+        let clock = SendRecoveryTests.TestClock()
+        let fixture = try await IngressFixture(hubs: hubs, now: { clock.now })
+        try await fixture.app.test(.router) { client in
+            let cookie = try await Self.signIn(client)
+            let (status, overview) = try await Self.get(client, "/console/overview", cookie: cookie)
+            #expect(status == .ok)
+            #expect(overview.contains("<th scope=\"row\">ok</th><td>7</td>"), "the sane topic is shown")
+            #expect(!overview.contains(">t<"), "a lag past what PushHub could have is not")
+            #expect(overview.components(separatedBy: "<th scope=\"row\">t").count - 1 <= 64, "topics are bounded")
+            for _ in 0..<3 {
+                clock.advance(3)
+                try await client.execute(uri: "/console/live/charts", method: .get, headers: [.cookie: cookie]) { response in
+                    #expect(response.status == .ok)
+                    let svg = response.text
+                    #expect(svg.utf8.count < 200_000, "\(svg.utf8.count) bytes")
+                    #expect(!svg.contains("p4999") && !svg.contains("inf") && !svg.contains("nan"), "only PushHub's platforms, finite figures")
+                }
+            }
+        }
     }
 }
 

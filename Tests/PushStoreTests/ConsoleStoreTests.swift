@@ -37,7 +37,7 @@ struct ConsoleStoreTests {
         }
         let recent = try await store.recentNotifications(hub: hub, before: nil, limit: 3)
         #expect(recent.map(\.notificationId) == [ids[4], ids[3], ids[2]])
-        let older = try await store.recentNotifications(hub: hub, before: recent.last?.enqueuedAt, limit: 3)
+        let older = try await store.recentNotifications(hub: hub, before: recent.last.map { ($0.enqueuedAt, $0.notificationId) }, limit: 3)
         #expect(older.map(\.notificationId) == [ids[1], ids[0]])
         #expect(try await store.recentNotifications(hub: hub + "-other", before: nil, limit: 3).isEmpty)
 

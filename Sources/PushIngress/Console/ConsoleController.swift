@@ -92,7 +92,16 @@ struct ConsoleController: Sendable {
     @Sendable func signin(_ request: Request, context: IngressContext) async throws -> Response {
         // A sign-in posted from another site is refused (login CSRF); browsers say where a
         // request came from in Sec-Fetch-Site, or else in Origin.
-        if let site = request.headers[HTTPField.Name("Sec-Fetch-Site")!], !["same-origin", "none"].contains(site) {
+        let site = request.headers[HTTPField.Name("Sec-Fetch-Site")!]
+        let origin = request.headers[HTTPField.Name("Origin")!]
+        let ownOrigin = origin.flatMap { URLComponents(string: $0) }.map { origin in
+            let authority = origin.port.map { "\(origin.host ?? ""):\($0)" } ?? (origin.host ?? "")
+            return authority.lowercased() == (request.head.authority ?? "").lowercased()
+        }
+        if let site, !["same-origin", "none"].contains(site) {
+            return render("signin", title: "Sign in", nil, ["error": "Sign in from the console's own page."], status: .forbidden)
+        }
+        if site == nil, let ownOrigin, !ownOrigin {
             return render("signin", title: "Sign in", nil, ["error": "Sign in from the console's own page."], status: .forbidden)
         }
         let form: ConsoleForm
@@ -111,9 +120,9 @@ struct ConsoleController: Sendable {
                 return refuse("connectionString: Endpoint=sb://…;SharedAccessKeyName=…;SharedAccessKey=…", status: .badRequest)
             }
             guard let hub = hubs.hub(named: hubName), let rule = hub.sasRules.first(where: { $0.name == connection.keyName }),
-                ConsoleSessions.equal(sessions.fingerprint(ruleKey: connection.key), sessions.fingerprint(ruleKey: rule.key))
+                ConsoleSessions.equal(sessions.fingerprint(of: connection.key), sessions.fingerprint(of: rule.key))
             else { return refuse(wrong) }
-            let session = sessions.begin(hub: hub.name, kind: .key, name: rule.name, fingerprint: sessions.fingerprint(ruleKey: rule.key), now: now())
+            let session = sessions.begin(hub: hub.name, kind: .key, name: rule.name, fingerprint: sessions.fingerprint(of: rule.key), now: now())
             return Self.redirect("/console/overview", cookie: sessions.setCookie(session))
         case "account":
             guard let name = form["account"], let password = form.raw("password"), !password.isEmpty else {
@@ -134,7 +143,9 @@ struct ConsoleController: Sendable {
             else { return refuse(wrong) }
             return Self.redirect(
                 "/console/overview",
-                cookie: sessions.setCookie(sessions.begin(hub: hub.name, kind: .account, name: name, fingerprint: nil, now: now())))
+                cookie: sessions.setCookie(
+                    sessions.begin(hub: hub.name, kind: .account, name: name, fingerprint: sessions.fingerprint(of: account.passwordHash), now: now())
+                ))
         default:
             return refuse("method: key or account", status: .badRequest)
         }
@@ -143,6 +154,7 @@ struct ConsoleController: Sendable {
     @Sendable func signout(_ request: Request, context: IngressContext) async throws -> Response {
         guard let signed = signed(request) else { return Self.redirect("/console/signin", cookie: sessions.clearCookie) }
         if let refusal = try await checkedForm(request, signed).refusal { return refusal }
+        sessions.revoked.revoke(signed.session, now: now())
         return Self.redirect("/console/signin", cookie: sessions.clearCookie)
     }
 
@@ -200,8 +212,8 @@ struct ConsoleController: Sendable {
     // MARK: Overview
 
     @Sendable func overview(_ request: Request, context: IngressContext) async throws -> Response {
-        let (signed, refusal) = require(request, .listen)
-        guard let signed else { return refusal! }
+        // Any session sees the overview; each of its parts needs its right.
+        guard let signed = signed(request) else { return Self.redirect("/console/signin") }
         var values: [String: Any] = ["canRead": signed.may(.send) || signed.may(.manage)]
         if signed.may(.manage), let store {
             let counts = try await store.deviceCounts(hub: signed.hub.name)
@@ -238,7 +250,9 @@ struct ConsoleController: Sendable {
         if signed.may(.manage) {
             let sample = await metrics.current(now: now()).last
             var lag: [String: Any] = [
-                "topics": (sample?.lag ?? [:]).sorted { $0.key < $1.key }.map { ["topic": $0.key, "lag": Int($0.value)] as [String: Any] }
+                "topics": (sample?.lag ?? [:]).sorted { $0.key < $1.key }.map {
+                    ["topic": $0.key, "lag": Int(exactly: $0.value.rounded()) ?? 0] as [String: Any]
+                }
             ]
             if let unreachable = sample?.unreachable, !unreachable.isEmpty { lag["unreachable"] = unreachable.joined(separator: ", ") }
             values["lag"] = lag
@@ -252,8 +266,19 @@ struct ConsoleController: Sendable {
         let (signed, refusal) = require(request, .send)
         guard let signed else { return refusal! }
         guard let store else { return unavailable(signed, "the store keeps no sends") }
-        let query = try? ConsoleForm(query: request.uri.query)
-        let before = query?["before"].flatMap(Int64.init).map { Date(timeIntervalSince1970: Double($0) / 1_000) }
+        var before: (at: Date, id: String)?
+        if let text = (try? ConsoleForm(query: request.uri.query))?["before"] {
+            // `{milliseconds}.{id}`, as the previous page wrote it.
+            let parts = text.split(separator: ".", maxSplits: 1)
+            guard parts.count == 2, let milliseconds = Int64(parts[0]), milliseconds >= 0,
+                milliseconds <= Int64((now().timeIntervalSince1970 + 86_400) * 1_000), parts[1].utf8.count <= 128
+            else {
+                return render(
+                    "problem", title: "Bad request", signed, ["message": "before: the position of an older page, as its link gives it"],
+                    status: .badRequest)
+            }
+            before = (Date(timeIntervalSince1970: Double(milliseconds) / 1_000), String(parts[1]))
+        }
         let notifications = try await store.recentNotifications(hub: signed.hub.name, before: before, limit: Self.pageSize)
         let rows = notifications.map { notification -> [String: Any] in
             var row = Self.summary(notification)
@@ -266,7 +291,7 @@ struct ConsoleController: Sendable {
         }
         var values: [String: Any] = ["rows": rows]
         if notifications.count == Self.pageSize, let last = notifications.last {
-            values["older"] = String(Int64((last.enqueuedAt.timeIntervalSince1970 * 1_000).rounded()))
+            values["older"] = "\(Int64((last.enqueuedAt.timeIntervalSince1970 * 1_000).rounded())).\(last.notificationId)"
         }
         return render("notifications", title: "Notifications", signed, values, current: "notifications")
     }
@@ -325,9 +350,19 @@ struct ConsoleController: Sendable {
             "state": state.rawValue,
             "stateClass": state == .completed ? "ended" : [.abandoned, .cancelled, .noTargetFound].contains(state) ? "failed" : "open",
             "format": notification.format?.rawValue ?? "(produced into Kafka)",
-            "audience": notification.tags.map { "tags: \($0)" } ?? "every device, or handles named in the send",
+            "audience": audience(notification),
             "targets": notification.expectedTargets.map(String.init) ?? "not dispatched yet",
         ]
+    }
+
+    static func audience(_ notification: NotificationOutcome) -> String {
+        switch notification.audience {
+        case .tags: "tags: \(notification.tags ?? "")"
+        case .broadcast: "every device"
+        case .installations: "installations named in the send"
+        case .handles: "device handles named in the send (direct)"
+        case nil: notification.tags.map { "tags: \($0)" } ?? "every device, or handles named in the send"
+        }
     }
 
     // MARK: Devices
@@ -346,8 +381,9 @@ struct ConsoleController: Sendable {
         }
         let platform = query["platform"]
         values["query"] = ["tags": query["tags"] ?? "", "user": query["user"] ?? "", "handle": query["handle"] ?? ""]
+        if query["deleted"] != nil { values["deleted"] = "The device was deleted." }
         values["platforms"] = Platform.allCases.map { ["value": $0.rawValue, "selected": $0.rawValue == platform] as [String: Any] }
-        guard query.fields.keys.contains(where: { ["tags", "platform", "user", "handle"].contains($0) }) else { return page() }
+        guard query["tags"] != nil || query["platform"] != nil || query["user"] != nil || query["handle"] != nil else { return page() }
         let wantedPlatform: Platform?
         if let platform {
             guard let known = Platform(rawValue: platform) else {
@@ -371,9 +407,10 @@ struct ConsoleController: Sendable {
         }
         // The most selective condition the store can use goes to the store; the others are
         // applied here, over a bounded number of rows.
+        // A user's devices are few: that index first, then the handle's, then the tags'.
         let storeQuery: RegistrationQuery =
-            if let expression { .tagExpression(expression) } else if let user = query["user"] { .user(user) } else if let prefix = query["handle"] {
-                .handlePrefix(prefix)
+            if let user = query["user"] { .user(user) } else if let prefix = query["handle"] { .handlePrefix(prefix) } else if let expression {
+                .tagExpression(expression)
             } else { .all }
         var found: [Registration] = []
         var read = 0
@@ -385,6 +422,7 @@ struct ConsoleController: Sendable {
             where (wantedPlatform.map { registration.platform == $0 } ?? true)
                 && (query["user"].map { registration.userId == $0 } ?? true)
                 && (query["handle"].map { registration.handle.hasPrefix($0) } ?? true)
+                && (expression?.matches(Set(registration.tags)) ?? true)
             {
                 found.append(registration)
                 if found.count >= Self.searchShowLimit { break }
@@ -392,11 +430,14 @@ struct ConsoleController: Sendable {
             cursor = page.next
         } while cursor != nil && found.count < Self.searchShowLimit && read < Self.searchReadLimit
         values["searched"] = true
+        let more = found.count >= Self.searchShowLimit || cursor != nil
         values["summary"] =
-            found.isEmpty
-            ? "No device matches."
-            : found.count >= Self.searchShowLimit || cursor != nil
-                ? "The first \(found.count) matching devices (\(read) read)." : "\(found.count) matching device\(found.count == 1 ? "" : "s")."
+            switch (found.isEmpty, more) {
+            case (true, false): "No device matches."
+            case (true, true): "No match among the first \(read) devices read; narrow the search with a user, a handle prefix or tags."
+            case (false, true): "The first \(found.count) matching devices (\(read) read)."
+            case (false, false): "\(found.count) matching device\(found.count == 1 ? "" : "s")."
+            }
         values["rows"] = found.map { registration -> [String: Any] in
             [
                 "id": registration.registrationId, "idPath": Self.pathSegment(registration.registrationId),
@@ -413,10 +454,7 @@ struct ConsoleController: Sendable {
         guard let signed else { return refusal! }
         let id = try context.parameters.require("id")
         guard id.utf8.count <= 256, let registration = try await registrations.registration(hub: signed.hub.name, id: id) else {
-            let deleted = (try? ConsoleForm(query: request.uri.query))?["deleted"] != nil
-            return render(
-                "device", title: deleted ? "Device deleted" : "Device not found", signed,
-                deleted ? ["deleted": "The device \(id.prefix(256)) was deleted."] : [:], current: "devices", status: deleted ? .ok : .notFound)
+            return render("device", title: "Device not found", signed, [:], current: "devices", status: .notFound)
         }
         let installation =
             try await registration.installationId.asyncMap { try await registrations.installation(hub: signed.hub.name, id: $0) } ?? nil
@@ -450,7 +488,8 @@ struct ConsoleController: Sendable {
             if let installationId = registration.installationId { tags.insert("$InstallationId:{\(installationId)}") }
             if let user = registration.userId { tags.insert("$UserId:{\(user)}") }
             let addressed = recent.filter { notification in
-                guard let format = notification.format else { return false }
+                // A direct send, or one to named installations, is not known to have been for it.
+                guard let format = notification.format, notification.audience == .tags || notification.audience == .broadcast else { return false }
                 let formatTakes =
                     format == .template ? registration.template != nil : registration.template == nil && format.platform == registration.platform
                 guard formatTakes else { return false }
@@ -464,7 +503,12 @@ struct ConsoleController: Sendable {
                 if let failure = failures[notification.notificationId] {
                     row["result"] = DebugSend.words(failure, timeout: .zero)
                 } else {
-                    row["result"] = notification.state.hasEnded ? "no failure recorded: delivered" : "on its way"
+                    row["result"] =
+                        switch notification.state {
+                        case .completed: "no failure recorded: delivered"
+                        case .enqueued, .processing: "on its way"
+                        default: "no failure recorded; the send ended \(notification.state.rawValue)"
+                        }
                 }
                 return row
             }
@@ -479,14 +523,16 @@ struct ConsoleController: Sendable {
         guard let signed else { return refusal! }
         if let refusal = try await checkedForm(request, signed).refusal { return refusal }
         let id = try context.parameters.require("id")
+        var deleted = false
         if id.utf8.count <= 256, let registration = try await registrations.registration(hub: signed.hub.name, id: id) {
             if let installationId = registration.installationId {
-                _ = try await registrations.deleteInstallation(hub: signed.hub.name, id: installationId)
+                deleted = try await registrations.deleteInstallation(hub: signed.hub.name, id: installationId)
             } else {
-                _ = try await registrations.deleteRegistration(hub: signed.hub.name, id: id, ifMatch: nil)
+                deleted = try await registrations.deleteRegistration(hub: signed.hub.name, id: id, ifMatch: nil)
             }
         }
-        return Self.redirect("/console/devices/\(Self.pathSegment(id))?deleted=1")
+        guard deleted else { return render("device", title: "Device not found", signed, [:], current: "devices", status: .notFound) }
+        return Self.redirect("/console/devices?deleted=1")
     }
 
     static func templateRow(_ name: String, _ template: Template) -> [String: Any] {
@@ -623,12 +669,11 @@ struct ConsoleController: Sendable {
     }
 
     @Sendable func liveCharts(_ request: Request, context: IngressContext) async throws -> Response {
-        let (signed, refusal) = require(request, .manage)
-        guard signed != nil else { return refusal! }
+        // Fetched by the page's script: refused plainly (401, 403), never redirected to sign-in.
+        guard let signed = signed(request) else { return Response(status: .unauthorized, headers: Self.pageHeaders) }
+        guard signed.may(.manage) else { return Response(status: .forbidden, headers: Self.pageHeaders) }
         let charts = ConsoleMetrics.charts(await metrics.current(now: now())).joined(separator: "\n")
-        return Response(
-            status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
-            body: .init(byteBuffer: ByteBuffer(string: charts)))
+        return Response(status: .ok, headers: Self.pageHeaders, body: .init(byteBuffer: ByteBuffer(string: charts)))
     }
 
     // MARK: Rendering

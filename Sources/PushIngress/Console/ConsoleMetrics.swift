@@ -26,7 +26,12 @@ final class ConsoleMetrics: Sendable {
     let endpoints: [String]
     private let registry: MetricsRegistry
     private let http: PNSHTTPClient?
+    /// One client for the process, made when a console first reads another process: it lives
+    /// as long as the process (a client must be shut down before it goes).
+    static let client = PNSHTTPClient(connections: 1, maximumInFlight: 16, requestTimeout: .seconds(2), connectTimeout: .seconds(1))
     private let samples = Mutex<[Sample]>([])
+    /// One reading at a time: a page that asks meanwhile gets the samples there are.
+    private let sampling = Mutex(false)
     /// Samples are this far apart at least.
     static let spacing: TimeInterval = 2
     static let kept = 300
@@ -34,7 +39,7 @@ final class ConsoleMetrics: Sendable {
     init(endpoints: [String], registry: MetricsRegistry = .shared) {
         self.endpoints = endpoints
         self.registry = registry
-        http = endpoints.isEmpty ? nil : PNSHTTPClient(connections: 1, maximumInFlight: 16, requestTimeout: .seconds(2), connectTimeout: .seconds(1))
+        http = endpoints.isEmpty ? nil : Self.client
     }
 
     /// The samples so far, a new one taken first when the last is old enough.
@@ -42,6 +47,12 @@ final class ConsoleMetrics: Sendable {
         if let last = samples.withLock({ $0.last }), now.timeIntervalSince(last.at) < Self.spacing {
             return samples.withLock { $0 }
         }
+        let first = sampling.withLock { busy in
+            defer { busy = true }
+            return !busy
+        }
+        guard first else { return samples.withLock { $0 } }
+        defer { sampling.withLock { $0 = false } }
         var sample = Sample(at: now)
         Self.add(registry.render(), to: &sample)
         if let http {
@@ -81,6 +92,12 @@ final class ConsoleMetrics: Sendable {
     static let bodyLimit = 4 << 20
     /// Lines of one exposition read at most.
     static let lineLimit = 200_000
+    /// A figure past this (or not finite) is not one PushHub wrote: it is skipped, so no sum
+    /// overflows and no chart is asked to draw it.
+    static let valueLimit = 1e15
+    /// Topics kept per sample at most.
+    static let topicLimit = 64
+    static let platforms = Set(Platform.allCases.map(\.rawValue))
 
     /// Adds what the Prometheus text `text` says of the families the console reads. Lines it
     /// cannot read are skipped: an endpoint is another process, and its text is not trusted.
@@ -91,16 +108,26 @@ final class ConsoleMetrics: Sendable {
             guard lines <= lineLimit else { return }
             guard
                 line.hasPrefix("pushhub_deliveries_total") || line.hasPrefix("pushhub_pns_request_duration_seconds_bucket")
-                    || line.hasPrefix("pushhub_kafka_consumer_lag"), let parsed = parse(line)
+                    || line.hasPrefix("pushhub_kafka_consumer_lag"), let parsed = parse(line), parsed.value >= 0, parsed.value < valueLimit
             else { continue }
             switch parsed.name {
             case "pushhub_deliveries_total":
-                sample.deliveries[parsed.labels["platform"] ?? "", default: 0] += parsed.value
+                // Platforms PushHub has only: a label is another process's text.
+                guard let platform = parsed.labels["platform"], platforms.contains(platform) else { continue }
+                sample.deliveries[platform] = min((sample.deliveries[platform] ?? 0) + parsed.value, valueLimit)
             case "pushhub_pns_request_duration_seconds_bucket":
-                guard let bound = parsed.labels["le"].flatMap({ $0 == "+Inf" ? Double.infinity : Double($0) }) else { continue }
-                sample.latencyBuckets[parsed.labels["platform"] ?? "", default: [:]][bound, default: 0] += parsed.value
+                guard let platform = parsed.labels["platform"], platforms.contains(platform),
+                    let bound = parsed.labels["le"].flatMap({ $0 == "+Inf" ? Double.infinity : Double($0) }), bound >= 0,
+                    bound == .infinity || bound < 3_600
+                else { continue }
+                var buckets = sample.latencyBuckets[platform] ?? [:]
+                guard buckets[bound] != nil || buckets.count < 64 else { continue }
+                buckets[bound] = min((buckets[bound] ?? 0) + parsed.value, valueLimit)
+                sample.latencyBuckets[platform] = buckets
             case "pushhub_kafka_consumer_lag":
-                sample.lag[parsed.labels["topic"] ?? "", default: 0] += parsed.value
+                guard let topic = parsed.labels["topic"], topic.utf8.count <= 249, sample.lag[topic] != nil || sample.lag.count < topicLimit
+                else { continue }
+                sample.lag[topic] = min((sample.lag[topic] ?? 0) + parsed.value, valueLimit)
             default: continue
             }
         }

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import PushConfiguration
 import PushModel
+import Synchronization
 
 /// A signed-in console user, as the session cookie carries it: the hub, who signed in (a hub
 /// key by its rule name, or a console account), when the session ends, and the seed of its
@@ -14,7 +15,8 @@ struct ConsoleSession: Codable, Sendable, Equatable {
     var kind: Kind
     /// The SAS rule's name, or the account's.
     var name: String
-    /// For a key: a keyed digest of the rule's key when the session began.
+    /// A keyed digest of the rule's key, or of the account's password hash, when the session
+    /// began: a new key or password ends the session.
     var fingerprint: String?
     /// Seconds since 1970.
     var expires: Int64
@@ -34,6 +36,9 @@ struct ConsoleSessions: Sendable {
     let lifetime: TimeInterval
     /// Cookies only go over https when the ingress is reached over https.
     let secure: Bool
+    /// Sessions signed out, until they would have ended (this process's; a session signed out
+    /// on one ingress stays valid on another until its expiry).
+    let revoked = RevokedSessions()
 
     init(secret: String?, lifetime: TimeInterval, secure: Bool) {
         keyBytes = (secret.map { SymmetricKey(data: SHA256.hash(data: Data($0.utf8))) } ?? SymmetricKey(size: .bits256)).withUnsafeBytes { Array($0) }
@@ -66,13 +71,15 @@ struct ConsoleSessions: Sendable {
             let trimmed = pair.trimmingSpaces
             guard trimmed.hasPrefix("\(Self.cookieName)=") else { continue }
             let value = trimmed.dropFirst(Self.cookieName.count + 1)
-            guard value.utf8.count <= Self.cookieLimit else { return nil }
+            // Every cookie of the name is tried: one set by someone else (another path, a
+            // sibling domain) does not hide the real one.
+            guard value.utf8.count <= Self.cookieLimit else { continue }
             let parts = value.split(separator: ".", omittingEmptySubsequences: false)
             guard parts.count == 2, let signature = Base64URL.decode(String(parts[1])),
                 HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: Data(parts[0].utf8), using: key),
                 let json = Base64URL.decode(String(parts[0])), let session = try? JSONDecoder().decode(ConsoleSession.self, from: json),
-                session.expires > Int64(now.timeIntervalSince1970)
-            else { return nil }
+                session.expires > Int64(now.timeIntervalSince1970), !revoked.contains(session.nonce, now: now)
+            else { continue }
             return session
         }
         return nil
@@ -86,8 +93,9 @@ struct ConsoleSessions: Sendable {
         return HMAC<SHA256>.isValidAuthenticationCode(given, authenticating: Data("csrf:\(session.nonce)".utf8), using: key)
     }
 
-    /// A keyed digest of a SAS rule's key: sessions begun with a key end when it changes.
-    func fingerprint(ruleKey: String) -> String { sign("rule:\(ruleKey)") }
+    /// A keyed digest of a SAS rule's key or an account's password hash: sessions begun with
+    /// it end when it changes.
+    func fingerprint(of secret: String) -> String { sign("secret:\(secret)") }
 
     private func sign(_ text: String) -> String {
         Base64URL.encode(Data(HMAC<SHA256>.authenticationCode(for: Data(text.utf8), using: key)))
@@ -100,12 +108,13 @@ struct ConsoleSessions: Sendable {
         switch session.kind {
         case .key:
             guard let rule = hub.sasRules.first(where: { $0.name == session.name }), let fingerprint = session.fingerprint,
-                Self.equal(fingerprint, self.fingerprint(ruleKey: rule.key))
+                Self.equal(fingerprint, self.fingerprint(of: rule.key))
             else { return nil }
             return (hub, rule.rights.contains(.manage) ? [.listen, .send, .manage] : rule.rights)
         case .account:
             guard let account = hubs.console?.accounts?.first(where: { $0.name == session.name }),
-                account.hubs.map({ $0.contains { CaseFolding.equal($0, hub.name) } }) ?? true
+                account.hubs.map({ $0.contains { CaseFolding.equal($0, hub.name) } }) ?? true, let fingerprint = session.fingerprint,
+                Self.equal(fingerprint, self.fingerprint(of: account.passwordHash))
             else { return nil }
             return (hub, [.listen, .send, .manage])
         }
@@ -117,5 +126,24 @@ struct ConsoleSessions: Sendable {
         let y = Array(b.utf8)
         guard x.count == y.count else { return false }
         return zip(x, y).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+}
+
+/// The nonces of sessions signed out, each kept until its session would have ended; at most
+/// `capacity`, the ended ones dropped first.
+final class RevokedSessions: Sendable {
+    static let capacity = 10_000
+    private let nonces = Mutex<[String: Int64]>([:])
+
+    func revoke(_ session: ConsoleSession, now: Date) {
+        nonces.withLock { nonces in
+            if nonces.count >= Self.capacity { nonces = nonces.filter { $0.value > Int64(now.timeIntervalSince1970) } }
+            if nonces.count >= Self.capacity, let soonest = nonces.min(by: { $0.value < $1.value }) { nonces[soonest.key] = nil }
+            nonces[session.nonce] = session.expires
+        }
+    }
+
+    func contains(_ nonce: String, now: Date) -> Bool {
+        nonces.withLock { $0[nonce].map { $0 > Int64(now.timeIntervalSince1970) } ?? false }
     }
 }

@@ -170,6 +170,7 @@ enum ConsoleTemplates {
 
     static let devices = """
         {{> head}}
+        {{#deleted}}<p class="notice" role="status">{{deleted}}</p>{{/deleted}}
         <form method="get" action="/console/devices" class="search" role="search">
         <div><label for="tags">Tag expression</label><input id="tags" name="tags" value="{{query.tags}}" placeholder="sports &amp;&amp; !politics"></div>
         <div><label for="platform">Platform</label>
@@ -196,7 +197,6 @@ enum ConsoleTemplates {
 
     static let device = """
         {{> head}}
-        {{#deleted}}<p class="notice" role="status">{{deleted}}</p>{{/deleted}}
         {{#registration}}
         <dl class="facts">
         <dt>Registration</dt><dd>{{id}}</dd>
@@ -368,7 +368,7 @@ enum ConsoleTemplates {
           const draw = async () => {
             try {
               const answer = await fetch(charts.dataset.source, { credentials: "same-origin" });
-              if (answer.ok) charts.innerHTML = await answer.text();
+              if (answer.ok && !answer.redirected) charts.innerHTML = await answer.text();
             } catch (error) {}
           };
           draw();

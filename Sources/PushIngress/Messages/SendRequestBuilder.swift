@@ -67,6 +67,17 @@ public struct SendRequestBuilder: Sendable {
                 throw .invalidField(field: "body", reason: "a \(format.rawValue) notification's body must be a JSON object")
             }
         }
+        // Headers passed to the PNS go out as HTTP headers: a name of token characters, a value
+        // without control characters (HTTP's parser checks this for the API; the console and
+        // other callers give text).
+        for (name, value) in headers where Self.passThrough(name) {
+            guard !name.isEmpty, name.utf8.count <= 128, name.utf8.allSatisfy(Self.isTokenByte) else {
+                throw .invalidField(field: "headers", reason: "\(name.prefix(64)) is not a header name")
+            }
+            guard value.utf8.count <= 4_096, value.unicodeScalars.allSatisfy({ $0 == "\t" || ($0.value >= 0x20 && $0.value != 0x7F) }) else {
+                throw .invalidField(field: name, reason: "a header value is at most 4096 bytes, without control characters")
+            }
+        }
         let audience: Audience
         if let handles {
             guard !handles.isEmpty else { throw .invalidField(field: "devices", reason: "a direct send needs at least one device handle") }
@@ -85,6 +96,14 @@ public struct SendRequestBuilder: Sendable {
         } catch .invalidField(field: "audience.tags", let reason) {
             let shown = tags.map { $0.count > 64 ? "\($0.prefix(64))…" : $0 } ?? ""
             throw .invalidField(field: "ServiceBusNotification-Tags", reason: "\"\(shown)\" \(reason)")
+        }
+    }
+
+    /// HTTP's token characters, of which header names are made.
+    static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+        default: "!#$%&'*+-.^_`|~".utf8.contains(byte)
         }
     }
 

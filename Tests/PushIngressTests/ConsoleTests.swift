@@ -72,7 +72,7 @@ struct ConsoleTests {
                 #expect(!cookie.contains(IngressFixture.fullKey), "the key is not in the cookie")
             }
             let cookie = try await Self.signIn(client)
-            for page in ["overview", "notifications", "devices", "send", "live"] {
+            for page in ["overview", "notifications", "devices", "send"] {
                 let (status, html) = try await Self.get(client, "/console/\(page)", cookie: cookie)
                 #expect(status == .ok, "\(page): \(html.prefix(300))")
                 #expect(html.contains(#"aria-current="page""#), "\(page) marks its link")
@@ -423,8 +423,9 @@ extension ConsoleTests {
             try await client.execute(uri: "/console/live/charts", method: .get) { response in
                 #expect(response.status == .unauthorized, "not a redirect to the sign-in page")
             }
+            // One hub's key of a two-hub ingress: refused plainly, with the page's headers.
             try await client.execute(uri: "/console/live/charts", method: .get, headers: [.cookie: cookie]) { response in
-                #expect(response.status == .ok)
+                #expect(response.status == .forbidden)
                 #expect(response.headers[.contentSecurityPolicy] != nil)
             }
         }
@@ -465,11 +466,12 @@ extension ConsoleTests {
         let deadline = ContinuousClock.now + .seconds(10)
         while port.withLock({ $0 }) == nil, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
         var hubs = IngressFixture.hubs
-        hubs.console = ConsoleConfiguration(metrics: ["http://127.0.0.1:\(try #require(port.withLock { $0 }))/metrics"])
+        hubs.console = ConsoleConfiguration(
+            accounts: [.init(name: "ops", passwordHash: Self.opsHash)], metrics: ["http://127.0.0.1:\(try #require(port.withLock { $0 }))/metrics"])
         let clock = SendRecoveryTests.TestClock()
         let fixture = try await IngressFixture(hubs: hubs, now: { clock.now })
         try await fixture.app.test(.router) { client in
-            let cookie = try await Self.signIn(client)
+            let cookie = try await Self.signInAccount(client, "ops")
             let (status, overview) = try await Self.get(client, "/console/overview", cookie: cookie)
             #expect(status == .ok)
             #expect(overview.contains("<th scope=\"row\">ok</th><td>7</td>"), "the sane topic is shown")
@@ -484,6 +486,44 @@ extension ConsoleTests {
                     #expect(!svg.contains("p4999") && !svg.contains("inf") && !svg.contains("nan"), "only PushHub's platforms, finite figures")
                 }
             }
+        }
+    }
+}
+
+extension ConsoleTests {
+    static let opsHash = hashPassword("a long password")
+
+    static func signInAccount(_ client: some TestClientProtocol, _ name: String, hub: String = "myhub") async throws -> String {
+        try await client.execute(
+            uri: "/console/signin", method: .post, headers: form,
+            body: encoded([("method", "account"), ("hub", hub), ("account", name), ("password", "a long password")])
+        ) { response in
+            #expect(response.status == .seeOther, "\(response.text)")
+            return String(try #require(response.headers[.setCookie]).split(separator: ";")[0])
+        }
+    }
+
+    @Test("every hub's live figures and lag go only to those who see every hub, never to one tenant's key")
+    func tenantsSeeTheirOwn() async throws {
+        var hubs = IngressFixture.hubs
+        hubs.console = ConsoleConfiguration(accounts: [
+            .init(name: "ops", passwordHash: Self.opsHash), .init(name: "tenant", passwordHash: Self.opsHash, hubs: ["myhub"]),
+        ])
+        let fixture = try await IngressFixture(hubs: hubs)
+        try await fixture.app.test(.router) { client in
+            for cookie in [try await Self.signIn(client), try await Self.signInAccount(client, "tenant")] {
+                let (live, _) = try await Self.get(client, "/console/live", cookie: cookie)
+                #expect(live == .forbidden)
+                let (charts, _) = try await Self.get(client, "/console/live/charts", cookie: cookie)
+                #expect(charts == .forbidden)
+                let (_, overview) = try await Self.get(client, "/console/overview", cookie: cookie)
+                #expect(!overview.contains("Consumer lag") && !overview.contains("/console/live"))
+            }
+            let operator_ = try await Self.signInAccount(client, "ops")
+            let (live, _) = try await Self.get(client, "/console/live", cookie: operator_)
+            #expect(live == .ok)
+            let (_, overview) = try await Self.get(client, "/console/overview", cookie: operator_)
+            #expect(overview.contains("Consumer lag") && overview.contains("/console/live"))
         }
     }
 }

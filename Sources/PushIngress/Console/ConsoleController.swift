@@ -17,6 +17,10 @@ struct ConsoleController: Sendable {
         var hub: HubsConfiguration.Hub
         var rights: Set<AccessRight>
         var csrf: String
+        /// Sees the figures of the whole process (every hub's deliveries, latency, consumer
+        /// lag): Manage, and every hub of this ingress (an account without a hubs list, or a
+        /// key of the only hub). A tenant's key sees nothing of the others.
+        var seesProcess = false
 
         func may(_ right: AccessRight) -> Bool { rights.contains(right) || rights.contains(.manage) }
     }
@@ -163,7 +167,14 @@ struct ConsoleController: Sendable {
         guard let session = sessions.session(cookieHeader: request.headers[.cookie], now: now()),
             let (hub, rights) = sessions.rights(of: session, hubs: hubs)
         else { return nil }
-        return Signed(session: session, hub: hub, rights: rights, csrf: sessions.csrfToken(session))
+        var signed = Signed(session: session, hub: hub, rights: rights, csrf: sessions.csrfToken(session))
+        let everyHub =
+            switch session.kind {
+            case .key: hubs.hubs.count == 1
+            case .account: hubs.console?.accounts?.first { $0.name == session.name }?.hubs == nil
+            }
+        signed.seesProcess = signed.may(.manage) && everyHub
+        return signed
     }
 
     /// The session and the right a page needs: nil and the page to answer when either lacks.
@@ -247,7 +258,7 @@ struct ConsoleController: Sendable {
             }
             values["activity"] = ["periods": periods, "outcomes": outcomes, "hasOutcomes": !outcomes.isEmpty] as [String: Any]
         }
-        if signed.may(.manage) {
+        if signed.seesProcess {
             let sample = await metrics.current(now: now()).last
             var lag: [String: Any] = [
                 "topics": (sample?.lag ?? [:]).sorted { $0.key < $1.key }.map {
@@ -664,6 +675,12 @@ struct ConsoleController: Sendable {
     @Sendable func livePage(_ request: Request, context: IngressContext) async throws -> Response {
         let (signed, refusal) = require(request, .manage)
         guard let signed else { return refusal! }
+        guard signed.seesProcess else {
+            return render(
+                "problem", title: "Not allowed", signed,
+                ["message": "The live figures are every hub's: they need an account for every hub, or a Manage key of the only hub."],
+                status: .forbidden)
+        }
         let charts = ConsoleMetrics.charts(await metrics.current(now: now())).joined(separator: "\n")
         return render("live", title: "Live", signed, ["charts": charts], current: "live")
     }
@@ -671,7 +688,7 @@ struct ConsoleController: Sendable {
     @Sendable func liveCharts(_ request: Request, context: IngressContext) async throws -> Response {
         // Fetched by the page's script: refused plainly (401, 403), never redirected to sign-in.
         guard let signed = signed(request) else { return Response(status: .unauthorized, headers: Self.pageHeaders) }
-        guard signed.may(.manage) else { return Response(status: .forbidden, headers: Self.pageHeaders) }
+        guard signed.seesProcess else { return Response(status: .forbidden, headers: Self.pageHeaders) }
         let charts = ConsoleMetrics.charts(await metrics.current(now: now())).joined(separator: "\n")
         return Response(status: .ok, headers: Self.pageHeaders, body: .init(byteBuffer: ByteBuffer(string: charts)))
     }
@@ -680,11 +697,11 @@ struct ConsoleController: Sendable {
 
     /// The pages' links, those the session's rights allow.
     static func nav(_ signed: Signed, current: String?) -> [[String: Any]] {
-        var links: [(String, String, AccessRight)] = [("overview", "Overview", .listen)]
-        links += [
-            ("notifications", "Notifications", .send), ("devices", "Devices", .manage), ("send", "Test send", .send), ("live", "Live", .manage),
+        let links: [(String, String, Bool)] = [
+            ("overview", "Overview", true), ("notifications", "Notifications", signed.may(.send)), ("devices", "Devices", signed.may(.manage)),
+            ("send", "Test send", signed.may(.send)), ("live", "Live", signed.seesProcess),
         ]
-        return links.filter { signed.may($0.2) }.map { ["href": "/console/\($0.0)", "label": $0.1, "current": $0.0 == current] }
+        return links.filter(\.2).map { ["href": "/console/\($0.0)", "label": $0.1, "current": $0.0 == current] }
     }
 
     static func who(_ signed: Signed) -> String {

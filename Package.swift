@@ -39,6 +39,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
     ],
     targets: [
         // librdkafka from Debian's librdkafka-dev, found through pkg-config.
@@ -54,6 +55,7 @@ let package = Package(
                 "CRdKafka",
                 "PushMetrics",
                 "PushModel",
+                .product(name: "Instrumentation", package: "swift-distributed-tracing"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -137,6 +139,7 @@ let package = Package(
                 "PushStore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         // The environment variables PushHub's executables read, in one place.
@@ -340,6 +343,7 @@ let package = Package(
             dependencies: [
                 "PushDispatcher", "PushKafka", "PushModel", "PushOps", "PushStore", "PushTestSupport",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),

@@ -5,6 +5,7 @@ import PushMetrics
 import PushModel
 import PushStore
 import ServiceLifecycle
+import Tracing
 
 /// Settings of the dispatcher.
 public struct DispatcherSettings: Sendable {
@@ -93,6 +94,16 @@ public final class Dispatcher: Service, Sendable {
     /// contract or a limit, an unknown hub, a query the store refuses) throws `PermanentFailure`
     /// and is dead-lettered; anything else is retried within the budget.
     func dispatch(_ record: KafkaRecord) async throws {
+        guard TraceHeaders.isActive else { return try await dispatchRequest(record) }
+        // A span under the context the record carries (the ingress's accept, or a producer's
+        // own); its batches and summary carry it on.
+        try await withSpan("pushhub.dispatch", context: TraceHeaders.context(of: record), ofKind: .consumer) { span in
+            span.attributes["kafka.offset"] = "\(record.topic):\(record.partition):\(record.offset)"
+            try await dispatchRequest(record)
+        }
+    }
+
+    private func dispatchRequest(_ record: KafkaRecord) async throws {
         let request: SendRequest
         let expression: TagExpression?
         do {
@@ -133,7 +144,9 @@ public final class Dispatcher: Service, Sendable {
         }
         let dispatched = try await batcher.finish()
         BatchBuilder.count(dispatched)
-        try await producer.sendAllAcknowledged([BatchBuilder.summary(of: request, hub: hub, dispatched: dispatched, topics: settings.topics)])
+        try await producer.sendAllAcknowledged([
+            BatchBuilder.summary(of: request, hub: hub, dispatched: dispatched, topics: settings.topics, headers: TraceHeaders.headers())
+        ])
         logger.info(
             "notification dispatched",
             metadata: ["pushhub.notification_id": "\(request.notificationId)", "pushhub.targets": "\(dispatched.values.reduce(0, +))"])
@@ -296,6 +309,8 @@ public struct BatchBuilder {
     private var pending: [Platform: [DeliveryBatch.Target]] = [:]
     private var counts: [Platform: Int] = Dictionary(uniqueKeysWithValues: Platform.allCases.map { ($0, 0) })
     private var unacknowledged: [KafkaOutgoingRecord] = []
+    /// The spans of the batches not yet acknowledged (when tracing), ended with their records.
+    private var batchSpans: [any Span] = []
     private var unacknowledgedBytes = 0
     /// Bytes of batches produced before waiting for their acknowledgements, besides their
     /// count: a round stays well under what the workers' backlog may hold.
@@ -364,9 +379,21 @@ public struct BatchBuilder {
             notificationId: request.notificationId, hub: hub, platform: platform, kind: request.format == .template ? .template : .native,
             format: request.format == .template ? nil : request.format, body: request.body, headers: request.headers,
             expiresAt: request.expiresAt, enqueuedAt: request.enqueuedAt, attempt: 1, targets: targets)
+        // A span per batch, under the one producing it (dispatch, or the ingress's accept); the
+        // batch carries it to its worker.
+        var headers: [KafkaHeader] = []
+        if TraceHeaders.isActive {
+            let span = startSpan("pushhub.dispatch.batch", ofKind: .producer)
+            span.attributes["pushhub.platform"] = platform.rawValue
+            span.attributes["pushhub.targets"] = targets.count
+            span.attributes["pushhub.batch"] = batchIndex
+            headers = TraceHeaders.headers(for: span.context)
+            batchSpans.append(span)
+        }
         unacknowledged.append(
             KafkaOutgoingRecord(
-                topic: topics.deliveries(platform), key: "\(request.notificationId):\(batchIndex)", value: try WireCoding.encode(batch)))
+                topic: topics.deliveries(platform), key: "\(request.notificationId):\(batchIndex)", value: try WireCoding.encode(batch),
+                headers: headers))
         batchIndex += 1
         unacknowledgedBytes += unacknowledged[unacknowledged.count - 1].value.count
         if unacknowledged.count >= batchesInFlight || unacknowledgedBytes >= Self.bytesInFlight { try await flush() }
@@ -384,6 +411,16 @@ public struct BatchBuilder {
             }.count
         unacknowledged.removeAll(keepingCapacity: true)
         unacknowledgedBytes = 0
+        if !batchSpans.isEmpty {
+            let failure = results.lazy.compactMap { result -> KafkaError? in
+                if case .failure(let error) = result { return error } else { return nil }
+            }.first
+            for span in batchSpans {
+                if let failure { span.recordError(failure) }
+                span.end()
+            }
+            batchSpans.removeAll()
+        }
         for result in results { _ = try result.get() }
     }
 }

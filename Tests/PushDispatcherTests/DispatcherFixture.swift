@@ -115,8 +115,13 @@ actor Produced {
     var deliveryBytes = 0
     var results: [ResultBatch] = []
     var deadLetters: [KafkaRecord] = []
+    /// Each delivery and result record's headers, by notification id, in order.
+    var headers: [String: [(topic: String, headers: [KafkaHeader])]] = [:]
 
     func add(_ record: KafkaRecord) {
+        if let key = record.key.map({ String(decoding: $0, as: UTF8.self) }) {
+            headers[String(key.split(separator: ":").first ?? ""), default: []].append((record.topic, record.headers))
+        }
         if record.topic.hasSuffix("deadletter") {
             deadLetters.append(record)
         } else if record.topic.hasSuffix("results") {

@@ -1,10 +1,12 @@
 import Foundation
+import InMemoryTracing
 import PushDispatcher
 import PushKafka
 import PushModel
 import PushStore
 import PushTestSupport
 import Testing
+import Tracing
 
 @Suite("Dispatcher", .timeLimit(.minutes(2)))
 struct DispatcherTests {
@@ -69,6 +71,43 @@ struct DispatcherTests {
         let targets = summaries[0].dispatched?.values.reduce(0, +) ?? 0
         #expect(targets > 0)
         #expect(await fixture.batches(request.notificationId).flatMap(\.targets).count == 2 * targets)
+    }
+
+    @Test("the trace context a SendRequest carries is its dispatch span's parent; each batch carries a span of its own, the summary the dispatch's")
+    func traced() async throws {
+        let tracer = InMemoryTracer()
+        try await withTracer(tracer) {
+            let fixture = try await DispatcherFixture(settings: { $0.batchSize = 2 })
+            _ = try await Self.seed(fixture.store)
+            let request = DispatcherFixture.request(.tags("Sports"))
+            try await fixture.send(
+                request,
+                headers: [
+                    KafkaHeader(key: InMemoryTracer.traceIDKey, value: "trace-1"), KafkaHeader(key: InMemoryTracer.spanIDKey, value: "accept-1"),
+                ])
+            let summary = try #require(await fixture.summary(request.notificationId))
+            let targets = summary.dispatched?.values.reduce(0, +) ?? 0
+            #expect(targets >= 2)
+            let deadline = ContinuousClock.now + .seconds(10)
+            while tracer.finishedSpans.filter({ $0.operationName == "pushhub.dispatch" }).isEmpty, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            let spans = tracer.finishedSpans
+            let dispatch = try #require(spans.first { $0.operationName == "pushhub.dispatch" })
+            #expect(dispatch.traceID == "trace-1" && dispatch.parentSpanID == "accept-1", "under the context the record carried")
+            let batches = spans.filter { $0.operationName == "pushhub.dispatch.batch" }
+            #expect(batches.count == (targets + 1) / 2, "one span a batch of two")
+            #expect(batches.allSatisfy { $0.traceID == "trace-1" && $0.parentSpanID == dispatch.spanID })
+            let records = await fixture.collected.headers[request.notificationId] ?? []
+            let carried = records.filter { $0.topic != fixture.topics.results }.map { headers in
+                headers.headers.first { $0.key == InMemoryTracer.spanIDKey }.flatMap { $0.value.map { String(decoding: $0, as: UTF8.self) } }
+            }
+            #expect(Set(carried.compactMap { $0 }) == Set(batches.map(\.spanID)), "each batch record carries its own span")
+            let summaryRecord = try #require(records.first { $0.topic == fixture.topics.results })
+            #expect(
+                summaryRecord.headers.contains(KafkaHeader(key: InMemoryTracer.spanIDKey, value: dispatch.spanID)), "the summary carries the dispatch"
+            )
+        }
     }
 
     @Test("a template send reaches every template registration, on every platform, with its template")

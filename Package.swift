@@ -40,6 +40,8 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
+        // Only the OTLP/HTTP exporter: no gRPC in the build.
+        .package(url: "https://github.com/swift-otel/swift-otel", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
         // librdkafka from Debian's librdkafka-dev, found through pkg-config.
@@ -127,6 +129,7 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         // The dispatcher process as a library: SendRequests to DeliveryBatches.
@@ -150,6 +153,8 @@ let package = Package(
                 "PushModel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "OTel", package: "swift-otel"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         // The PNS clients: APNs, FCM, WNS, Web Push (encryption and VAPID), over HTTP/2 and HTTP/1.1.
@@ -185,6 +190,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         // `pushhub sim`: APNs, FCM, WNS and Web Push simulators.
@@ -311,6 +317,7 @@ let package = Package(
             dependencies: [
                 "PushHubCLI", "PushIngressMain", "PushDispatcherMain", "PushAPNsWorkerMain", "PushKafka", "PushIngress", "PushLoad", "PushModel",
                 "PushTestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
             ]
         ),
         .testTarget(

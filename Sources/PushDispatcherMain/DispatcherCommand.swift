@@ -34,6 +34,7 @@ struct DispatcherCommand: AsyncParsableCommand {
     func run() async throws {
         let environment = PushHubEnvironment.current
         let logger = makeLogger("pushhub.dispatcher")
+        let tracing = try ProcessTracing.service(serviceName: "pushhub-dispatcher", logger: logger)
         let hubs = try HubsConfiguration.load(from: config ?? environment.configPath)
         let store = try await StoreLocation(database ?? environment.database).open(logger: logger)
         let wiring = try KafkaWiring.make(servers: try await kafka.reachableServers(), topics: kafka.topics, logger: logger)
@@ -47,7 +48,8 @@ struct DispatcherCommand: AsyncParsableCommand {
             logger: logger)
         // Shut down in reverse: stop dispatching, stop answering, commit and leave the group, flush.
         try await ProcessLifecycle.group(
-            [.init(service: wiring.producer)] + dispatcher.consumers.map { .init(service: $0) } + [.init(service: operations)] + dispatcher.workers,
+            (tracing.map { [.init(service: $0)] } ?? []) + [.init(service: wiring.producer)] + dispatcher.consumers.map { .init(service: $0) }
+                + [.init(service: operations)] + dispatcher.workers,
             logger: logger
         ).run()
         await store.close()

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import OTel
 import PushKafka
 
 /// Every environment variable PushHub's executables read, read here and nowhere else, with
@@ -28,6 +29,9 @@ public struct PushHubEnvironment: Sendable {
     /// `PUSHHUB_SIM_APNS_URL`: the simulator's HTTP/2 listener (every service, over TLS), where
     /// `pushhub load` points WNS channels and Web Push endpoints when it is set.
     public var simulatorHTTP2URL: String?
+    /// `PUSHHUB_OTEL_ENDPOINT`: where spans go, over OTLP/HTTP (`http://collector:4318`);
+    /// tracing is off without it.
+    public var otelEndpoint: String?
 
     public static let defaultDatabase = "data/pushhub.sqlite"
     public static let defaultConfigPath = "data/pushhub.yaml"
@@ -48,6 +52,7 @@ public struct PushHubEnvironment: Sendable {
         connectionString = value("PUSHHUB_CONNECTION_STRING")
         simulatorURL = value("PUSHHUB_SIM_URL")
         simulatorHTTP2URL = value("PUSHHUB_SIM_APNS_URL")
+        otelEndpoint = value("PUSHHUB_OTEL_ENDPOINT")
     }
 
     public static func servers(_ text: String) -> [String] {
@@ -64,16 +69,20 @@ public func makeLogger(_ label: String) -> Logger {
 /// swift-log may be bootstrapped once per process; a global's initializer runs once.
 private let loggingBootstrap: Void = {
     let (level, format) = (PushHubEnvironment.current.logLevel, PushHubEnvironment.current.logFormat)
-    LoggingSystem.bootstrap { label in
-        switch format {
-        case .text:
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        case .json:
-            return JSONLogHandler(label: label, logLevel: level)
-        }
-    }
+    // Lines logged inside a span carry its trace_id and span_id (nothing outside one).
+    LoggingSystem.bootstrap(
+        { label, provider in
+            switch format {
+            case .text:
+                var handler = StreamLogHandler.standardError(label: label, metadataProvider: provider)
+                handler.logLevel = level
+                return handler
+            case .json:
+                var handler = JSONLogHandler(label: label, logLevel: level)
+                handler.metadataProvider = provider
+                return handler
+            }
+        }, metadataProvider: OTel.makeLoggingMetadataProvider())
 }()
 
 public enum LogFormat: String, Sendable {

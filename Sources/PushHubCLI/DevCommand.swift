@@ -53,6 +53,7 @@ struct DevCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = makeLogger("pushhub.dev")
+        let tracing = try ProcessTracing.service(serviceName: "pushhub-dev", logger: logger)
         let data = URL(fileURLWithPath: dataDir)
         try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
 
@@ -128,7 +129,9 @@ struct DevCommand: AsyncParsableCommand {
 
         // Started in this order, stopped in reverse: workers hand back and finish first, then the
         // dispatcher, the ingress (outcomes last), the consumers commit, the producer flushes.
-        let group = ProcessLifecycle.group([.init(service: wiring.producer)] + ingressServices + dispatcher.services + workers, logger: logger)
+        let group = ProcessLifecycle.group(
+            (tracing.map { [.init(service: $0)] } ?? []) + [.init(service: wiring.producer)] + ingressServices + dispatcher.services + workers,
+            logger: logger)
         try await group.run()
         await http.shutdown()
         await simulatorGroup.triggerGracefulShutdown()

@@ -58,6 +58,7 @@ public func buildIngressRouter(
     let router = Router(context: IngressContext.self)
     router.add(middleware: HTTPMetricsMiddleware())
     router.add(middleware: StoreFailureMiddleware())
+    router.add(middleware: AcceptTracing())
     let access = HubAccess(hubs: hubs, now: now)
     let hubRoutes = HubRoutes(router: router, access: access)
     let queue = publisher.map {

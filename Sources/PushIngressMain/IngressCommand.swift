@@ -37,6 +37,7 @@ struct IngressCommand: AsyncParsableCommand {
     func run() async throws {
         let environment = PushHubEnvironment.current
         let logger = makeLogger("pushhub.ingress")
+        let tracing = try ProcessTracing.service(serviceName: "pushhub-ingress", logger: logger)
         let configPath = config ?? environment.configPath
         let location = StoreLocation(database ?? environment.database)
 
@@ -70,7 +71,9 @@ struct IngressCommand: AsyncParsableCommand {
             // Straight to the file descriptor: scripts read these lines as they come.
             FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
         }
-        try await ProcessLifecycle.group((wiring.map { [.init(service: $0.producer)] } ?? []) + services, logger: logger).run()
+        try await ProcessLifecycle.group(
+            (tracing.map { [.init(service: $0)] } ?? []) + (wiring.map { [.init(service: $0.producer)] } ?? []) + services, logger: logger
+        ).run()
         await store.close()
     }
 }

@@ -6,6 +6,7 @@ import PushModel
 import PushProviders
 import ServiceLifecycle
 import Synchronization
+import Tracing
 
 /// Settings of a worker.
 public struct WorkerSettings: Sendable {
@@ -103,7 +104,7 @@ public final class DeliveryWorker: Service, Sendable {
             // A batch let in after shutdown began is not started: the next owner does it.
             if draining.isStarted { throw RecordLeftUnfinished() }
             do {
-                guard let made = try await self.work(record, work.decoded) else { throw RecordLeftUnfinished() }
+                guard let made = try await traced(record, { try await self.work(record, work.decoded) }) else { throw RecordLeftUnfinished() }
                 work.outgoing.withLock { $0 = made }
                 outgoing = made
             } catch let error as PermanentFailure {
@@ -127,6 +128,19 @@ public final class DeliveryWorker: Service, Sendable {
         if draining.isStarted { throw RecordLeftUnfinished() }
         throw PublishPending(failure)
     }
+
+    /// Runs a batch's work in a span under the context its record carries, when tracing: its
+    /// results and hand-back carry the span on, and its PNS calls are spans under it.
+    private func traced(_ record: KafkaRecord, _ body: () async throws -> [KafkaOutgoingRecord]?) async throws -> [KafkaOutgoingRecord]? {
+        guard TraceHeaders.isActive else { return try await body() }
+        return try await withSpan("pushhub.deliver", context: TraceHeaders.context(of: record), ofKind: .consumer) { span in
+            span.attributes["pushhub.platform"] = settings.platform.rawValue
+            return try await body()
+        }
+    }
+
+    /// PNS calls traced a batch at most: the first, and those that did not deliver.
+    static let pnsSpansPerBatch = 8
 
     /// The records a batch ends with: its results and the hand-back of what must wait. `nil`
     /// when shutdown came before the batch's not-before time (the record stays unfinished).
@@ -182,7 +196,8 @@ public final class DeliveryWorker: Service, Sendable {
         if !results.isEmpty {
             let value = try WireCoding.encode(
                 ResultBatch(notificationId: batch.notificationId, hub: batch.hub, platform: batch.platform, results: results))
-            outgoing.append(KafkaOutgoingRecord(topic: settings.topics.results, key: batch.notificationId, value: value))
+            outgoing.append(
+                KafkaOutgoingRecord(topic: settings.topics.results, key: batch.notificationId, value: value, headers: TraceHeaders.headers()))
         }
         if !handBack.isEmpty {
             var next = batch
@@ -193,7 +208,8 @@ public final class DeliveryWorker: Service, Sendable {
             next.expiresAt = expiresAt
             outgoing.append(
                 KafkaOutgoingRecord(
-                    topic: settings.topics.deliveries(settings.platform), key: record.key, value: try WireCoding.encode(next)))
+                    topic: settings.topics.deliveries(settings.platform), key: record.key, value: try WireCoding.encode(next),
+                    headers: TraceHeaders.headers()))
             logger.info(
                 "targets handed back",
                 metadata: [
@@ -234,16 +250,36 @@ public final class DeliveryWorker: Service, Sendable {
         var calls = [Int](repeating: 0, count: targets.count)
         var renewed = [Bool](repeating: false, count: targets.count)
         let started = ContinuousClock.now
+        // PNS spans, once per batch decided: none when not tracing.
+        var spansLeft = TraceHeaders.isActive && InstrumentationContext.current != nil ? Self.pnsSpansPerBatch : 0
         while !round.isEmpty {
             if Date() >= expiresAt {
                 for index in round { ends[index] = .expired(targets[index], calls: calls[index]) }
                 break
             }
+            let roundStart = DefaultTracerClock.now
             let answers = await provider.deliverAll(round.map { deliveries[$0]! })
             var again: [Int] = []
             var pause = Duration.zero
             for (index, answer) in zip(round, answers) {
                 calls[index] += 1
+                if spansLeft > 0, index == 0 || answer.classification != .delivered {
+                    // The round's requests went together: each span covers the round, its own
+                    // time an attribute. No handle or token goes in a span.
+                    spansLeft -= 1
+                    let span = startSpan("pushhub.pns", ofKind: .client, at: roundStart)
+                    span.attributes["pushhub.platform"] = batch.platform.rawValue
+                    span.attributes["pushhub.attempt"] = batch.attempt - 1 + calls[index]
+                    if let status = answer.status { span.attributes["http.response.status_code"] = status }
+                    if let latency = answer.latency {
+                        span.attributes["pushhub.pns_latency_ms"] = Int(
+                            latency.components.seconds * 1_000 + latency.components.attoseconds / 1_000_000_000_000_000)
+                    }
+                    if answer.classification != .delivered {
+                        span.setStatus(SpanStatus(code: .error, message: answer.reason ?? Self.reason(answer.classification)))
+                    }
+                    span.end()
+                }
                 if let latency = answer.latency { metrics.latency.observe(latency) }
                 let target = targets[index]
                 let retryAfter: Duration?

@@ -41,6 +41,7 @@ public struct WorkerOptions: ParsableArguments {
     public func run(_ platform: Platform) async throws {
         let environment = PushHubEnvironment.current
         let logger = makeLogger("pushhub.\(platform.rawValue)-worker")
+        let tracing = try ProcessTracing.service(serviceName: "pushhub-\(platform.rawValue)-worker", logger: logger)
         let hubs = try HubsConfiguration.load(from: config ?? environment.configPath)
         let servers = try await kafka.reachableServers()
         let http = PNSHTTPClient(
@@ -56,7 +57,8 @@ public struct WorkerOptions: ParsableArguments {
         let operations = operations.application(
             checks: [ReadinessCheck("kafka") { await consumers.allReachable() }], logger: logger)
         try await ProcessLifecycle.group(
-            [.init(service: wiring.producer)] + worker.consumers.map { .init(service: $0) } + [.init(service: operations)] + worker.workers,
+            (tracing.map { [.init(service: $0)] } ?? []) + [.init(service: wiring.producer)] + worker.consumers.map { .init(service: $0) }
+                + [.init(service: operations)] + worker.workers,
             logger: logger
         ).run()
         await http.shutdown()

@@ -26,10 +26,13 @@ final class ChildProcess: Sendable {
     private let process: SpawnedProcess
     private let buffer = LineBuffer()
 
-    init(_ executable: URL = pushhubExecutable, arguments: [String], environment: [String: String] = [:]) throws {
+    /// `error: .merge` reads standard error with standard output.
+    init(
+        _ executable: URL = pushhubExecutable, arguments: [String], environment: [String: String] = [:], error: SpawnedProcess.ErrorStream = .inherit
+    ) throws {
         process = try SpawnedProcess(
             executable.path, arguments: arguments, environment: ProcessInfo.processInfo.environment.merging(environment) { _, new in new },
-            input: true, error: .inherit)
+            input: true, error: error)
         // Standard output is read on a thread of its own: reading blocks.
         let output = process.output!
         Thread { [buffer] in

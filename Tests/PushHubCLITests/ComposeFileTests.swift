@@ -28,18 +28,18 @@ struct ComposeFileTests {
             services == [
                 "kafka", "topics", "postgres", "ingress", "dispatcher", "apns-worker", "fcm-worker", "wns-worker", "webpush-worker", "hms-worker",
                 "adm-worker", "xiaomi-worker",
-                "baidu-worker", "sim", "prometheus", "grafana",
+                "baidu-worker", "sim", "prometheus", "grafana", "otel-collector", "jaeger",
             ])
-        // The normalized file: only the simulators carry the `sim` profile, and only Prometheus
-        // and Grafana the `observability` one.
+        // The normalized file: only the simulators carry the `sim` profile, and only Prometheus,
+        // Grafana, the collector and Jaeger the `observability` one.
         let normalized = try await Self.compose(["config"]).1
-        #expect(normalized.components(separatedBy: "profiles:").count == 4, "three services with profiles")
+        #expect(normalized.components(separatedBy: "profiles:").count == 6, "five services with profiles")
         #expect(normalized.matches(of: #/profiles:\s*\n\s*- sim\s*\n/#).count == 1, "\(normalized)")
-        #expect(normalized.matches(of: #/profiles:\s*\n\s*- observability\s*\n/#).count == 2, "\(normalized)")
+        #expect(normalized.matches(of: #/profiles:\s*\n\s*- observability\s*\n/#).count == 4, "\(normalized)")
         // What Prometheus and Grafana are given is in the repository, where compose mounts it from.
         for mounted in [
             "deploy/prometheus/prometheus.yml", "deploy/prometheus/alerts.yaml", "deploy/grafana/provisioning",
-            "deploy/grafana/pushhub-dashboard.json",
+            "deploy/grafana/pushhub-dashboard.json", "deploy/otel/collector.yaml",
         ] {
             #expect(FileManager.default.fileExists(atPath: Self.root.appendingPathComponent(mounted).path), "\(mounted)")
             #expect(normalized.contains(mounted), "\(mounted) is mounted")

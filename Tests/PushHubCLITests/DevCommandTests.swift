@@ -23,9 +23,14 @@ struct DevCommandTests {
         let connectionString: String
         let demo: String
 
-        static func start(data: URL, extra: [String] = []) async throws -> Stack {
+        static func start(
+            data: URL, extra: [String] = [], environment: [String: String] = ["PUSHHUB_LOG_LEVEL": "error"],
+            error: SpawnedProcess.ErrorStream = .inherit
+        )
+            async throws -> Stack
+        {
             let process = try ChildProcess(
-                arguments: ["dev", "--port", "0", "--data-dir", data.path] + extra, environment: ["PUSHHUB_LOG_LEVEL": "error"])
+                arguments: ["dev", "--port", "0", "--data-dir", data.path] + extra, environment: environment, error: error)
             func value(_ key: String) async throws -> String {
                 String(try #require(await process.line(startingWith: key, timeout: .seconds(60))).dropFirst(key.count))
             }

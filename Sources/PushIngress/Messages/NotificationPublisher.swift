@@ -76,7 +76,9 @@ public struct KafkaNotificationPublisher: NotificationPublisher {
     }
 
     public func publish(_ request: SendRequest) async throws {
-        try await producer.send(KafkaOutgoingRecord(topic: topics.requests, key: request.notificationId, value: WireCoding.encode(request)))
+        try await producer.send(
+            KafkaOutgoingRecord(
+                topic: topics.requests, key: request.notificationId, value: WireCoding.encode(request), headers: TraceHeaders.headers()))
     }
 
     public func republish(_ request: SendRequest) async throws {
@@ -92,7 +94,8 @@ public struct KafkaNotificationPublisher: NotificationPublisher {
         // recorder passes over it; were it published and the batches not, the send is
         // forgotten and a marked summary records nothing.
         let summary = try BatchBuilder.summary(
-            of: request, hub: request.hub, dispatched: dispatched, topics: topics, headers: recorded ? [OutcomeRecorder.recordedHeader] : [])
+            of: request, hub: request.hub, dispatched: dispatched, topics: topics,
+            headers: (recorded ? [OutcomeRecorder.recordedHeader] : []) + TraceHeaders.headers())
         var batcher = BatchBuilder(request: request, hub: request.hub, topics: topics, producer: producer)
         do {
             for platform in Platform.allCases {

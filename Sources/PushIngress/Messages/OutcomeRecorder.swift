@@ -4,6 +4,7 @@ import PushKafka
 import PushModel
 import PushStore
 import ServiceLifecycle
+import Tracing
 
 /// Consumes `pushhub.results` inside the ingress: dispatch summaries and delivery results
 /// become per-notification outcomes, and dead handles are pruned. A record's offset is marked
@@ -59,19 +60,35 @@ public final class OutcomeRecorder: Service, Sendable {
     func apply(_ records: [KafkaRecord]) async throws {
         var batches: [ResultBatch] = []
         batches.reserveCapacity(records.count)
+        // When tracing, a span per record under the context it carries, all of them over the
+        // one transaction that records the group.
+        var spans: [any Span] = []
         for record in records where record.header(Self.recordedHeader.key) != Self.recordedHeader.value {
             do {
                 batches.append(try WireCoding.decode(ResultBatch.self, from: record.value))
             } catch {
                 throw PermanentFailure(error.description)
             }
+            if TraceHeaders.isActive {
+                let span = startSpan("pushhub.outcome", context: TraceHeaders.context(of: record), ofKind: .consumer)
+                span.attributes["pushhub.notification_id"] = batches[batches.count - 1].notificationId
+                spans.append(span)
+            }
         }
         guard !batches.isEmpty else { return }
         let fresh: [Bool]
         do {
             fresh = try await store.recordOutcomes(batches, now: Date())
-        } catch let error as SQLError where error.isPermanent {
-            throw PermanentFailure("the store refused the result: \(error.message.prefix(300))")
+            for span in spans { span.end() }
+        } catch {
+            for span in spans {
+                span.recordError(error)
+                span.end()
+            }
+            if let error = error as? SQLError, error.isPermanent {
+                throw PermanentFailure("the store refused the result: \(error.message.prefix(300))")
+            }
+            throw error
         }
         // Pruned once the results are kept; a prune that fails is logged, not retried (the
         // results would not be new again), and the handle is pruned when a send next finds

@@ -47,6 +47,8 @@ public final class PNSHTTPClient: PNSTransport {
             idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: max(1, connectionsPerHost / connections))
         configuration.httpVersion = .automatic
         configuration.decompression = .disabled
+        // No span per request from async-http-client: PushHub's own spans say what a PNS call did.
+        configuration.tracing.tracer = nil
         clients = (0..<connections).map { _ in HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration) }
         self.tls = tls
         connectionCount = connections

@@ -132,17 +132,22 @@ public final class Dispatcher: Service, Sendable {
         var batcher = BatchBuilder(
             request: request, hub: hub, topics: settings.topics, batchSize: settings.batchSize, batchesInFlight: settings.batchesInFlight,
             producer: producer, backlog: backlog)
+        let dispatched: [Platform: Int]
         do {
             try await AudienceResolver(store: store).forEachTarget(of: request, expression: expression, hub: hub, pageSize: settings.batchSize) {
                 target, platform in try await batcher.add(target, on: platform)
             }
+            dispatched = try await batcher.finish()
         } catch let error as SQLError where error.isPermanent {
+            batcher.abandon(error)
             // Dead-lettered: nothing was dispatched from this record, so a corrected one with
             // the same id may be.
             if noted { try? await ledger?.releaseDispatch(hub: hub, notificationId: request.notificationId, source: source) }
             throw PermanentFailure("the store refused the audience's query: \(error.message.prefix(300))")
+        } catch {
+            batcher.abandon(error)
+            throw error
         }
-        let dispatched = try await batcher.finish()
         BatchBuilder.count(dispatched)
         try await producer.sendAllAcknowledged([
             BatchBuilder.summary(of: request, hub: hub, dispatched: dispatched, topics: settings.topics, headers: TraceHeaders.headers())
@@ -309,8 +314,9 @@ public struct BatchBuilder {
     private var pending: [Platform: [DeliveryBatch.Target]] = [:]
     private var counts: [Platform: Int] = Dictionary(uniqueKeysWithValues: Platform.allCases.map { ($0, 0) })
     private var unacknowledged: [KafkaOutgoingRecord] = []
-    /// The spans of the batches not yet acknowledged (when tracing), ended with their records.
-    private var batchSpans: [any Span] = []
+    /// The spans of the batches not yet acknowledged (when tracing), by their record's place in
+    /// `unacknowledged`, each ended with its record's result (or by `abandon`).
+    private var batchSpans: [(record: Int, span: any Span)] = []
     private var unacknowledgedBytes = 0
     /// Bytes of batches produced before waiting for their acknowledgements, besides their
     /// count: a round stays well under what the workers' backlog may hold.
@@ -381,6 +387,7 @@ public struct BatchBuilder {
             expiresAt: request.expiresAt, enqueuedAt: request.enqueuedAt, attempt: 1, targets: targets)
         // A span per batch, under the one producing it (dispatch, or the ingress's accept); the
         // batch carries it to its worker.
+        let value = try WireCoding.encode(batch)
         var headers: [KafkaHeader] = []
         if TraceHeaders.isActive {
             let span = startSpan("pushhub.dispatch.batch", ofKind: .producer)
@@ -388,15 +395,24 @@ public struct BatchBuilder {
             span.attributes["pushhub.targets"] = targets.count
             span.attributes["pushhub.batch"] = batchIndex
             headers = TraceHeaders.headers(for: span.context)
-            batchSpans.append(span)
+            batchSpans.append((unacknowledged.count, span))
         }
         unacknowledged.append(
-            KafkaOutgoingRecord(
-                topic: topics.deliveries(platform), key: "\(request.notificationId):\(batchIndex)", value: try WireCoding.encode(batch),
-                headers: headers))
+            KafkaOutgoingRecord(topic: topics.deliveries(platform), key: "\(request.notificationId):\(batchIndex)", value: value, headers: headers))
         batchIndex += 1
         unacknowledgedBytes += unacknowledged[unacknowledged.count - 1].value.count
         if unacknowledged.count >= batchesInFlight || unacknowledgedBytes >= Self.bytesInFlight { try await flush() }
+    }
+
+    /// Ends the spans of batches that will not be produced now (the dispatch failed); the
+    /// builder is not used after.
+    public mutating func abandon(_ error: any Error) {
+        for (_, span) in batchSpans {
+            span.recordError(error)
+            span.setStatus(SpanStatus(code: .error))
+            span.end()
+        }
+        batchSpans.removeAll()
     }
 
     private mutating func flush() async throws {
@@ -411,16 +427,14 @@ public struct BatchBuilder {
             }.count
         unacknowledged.removeAll(keepingCapacity: true)
         unacknowledgedBytes = 0
-        if !batchSpans.isEmpty {
-            let failure = results.lazy.compactMap { result -> KafkaError? in
-                if case .failure(let error) = result { return error } else { return nil }
-            }.first
-            for span in batchSpans {
-                if let failure { span.recordError(failure) }
-                span.end()
+        for (record, span) in batchSpans {
+            if record < results.count, case .failure(let error) = results[record] {
+                span.recordError(error)
+                span.setStatus(SpanStatus(code: .error))
             }
-            batchSpans.removeAll()
+            span.end()
         }
+        batchSpans.removeAll()
         for result in results { _ = try result.get() }
     }
 }

@@ -49,6 +49,24 @@ public enum ProcessTracing {
         kept["OTEL_PROPAGATORS"] = nil
         kept["OTEL_EXPORTER_OTLP_ENDPOINT"] = nil
         kept["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = nil
+        // Logs and metrics stay PushHub's own: this would turn swift-otel's on (and swift-log
+        // may be bootstrapped once); "true" turned tracing off before here.
+        kept["OTEL_SDK_DISABLED"] = nil
+        // Settings that would spin a core, take the memory at start, or never export.
+        for (name, range) in [
+            ("OTEL_BSP_SCHEDULE_DELAY", 10...60_000), ("OTEL_BSP_EXPORT_TIMEOUT", 100...60_000), ("OTEL_BSP_MAX_QUEUE_SIZE", 1...65_536),
+            ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 1...65_536),
+        ] {
+            if let value = kept[name], !(Int(value).map(range.contains) ?? false) {
+                throw TracingConfigurationError(description: "\(name): \(range.lowerBound) to \(range.upperBound), not \(value.prefix(32))")
+            }
+        }
+        for name in ["OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"] {
+            // Named, never echoed: these hold a collector's credentials.
+            if let value = kept[name], !value.split(separator: ",").allSatisfy({ $0.contains("=") && !$0.hasPrefix("=") }) {
+                throw TracingConfigurationError(description: "\(name): key=value pairs, comma-separated")
+            }
+        }
         for name in ["OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] {
             if let value = kept[name], !["http/protobuf", "http/json"].contains(value.lowercased()) {
                 throw TracingConfigurationError(description: "\(name): http/protobuf or http/json (PushHub has no gRPC exporter), not \(value)")

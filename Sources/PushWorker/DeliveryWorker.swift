@@ -257,7 +257,7 @@ public final class DeliveryWorker: Service, Sendable {
                 for index in round { ends[index] = .expired(targets[index], calls: calls[index]) }
                 break
             }
-            let roundStart = DefaultTracerClock.now
+            let roundStart = spansLeft > 0 ? DefaultTracerClock.now : DefaultTracerClock.Timestamp(nanosecondsSinceEpoch: 0)
             let answers = await provider.deliverAll(round.map { deliveries[$0]! })
             var again: [Int] = []
             var pause = Duration.zero

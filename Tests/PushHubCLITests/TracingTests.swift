@@ -110,6 +110,7 @@ struct TracingTests {
         #expect(calls.count == 2 && calls.allSatisfy { byID[$0.parentSpanID]?.name == "pushhub.deliver" })
         #expect(calls.allSatisfy { $0.attributes["http.response.status_code"] == "200" })
         let outcomes = trace.filter { $0.name == "pushhub.outcome" }
+        #expect(outcomes.count == 3, "two batches' results and the dispatcher's summary")
         #expect(outcomes.allSatisfy { ["pushhub.deliver", "pushhub.dispatch"].contains(byID[$0.parentSpanID]?.name ?? "") })
         #expect(trace.allSatisfy { $0.service == "pushhub-dev" })
         let elsewhere = receiver.spans.filter { $0.traceID != traceID && $0.attributes["pushhub.notification_id"] == id }
@@ -119,9 +120,11 @@ struct TracingTests {
         let logged = stack.process.output.filter { $0.contains("\"trace_id\":\"\(traceID)\"") }
         #expect(!logged.isEmpty, "a log line with the trace id")
 
-        // A send without a traceparent starts a trace of its own at the ingress.
+        // A send without a traceparent starts a trace of its own at the ingress; to a tag of a
+        // few devices, the ingress resolves it and makes the batches under its accept span.
         let (second, _, secondResponse) = try await stack.call(
-            "POST", "/\(stack.hub)/messages", #"{"message":"Untraced"}"#, headers: ["ServiceBusNotification-Format": "template"])
+            "POST", "/\(stack.hub)/messages", #"{"message":"Untraced"}"#,
+            headers: ["ServiceBusNotification-Format": "template", "ServiceBusNotification-Tags": "breaking"])
         #expect(second == 201)
         let secondID = try #require(secondResponse?.value(forHTTPHeaderField: "TrackingId"))
         _ = try await stack.waitCompleted(secondID)
@@ -133,6 +136,17 @@ struct TracingTests {
         }
         let started = try #require(root)
         #expect(started.parentSpanID.isEmpty && started.traceID != traceID)
+        var own: [ReceivedSpan] = []
+        let ownDeadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < ownDeadline {
+            own = receiver.spans.filter { $0.traceID == started.traceID }
+            if own.filter({ $0.name == "pushhub.outcome" }).count >= 2 { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let smallBatches = own.filter { $0.name == "pushhub.dispatch.batch" }
+        #expect(smallBatches.count == 2 && smallBatches.allSatisfy { $0.parentSpanID == started.spanID }, "\(own.map(\.name))")
+        #expect(!own.contains { $0.name == "pushhub.dispatch" }, "no dispatcher hop")
+        #expect(own.filter { $0.name == "pushhub.outcome" }.count == 2, "the results; the summary was recorded as the send was accepted")
         stack.process.signal(SIGTERM)
         #expect(await stack.process.exitStatus(within: .seconds(30)) == 0)
     }

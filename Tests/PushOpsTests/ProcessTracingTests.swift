@@ -15,10 +15,13 @@ struct ProcessTracingTests {
         }
         let kept = try ProcessTracing.filtered([
             "OTEL_PROPAGATORS": "tracecontext,baggage", "OTEL_BSP_SCHEDULE_DELAY": "200", "PATH": "/bin", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://x",
+            "OTEL_SDK_DISABLED": "false",
         ])
         #expect(kept == ["OTEL_BSP_SCHEDULE_DELAY": "200"])
         for (name, value) in [
             ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"), ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc"), ("OTEL_TRACES_SAMPLER", "xray"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "0"), ("OTEL_BSP_MAX_QUEUE_SIZE", "100000000"), ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "0"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "secret-token"),
         ] {
             #expect(throws: TracingConfigurationError.self, "\(name)=\(value)") { try ProcessTracing.filtered([name: value]) }
         }

@@ -8,9 +8,12 @@ import Tracing
 /// scheduled sends and the app backend's notifications): under the caller's `traceparent`
 /// when it sent one, else the root of a new trace. The send's records carry it on to Kafka.
 /// Only `traceparent` and `tracestate` are read; no other header reaches the tracer.
-struct AcceptTracing<Context: RequestContext>: RouterMiddleware {
-    static var traceparent: HTTPField.Name { HTTPField.Name("traceparent")! }
-    static var tracestate: HTTPField.Name { HTTPField.Name("tracestate")! }
+struct AcceptTracing: RouterMiddleware {
+    typealias Context = IngressContext
+
+    static let traceparent = HTTPField.Name("traceparent")!
+    static let tracestate = HTTPField.Name("tracestate")!
+    static let trackingId = HTTPField.Name("TrackingId")!
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard request.method == .post, TraceHeaders.isActive, Self.isSend(request.uri.path) else { return try await next(request, context) }
@@ -22,7 +25,8 @@ struct AcceptTracing<Context: RequestContext>: RouterMiddleware {
         return try await withSpan("pushhub.accept", context: parent, ofKind: .server) { span in
             let response = try await next(request, context)
             span.attributes["http.response.status_code"] = Int(response.status.code)
-            if let id = response.headers[HTTPField.Name("TrackingId")!] { span.attributes["pushhub.notification_id"] = id }
+            if let id = response.headers[Self.trackingId] { span.attributes["pushhub.notification_id"] = id }
+            if response.status.code >= 500 { span.setStatus(SpanStatus(code: .error)) }
             return response
         }
     }
@@ -30,6 +34,6 @@ struct AcceptTracing<Context: RequestContext>: RouterMiddleware {
     /// The paths that accept sends.
     static func isSend(_ path: String) -> Bool {
         path.hasSuffix("/messages") || path.hasSuffix("/messages/$batch") || path.hasSuffix("/schedulednotifications")
-            || path.hasPrefix("/api/notifications")
+            || path.hasPrefix("/api/notifications") || path == "/console/send"
     }
 }

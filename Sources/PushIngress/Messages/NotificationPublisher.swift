@@ -103,6 +103,7 @@ public struct KafkaNotificationPublisher: NotificationPublisher {
             }
             BatchBuilder.count(try await batcher.finish(trailing: [summary]))
         } catch {
+            batcher.abandon(error)
             guard batcher.acknowledged == 0 else { throw PartlyPublished(acknowledged: batcher.acknowledged, underlying: error) }
             throw error
         }

@@ -62,20 +62,25 @@ public final class OutcomeRecorder: Service, Sendable {
         batches.reserveCapacity(records.count)
         // When tracing, a span per record under the context it carries, all of them over the
         // one transaction that records the group.
-        var spans: [any Span] = []
+        var decoded: [KafkaRecord] = []
         for record in records where record.header(Self.recordedHeader.key) != Self.recordedHeader.value {
             do {
                 batches.append(try WireCoding.decode(ResultBatch.self, from: record.value))
             } catch {
                 throw PermanentFailure(error.description)
             }
-            if TraceHeaders.isActive {
+            decoded.append(record)
+        }
+        guard !batches.isEmpty else { return }
+        // Started once every record was read, so a record that cannot be leaves none open.
+        var spans: [any Span] = []
+        if TraceHeaders.isActive {
+            for (record, batch) in zip(decoded, batches) {
                 let span = startSpan("pushhub.outcome", context: TraceHeaders.context(of: record), ofKind: .consumer)
-                span.attributes["pushhub.notification_id"] = batches[batches.count - 1].notificationId
+                span.attributes["pushhub.notification_id"] = batch.notificationId
                 spans.append(span)
             }
         }
-        guard !batches.isEmpty else { return }
         let fresh: [Bool]
         do {
             fresh = try await store.recordOutcomes(batches, now: Date())
@@ -83,6 +88,7 @@ public final class OutcomeRecorder: Service, Sendable {
         } catch {
             for span in spans {
                 span.recordError(error)
+                span.setStatus(SpanStatus(code: .error))
                 span.end()
             }
             if let error = error as? SQLError, error.isPermanent {

@@ -1,4 +1,5 @@
 import Foundation
+import PushModel
 
 /// `console` in `pushhub.yaml`: the web console the ingress serves at `/console`.
 public struct ConsoleConfiguration: Codable, Sendable, Equatable {
@@ -23,6 +24,9 @@ public struct ConsoleConfiguration: Codable, Sendable, Equatable {
         /// bcrypt, as `pushhub users hash` prints it.
         public var passwordHash: String
         public var hubs: [String]?
+
+        /// Whether the account may sign in to `hub`: every hub without a list.
+        public func allows(hub: String) -> Bool { hubs.map { $0.contains { CaseFolding.equal($0, hub) } } ?? true }
 
         public init(name: String, passwordHash: String, hubs: [String]? = nil) {
             self.name = name

@@ -73,7 +73,7 @@ public struct SharedAccessSignature: Sendable, Equatable {
     ) throws(SASError) -> HubsConfiguration.SASRule {
         guard let rule = rules.first(where: { $0.name == keyName }) else { throw .unknownRule(keyName) }
         let expected = Self.sign("\(signedResource)\n\(expiry)", key: rule.key)
-        guard expected.count == signature.count, zip(expected, signature).reduce(0, { $0 | ($1.0 ^ $1.1) }) == 0 else {
+        guard constantTimeEqual(expected, signature) else {
             throw .badSignature
         }
         return try check(rules: rules, host: host, path: path, right: right, now: now)
@@ -191,4 +191,11 @@ public struct ConnectionString: Sendable, Equatable {
         return SharedAccessSignature.token(
             resourceURI: "https://\(host)\(path)", keyName: keyName, key: key, expiry: now.addingTimeInterval(lifetime))
     }
+}
+
+/// Whether two byte strings are equal, in time that does not depend on where they differ
+/// (only on their length): signatures and keys are compared with it.
+func constantTimeEqual<A: Collection<UInt8>, B: Collection<UInt8>>(_ a: A, _ b: B) -> Bool {
+    guard a.count == b.count else { return false }
+    return zip(a, b).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
 }

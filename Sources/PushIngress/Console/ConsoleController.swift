@@ -5,6 +5,7 @@ import Mustache
 import PushConfiguration
 import PushDispatcher
 import PushModel
+import PushProviders
 import PushStore
 
 /// The web console at `/console`: server-rendered pages over the same stores and checks as
@@ -143,7 +144,7 @@ struct ConsoleController: Sendable {
                 return refuse(wrong)
             }
             guard let hub = hubs.hub(named: hubName), let account = hubs.console?.accounts?.first(where: { $0.name == name }),
-                account.hubs.map({ $0.contains { CaseFolding.equal($0, hub.name) } }) ?? true
+                account.allows(hub: hub.name)
             else { return refuse(wrong) }
             return Self.redirect(
                 "/console/overview",
@@ -451,7 +452,7 @@ struct ConsoleController: Sendable {
             }
         values["rows"] = found.map { registration -> [String: Any] in
             [
-                "id": registration.registrationId, "idPath": Self.pathSegment(registration.registrationId),
+                "id": registration.registrationId, "idPath": FormEncoding.escape(registration.registrationId),
                 "platform": registration.platform.rawValue,
                 "handle": HandleDisplay.shortened(registration.handle), "tags": registration.tags.joined(separator: ", "),
                 "installation": registration.installationId ?? "", "user": registration.userId ?? "",
@@ -470,7 +471,7 @@ struct ConsoleController: Sendable {
         let installation =
             try await registration.installationId.asyncMap { try await registrations.installation(hub: signed.hub.name, id: $0) } ?? nil
         var values: [String: Any] = [
-            "id": registration.registrationId, "idPath": Self.pathSegment(registration.registrationId), "platform": registration.platform.rawValue,
+            "id": registration.registrationId, "idPath": FormEncoding.escape(registration.registrationId), "platform": registration.platform.rawValue,
             "format": registration.format.rawValue, "handle": HandleDisplay.shortened(registration.handle),
             "tags": registration.tags.joined(separator: ", "), "updated": Self.shown(registration.updatedAt), "csrf": signed.csrf,
             "deleteWhat": installation != nil
@@ -746,12 +747,6 @@ struct ConsoleController: Sendable {
         var response = Response(status: .seeOther, headers: [.location: location, .cacheControl: "no-store"])
         if let cookie { response.headers[.setCookie] = cookie }
         return response
-    }
-
-    static func pathSegment(_ text: String) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? ""
     }
 
     static func iso(_ date: Date) -> String { RFC3339.format(date) }

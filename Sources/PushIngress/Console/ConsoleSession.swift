@@ -113,7 +113,7 @@ struct ConsoleSessions: Sendable {
             return (hub, rule.rights.contains(.manage) ? [.listen, .send, .manage] : rule.rights)
         case .account:
             guard let account = hubs.console?.accounts?.first(where: { $0.name == session.name }),
-                account.hubs.map({ $0.contains { CaseFolding.equal($0, hub.name) } }) ?? true, let fingerprint = session.fingerprint,
+                account.allows(hub: hub.name), let fingerprint = session.fingerprint,
                 Self.equal(fingerprint, self.fingerprint(of: account.passwordHash))
             else { return nil }
             return (hub, [.listen, .send, .manage])
@@ -121,12 +121,7 @@ struct ConsoleSessions: Sendable {
     }
 
     /// Compares two texts in time that does not depend on where they differ.
-    static func equal(_ a: String, _ b: String) -> Bool {
-        let x = Array(a.utf8)
-        let y = Array(b.utf8)
-        guard x.count == y.count else { return false }
-        return zip(x, y).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
-    }
+    static func equal(_ a: String, _ b: String) -> Bool { constantTimeEqual(Array(a.utf8), Array(b.utf8)) }
 }
 
 /// The nonces of sessions signed out, each kept until its session would have ended; at most

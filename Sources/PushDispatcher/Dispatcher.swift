@@ -361,7 +361,8 @@ public struct BatchBuilder {
         of request: SendRequest, hub: String, dispatched: [Platform: Int], topics: PushTopics, headers: [KafkaHeader] = []
     ) throws -> KafkaOutgoingRecord {
         let summary = ResultBatch(notificationId: request.notificationId, hub: hub, dispatched: dispatched)
-        return KafkaOutgoingRecord(topic: topics.results, key: request.notificationId, value: try WireCoding.encode(summary), headers: headers)
+        return KafkaOutgoingRecord(
+            topic: topics.results, key: request.notificationId, value: try WireCoding.encode(summary), headers: headers, sticky: true)
     }
 
     /// Targets per platform, every platform named (zero where none), as a summary says them.
@@ -398,7 +399,9 @@ public struct BatchBuilder {
             batchSpans.append((unacknowledged.count, span))
         }
         unacknowledged.append(
-            KafkaOutgoingRecord(topic: topics.deliveries(platform), key: "\(request.notificationId):\(batchIndex)", value: value, headers: headers))
+            KafkaOutgoingRecord(
+                topic: topics.deliveries(platform), key: "\(request.notificationId):\(batchIndex)", value: value, headers: headers,
+                sticky: true))
         batchIndex += 1
         unacknowledgedBytes += unacknowledged[unacknowledged.count - 1].value.count
         if unacknowledged.count >= batchesInFlight || unacknowledgedBytes >= Self.bytesInFlight { try await flush() }

@@ -31,6 +31,8 @@ public struct KafkaErrorCode: Hashable, Sendable, CustomStringConvertible {
     public static let coordinatorNotAvailable = KafkaErrorCode(RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE)
     public static let notCoordinator = KafkaErrorCode(RD_KAFKA_RESP_ERR_NOT_COORDINATOR)
     public static let unknownTopicOrPartition = KafkaErrorCode(RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+    /// librdkafka's own: a produce to a partition the topic does not have.
+    public static let unknownPartition = KafkaErrorCode(RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION)
     public static let invalidCommitOffsetSize = KafkaErrorCode(RD_KAFKA_RESP_ERR_INVALID_COMMIT_OFFSET_SIZE)
     public static let messageTooLarge = KafkaErrorCode(RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)
 }

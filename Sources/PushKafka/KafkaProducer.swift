@@ -14,6 +14,8 @@ public final class KafkaProducer: Service, Sendable {
     private let configuration: KafkaProducerConfiguration
     private let logger: Logger
     private let isShutDown = Atomic<Bool>(false)
+    /// Where sticky records go, per topic.
+    private let sticky: StickyPartitions
 
     private init(client: RDKafkaClient, deliveries: DeliveryWaiters, configuration: KafkaProducerConfiguration, logger: Logger) {
         self.client = client
@@ -21,6 +23,7 @@ public final class KafkaProducer: Service, Sendable {
         self.configuration = configuration
         self.logger = logger
         self.poller = PollLoop(client: client, name: "pushhub.kafka.producer.poll")
+        self.sticky = StickyPartitions(window: max(.milliseconds(2), configuration.linger * 2))
     }
 
     deinit {
@@ -61,7 +64,8 @@ public final class KafkaProducer: Service, Sendable {
     /// topic's first record after a start). Best effort: when the brokers do not answer in
     /// time, each topic is learnt on its first record as before.
     public func prepare(topics: [String], timeout: Duration = .seconds(5)) async {
-        let code = await client.learnTopics(topics, timeout: timeout)
+        let (code, partitions) = await client.learnTopics(topics, timeout: timeout)
+        sticky.learn(partitions)
         if code != .noError {
             logger.warning("Kafka topics not learnt ahead of their first records", metadata: ["kafka.error": "\(code)"])
         }
@@ -86,9 +90,15 @@ public final class KafkaProducer: Service, Sendable {
                 return KafkaError(kind: .shutDown, context: "the producer is shut down; record for \(record.topic) not sent")
             }
             let id = deliveries.register(group, index: index)
-            let code = client.produce(
-                topic: record.topic, partition: record.partition, key: record.key, value: record.value,
-                headers: record.headers, deliveryID: id)
+            let partition = record.partition ?? (record.sticky ? sticky.partition(of: record.topic) : nil)
+            var code = client.produce(
+                topic: record.topic, partition: partition, key: record.key, value: record.value, headers: record.headers, deliveryID: id)
+            if code == .unknownPartition, record.partition == nil, partition != nil {
+                // The topic has fewer partitions than were learnt (made again smaller): by key.
+                sticky.forget(record.topic)
+                code = client.produce(
+                    topic: record.topic, partition: nil, key: record.key, value: record.value, headers: record.headers, deliveryID: id)
+            }
             if code == .noError { return nil }
             // Not taken: no report will come for this id.
             let removed = deliveries.cancel(id)

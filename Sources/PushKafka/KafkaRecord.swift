@@ -23,17 +23,22 @@ public struct KafkaOutgoingRecord: Sendable {
     public var key: Data?
     public var value: Data
     public var headers: [KafkaHeader]
+    /// With no `partition`: whether the record may go to any partition rather than its key's.
+    /// The producer then fills one partition for a few milliseconds before moving to the next
+    /// (`StickyPartitions`), so records produced close together share one record batch.
+    public var sticky: Bool
 
-    public init(topic: String, partition: Int32? = nil, key: Data?, value: Data, headers: [KafkaHeader] = []) {
+    public init(topic: String, partition: Int32? = nil, key: Data?, value: Data, headers: [KafkaHeader] = [], sticky: Bool = false) {
         self.topic = topic
         self.partition = partition
         self.key = key
         self.value = value
         self.headers = headers
+        self.sticky = sticky
     }
 
-    public init(topic: String, key: String, value: Data, headers: [KafkaHeader] = []) {
-        self.init(topic: topic, key: Data(key.utf8), value: value, headers: headers)
+    public init(topic: String, key: String, value: Data, headers: [KafkaHeader] = [], sticky: Bool = false) {
+        self.init(topic: topic, key: Data(key.utf8), value: value, headers: headers, sticky: sticky)
     }
 }
 

@@ -49,7 +49,8 @@ extension RDKafkaClient {
     /// Asks the brokers for `topics`' partitions and leaders in one metadata request, waiting
     /// up to `timeout`, on a Dispatch thread. librdkafka holds the first record to a topic it
     /// has not met until it has learnt them; learnt beforehand, that record goes out at once.
-    func learnTopics(_ topics: [String], timeout: Duration) async -> KafkaErrorCode {
+    /// Returns the partition count of each of `topics` the answer named without an error.
+    func learnTopics(_ topics: [String], timeout: Duration) async -> (KafkaErrorCode, partitions: [String: Int32]) {
         let milliseconds = Int32(clamping: timeout.milliseconds)
         return await BlockingCalls.run { [self] in
             // The topics are made known to the client first: a metadata answer updates only
@@ -59,8 +60,18 @@ extension RDKafkaClient {
             var metadata: UnsafePointer<rd_kafka_metadata>? = nil
             // all_topics 0: the topics this client knows, not every topic of the cluster.
             let code = rd_kafka_metadata(handle, 0, nil, &metadata, milliseconds)
-            if let metadata { rd_kafka_metadata_destroy(metadata) }
-            return KafkaErrorCode(code)
+            var partitions: [String: Int32] = [:]
+            if let metadata {
+                let wanted = Set(topics)
+                for index in 0..<Int(metadata.pointee.topic_cnt) {
+                    let topic = metadata.pointee.topics[index]
+                    guard topic.err == RD_KAFKA_RESP_ERR_NO_ERROR, topic.partition_cnt > 0, let name = topic.topic else { continue }
+                    let text = String(cString: name)
+                    if wanted.contains(text) { partitions[text] = topic.partition_cnt }
+                }
+                rd_kafka_metadata_destroy(metadata)
+            }
+            return (KafkaErrorCode(code), partitions)
         }
     }
 

@@ -197,7 +197,8 @@ public final class DeliveryWorker: Service, Sendable {
             let value = try WireCoding.encode(
                 ResultBatch(notificationId: batch.notificationId, hub: batch.hub, platform: batch.platform, results: results))
             outgoing.append(
-                KafkaOutgoingRecord(topic: settings.topics.results, key: batch.notificationId, value: value, headers: TraceHeaders.headers()))
+                KafkaOutgoingRecord(
+                    topic: settings.topics.results, key: batch.notificationId, value: value, headers: TraceHeaders.headers(), sticky: true))
         }
         if !handBack.isEmpty {
             var next = batch

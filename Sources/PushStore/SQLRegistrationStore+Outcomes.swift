@@ -6,23 +6,46 @@ extension SQLRegistrationStore: OutcomeStore {
         let text = keep ? String(decoding: try WireCoding.encode(request), as: UTF8.self) : nil
         let lock = database.dialect == .postgres ? " FOR UPDATE" : ""
         try await database.write { connection in
-            try await Self.insertEnqueued(
-                request.notificationId, hub: request.hub, enqueuedAt: request.enqueuedAt, deadline: deadline, now: now, describing: request,
-                on: connection)
-            if let text { try await Self.keep(request, text: text, publishedAt: now, on: connection) }
-            if let dispatched {
-                let summary = ResultBatch(notificationId: request.notificationId, hub: request.hub, dispatched: dispatched)
-                try await Self.record(summary, lock: lock, now: now, on: connection)
+            // A send resolved as it was accepted starts Processing with its summary's counts,
+            // in the statement that makes its row (its dispatch receipt beside it); one that
+            // is not new, or has no target, goes the way of any summary.
+            if let dispatched, dispatched.values.contains(where: { $0 > 0 }),
+                try await Self.insertEnqueued(
+                    request.notificationId, hub: request.hub, enqueuedAt: request.enqueuedAt, deadline: deadline, now: now,
+                    describing: request, dispatched: dispatched, on: connection)
+            {
+                try await connection.execute(
+                    "INSERT INTO result_receipts (notification_id, receipt) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                    [.text(request.notificationId), .text("dispatch")])
+            } else {
+                try await Self.insertEnqueued(
+                    request.notificationId, hub: request.hub, enqueuedAt: request.enqueuedAt, deadline: deadline, now: now,
+                    describing: request, on: connection)
+                if let dispatched {
+                    let summary = ResultBatch(notificationId: request.notificationId, hub: request.hub, dispatched: dispatched)
+                    try await Self.record(summary, lock: lock, now: now, on: connection)
+                }
             }
+            if let text { try await Self.keep(request, text: text, publishedAt: now, on: connection) }
         }
     }
 
+    /// A dispatch summary's counts as the `dispatched` column keeps them: a JSON object of
+    /// platform names, sorted.
+    static func dispatchedText(_ dispatched: [Platform: Int]) -> String {
+        let fields = dispatched.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\"\($0.key.rawValue)\":\($0.value)" }
+        return "{" + fields.joined(separator: ",") + "}"
+    }
+
     /// The notification's row, state Enqueued, unless it exists; with what `request` asked
-    /// for (format, tag expression, body) for its details, in the same statement.
+    /// for (format, tag expression, body) for its details, in the same statement. With
+    /// `dispatched`, the row starts Processing with the summary's counts. Says whether the
+    /// row was made.
+    @discardableResult
     static func insertEnqueued(
         _ id: String, hub: String, enqueuedAt: Date, deadline: Date?, now: Date, describing request: SendRequest? = nil,
-        on connection: any SQLConnection
-    ) async throws {
+        dispatched: [Platform: Int]? = nil, on connection: any SQLConnection
+    ) async throws -> Bool {
         var tags: String?
         if case .tags(let expression)? = request?.audience { tags = expression }
         let audience: String? =
@@ -33,17 +56,21 @@ extension SQLRegistrationStore: OutcomeStore {
             case .handles?: "handles"
             case nil: nil
             }
-        try await connection.execute(
+        let state = NotificationState.enqueued.settled(by: .init(expected: dispatched.map { $0.values.reduce(0, +) }))
+        let made = try await connection.query(
             """
-            INSERT INTO notifications (notification_id, hub, state, enqueued_at, deadline, progress_at, received, expired, rejected, format, tags, body, audience)
-            VALUES (?, ?, ?, ?, ?, ?, 0, 0, 0, ?, ?, ?, ?)
-            ON CONFLICT (notification_id) DO NOTHING
+            INSERT INTO notifications (notification_id, hub, state, enqueued_at, deadline, progress_at, received, expired, rejected, format, tags, body, audience,
+                expected, dispatched, started_at)
+            VALUES (?, ?, ?, ?, ?, ?, 0, 0, 0, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (notification_id) DO NOTHING RETURNING notification_id
             """,
             [
-                .text(id), .text(hub), .text(NotificationState.enqueued.rawValue), SQLValue(enqueuedAt), SQLValue(deadline), SQLValue(now),
+                .text(id), .text(hub), .text(state.rawValue), SQLValue(enqueuedAt), SQLValue(deadline), SQLValue(now),
                 request.map { .text($0.format.rawValue) } ?? .null, tags.map(SQLValue.text) ?? .null, request.map { .text($0.body) } ?? .null,
-                SQLValue(audience),
+                SQLValue(audience), dispatched.map { .integer(Int64($0.values.reduce(0, +))) } ?? .null,
+                dispatched.map { .text(dispatchedText($0)) } ?? .null, dispatched == nil ? .null : SQLValue(now),
             ])
+        return !made.isEmpty
     }
 
     /// Keeps `request` until its notification ends.
@@ -187,9 +214,11 @@ extension SQLRegistrationStore: OutcomeStore {
     /// so the transaction that ends a broadcast (and makes it Completed for the hub API) does
     /// not also delete a million rows. Results for an ended send are passed over before its
     /// targets are read, so the rows left change no count.
-    static func forgetWork(of id: String, on connection: any SQLConnection) async throws {
+    /// `counted`, when known, is how many targets the send counted: no more rows than that
+    /// were kept for it, so when they fit in one deletion none is looked for after it.
+    static func forgetWork(of id: String, counted: Int? = nil, on connection: any SQLConnection) async throws {
         try await connection.execute("DELETE FROM unfinished_sends WHERE notification_id = ?", [.text(id)])
-        if try await deleteTargets(of: id, upTo: targetsDeletedAtEnd, on: connection) {
+        if try await deleteTargets(of: id, upTo: targetsDeletedAtEnd, lookForMore: (counted ?? .max) > targetsDeletedAtEnd, on: connection) {
             try await connection.execute(
                 "INSERT INTO ended_sends_with_targets (notification_id) VALUES (?) ON CONFLICT DO NOTHING", [.text(id)])
         }
@@ -199,12 +228,13 @@ extension SQLRegistrationStore: OutcomeStore {
     static let targetsDeletedAtEnd = 1_000
 
     /// Deletes up to `limit` of a send's counted targets; says whether any are left.
-    private static func deleteTargets(of id: String, upTo limit: Int, on connection: any SQLConnection) async throws -> Bool {
+    private static func deleteTargets(of id: String, upTo limit: Int, lookForMore: Bool = true, on connection: any SQLConnection) async throws -> Bool {
         try await connection.execute(
             """
             DELETE FROM result_targets WHERE notification_id = ? AND target IN
                 (SELECT target FROM result_targets WHERE notification_id = ? ORDER BY target LIMIT ?)
             """, [.text(id), .text(id), .integer(Int64(limit))])
+        guard lookForMore else { return false }
         return !(try await connection.query("SELECT 1 AS left FROM result_targets WHERE notification_id = ? LIMIT 1", [.text(id)]).isEmpty)
     }
 
@@ -252,26 +282,37 @@ extension SQLRegistrationStore: OutcomeStore {
     @discardableResult
     private static func record(_ batch: ResultBatch, lock: String, now: Date, on connection: any SQLConnection) async throws -> Bool {
         let id = batch.notificationId
-        // Results of a request sent straight into Kafka arrive for a notification the
-        // ingress never saw: it starts here, with no deadline of its own.
-        try await Self.insertEnqueued(id, hub: batch.hub, enqueuedAt: now, deadline: nil, now: now, on: connection)
         // Locked, so the send is not given up while these results are counted. A send that
         // ended has its final counts: what arrives after (a duplicate, or a result past the
         // deadline) changes nothing.
-        let current = try await connection.query("SELECT state FROM notifications WHERE notification_id = ?\(lock)", [.text(id)])
+        let select = "SELECT state FROM notifications WHERE notification_id = ?\(lock)"
+        var current = try await connection.query(select, [.text(id)])
+        if current.isEmpty {
+            // Results of a request sent straight into Kafka arrive for a notification the
+            // ingress never saw: it starts here, with no deadline of its own.
+            try await Self.insertEnqueued(id, hub: batch.hub, enqueuedAt: now, deadline: nil, now: now, on: connection)
+            current = try await connection.query(select, [.text(id)])
+        }
         guard let state = current.first?.text("state").flatMap(NotificationState.init(rawValue:)), !state.hasEnded else { return false }
         var fresh = false
+        // The counts as the last update left them, to settle the state by.
+        var tally: SQLRow?
         if let dispatched = batch.dispatched {
             let first = try await connection.query(
                 "INSERT INTO result_receipts (notification_id, receipt) VALUES (?, ?) ON CONFLICT DO NOTHING RETURNING receipt",
                 [.text(id), .text("dispatch")])
             if !first.isEmpty {
                 fresh = true
-                let perPlatform = Dictionary(uniqueKeysWithValues: dispatched.map { ($0.key.rawValue, $0.value) })
-                let text = String(decoding: try JSONEncoder().encode(perPlatform), as: UTF8.self)
-                try await connection.execute(
-                    "UPDATE notifications SET expected = ?, dispatched = ?, started_at = COALESCE(started_at, ?) WHERE notification_id = ?",
-                    [.integer(Int64(dispatched.values.reduce(0, +))), .text(text), SQLValue(now), .text(id)])
+                tally = try await connection.query(
+                    """
+                    UPDATE notifications SET expected = ?, dispatched = ?, started_at = COALESCE(started_at, ?), progress_at = ?
+                    WHERE notification_id = ? RETURNING \(Self.tallyColumns)
+                    """,
+                    [
+                        .integer(Int64(dispatched.values.reduce(0, +))), .text(Self.dispatchedText(dispatched)), SQLValue(now), SQLValue(now),
+                        .text(id),
+                    ]
+                ).first
             }
         }
         if let results = batch.results, !results.isEmpty {
@@ -303,19 +344,24 @@ extension SQLRegistrationStore: OutcomeStore {
                 for (outcome, count) in counts.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
                     try await Self.addCount(id, platform: platform, outcome: outcome, count: Int64(count), on: connection)
                 }
-                try await connection.execute(
+                tally = try await connection.query(
                     """
                     UPDATE notifications SET received = received + ?, expired = expired + ?, rejected = rejected + ?,
-                        started_at = COALESCE(started_at, ?) WHERE notification_id = ?
+                        started_at = COALESCE(started_at, ?), progress_at = ? WHERE notification_id = ? RETURNING \(Self.tallyColumns)
                     """,
                     [
                         .integer(Int64(total)), .integer(Int64(counts[.expired] ?? 0)), .integer(Int64(counts[.rejected] ?? 0)),
-                        SQLValue(now), .text(id),
-                    ])
+                        SQLValue(now), SQLValue(now), .text(id),
+                    ]
+                ).first
             }
         }
         guard fresh else { return false }
-        try await settleState(id, now: now, on: connection)
+        if let tally {
+            try await settle(id, state, by: tally, now: now, on: connection)
+        } else {
+            try await settleState(id, now: now, on: connection)
+        }
         return true
     }
 
@@ -450,15 +496,34 @@ extension SQLRegistrationStore: OutcomeStore {
     /// notes that it progressed now.
     private static func settleState(_ id: String, now: Date, on connection: any SQLConnection) async throws {
         guard
-            let row = try await connection.query(
-                "SELECT state, expected, received, expired, rejected FROM notifications WHERE notification_id = ?", [.text(id)]
-            ).first, let current = row.text("state").flatMap(NotificationState.init(rawValue:)), !current.hasEnded
+            let row = try await connection.query("SELECT state, \(tallyColumns) FROM notifications WHERE notification_id = ?", [.text(id)]).first,
+            let current = row.text("state").flatMap(NotificationState.init(rawValue:)), !current.hasEnded
         else { return }
-        let state = current.settled(
-            by: NotificationState.Tally(
-                expected: row.integer("expected").map(Int.init), received: Int(row.integer("received") ?? 0),
-                expired: Int(row.integer("expired") ?? 0),
-                rejected: Int(row.integer("rejected") ?? 0)))
+        let tally = tally(of: row)
+        try await setState(id, current.settled(by: tally), now: now, counted: tally.received, on: connection)
+    }
+
+    /// The columns a notification's state is settled by.
+    static let tallyColumns = "expected, received, expired, rejected"
+
+    static func tally(of row: SQLRow) -> NotificationState.Tally {
+        NotificationState.Tally(
+            expected: row.integer("expected").map(Int.init), received: Int(row.integer("received") ?? 0),
+            expired: Int(row.integer("expired") ?? 0), rejected: Int(row.integer("rejected") ?? 0))
+    }
+
+    /// Settles a notification in `current` (open, its row locked) by the counts an update just
+    /// returned, which also moved its progress time: the state is written only when it changes.
+    private static func settle(_ id: String, _ current: NotificationState, by row: SQLRow, now: Date, on connection: any SQLConnection) async throws {
+        let tally = tally(of: row)
+        let state = current.settled(by: tally)
+        guard state != current else { return }
+        try await setState(id, state, now: now, counted: tally.received, on: connection)
+    }
+
+    /// Writes an open notification's state (and when it ended), and forgets the work of one
+    /// that ended. `counted`: the targets counted so far, when known.
+    private static func setState(_ id: String, _ state: NotificationState, now: Date, counted: Int? = nil, on connection: any SQLConnection) async throws {
         let ended = state.hasEnded
         try await connection.execute(
             """
@@ -466,7 +531,7 @@ extension SQLRegistrationStore: OutcomeStore {
             WHERE notification_id = ?
             """,
             [.text(state.rawValue), SQLValue(ended), SQLValue(now), SQLValue(now), .text(id)])
-        if ended { try await forgetWork(of: id, on: connection) }
+        if ended { try await forgetWork(of: id, counted: counted, on: connection) }
     }
 
     public func notification(hub: String, id: String) async throws -> NotificationOutcome? {

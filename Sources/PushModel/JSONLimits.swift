@@ -59,3 +59,31 @@ public enum JSONLimits {
         object(data) as? [String: Any]
     }
 }
+
+/// The top-level members of a JSON object text, read without making its values: for a body
+/// to be changed by splicing its text rather than parsed and written again.
+public enum JSONMembers {
+    public struct Object: Sendable {
+        /// Where the object lies, from `{` to `}`.
+        public var range: Range<Int>
+        /// Each key with where its value lies, in the order written.
+        public var members: [(key: String, value: Range<Int>)]
+    }
+
+    /// The object that `range` of `data` holds (all of it when nil), with nothing but
+    /// whitespace around it. Offsets are `data`'s. Nil when it is not one JSON object within
+    /// the depth limit, or a key repeats.
+    public static func of(_ data: Data, in range: Range<Int>? = nil) -> Object? {
+        let range = range ?? data.startIndex..<data.endIndex
+        guard !range.isEmpty, range.lowerBound >= data.startIndex, range.upperBound <= data.endIndex else { return nil }
+        return data.withUnsafeBytes { raw -> Object? in
+            let base = range.lowerBound - data.startIndex
+            var reader = JSONReader(UnsafeRawBufferPointer(rebasing: raw[base..<(base + range.count)]))
+            guard let read = reader.members(), reader.atEnd() else { return nil }
+            let offset = range.lowerBound
+            return Object(
+                range: (read.object.lowerBound + offset)..<(read.object.upperBound + offset),
+                members: read.members.map { ($0.key, ($0.value.lowerBound + offset)..<($0.value.upperBound + offset)) })
+        }
+    }
+}

@@ -59,6 +59,25 @@ struct JSONReader {
         }
     }
 
+    /// The members of the object that is next, each key with where its value lies (offsets
+    /// into the bytes read), and where the object lies; nil when it is malformed, too deep, or
+    /// a key repeats.
+    mutating func members() -> (object: Range<Int>, members: [(key: String, value: Range<Int>)])? {
+        skipSpace()
+        let start = position
+        var members: [(key: String, value: Range<Int>)] = []
+        var keys: Set<String> = []
+        let read = object { reader, key in
+            guard keys.insert(key).inserted else { return false }
+            reader.skipSpace()
+            let valueStart = reader.position
+            guard reader.skipValue(depth: 1) else { return false }
+            members.append((key, valueStart..<reader.position))
+            return true
+        }
+        return read ? (start..<position, members) : nil
+    }
+
     /// `true` or `false`; nil when neither is next.
     mutating func bool() -> Bool? {
         skipSpace()

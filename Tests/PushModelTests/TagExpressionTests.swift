@@ -88,34 +88,6 @@ extension TagExpressionTests {
     }
 }
 
-@Suite("RFC 3339 times")
-struct RFC3339Tests {
-    @Test("written and read back, a time stays equal", arguments: [0.0, 1.0005, 1_795_248_561.123, 1_795_248_561.1229999, 1_795_248_561.9996, -1.5])
-    func stable(_ seconds: Double) throws {
-        let truncated = RFC3339.truncated(Date(timeIntervalSince1970: seconds))
-        let text = RFC3339.format(truncated)
-        #expect(RFC3339.parse(text) == truncated, "\(text)")
-        #expect(RFC3339.format(try #require(RFC3339.parse(text))) == text)
-    }
-
-    @Test(
-        "offsets, fractions and their absence are read",
-        arguments: [
-            ("2026-11-21T08:09:21Z", 1_795_248_561.0),
-            ("2026-11-21T08:09:21.5Z", 1_795_248_561.5),
-            ("2026-11-21T10:09:21.250+02:00", 1_795_248_561.25),
-            ("2026-11-21T08:09:21.123456Z", 1_795_248_561.123),
-        ])
-    func reads(_ text: String, _ seconds: Double) {
-        #expect(RFC3339.parse(text) == Date(timeIntervalSince1970: seconds))
-    }
-
-    @Test("what is not RFC 3339 is refused", arguments: ["yesterday", "2026-11-21", "2026-11-21T08:09:21.Z", ""])
-    func refuses(_ text: String) {
-        #expect(RFC3339.parse(text) == nil)
-    }
-}
-
 extension TagExpressionTests {
     @Test(
         "driving tags weighed by counts: an && starts from its rarer side; counts matter only where an && has driving tags on both sides",

@@ -45,7 +45,33 @@ public enum FCMMessage {
     /// The v1 request body for `body` in `format`, cut around its token, so the pushes of one
     /// batch share one parse and one serialization; or why FCM would refuse it.
     static func template(body: String, format: NotificationFormat) -> Result<SplicedJSON, Failure> {
-        SplicedJSON.make { marker throws(Failure) in try request(body: body, format: format == .gcm ? "gcm" : "fcmv1", token: marker) }
+        if format != .gcm, let spliced = splicedV1(Data(body.utf8)) { return .success(spliced) }
+        return SplicedJSON.make { marker throws(Failure) in try request(body: body, format: format == .gcm ? "gcm" : "fcmv1", token: marker) }
+    }
+
+    /// A v1 body's request cut around its token from the body's own text, without parsing it
+    /// into objects and writing it again (which was a quarter of the FCM worker's time when
+    /// each batch held one device): `{"message":{"token":…,` and the message's members as
+    /// written. Nil where `request` must decide: a body that is not a JSON object, a key given
+    /// twice, a message that already has a token, a `message` beside other keys or that is
+    /// not an object, or a message that would pass FCM's size only once written compactly.
+    static func splicedV1(_ body: Data) -> SplicedJSON? {
+        guard let top = JSONMembers.of(body) else { return nil }
+        var message = top
+        if let wrapped = top.members.first(where: { $0.key == "message" }) {
+            guard top.members.count == 1, body[wrapped.value.lowerBound] == UInt8(ascii: "{"),
+                let inner = JSONMembers.of(body, in: wrapped.value)
+            else { return nil }
+            message = inner
+        }
+        guard !message.members.contains(where: { $0.key == "token" }), message.range.count <= FCMService.maximumPayload else { return nil }
+        var suffix = Data()
+        if !message.members.isEmpty {
+            suffix.append(UInt8(ascii: ","))
+            suffix.append(body[(message.range.lowerBound + 1)..<(message.range.upperBound - 1)])
+        }
+        suffix.append(contentsOf: "}}".utf8)
+        return SplicedJSON(prefix: Data(#"{"message":{"token":"#.utf8), suffix: suffix)
     }
 
     /// The request for the device `token` from a batch's template.

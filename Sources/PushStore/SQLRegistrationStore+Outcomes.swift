@@ -228,7 +228,8 @@ extension SQLRegistrationStore: OutcomeStore {
     static let targetsDeletedAtEnd = 1_000
 
     /// Deletes up to `limit` of a send's counted targets; says whether any are left.
-    private static func deleteTargets(of id: String, upTo limit: Int, lookForMore: Bool = true, on connection: any SQLConnection) async throws -> Bool {
+    private static func deleteTargets(of id: String, upTo limit: Int, lookForMore: Bool = true, on connection: any SQLConnection) async throws -> Bool
+    {
         try await connection.execute(
             """
             DELETE FROM result_targets WHERE notification_id = ? AND target IN
@@ -523,7 +524,9 @@ extension SQLRegistrationStore: OutcomeStore {
 
     /// Writes an open notification's state (and when it ended), and forgets the work of one
     /// that ended. `counted`: the targets counted so far, when known.
-    private static func setState(_ id: String, _ state: NotificationState, now: Date, counted: Int? = nil, on connection: any SQLConnection) async throws {
+    private static func setState(_ id: String, _ state: NotificationState, now: Date, counted: Int? = nil, on connection: any SQLConnection)
+        async throws
+    {
         let ended = state.hasEnded
         try await connection.execute(
             """

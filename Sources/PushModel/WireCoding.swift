@@ -58,6 +58,7 @@ public enum WireCoding {
         // Result batches are the most written message (one per worker batch): written directly.
         if let batch = message as? ResultBatch { return batch.wireJSON() }
         if let batch = message as? DeliveryBatch { return batch.wireJSON() }
+        if let request = message as? SendRequest { return request.wireJSON() }
         do {
             return try makeEncoder().encode(Stamped(message: message))
         } catch {

@@ -74,11 +74,20 @@ struct StickyPartitionsTests {
         let spread = try await producer.sendAll(unlearnt).map { try $0.get() }
         #expect(Set(spread.map(\.partition)).count == 4)
 
+        // Sticky records too large to gain from sharing a record batch go by key.
+        let large = kafka.records(40, keys: 40, valueSize: StickyPartitions.largestRecord + 1).map { record -> KafkaOutgoingRecord in
+            var record = record
+            record.sticky = true
+            return record
+        }
+        let byKey = try await producer.sendAll(large).map { try $0.get() }
+        #expect(Set(byKey.map(\.partition)).count == 4)
+
         // Consumed with their keys and values as produced.
         let consumer = try kafka.consumer(group: "sticky")
-        let consumed = await take(201, from: consumer) { consumer.markDone($0) }
+        let consumed = await take(241, from: consumer) { consumer.markDone($0) }
         await consumer.close()
-        #expect(consumed.count == 201)
+        #expect(consumed.count == 241)
         #expect(Set(consumed.filter { $0.index < 100 }.map(\.key)) == Set((0..<50).map { Data("key-\($0)".utf8) }))
     }
 }

@@ -91,7 +91,7 @@ public struct SendRequestBuilder: Sendable {
             audience = .broadcast
         }
         let request = SendRequest(
-            notificationId: RandomID.make(), hub: hub, audience: audience, format: format, body: text,
+            notificationId: RandomID.timeOrdered(now: now), hub: hub, audience: audience, format: format, body: text,
             headers: headers.filter { Self.passThrough($0.key) }, expiresAt: nil, enqueuedAt: RFC3339.truncated(now))
         // Checked once, the tag expression parsed once; its errors name the header it came from.
         do {

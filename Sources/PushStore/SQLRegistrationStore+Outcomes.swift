@@ -218,6 +218,7 @@ extension SQLRegistrationStore: OutcomeStore {
     /// were kept for it, so when they fit in one deletion none is looked for after it.
     static func forgetWork(of id: String, counted: Int? = nil, on connection: any SQLConnection) async throws {
         try await connection.execute("DELETE FROM unfinished_sends WHERE notification_id = ?", [.text(id)])
+        guard counted != 0 else { return }
         if try await deleteTargets(of: id, upTo: targetsDeletedAtEnd, lookForMore: (counted ?? .max) > targetsDeletedAtEnd, on: connection) {
             try await connection.execute(
                 "INSERT INTO ended_sends_with_targets (notification_id) VALUES (?) ON CONFLICT DO NOTHING", [.text(id)])
@@ -283,10 +284,10 @@ extension SQLRegistrationStore: OutcomeStore {
     @discardableResult
     private static func record(_ batch: ResultBatch, lock: String, now: Date, on connection: any SQLConnection) async throws -> Bool {
         let id = batch.notificationId
-        // Locked, so the send is not given up while these results are counted. A send that
-        // ended has its final counts: what arrives after (a duplicate, or a result past the
-        // deadline) changes nothing.
-        let select = "SELECT state FROM notifications WHERE notification_id = ?\(lock)"
+        // Locked, so the send is not given up while these results are counted, and its counts
+        // are this transaction's to change. A send that ended has its final counts: what
+        // arrives after (a duplicate, or a result past the deadline) changes nothing.
+        let select = "SELECT state, \(tallyColumns) FROM notifications WHERE notification_id = ?\(lock)"
         var current = try await connection.query(select, [.text(id)])
         if current.isEmpty {
             // Results of a request sent straight into Kafka arrive for a notification the
@@ -294,42 +295,47 @@ extension SQLRegistrationStore: OutcomeStore {
             try await Self.insertEnqueued(id, hub: batch.hub, enqueuedAt: now, deadline: nil, now: now, on: connection)
             current = try await connection.query(select, [.text(id)])
         }
-        guard let state = current.first?.text("state").flatMap(NotificationState.init(rawValue:)), !state.hasEnded else { return false }
+        guard let row = current.first, let state = row.text("state").flatMap(NotificationState.init(rawValue:)), !state.hasEnded else {
+            return false
+        }
+        var tally = Self.tally(of: row)
+        let countedBefore = tally.received
         var fresh = false
-        // The counts as the last update left them, to settle the state by.
-        var tally: SQLRow?
+        var dispatchedText: String?
         if let dispatched = batch.dispatched {
             let first = try await connection.query(
                 "INSERT INTO result_receipts (notification_id, receipt) VALUES (?, ?) ON CONFLICT DO NOTHING RETURNING receipt",
                 [.text(id), .text("dispatch")])
             if !first.isEmpty {
                 fresh = true
-                tally = try await connection.query(
-                    """
-                    UPDATE notifications SET expected = ?, dispatched = ?, started_at = COALESCE(started_at, ?), progress_at = ?
-                    WHERE notification_id = ? RETURNING \(Self.tallyColumns)
-                    """,
-                    [
-                        .integer(Int64(dispatched.values.reduce(0, +))), .text(Self.dispatchedText(dispatched)), SQLValue(now), SQLValue(now),
-                        .text(id),
-                    ]
-                ).first
+                tally.expected = dispatched.values.reduce(0, +)
+                dispatchedText = Self.dispatchedText(dispatched)
             }
         }
+        // Whether counted targets have rows: none when no target was counted before and this
+        // batch holds every one of them, so the send ends here and whatever comes after it
+        // finds it ended (a single-user send's one result).
+        var rowsKept = countedBefore > 0
         if let results = batch.results, !results.isEmpty {
             // Each target counts once, however its results were batched: a send published
             // again is dispatched again, and its batches may be cut differently.
             let keys = batch.targetKeys
-            var counted = Set<String>()
-            var start = 0
-            while start < keys.count {
-                let chunk = keys[start..<min(start + Self.targetsPerStatement, keys.count)]
-                let placeholders = Array(repeating: "(?, ?)", count: chunk.count).joined(separator: ", ")
-                let rows = try await connection.query(
-                    "INSERT INTO result_targets (notification_id, target) VALUES \(placeholders) ON CONFLICT DO NOTHING RETURNING target",
-                    chunk.flatMap { [SQLValue.text(id), .text($0)] })
-                for row in rows { if let target = row.text("target") { counted.insert(target) } }
-                start += Self.targetsPerStatement
+            var counted: Set<String>
+            if countedBefore == 0, let expected = tally.expected, keys.count == expected, Set(keys).count == keys.count {
+                counted = Set(keys)
+            } else {
+                counted = []
+                rowsKept = true
+                var start = 0
+                while start < keys.count {
+                    let chunk = keys[start..<min(start + Self.targetsPerStatement, keys.count)]
+                    let placeholders = Array(repeating: "(?, ?)", count: chunk.count).joined(separator: ", ")
+                    let rows = try await connection.query(
+                        "INSERT INTO result_targets (notification_id, target) VALUES \(placeholders) ON CONFLICT DO NOTHING RETURNING target",
+                        chunk.flatMap { [SQLValue.text(id), .text($0)] })
+                    for row in rows { if let target = row.text("target") { counted.insert(target) } }
+                    start += Self.targetsPerStatement
+                }
             }
             var counts: [Outcome: Int] = [:]
             var failed: [(DeliveryResult, String)] = []
@@ -345,24 +351,28 @@ extension SQLRegistrationStore: OutcomeStore {
                 for (outcome, count) in counts.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
                     try await Self.addCount(id, platform: platform, outcome: outcome, count: Int64(count), on: connection)
                 }
-                tally = try await connection.query(
-                    """
-                    UPDATE notifications SET received = received + ?, expired = expired + ?, rejected = rejected + ?,
-                        started_at = COALESCE(started_at, ?), progress_at = ? WHERE notification_id = ? RETURNING \(Self.tallyColumns)
-                    """,
-                    [
-                        .integer(Int64(total)), .integer(Int64(counts[.expired] ?? 0)), .integer(Int64(counts[.rejected] ?? 0)),
-                        SQLValue(now), SQLValue(now), .text(id),
-                    ]
-                ).first
+                tally.received += total
+                tally.expired += counts[.expired] ?? 0
+                tally.rejected += counts[.rejected] ?? 0
             }
         }
         guard fresh else { return false }
-        if let tally {
-            try await settle(id, state, by: tally, now: now, on: connection)
-        } else {
-            try await settleState(id, now: now, on: connection)
-        }
+        // The counts, the state they settle and when it ended, in one statement.
+        let settled = state.settled(by: tally)
+        let ended = settled.hasEnded
+        try await connection.execute(
+            """
+            UPDATE notifications SET expected = ?, dispatched = COALESCE(?, dispatched), received = ?, expired = ?, rejected = ?,
+                started_at = COALESCE(started_at, ?), progress_at = ?, state = ?,
+                ended_at = CASE WHEN ? = 1 THEN COALESCE(ended_at, ?) ELSE NULL END
+            WHERE notification_id = ?
+            """,
+            [
+                tally.expected.map { .integer(Int64($0)) } ?? .null, dispatchedText.map(SQLValue.text) ?? .null, .integer(Int64(tally.received)),
+                .integer(Int64(tally.expired)), .integer(Int64(tally.rejected)), SQLValue(now), SQLValue(now), .text(settled.rawValue),
+                SQLValue(ended), SQLValue(now), .text(id),
+            ])
+        if ended { try await forgetWork(of: id, counted: rowsKept ? tally.received : 0, on: connection) }
         return true
     }
 
@@ -493,17 +503,6 @@ extension SQLRegistrationStore: OutcomeStore {
         }
     }
 
-    /// Moves a notification to the state its counts call for (a cancelled one stays so), and
-    /// notes that it progressed now.
-    private static func settleState(_ id: String, now: Date, on connection: any SQLConnection) async throws {
-        guard
-            let row = try await connection.query("SELECT state, \(tallyColumns) FROM notifications WHERE notification_id = ?", [.text(id)]).first,
-            let current = row.text("state").flatMap(NotificationState.init(rawValue:)), !current.hasEnded
-        else { return }
-        let tally = tally(of: row)
-        try await setState(id, current.settled(by: tally), now: now, counted: tally.received, on: connection)
-    }
-
     /// The columns a notification's state is settled by.
     static let tallyColumns = "expected, received, expired, rejected"
 
@@ -511,30 +510,6 @@ extension SQLRegistrationStore: OutcomeStore {
         NotificationState.Tally(
             expected: row.integer("expected").map(Int.init), received: Int(row.integer("received") ?? 0),
             expired: Int(row.integer("expired") ?? 0), rejected: Int(row.integer("rejected") ?? 0))
-    }
-
-    /// Settles a notification in `current` (open, its row locked) by the counts an update just
-    /// returned, which also moved its progress time: the state is written only when it changes.
-    private static func settle(_ id: String, _ current: NotificationState, by row: SQLRow, now: Date, on connection: any SQLConnection) async throws {
-        let tally = tally(of: row)
-        let state = current.settled(by: tally)
-        guard state != current else { return }
-        try await setState(id, state, now: now, counted: tally.received, on: connection)
-    }
-
-    /// Writes an open notification's state (and when it ended), and forgets the work of one
-    /// that ended. `counted`: the targets counted so far, when known.
-    private static func setState(_ id: String, _ state: NotificationState, now: Date, counted: Int? = nil, on connection: any SQLConnection)
-        async throws
-    {
-        let ended = state.hasEnded
-        try await connection.execute(
-            """
-            UPDATE notifications SET state = ?, ended_at = CASE WHEN ? = 1 THEN COALESCE(ended_at, ?) ELSE NULL END, progress_at = ?
-            WHERE notification_id = ?
-            """,
-            [.text(state.rawValue), SQLValue(ended), SQLValue(now), SQLValue(now), .text(id)])
-        if ended { try await forgetWork(of: id, counted: counted, on: connection) }
     }
 
     public func notification(hub: String, id: String) async throws -> NotificationOutcome? {

@@ -463,7 +463,8 @@ extension ConsoleTests {
             logger: Logger(label: "metrics") { _ in SwiftLogNoOpLogHandler() })
         let server = Task { try? await app.runService() }
         defer { server.cancel() }
-        let deadline = ContinuousClock.now + .seconds(10)
+        // A minute: the rest of the suite may be loading the machine.
+        let deadline = ContinuousClock.now + .seconds(60)
         while port.withLock({ $0 }) == nil, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
         var hubs = IngressFixture.hubs
         hubs.console = ConsoleConfiguration(

@@ -1,0 +1,66 @@
+import Foundation
+import PushModel
+import Testing
+
+@testable import PushStore
+
+@Suite("A batch that ends its send (SQLite and PostgreSQL)")
+struct OutcomeEndingBatchTests {
+    static func targetRows(_ store: any RegistrationStore, _ id: String, table: String = "result_targets") async throws -> Int64 {
+        let database = try #require(store as? SQLRegistrationStore).database
+        return try await database.read { connection in
+            try await connection.query("SELECT count(*) AS n FROM \(table) WHERE notification_id = ?", [.text(id)]).first?.integer("n") ?? -1
+        }
+    }
+
+    @Test(
+        "every target in one batch with none counted before: Completed, counts and failures kept, no target rows; again, nothing changes",
+        arguments: StoreKind.available)
+    func oneBatchEnds(_ kind: StoreKind) async throws {
+        let (store, hub) = try await OutcomeStoreTests.outcomes(kind)
+        let id = RandomID.timeOrdered()
+        // As a single-user send is accepted: its row starts Processing with its summary.
+        try await store.recordEnqueued(
+            OutcomeStoreTests.request(id, hub), deadline: Date().addingTimeInterval(600), keep: true, dispatched: [.apns: 2, .fcm: 0], now: Date())
+        let before = try #require(try await store.notification(hub: hub, id: id))
+        #expect(before.state == .processing && before.expectedTargets == 2)
+        let batch = OutcomeStoreTests.results(id, hub, .apns, [("r1", .delivered), ("r2", .invalidHandle)])
+        #expect(try await store.recordOutcomes(batch, now: Date()))
+        let after = try #require(try await store.notification(hub: hub, id: id))
+        #expect(after.state == .completed && after.endedAt != nil)
+        #expect(after.counts == [.apns: [.delivered: 1, .invalidHandle: 1]])
+        #expect(try await store.failedTargets(hub: hub, notificationId: id, after: nil, limit: 10).count == 1)
+        #expect(try await Self.targetRows(store, id) == 0, "an ended send keeps no counted targets")
+        #expect(try await Self.targetRows(store, id, table: "unfinished_sends") == 0, "nor its kept request")
+        #expect(try await store.recordOutcomes(batch, now: Date()) == false, "the same batch again changes nothing")
+        #expect(try await store.notification(hub: hub, id: id)?.counts == after.counts)
+    }
+
+    @Test(
+        "a batch naming one target twice, or fewer targets than dispatched, or coming after others: counted through target rows",
+        arguments: StoreKind.available)
+    func otherBatchesKeepRows(_ kind: StoreKind) async throws {
+        let (store, hub) = try await OutcomeStoreTests.outcomes(kind)
+        // The same target twice in a batch of two, for a send of two: one counted, still open.
+        let twice = RandomID.timeOrdered()
+        try await store.recordEnqueued(
+            OutcomeStoreTests.request(twice, hub), deadline: Date().addingTimeInterval(600), keep: false, dispatched: [.apns: 2], now: Date())
+        #expect(try await store.recordOutcomes(OutcomeStoreTests.results(twice, hub, .apns, [("r1", .delivered), ("r1", .delivered)]), now: Date()))
+        let open = try #require(try await store.notification(hub: hub, id: twice))
+        #expect(open.state == .processing && open.counts == [.apns: [.delivered: 1]])
+        #expect(try await Self.targetRows(store, twice) == 1)
+        // Its second target, in a batch of its own after the first: Completed, the rows gone.
+        #expect(try await store.recordOutcomes(OutcomeStoreTests.results(twice, hub, .apns, [("r2", .expired)]), now: Date()))
+        let ended = try #require(try await store.notification(hub: hub, id: twice))
+        #expect(ended.state == .completed && ended.counts == [.apns: [.delivered: 1, .expired: 1]])
+        #expect(try await Self.targetRows(store, twice) == 0)
+
+        // Results before the summary: rows kept until the summary says how many.
+        let early = RandomID.timeOrdered()
+        #expect(try await store.recordOutcomes(OutcomeStoreTests.results(early, hub, .fcm, [("a", .delivered)]), now: Date()))
+        #expect(try await Self.targetRows(store, early) == 1)
+        #expect(try await store.recordOutcomes(ResultBatch(notificationId: early, hub: hub, dispatched: [.fcm: 1]), now: Date()))
+        #expect(try await store.notification(hub: hub, id: early)?.state == .completed)
+        #expect(try await Self.targetRows(store, early) == 0)
+    }
+}

@@ -48,13 +48,20 @@ extension DeliveryBatch.Target {
         }
         if let webPush {
             out.key("webPush")
-            out.byte(UInt8(ascii: "{"))
-            out.key("auth", first: true)
-            out.string(webPush.auth)
-            out.key("p256dh")
-            out.string(webPush.p256dh)
-            out.byte(UInt8(ascii: "}"))
+            webPush.write(to: &out)
         }
+        out.byte(UInt8(ascii: "}"))
+    }
+}
+
+extension WebPushKeys {
+    /// The keys as a JSON object with sorted keys, as targets and direct handles carry them.
+    func write(to out: inout JSONBytes) {
+        out.byte(UInt8(ascii: "{"))
+        out.key("auth", first: true)
+        out.string(auth)
+        out.key("p256dh")
+        out.string(p256dh)
         out.byte(UInt8(ascii: "}"))
     }
 }

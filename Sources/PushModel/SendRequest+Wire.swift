@@ -54,12 +54,7 @@ extension Audience {
                 out.string(handle.platform.rawValue)
                 if let keys = handle.webPush {
                     out.key("webPush")
-                    out.byte(UInt8(ascii: "{"))
-                    out.key("auth", first: true)
-                    out.string(keys.auth)
-                    out.key("p256dh")
-                    out.string(keys.p256dh)
-                    out.byte(UInt8(ascii: "}"))
+                    keys.write(to: &out)
                 }
                 out.byte(UInt8(ascii: "}"))
             }

@@ -44,7 +44,7 @@ public final class SQLiteDatabase: SQLDatabase {
         // than one installation's write) SQLite moved it to a file, and a transaction paid two
         // `pwrite`s a page for it, six times the writes of the log itself. Memory follows the
         // largest single write, which PushHub bounds: an ended send's targets go 1,000 to a
-        // write and 20,000 to a sweep (a million in one write journalled 270 MB).
+        // write and 2,000 to a sweep (a million in one write journalled 270 MB).
         try writerConnection.run("PRAGMA temp_store=MEMORY")
         // A log that grew past this (a checkpoint held off by readers) is cut back to it when
         // it starts again, rather than keeping its largest size on disk.

@@ -57,6 +57,10 @@ public struct SendRecoverySettings: Sendable {
 /// expired), and, when republishing, publishes again the kept sends that made no progress in
 /// the last `grace`. The store's claims make one replica handle each send.
 public final class SendRecovery: Service, Sendable {
+    /// Counted targets of ended sends deleted in one transaction, and the pause after it.
+    static let targetsSweptAtOnce = 2_000
+    static let sweepPause: Duration = .milliseconds(5)
+
     let store: any OutcomeStore
     let publisher: any NotificationPublisher
     let settings: SendRecoverySettings
@@ -113,10 +117,14 @@ public final class SendRecovery: Service, Sendable {
         } catch {
             logger.error("stalled sends could not be checked", metadata: ["pushhub.error": "\(error)"])
         }
-        // The counted targets ended sends left, a transaction of 20,000 at a time so other
-        // writes go on between them.
+        // The counted targets ended sends left, a transaction of 2,000 at a time with a pause
+        // after each, so the sends accepted meanwhile wait for the writer a few milliseconds
+        // at most. (20,000 back to back held it for tens of milliseconds at a time: single-user
+        // sends accepted while a broadcast to a million was swept had accept p99 81 ms.)
         do {
-            while try await store.sweepEndedTargets(limit: 20_000), !Task.isCancelled {}
+            while try await store.sweepEndedTargets(limit: Self.targetsSweptAtOnce), !Task.isCancelled {
+                try? await Task.sleep(for: Self.sweepPause)
+            }
         } catch {
             logger.error("counted targets of ended sends could not be deleted", metadata: ["pushhub.error": "\(error)"])
         }

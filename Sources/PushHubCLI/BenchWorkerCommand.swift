@@ -54,15 +54,35 @@ extension BenchCommand {
             // byte search for this notification's id and the delivered outcome, not decoded.
             let idBytes = Data(notificationId.utf8)
             let delivered = Data(#""outcome":"delivered""#.utf8)
+            let progress = Delivered()
             let counter = Task {
                 var counted = 0
                 for await record in results.records {
                     guard Self.occurrences(of: idBytes, in: record.value, atMost: 1) > 0 else { continue }
                     counted += Self.occurrences(of: delivered, in: record.value)
+                    progress.count.store(counted, ordering: .relaxed)
                     if counted >= wanted { break }
                 }
                 return counted
             }
+            // Results that stop coming for a minute end the run (the counter's sequence ends
+            // when its task is cancelled) rather than leave it waiting for ever.
+            let watchdog = Task {
+                var last = -1
+                var quietSince = ContinuousClock.now
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(1))
+                    let now = progress.count.load(ordering: .relaxed)
+                    if now != last {
+                        last = now
+                        quietSince = .now
+                    } else if ContinuousClock.now - quietSince > Self.quietLimit {
+                        counter.cancel()
+                        return
+                    }
+                }
+            }
+            defer { watchdog.cancel() }
             try await Task.sleep(for: .seconds(3))
             let producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: servers), logger: logger)
             // The batches are made before the clock starts.
@@ -81,11 +101,21 @@ extension BenchCommand {
                 index += count
             }
             let started = ContinuousClock.now
-            for chunk in stride(from: 0, to: records.count, by: 50) {
-                try await producer.sendAllAcknowledged(Array(records[chunk..<min(chunk + 50, records.count)]))
+            // At most `Self.aheadTargets` targets produced and not yet delivered: the embedded
+            // cluster keeps 5 MiB a partition and drops the oldest records beyond it, read or
+            // not, and 200,000 Web Push targets (keys with each) are about 50 MB.
+            for chunk in stride(from: 0, to: records.count, by: 10) {
+                let produced = chunk * DeliveryBatch.maximumTargets
+                while produced - progress.count.load(ordering: .relaxed) > Self.aheadTargets, !counter.isCancelled {
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                try await producer.sendAllAcknowledged(Array(records[chunk..<min(chunk + 10, records.count)]))
             }
             let produced = ContinuousClock.now - started
             let deliveredCount = await counter.value
+            guard deliveredCount >= wanted else {
+                throw ValidationError("results stopped: \(deliveredCount) of \(wanted) targets delivered, none more for \(Self.quietLimit)")
+            }
             let elapsed = ContinuousClock.now - started
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
             emit("produced \(targets) targets in \(produced); \(deliveredCount) delivered in \(elapsed)")
@@ -93,6 +123,15 @@ extension BenchCommand {
             await results.close()
             await producer.shutdown()
         }
+
+        /// Targets delivered so far, as the counter saw them.
+        final class Delivered: Sendable {
+            let count = Atomic<Int>(0)
+        }
+
+        /// Targets produced ahead of the results at most, and how long results may stop.
+        static let aheadTargets = 20_000
+        static let quietLimit: Duration = .seconds(60)
 
         /// How often `needle` occurs in `haystack` (up to `atMost`), by memchr and memcmp: the
         /// harness must cost little beside the worker it measures.

@@ -90,8 +90,7 @@ public final class KafkaProducer: Service, Sendable {
                 return KafkaError(kind: .shutDown, context: "the producer is shut down; record for \(record.topic) not sent")
             }
             let id = deliveries.register(group, index: index)
-            let partition =
-                record.partition ?? (record.sticky && record.value.count <= StickyPartitions.largestRecord ? sticky.partition(of: record.topic) : nil)
+            let partition = record.partition ?? sticky.partition(for: record)
             var code = client.produce(
                 topic: record.topic, partition: partition, key: record.key, value: record.value, headers: record.headers, deliveryID: id)
             if code == .unknownPartition, record.partition == nil, partition != nil {

@@ -52,6 +52,13 @@ final class StickyPartitions: Sendable {
         _ = topics.withLock { $0.removeValue(forKey: topic) }
     }
 
+    /// Where the producer sends `record`: nil (its key's partition, or its own) unless it is
+    /// sticky, without a partition, and no larger than `largestRecord`.
+    func partition(for record: KafkaOutgoingRecord) -> Int32? {
+        guard record.sticky, record.partition == nil, record.value.count <= Self.largestRecord else { return nil }
+        return partition(of: record.topic)
+    }
+
     /// The partition for the next sticky record to `topic`; nil when its partitions are unknown.
     func partition(of topic: String, now: ContinuousClock.Instant = .now) -> Int32? {
         topics.withLock { topics -> Int32? in

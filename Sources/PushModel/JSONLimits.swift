@@ -70,16 +70,6 @@ public enum JSONMembers {
         public var members: [(key: String, value: Range<Int>)]
     }
 
-    /// Whether `data` is one JSON object (RFC 8259, strictly) within the depth limit, read in
-    /// one pass without making its values. False is not a verdict: what it does not take (a
-    /// scalar at the deepest level, say) may still be JSON another parser takes.
-    public static func isObject(_ data: Data) -> Bool {
-        data.withUnsafeBytes { raw in
-            var reader = JSONReader(raw)
-            return reader.skipObject() && reader.atEnd()
-        }
-    }
-
     /// The object that `range` of `data` holds (all of it when nil), with nothing but
     /// whitespace around it. Offsets are `data`'s. Nil when it is not one JSON object within
     /// the depth limit, or a key repeats.

@@ -78,14 +78,6 @@ struct JSONReader {
         return read ? (start..<position, members) : nil
     }
 
-    /// Skips the object that is next, its members at most as deep as `members` would read them;
-    /// false when an object is not next or it is malformed or too deep.
-    mutating func skipObject() -> Bool {
-        skipSpace()
-        guard position < bytes.count, bytes[position] == UInt8(ascii: "{") else { return false }
-        return skipValue(depth: 1)
-    }
-
     /// `true` or `false`; nil when neither is next.
     mutating func bool() -> Bool? {
         skipSpace()

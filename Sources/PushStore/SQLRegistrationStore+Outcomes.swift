@@ -14,9 +14,7 @@ extension SQLRegistrationStore: OutcomeStore {
                     request.notificationId, hub: request.hub, enqueuedAt: request.enqueuedAt, deadline: deadline, now: now,
                     describing: request, dispatched: dispatched, on: connection)
             {
-                try await connection.execute(
-                    "INSERT INTO result_receipts (notification_id, receipt) VALUES (?, ?) ON CONFLICT DO NOTHING",
-                    [.text(request.notificationId), .text("dispatch")])
+                try await Self.takeDispatchReceipt(request.notificationId, on: connection)
             } else {
                 try await Self.insertEnqueued(
                     request.notificationId, hub: request.hub, enqueuedAt: request.enqueuedAt, deadline: deadline, now: now,
@@ -28,6 +26,16 @@ extension SQLRegistrationStore: OutcomeStore {
             }
             if let text { try await Self.keep(request, text: text, publishedAt: now, on: connection) }
         }
+    }
+
+    /// Notes that a send's dispatch summary was counted; says whether it had not been, so a
+    /// summary published twice counts once.
+    @discardableResult
+    static func takeDispatchReceipt(_ id: String, on connection: any SQLConnection) async throws -> Bool {
+        !(try await connection.query(
+            "INSERT INTO result_receipts (notification_id, receipt) VALUES (?, ?) ON CONFLICT DO NOTHING RETURNING receipt",
+            [.text(id), .text("dispatch")]
+        ).isEmpty)
     }
 
     /// A dispatch summary's counts as the `dispatched` column keeps them: a JSON object of
@@ -218,7 +226,6 @@ extension SQLRegistrationStore: OutcomeStore {
     /// were kept for it, so when they fit in one deletion none is looked for after it.
     static func forgetWork(of id: String, counted: Int? = nil, on connection: any SQLConnection) async throws {
         try await connection.execute("DELETE FROM unfinished_sends WHERE notification_id = ?", [.text(id)])
-        guard counted != 0 else { return }
         if try await deleteTargets(of: id, upTo: targetsDeletedAtEnd, lookForMore: (counted ?? .max) > targetsDeletedAtEnd, on: connection) {
             try await connection.execute(
                 "INSERT INTO ended_sends_with_targets (notification_id) VALUES (?) ON CONFLICT DO NOTHING", [.text(id)])
@@ -299,43 +306,29 @@ extension SQLRegistrationStore: OutcomeStore {
             return false
         }
         var tally = Self.tally(of: row)
-        let countedBefore = tally.received
         var fresh = false
         var dispatchedText: String?
         if let dispatched = batch.dispatched {
-            let first = try await connection.query(
-                "INSERT INTO result_receipts (notification_id, receipt) VALUES (?, ?) ON CONFLICT DO NOTHING RETURNING receipt",
-                [.text(id), .text("dispatch")])
-            if !first.isEmpty {
+            if try await Self.takeDispatchReceipt(id, on: connection) {
                 fresh = true
                 tally.expected = dispatched.values.reduce(0, +)
                 dispatchedText = Self.dispatchedText(dispatched)
             }
         }
-        // Whether counted targets have rows: none when no target was counted before and this
-        // batch holds every one of them, so the send ends here and whatever comes after it
-        // finds it ended (a single-user send's one result).
-        var rowsKept = countedBefore > 0
         if let results = batch.results, !results.isEmpty {
             // Each target counts once, however its results were batched: a send published
             // again is dispatched again, and its batches may be cut differently.
             let keys = batch.targetKeys
-            var counted: Set<String>
-            if countedBefore == 0, let expected = tally.expected, keys.count == expected, Set(keys).count == keys.count {
-                counted = Set(keys)
-            } else {
-                counted = []
-                rowsKept = true
-                var start = 0
-                while start < keys.count {
-                    let chunk = keys[start..<min(start + Self.targetsPerStatement, keys.count)]
-                    let placeholders = Array(repeating: "(?, ?)", count: chunk.count).joined(separator: ", ")
-                    let rows = try await connection.query(
-                        "INSERT INTO result_targets (notification_id, target) VALUES \(placeholders) ON CONFLICT DO NOTHING RETURNING target",
-                        chunk.flatMap { [SQLValue.text(id), .text($0)] })
-                    for row in rows { if let target = row.text("target") { counted.insert(target) } }
-                    start += Self.targetsPerStatement
-                }
+            var counted = Set<String>()
+            var start = 0
+            while start < keys.count {
+                let chunk = keys[start..<min(start + Self.targetsPerStatement, keys.count)]
+                let placeholders = Array(repeating: "(?, ?)", count: chunk.count).joined(separator: ", ")
+                let rows = try await connection.query(
+                    "INSERT INTO result_targets (notification_id, target) VALUES \(placeholders) ON CONFLICT DO NOTHING RETURNING target",
+                    chunk.flatMap { [SQLValue.text(id), .text($0)] })
+                for row in rows { if let target = row.text("target") { counted.insert(target) } }
+                start += Self.targetsPerStatement
             }
             var counts: [Outcome: Int] = [:]
             var failed: [(DeliveryResult, String)] = []
@@ -372,7 +365,7 @@ extension SQLRegistrationStore: OutcomeStore {
                 .integer(Int64(tally.expired)), .integer(Int64(tally.rejected)), SQLValue(now), SQLValue(now), .text(settled.rawValue),
                 SQLValue(ended), SQLValue(now), .text(id),
             ])
-        if ended { try await forgetWork(of: id, counted: rowsKept ? tally.received : 0, on: connection) }
+        if ended { try await forgetWork(of: id, counted: tally.received, on: connection) }
         return true
     }
 

@@ -34,6 +34,16 @@ struct StickyPartitionsTests {
         #expect((0..<2).contains(sticky.partition(of: "t", now: start + .milliseconds(500))!))
         sticky.forget("t")
         #expect(sticky.partition(of: "t", now: start + .milliseconds(500)) == nil)
+
+        // Which records are sticky: only those marked, without a partition, and small.
+        sticky.learn(["t": 4])
+        let small = KafkaOutgoingRecord(topic: "t", key: "k", value: Data(count: 10), sticky: true)
+        #expect(sticky.partition(for: small) != nil)
+        #expect(sticky.partition(for: KafkaOutgoingRecord(topic: "t", key: "k", value: Data(count: 10))) == nil)
+        #expect(sticky.partition(for: KafkaOutgoingRecord(topic: "t", partition: 2, key: nil, value: Data(count: 10), sticky: true)) == nil)
+        #expect(
+            sticky.partition(for: KafkaOutgoingRecord(topic: "t", key: "k", value: Data(count: StickyPartitions.largestRecord + 1), sticky: true))
+                == nil)
     }
 
     @Test("sticky records produced together share a partition and keep their keys; keyed records and unlearnt topics go by key")

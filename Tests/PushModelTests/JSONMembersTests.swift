@@ -21,32 +21,4 @@ struct JSONMembersTests {
         let deep = String(repeating: "[", count: 100) + String(repeating: "]", count: 100)
         #expect(JSONMembers.of(Data("{\"a\":\(deep)}".utf8)) == nil, "deeper than the limit")
     }
-
-    @Test(
-        "isObject takes only what the parser takes as an object, and takes ordinary objects",
-        arguments: [
-            (#"{"aps":{"alert":"hi","badge":1}}"#, true), (#" {"a":[1,2.5,-3e2,true,false,null,"x\u00e9"]} "#, true),
-            ("{}", true), (#"{"a":1,"a":2}"#, true), ("[]", false), ("", false), ("{", false), (#"{"a":01}"#, false),
-            ("{} {}", false), (#"{"a":"\ud800"}"#, false), ("{\"a\":\"\u{1}\"}", false), ("null", false), (#""{}""#, false),
-        ])
-    func isObject(_ text: String, _ expected: Bool) {
-        let data = Data(text.utf8)
-        #expect(JSONMembers.isObject(data) == expected)
-        if JSONMembers.isObject(data) { #expect(JSONLimits.dictionary(data) != nil, "the parser takes it too") }
-    }
-
-    @Test("at the depth limit: what isObject takes, the depth check and the parser take")
-    func depth() {
-        for levels in 28...36 {
-            for scalar in [true, false] {
-                let inner = scalar ? "1" : "{}"
-                let text = String(repeating: "{\"a\":", count: levels) + inner + String(repeating: "}", count: levels)
-                let data = Data(text.utf8)
-                if JSONMembers.isObject(data) {
-                    #expect(!JSONLimits.isTooDeep(data) && JSONLimits.dictionary(data) != nil, "\(levels) \(scalar)")
-                }
-            }
-        }
-        #expect(JSONMembers.isObject(Data((String(repeating: "{\"a\":", count: 30) + "1" + String(repeating: "}", count: 30)).utf8)))
-    }
 }

@@ -4,7 +4,7 @@ import Testing
 
 @testable import PushStore
 
-@Suite("A batch that ends its send (SQLite and PostgreSQL)")
+@Suite("A send resolved as it was accepted, counted to its end (SQLite and PostgreSQL)")
 struct OutcomeEndingBatchTests {
     static func targetRows(_ store: any RegistrationStore, _ id: String, table: String = "result_targets") async throws -> Int64 {
         let database = try #require(store as? SQLRegistrationStore).database
@@ -13,15 +13,22 @@ struct OutcomeEndingBatchTests {
         }
     }
 
+    /// A send noted as the ingress notes one it resolved: Processing with its summary.
+    static func enqueue(
+        _ store: any RegistrationStore & OutcomeStore, _ hub: String, keep: Bool, dispatched: [Platform: Int]
+    ) async throws -> String {
+        let id = RandomID.timeOrdered()
+        try await store.recordEnqueued(
+            OutcomeStoreTests.request(id, hub), deadline: Date().addingTimeInterval(600), keep: keep, dispatched: dispatched, now: Date())
+        return id
+    }
+
     @Test(
-        "every target in one batch with none counted before: Completed, counts and failures kept, no target rows; again, nothing changes",
+        "every target in one batch: Completed, counts and failures kept, counted targets and kept request gone; again, nothing changes",
         arguments: StoreKind.available)
     func oneBatchEnds(_ kind: StoreKind) async throws {
         let (store, hub) = try await OutcomeStoreTests.outcomes(kind)
-        let id = RandomID.timeOrdered()
-        // As a single-user send is accepted: its row starts Processing with its summary.
-        try await store.recordEnqueued(
-            OutcomeStoreTests.request(id, hub), deadline: Date().addingTimeInterval(600), keep: true, dispatched: [.apns: 2, .fcm: 0], now: Date())
+        let id = try await Self.enqueue(store, hub, keep: true, dispatched: [.apns: 2, .fcm: 0])
         let before = try #require(try await store.notification(hub: hub, id: id))
         #expect(before.state == .processing && before.expectedTargets == 2)
         let batch = OutcomeStoreTests.results(id, hub, .apns, [("r1", .delivered), ("r2", .invalidHandle)])
@@ -37,14 +44,12 @@ struct OutcomeEndingBatchTests {
     }
 
     @Test(
-        "a batch naming one target twice, or fewer targets than dispatched, or coming after others: counted through target rows",
+        "a batch naming one target twice, a batch after others, results before the summary: each target once, rows gone at the end",
         arguments: StoreKind.available)
-    func otherBatchesKeepRows(_ kind: StoreKind) async throws {
+    func otherBatches(_ kind: StoreKind) async throws {
         let (store, hub) = try await OutcomeStoreTests.outcomes(kind)
         // The same target twice in a batch of two, for a send of two: one counted, still open.
-        let twice = RandomID.timeOrdered()
-        try await store.recordEnqueued(
-            OutcomeStoreTests.request(twice, hub), deadline: Date().addingTimeInterval(600), keep: false, dispatched: [.apns: 2], now: Date())
+        let twice = try await Self.enqueue(store, hub, keep: false, dispatched: [.apns: 2])
         #expect(try await store.recordOutcomes(OutcomeStoreTests.results(twice, hub, .apns, [("r1", .delivered), ("r1", .delivered)]), now: Date()))
         let open = try #require(try await store.notification(hub: hub, id: twice))
         #expect(open.state == .processing && open.counts == [.apns: [.delivered: 1]])

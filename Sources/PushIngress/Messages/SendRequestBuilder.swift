@@ -61,11 +61,8 @@ public struct SendRequestBuilder: Sendable {
                 field: "body", reason: "\(body.count) bytes is more than the \(limit) bytes \(format.rawValue) notifications may have")
         }
         guard let text = String(data: body, encoding: .utf8) else { throw .invalidField(field: "body", reason: "must be UTF-8 text") }
-        // A native JSON body read in one pass; what that pass does not take is parsed, which
-        // names the fault.
-        let nativeObject = format != .windows && format != .template && JSONMembers.isObject(body)
-        if format != .windows, !nativeObject { try JSONLimits.checkDepth(body, field: "body") }
-        if format != .windows, format != .template, !nativeObject {
+        if format != .windows { try JSONLimits.checkDepth(body, field: "body") }
+        if format != .windows, format != .template {
             guard JSONLimits.dictionary(body) != nil else {
                 throw .invalidField(field: "body", reason: "a \(format.rawValue) notification's body must be a JSON object")
             }

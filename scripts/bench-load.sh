@@ -11,7 +11,7 @@
 # all); a run of some phases only prints each one's CPU table and leaves the docs alone.
 # PERF=1 records the ingress, the dispatcher and the APNs worker with `perf record -g` during
 # the registrations, the broadcast and the sends (profiles and reports in OUT, named after
-# the phase).
+# the phase); PERF_PROCESSES names others (`PERF_PROCESSES="wns-worker dispatcher"`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${SCRATCH:-.build}/release
@@ -94,8 +94,8 @@ load() { # name, arguments...; also the CPU seconds each process spent during th
   cpu >"$dir/cpu-before"
   /usr/bin/time -f "load %U %S" -o "$dir/load-cpu" "$bin/pushhub" load "$@" --json "$out/$name.json" --html "$out/$name.html" 2>"$out/$name.progress" \
     | tee "$out/$name.txt" || echo "pushhub load $name did not finish cleanly; see $out/$name.progress" >&2
-  cpu | awk 'NR == FNR { before[$1] = $2; next } { printf "%s %.1f\n", $1, $2 - before[$1] }' "$dir/cpu-before" - >"$out/$name.cpu"
-  awk '/^load/ { printf "pushhub-load %.1f\n", $2 + $3 }' "$dir/load-cpu" >>"$out/$name.cpu"
+  cpu | awk 'NR == FNR { before[$1] = $2; next } { printf "%s %.2f\n", $1, $2 - before[$1] }' "$dir/cpu-before" - >"$out/$name.cpu"
+  awk '/^load/ { printf "pushhub-load %.2f\n", $2 + $3 }' "$dir/load-cpu" >>"$out/$name.cpu"
 }
 peaks() { # reset (clear_refs 5) or read each process's peak RSS
   local name
@@ -109,7 +109,7 @@ perf_start() { # phase: records the ingress, the dispatcher and the APNs worker 
   [ -n "${PERF:-}" ] || return 0
   perf_phase=$1
   perf_pids=()
-  for name in ingress dispatcher apns-worker; do
+  for name in ${PERF_PROCESSES:-ingress dispatcher apns-worker}; do
     perf record -F 999 -g -o "$out/$perf_phase-$name.perf" -p "${pids[$name]}" >"$out/$perf_phase-$name.perf.log" 2>&1 &
     perf_pids+=($!)
   done
@@ -118,7 +118,7 @@ perf_stop() {
   [ -n "${PERF:-}" ] || return 0
   for pid in "${perf_pids[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
   for pid in "${perf_pids[@]}"; do wait "$pid" || true; done
-  for name in ingress dispatcher apns-worker; do
+  for name in ${PERF_PROCESSES:-ingress dispatcher apns-worker}; do
     perf report -i "$out/$perf_phase-$name.perf" --children --sort symbol --stdio -g none 2>/dev/null | grep -E '^ +[0-9]' | head -80 \
       | swift demangle --simplified >"$out/$perf_phase-$name.profile.txt" || true
   done

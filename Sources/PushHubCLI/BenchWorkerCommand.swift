@@ -100,13 +100,17 @@ extension BenchCommand {
                         value: try WireCoding.encode(batch)))
                 index += count
             }
-            let started = ContinuousClock.now
-            // At most `Self.aheadTargets` targets produced and not yet delivered: the embedded
+            // At most `Self.aheadBytes` of batches produced and not yet delivered: the embedded
             // cluster keeps 5 MiB a partition and drops the oldest records beyond it, read or
-            // not, and 200,000 Web Push targets (keys with each) are about 50 MB.
+            // not, and 200,000 Web Push targets (keys with each) are about 50 MB. A count of
+            // targets instead (20,000) held APNs, whose targets are a fifth the size, to what
+            // that count allowed in flight, whatever the worker could do.
+            let bytes = records.reduce(0) { $0 + $1.value.count }
+            let aheadTargets = max(DeliveryBatch.maximumTargets * 10, Self.aheadBytes * targets / max(1, bytes))
+            let started = ContinuousClock.now
             for chunk in stride(from: 0, to: records.count, by: 10) {
                 let produced = chunk * DeliveryBatch.maximumTargets
-                while produced - progress.count.load(ordering: .relaxed) > Self.aheadTargets, !counter.isCancelled {
+                while produced - progress.count.load(ordering: .relaxed) > aheadTargets, !counter.isCancelled {
                     try await Task.sleep(for: .milliseconds(5))
                 }
                 try await producer.sendAllAcknowledged(Array(records[chunk..<min(chunk + 10, records.count)]))
@@ -129,8 +133,9 @@ extension BenchCommand {
             let count = Atomic<Int>(0)
         }
 
-        /// Targets produced ahead of the results at most, and how long results may stop.
-        static let aheadTargets = 20_000
+        /// Bytes of batches produced ahead of the results at most (over the topic's partitions,
+        /// a quarter of the cluster's 5 MiB each on the benches' 4), and how long results may stop.
+        static let aheadBytes = 5 << 20
         static let quietLimit: Duration = .seconds(60)
 
         /// How often `needle` occurs in `haystack` (up to `atMost`), by memchr and memcmp: the

@@ -28,7 +28,14 @@ extension DeliveryBatch {
         out.key("schema")
         out.string(Self.schema)
         out.key("targets")
-        out.array(targets) { target, out in target.write(to: &out) }
+        // Targets of one registration template share its text: written once, copied after.
+        var template: (value: Template, json: [UInt8])?
+        out.byte(UInt8(ascii: "["))
+        for index in targets.indices {
+            if index > 0 { out.byte(UInt8(ascii: ",")) }
+            targets[index].write(to: &out, template: &template)
+        }
+        out.byte(UInt8(ascii: "]"))
         out.byte(UInt8(ascii: "}"))
         return Data(out.bytes)
     }
@@ -36,15 +43,21 @@ extension DeliveryBatch {
 
 extension DeliveryBatch.Target {
     /// The target as a JSON object with sorted keys; absent optionals are left out.
-    fileprivate func write(to out: inout JSONBytes) {
+    /// `template` is the last template written, kept to be copied when the next is the same.
+    fileprivate func write(to out: inout JSONBytes, template written: inout (value: Template, json: [UInt8])?) {
         out.byte(UInt8(ascii: "{"))
         out.key("handle", first: true)
         out.string(handle)
         out.field("registrationId", registrationId)
         if let template {
             out.key("template")
-            // Body, headers and expiry: a target keeps no more (`template`'s setter).
-            template.write(to: &out)
+            if written?.value != template {
+                // Body, headers and expiry: a target keeps no more (`template`'s setter).
+                var json = JSONBytes(capacity: template.body.utf8.count + 64)
+                template.write(to: &json)
+                written = (template, json.bytes)
+            }
+            out.append(written!.json)
         }
         if let webPush {
             out.key("webPush")

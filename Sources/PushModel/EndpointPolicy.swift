@@ -109,14 +109,33 @@ public struct EndpointPolicy: Sendable, Equatable, Codable {
     }
 
     static func matches(_ pattern: String, host: String, port: Int) -> Bool {
-        let (patternHost, patternPort) = split(pattern.lowercased())
+        let (patternHost, patternPort) = split(lowercased(pattern))
         if let patternPort, patternPort != port { return false }
-        let host = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        let host = unbracketed(host)
         if patternHost.hasPrefix("*.") {
             let suffix = patternHost.dropFirst(1)  // ".domain"
             return host.hasSuffix(suffix) && host.count > suffix.count
         }
         return host == patternHost
+    }
+
+    /// `text` without the brackets at either end, as `trimmingCharacters(in: "[]")` trims them
+    /// (scalar by scalar), without making a CharacterSet each time: this runs for every WNS
+    /// channel and Web Push endpoint delivered to, against each allowed host.
+    public static func unbracketed(_ text: String) -> String {
+        let scalars = text.unicodeScalars
+        var start = scalars.startIndex
+        var end = scalars.endIndex
+        while start < end, scalars[start] == "[" || scalars[start] == "]" { start = scalars.index(after: start) }
+        while end > start, scalars[scalars.index(before: end)] == "[" || scalars[scalars.index(before: end)] == "]" {
+            end = scalars.index(before: end)
+        }
+        return start == scalars.startIndex && end == scalars.endIndex ? text : String(scalars[start..<end])
+    }
+
+    /// `text.lowercased()`, without a copy when it is lowercase ASCII already.
+    static func lowercased(_ text: String) -> String {
+        text.utf8.allSatisfy { $0 < 0x80 && !(UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) } ? text : text.lowercased()
     }
 
     /// A pattern's host (brackets removed) and port, if it names one.
@@ -135,7 +154,7 @@ public struct EndpointPolicy: Sendable, Equatable, Codable {
     /// Why `host` (a name or an address literal, in any form a resolver reads) may not be sent
     /// to, or nil when it names a public address or a name still to be resolved.
     static func specialPurpose(_ host: String) -> EndpointRefusal? {
-        let host = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")).lowercased()
+        let host = lowercased(unbracketed(host))
         if host == "localhost" || host.hasSuffix(".localhost") || host.hasSuffix(".local") || host.hasSuffix(".internal") {
             return EndpointRefusal("names a local host (\(host))")
         }

@@ -38,6 +38,8 @@ enum PNSHTTP2Server {
                 connections.add(channel)
                 return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
+                    // A flush's answers go to TLS as one write, as a push service's would.
+                    try channel.pipeline.syncOperations.addHandler(WriteCoalescer())
                     try channel.pipeline.syncOperations.addHandler(
                         NIOHTTP2Handler(
                             mode: .server,

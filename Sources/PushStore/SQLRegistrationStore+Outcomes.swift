@@ -319,22 +319,29 @@ extension SQLRegistrationStore: OutcomeStore {
             // Each target counts once, however its results were batched: a send published
             // again is dispatched again, and its batches may be cut differently.
             let keys = batch.targetKeys
-            var counted = Set<String>()
+            var counted = Array(repeating: false, count: keys.count)
             var start = 0
             while start < keys.count {
-                let chunk = keys[start..<min(start + Self.targetsPerStatement, keys.count)]
+                let chunk = start..<min(start + Self.targetsPerStatement, keys.count)
                 let placeholders = Array(repeating: "(?, ?)", count: chunk.count).joined(separator: ", ")
                 let rows = try await connection.query(
                     "INSERT INTO result_targets (notification_id, target) VALUES \(placeholders) ON CONFLICT DO NOTHING RETURNING target",
-                    chunk.flatMap { [SQLValue.text(id), .text($0)] })
-                for row in rows { if let target = row.text("target") { counted.insert(target) } }
-                start += Self.targetsPerStatement
+                    keys[chunk].flatMap { [SQLValue.text(id), .text($0)] })
+                if rows.count == chunk.count {
+                    // Every key was new, and so none repeats within the chunk: all count.
+                    for index in chunk { counted[index] = true }
+                } else {
+                    // The first result of each key that was new counts.
+                    var new = Set(rows.compactMap { $0.text("target") })
+                    for index in chunk where new.remove(keys[index]) != nil { counted[index] = true }
+                }
+                start = chunk.upperBound
             }
             var counts: [Outcome: Int] = [:]
             var failed: [(DeliveryResult, String)] = []
-            for (result, key) in zip(results, keys) where counted.remove(key) != nil {
-                counts[result.outcome, default: 0] += 1
-                if result.outcome != .delivered { failed.append((result, key)) }
+            for index in keys.indices where counted[index] {
+                counts[results[index].outcome, default: 0] += 1
+                if results[index].outcome != .delivered { failed.append((results[index], keys[index])) }
             }
             try await Self.noteFailures(failed, of: batch, now: now, on: connection)
             let total = counts.values.reduce(0, +)

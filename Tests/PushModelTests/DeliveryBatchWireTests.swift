@@ -17,7 +17,22 @@ struct DeliveryBatchWireTests {
         let equivalent = DeliveryBatch(
             notificationId: "n", hub: "hub", platform: .apns, kind: .native, body: "{}", headers: ["A\u{30A}": "1", "B": "2"],
             targets: [DeliveryBatch.Target(registrationId: "r", handle: "h")])
-        return [equivalent]
+        // Targets in runs of one template (written once and copied), then ones that differ from
+        // the last only in headers, in expiry or in body.
+        let alert = Template(body: #"{"aps":{"alert":"$(message)"}}"#, headers: ["X-A": "1"], expiry: "$(expiry)")
+        var otherHeaders = alert
+        otherHeaders.headers = ["X-A": "2"]
+        var otherExpiry = alert
+        otherExpiry.expiry = nil
+        var otherBody = alert
+        otherBody.body = "{\"aps\":{\"alert\":\"a\tb\"}}"
+        let runs = [alert, alert, alert, otherHeaders, otherHeaders, otherExpiry, alert, otherBody, otherBody, alert]
+        let shared = DeliveryBatch(
+            notificationId: "n", hub: "hub", platform: .apns, kind: .template, body: #"{"message":"m"}"#,
+            targets: runs.enumerated().map { index, template in
+                DeliveryBatch.Target(registrationId: "r\(index)", handle: "h\(index)", template: template)
+            })
+        return [equivalent, shared]
             + (0..<80).map { round in
                 let kind: DeliveryBatch.Kind = Bool.random() ? .template : .native
                 let platform = Platform.allCases.randomElement()!

@@ -112,6 +112,8 @@ final class HTTP2Client: Sendable {
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: isAddress ? nil : host))
                         try channel.pipeline.syncOperations.addHandler(NegotiatedProtocol(negotiated))
+                        // The frames of a flush go to TLS as one write: one record, not one a frame.
+                        try channel.pipeline.syncOperations.addHandler(WriteCoalescer())
                         try channel.pipeline.syncOperations.addHandler(
                             NIOHTTP2Handler(
                                 mode: .client,

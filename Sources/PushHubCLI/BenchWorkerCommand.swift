@@ -106,14 +106,14 @@ extension BenchCommand {
             // targets instead (20,000) held APNs, whose targets are a fifth the size, to what
             // that count allowed in flight, whatever the worker could do.
             let bytes = records.reduce(0) { $0 + $1.value.count }
-            let aheadTargets = max(DeliveryBatch.maximumTargets * 10, Self.aheadBytes * targets / max(1, bytes))
+            let aheadTargets = max(DeliveryBatch.maximumTargets * Self.recordsAtOnce, Self.aheadBytes * targets / max(1, bytes))
             let started = ContinuousClock.now
-            for chunk in stride(from: 0, to: records.count, by: 10) {
+            for chunk in stride(from: 0, to: records.count, by: Self.recordsAtOnce) {
                 let produced = chunk * DeliveryBatch.maximumTargets
                 while produced - progress.count.load(ordering: .relaxed) > aheadTargets, !counter.isCancelled {
                     try await Task.sleep(for: .milliseconds(5))
                 }
-                try await producer.sendAllAcknowledged(Array(records[chunk..<min(chunk + 10, records.count)]))
+                try await producer.sendAllAcknowledged(Array(records[chunk..<min(chunk + Self.recordsAtOnce, records.count)]))
             }
             let produced = ContinuousClock.now - started
             let deliveredCount = await counter.value
@@ -134,8 +134,11 @@ extension BenchCommand {
         }
 
         /// Bytes of batches produced ahead of the results at most (over the topic's partitions,
-        /// a quarter of the cluster's 5 MiB each on the benches' 4), and how long results may stop.
-        static let aheadBytes = 5 << 20
+        /// about a fifth of the cluster's 5 MiB each on the benches' 4, with room for a chunk
+        /// more and an uneven spread by key), and how long results may stop.
+        static let aheadBytes = 4 << 20
+        /// DeliveryBatches produced at a time (10, 40 and 100 delivered at the same rate).
+        static let recordsAtOnce = 10
         static let quietLimit: Duration = .seconds(60)
 
         /// How often `needle` occurs in `haystack` (up to `atMost`), by memchr and memcmp: the

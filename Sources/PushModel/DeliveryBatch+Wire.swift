@@ -51,7 +51,7 @@ extension DeliveryBatch.Target {
         out.field("registrationId", registrationId)
         if let template {
             out.key("template")
-            if written?.value != template {
+            if !(written?.value.writesSame(as: template) ?? false) {
                 // Body, headers and expiry: a target keeps no more (`template`'s setter).
                 var json = JSONBytes(capacity: template.body.utf8.count + 64)
                 template.write(to: &json)
@@ -64,6 +64,31 @@ extension DeliveryBatch.Target {
             webPush.write(to: &out)
         }
         out.byte(UInt8(ascii: "}"))
+    }
+}
+
+extension Template {
+    /// Whether `other` is written as the same bytes: compared byte for byte, since `==` on
+    /// strings takes canonically equivalent text ("é" and "e" with a combining accent) as
+    /// equal, and each target must get its own template's text.
+    fileprivate func writesSame(as other: Template) -> Bool {
+        func same(_ a: String?, _ b: String?) -> Bool {
+            switch (a, b) {
+            case (nil, nil): true
+            case (let a?, let b?): a.utf8.elementsEqual(b.utf8)
+            default: false
+            }
+        }
+        guard same(body, other.body), same(expiry, other.expiry), same(name, other.name), tags == nil, other.tags == nil else { return false }
+        switch (headers, other.headers) {
+        case (nil, nil): return true
+        case (let a?, let b?):
+            guard a.count == b.count else { return false }
+            let first = a.sorted { JSONBytes.sortedKeyOrder($0.key, $1.key) }
+            let second = b.sorted { JSONBytes.sortedKeyOrder($0.key, $1.key) }
+            return zip(first, second).allSatisfy { same($0.key, $1.key) && same($0.value, $1.value) }
+        default: return false
+        }
     }
 }
 

@@ -331,9 +331,11 @@ extension SQLRegistrationStore: OutcomeStore {
                     // Every key was new, and so none repeats within the chunk: all count.
                     for index in chunk { counted[index] = true }
                 } else {
-                    // The first result of each key that was new counts.
-                    var new = Set(rows.compactMap { $0.text("target") })
-                    for index in chunk where new.remove(keys[index]) != nil { counted[index] = true }
+                    // The first result of each key that was new counts. Keys compare as bytes,
+                    // as the database compares them: Swift's `==` takes canonically equivalent
+                    // text as equal, and two such targets are two rows.
+                    var new = Set(rows.compactMap { $0.text("target").map { Array($0.utf8) } })
+                    for index in chunk where new.remove(Array(keys[index].utf8)) != nil { counted[index] = true }
                 }
                 start = chunk.upperBound
             }

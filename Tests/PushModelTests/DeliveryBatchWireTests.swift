@@ -26,7 +26,19 @@ struct DeliveryBatchWireTests {
         otherExpiry.expiry = nil
         var otherBody = alert
         otherBody.body = "{\"aps\":{\"alert\":\"a\tb\"}}"
-        let runs = [alert, alert, alert, otherHeaders, otherHeaders, otherExpiry, alert, otherBody, otherBody, alert]
+        // Canonically equivalent to the one before (`==` says equal) but other bytes.
+        var composed = alert
+        composed.body = "{\"aps\":{\"alert\":\"caf\u{E9}\"}}"
+        var decomposed = alert
+        decomposed.body = "{\"aps\":{\"alert\":\"cafe\u{301}\"}}"
+        var decomposedHeader = alert
+        decomposedHeader.headers = ["X-A": "e\u{301}"]
+        var composedHeader = alert
+        composedHeader.headers = ["X-A": "\u{E9}"]
+        let runs = [
+            alert, alert, alert, otherHeaders, otherHeaders, otherExpiry, alert, otherBody, otherBody, alert, composed, decomposed, composed,
+            composedHeader, decomposedHeader,
+        ]
         let shared = DeliveryBatch(
             notificationId: "n", hub: "hub", platform: .apns, kind: .template, body: #"{"message":"m"}"#,
             targets: runs.enumerated().map { index, template in

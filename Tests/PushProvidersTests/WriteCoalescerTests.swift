@@ -60,6 +60,14 @@ struct WriteCoalescerTests {
         #expect(written.count == 2)
         #expect(written[0].utf8.count >= WriteCoalescer.limit && written[0].utf8.count < WriteCoalescer.limit + 1001)
         #expect(written.joined() == (0..<count).map { piece + "\($0 % 10)" }.joined())
+        // A write as large as the limit goes on as it is, after what was gathered before it.
+        let large = String(repeating: "y", count: WriteCoalescer.limit)
+        channel.write(Self.buffer("a"), promise: nil)
+        channel.write(Self.buffer("b"), promise: nil)
+        channel.write(Self.buffer(large), promise: nil)
+        channel.write(Self.buffer("c"), promise: nil)
+        channel.flush()
+        #expect(try Self.outbound(channel) == ["ab", large, "c"])
         #expect(try channel.finish().isClean)
     }
 

@@ -68,4 +68,18 @@ struct OutcomeEndingBatchTests {
         #expect(try await store.notification(hub: hub, id: early)?.state == .completed)
         #expect(try await Self.targetRows(store, early) == 0)
     }
+
+    @Test(
+        "targets whose keys differ only in Unicode normalization are two targets, also in a batch that repeats one of them",
+        arguments: StoreKind.available)
+    func keysAsBytes(_ kind: StoreKind) async throws {
+        let (store, hub) = try await OutcomeStoreTests.outcomes(kind)
+        let id = try await Self.enqueue(store, hub, keep: false, dispatched: [.apns: 2])
+        // "é" as one scalar and as "e" with a combining accent: equal to Swift's `==`, two rows
+        // to the database. The repeat sends the count through its slower path.
+        let batch = OutcomeStoreTests.results(id, hub, .apns, [("r-\u{E9}", .delivered), ("r-e\u{301}", .delivered), ("r-\u{E9}", .delivered)])
+        #expect(try await store.recordOutcomes(batch, now: Date()))
+        let ended = try #require(try await store.notification(hub: hub, id: id))
+        #expect(ended.state == .completed && ended.counts == [.apns: [.delivered: 2]])
+    }
 }

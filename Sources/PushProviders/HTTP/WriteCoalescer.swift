@@ -7,8 +7,8 @@ import NIOCore
 /// with its own 29 bytes of framing.
 ///
 /// A lone write between flushes goes on as it is; a file region goes on in its place in the
-/// order. Gathered bytes are written on at most every `limit` bytes, so the buffer stays
-/// bounded; a write's promise completes with the write it was gathered into.
+/// order, and so does a write of `limit` bytes or more. Gathered bytes are written on at most
+/// every `limit` bytes, so the buffer stays under twice the limit; a write's promise completes with the write it was gathered into.
 public final class WriteCoalescer: ChannelOutboundHandler, RemovableChannelHandler {
     public typealias OutboundIn = IOData
     public typealias OutboundOut = IOData
@@ -23,7 +23,9 @@ public final class WriteCoalescer: ChannelOutboundHandler, RemovableChannelHandl
     public init() {}
 
     public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        guard case .byteBuffer(var buffer) = unwrapOutboundIn(data) else {
+        guard case .byteBuffer(var buffer) = unwrapOutboundIn(data), buffer.readableBytes < Self.limit else {
+            // A file region, or a write as large as the limit: on as it is, after what was
+            // gathered (not copied, and the buffer stays within the limit).
             writeGathered(context: context)
             context.write(data, promise: promise)
             return

@@ -121,6 +121,8 @@ public final class PNSHTTPClient: PNSTransport {
         var last: (url: String, route: (origin: String, path: String)?)?
         var lastClient: (origin: String, client: HTTP2Client?)?
         var lastRun: (client: HTTP2Client, index: Int)?
+        // Slots taken and not yet given to a request.
+        var held = 0
         for (index, request) in requests.enumerated() {
             let route: (origin: String, path: String)?
             if case .url(let url) = request.target {
@@ -139,12 +141,22 @@ public final class PNSHTTPClient: PNSTransport {
                 continue
             }
             let path = route.path
-            if !slots.tryAcquire() {
-                for run in runs { await run.client.submit(run.requests) }
-                runs.removeAll(keepingCapacity: true)
-                lastRun = nil
-                await slots.acquire()
+            if held == 0 {
+                if slots.tryAcquire() {
+                    held = 1
+                } else {
+                    for run in runs { await run.client.submit(run.requests) }
+                    runs.removeAll(keepingCapacity: true)
+                    lastRun = nil
+                    // Every slot is taken: wait for an eighth of them (or what is left of the
+                    // batch), not for one. One at a time, each freed slot was a hop to wake
+                    // this task and a write and flush of one stream: a worker delivered about
+                    // 50,000 a second, whatever its window or requests in flight.
+                    let left = requests.count - index
+                    held = await slots.acquire(atLeast: min(left, slots.count / 8), upTo: left)
+                }
             }
+            held -= 1
             if lastBody?.data != request.body { lastBody = (request.body, ByteBuffer(bytes: request.body)) }
             let stream = StreamRequest(path: path, headers: request.headers, body: lastBody!.buffer, sink: sink, index: index)
             // The run of the previous request's client, most often; a batch to one origin
@@ -162,6 +174,7 @@ public final class PNSHTTPClient: PNSTransport {
             runs[run].requests.append(stream)
             lastRun = (client, run)
         }
+        if held > 0 { slots.release(held) }
         for run in runs { await run.client.submit(run.requests) }
         await sendHTTP1(elsewhere, of: requests, to: sink)
         var answers = await sink.answers()
@@ -285,17 +298,29 @@ public final class PNSHTTPClient: PNSTransport {
 }
 
 /// A counting semaphore for requests; waiters are served in order. Taking a free slot does
-/// not suspend.
+/// not suspend. A waiter may ask for several slots at once (`acquire(atLeast:upTo:)`), and is
+/// woken once that many are free, not once a slot.
 final class RequestSlots: Sendable {
+    private struct Waiter {
+        var need: Int
+        var most: Int
+        var continuation: CheckedContinuation<Int, Never>
+    }
+
     private struct State {
         var available: Int
-        var waiters: [CheckedContinuation<Void, Never>] = []
+        var waiters: [Waiter] = []
         var head = 0
     }
 
     private let state: Mutex<State>
+    /// All the slots there are.
+    let count: Int
 
-    init(_ count: Int) { state = Mutex(State(available: max(1, count))) }
+    init(_ count: Int) {
+        self.count = max(1, count)
+        state = Mutex(State(available: max(1, count)))
+    }
 
     /// Takes a free slot; false when none is free.
     func tryAcquire() -> Bool {
@@ -307,35 +332,46 @@ final class RequestSlots: Sendable {
     }
 
     func acquire() async {
-        if tryAcquire() { return }
-        await withCheckedContinuation { continuation in
-            let now = state.withLock { state -> Bool in
-                if state.available > 0 {
-                    state.available -= 1
-                    return true
+        _ = await acquire(atLeast: 1, upTo: 1)
+    }
+
+    /// Takes at least `need` slots (at most all there are) and up to `most`, waiting, after
+    /// those already waiting, until that many are free; returns how many it took.
+    func acquire(atLeast need: Int, upTo most: Int) async -> Int {
+        let need = min(max(1, need), count)
+        let most = max(need, most)
+        return await withCheckedContinuation { continuation in
+            let taken = state.withLock { state -> Int? in
+                if state.head == state.waiters.count, state.available >= need {
+                    let taken = min(state.available, most)
+                    state.available -= taken
+                    return taken
                 }
-                state.waiters.append(continuation)
-                return false
+                state.waiters.append(Waiter(need: need, most: most, continuation: continuation))
+                return nil
             }
-            if now { continuation.resume() }
+            if let taken { continuation.resume(returning: taken) }
         }
     }
 
-    func release() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            guard state.head < state.waiters.count else {
-                state.available += 1
-                return nil
+    func release(_ released: Int = 1) {
+        let woken = state.withLock { state -> [(CheckedContinuation<Int, Never>, Int)] in
+            state.available += released
+            var woken: [(CheckedContinuation<Int, Never>, Int)] = []
+            while state.head < state.waiters.count, state.available >= state.waiters[state.head].need {
+                let waiter = state.waiters[state.head]
+                let taken = min(state.available, waiter.most)
+                state.available -= taken
+                woken.append((waiter.continuation, taken))
+                state.head += 1
             }
-            let waiter = state.waiters[state.head]
-            state.head += 1
             if state.head > 1024, state.head * 2 > state.waiters.count {
                 state.waiters.removeFirst(state.head)
                 state.head = 0
             }
-            return waiter
+            return woken
         }
-        waiter?.resume()
+        for (continuation, taken) in woken { continuation.resume(returning: taken) }
     }
 }
 

@@ -12,7 +12,18 @@ bin=${SCRATCH:-.build}/release
 targets=${TARGETS:-200000}
 dir=$(mktemp -d /tmp/pushhub-bench-pns.XXXXXX)
 pids=()
-cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$dir"; }
+# Stops the processes in the reverse order of their start (Kafka last), each with 30 s to
+# exit: a worker whose Kafka went first waited for ever in librdkafka's consumer close.
+cleanup() {
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+    local pid=${pids[$i]}
+    kill "$pid" 2>/dev/null || continue
+    for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+  done
+  wait 2>/dev/null || true
+  rm -rf "$dir"
+}
 trap cleanup EXIT
 source scripts/bench-lib.sh
 

@@ -28,14 +28,7 @@ extension DeliveryBatch {
         out.key("schema")
         out.string(Self.schema)
         out.key("targets")
-        // Targets of one registration template share its text: written once, copied after.
-        var template: (value: Template, json: [UInt8])?
-        out.byte(UInt8(ascii: "["))
-        for index in targets.indices {
-            if index > 0 { out.byte(UInt8(ascii: ",")) }
-            targets[index].write(to: &out, template: &template)
-        }
-        out.byte(UInt8(ascii: "]"))
+        out.array(targets) { target, out in target.write(to: &out) }
         out.byte(UInt8(ascii: "}"))
         return Data(out.bytes)
     }
@@ -43,52 +36,21 @@ extension DeliveryBatch {
 
 extension DeliveryBatch.Target {
     /// The target as a JSON object with sorted keys; absent optionals are left out.
-    /// `template` is the last template written, kept to be copied when the next is the same.
-    fileprivate func write(to out: inout JSONBytes, template written: inout (value: Template, json: [UInt8])?) {
+    fileprivate func write(to out: inout JSONBytes) {
         out.byte(UInt8(ascii: "{"))
         out.key("handle", first: true)
         out.string(handle)
         out.field("registrationId", registrationId)
         if let template {
             out.key("template")
-            if !(written?.value.writesSame(as: template) ?? false) {
-                // Body, headers and expiry: a target keeps no more (`template`'s setter).
-                var json = JSONBytes(capacity: template.body.utf8.count + 64)
-                template.write(to: &json)
-                written = (template, json.bytes)
-            }
-            out.append(written!.json)
+            // Body, headers and expiry: a target keeps no more (`template`'s setter).
+            template.write(to: &out)
         }
         if let webPush {
             out.key("webPush")
             webPush.write(to: &out)
         }
         out.byte(UInt8(ascii: "}"))
-    }
-}
-
-extension Template {
-    /// Whether `other` is written as the same bytes: compared byte for byte, since `==` on
-    /// strings takes canonically equivalent text ("é" and "e" with a combining accent) as
-    /// equal, and each target must get its own template's text.
-    fileprivate func writesSame(as other: Template) -> Bool {
-        func same(_ a: String?, _ b: String?) -> Bool {
-            switch (a, b) {
-            case (nil, nil): true
-            case (let a?, let b?): a.utf8.elementsEqual(b.utf8)
-            default: false
-            }
-        }
-        guard same(body, other.body), same(expiry, other.expiry), same(name, other.name), tags == nil, other.tags == nil else { return false }
-        switch (headers, other.headers) {
-        case (nil, nil): return true
-        case (let a?, let b?):
-            guard a.count == b.count else { return false }
-            let first = a.sorted { JSONBytes.sortedKeyOrder($0.key, $1.key) }
-            let second = b.sorted { JSONBytes.sortedKeyOrder($0.key, $1.key) }
-            return zip(first, second).allSatisfy { same($0.key, $1.key) && same($0.value, $1.value) }
-        default: return false
-        }
     }
 }
 

@@ -134,9 +134,6 @@ struct JSONBytes {
         bytes.append(UInt8(ascii: "\""))
     }
 
-    /// Bytes written before, by another `JSONBytes`, appended as they are.
-    mutating func append(_ written: [UInt8]) { bytes.append(contentsOf: written) }
-
     /// The escape of a quote, a backslash or a control character.
     private mutating func escape(_ byte: UInt8) {
         bytes.append(UInt8(ascii: "\\"))

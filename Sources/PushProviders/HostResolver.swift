@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import NIOPosix
+import PushModel
 import Synchronization
 
 #if canImport(Glibc)
@@ -47,7 +48,7 @@ public final class HostResolver: Sendable {
     /// The addresses of `host`; an address literal is its own answer. Throws when the name
     /// does not resolve in time.
     public func addresses(of host: String) async throws -> [String] {
-        let host = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")).lowercased()
+        let host = EndpointPolicy.unbracketed(host).lowercased()
         let now = ContinuousClock.now
         if let cached = cache.withLock({ $0[host] }) {
             switch cached.answer {

@@ -137,7 +137,7 @@ public struct LoadSettings: Sendable {
         }
         for server in kafka ?? [] {
             let serverHost = server.split(separator: ":").dropLast().joined(separator: ":")
-            guard PushEndpointPolicy.isLoopback(serverHost.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))) else {
+            guard PushEndpointPolicy.isLoopback(EndpointPolicy.unbracketed(serverHost)) else {
                 throw LoadFailure("--kafka \(server) is not on this machine; load runs drive loopback targets only unless --allow-remote")
             }
         }

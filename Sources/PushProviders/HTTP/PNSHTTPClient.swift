@@ -340,6 +340,14 @@ final class RequestSlots: Sendable {
     func acquire(atLeast need: Int, upTo most: Int) async -> Int {
         let need = min(max(1, need), count)
         let most = max(need, most)
+        // Free slots, and no one waiting before: taken without suspending.
+        let free = state.withLock { state -> Int? in
+            guard state.head == state.waiters.count, state.available >= need else { return nil }
+            let taken = min(state.available, most)
+            state.available -= taken
+            return taken
+        }
+        if let free { return free }
         return await withCheckedContinuation { continuation in
             let taken = state.withLock { state -> Int? in
                 if state.head == state.waiters.count, state.available >= need {

@@ -10,7 +10,7 @@
 # PHASES picks some of them (`PHASES="register send"`; "register broadcast send scaling" is
 # all); a run of some phases only prints each one's CPU table and leaves the docs alone.
 # PERF=1 records the ingress, the dispatcher and the APNs worker with `perf record -g` during
-# the registrations, the broadcast and the sends (profiles and reports in OUT, named after
+# the registrations, the broadcast, the sends and the first APNs-only broadcast (profiles and reports in OUT, named after
 # the phase); PERF_PROCESSES names others (`PERF_PROCESSES="wns-worker dispatcher"`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -146,7 +146,9 @@ if phase scaling; then
   # Scaling: the same APNs-only broadcast with one APNs worker (profiled), then two.
   perf record -F 999 -g -o "$dir/perf.data" -p "${pids[apns-worker]}" -- sleep 20 >"$out/perf.log" 2>&1 &
   perf_pid=$!
+  perf_start apns-1
   load apns-1 broadcast --devices "$devices" --format native --platform apns --drain-timeout 600
+  perf_stop
   wait "$perf_pid" || true
   start apns-worker-2 "$dir/apns2" "$bin/pushhub-apns-worker" --config "$config"
   wait_for PUSHHUB_OPS_URL= "$dir/apns2"

@@ -180,11 +180,13 @@ public struct AudienceResolver: Sendable {
     public init(store: any RegistrationStore) { self.store = store }
 
     /// Calls `add` with each target the request reaches, reading the store a page of
-    /// `pageSize` at a time. Direct handles are targets as they are.
-    /// `examined` hears how many registrations each page read, matching or not.
+    /// `pageSize` at a time. Direct handles are targets as they are. The store passes over the
+    /// registrations of other formats; given `examined`, it reads them too, and `examined`
+    /// hears how many registrations each page read, matching or not, so that a caller can
+    /// bound the reading.
     public func forEachTarget(
         of request: SendRequest, expression: TagExpression?, hub: String, pageSize: Int, now: Date = Date(),
-        examined: (Int) throws -> Void = { _ in }, _ add: (DeliveryBatch.Target, Platform) async throws -> Void
+        examined: ((Int) throws -> Void)? = nil, _ add: (DeliveryBatch.Target, Platform) async throws -> Void
     ) async throws {
         if case .handles(let handles) = request.audience {
             for handle in handles {
@@ -195,11 +197,12 @@ public struct AudienceResolver: Sendable {
         for query in try Self.queries(of: request, expression: expression) {
             var cursor: RegistrationCursor?
             repeat {
-                let page = try await store.deliveryCandidates(hub: hub, matching: query, after: cursor, limit: pageSize)
+                let page = try await store.deliveryCandidates(
+                    hub: hub, matching: query, reaching: examined == nil ? request.format : nil, after: cursor, limit: pageSize)
                 for candidate in page.candidates where Self.reaches(request, candidate, now: now) {
                     try await add(Self.target(candidate), candidate.platform)
                 }
-                try examined(page.candidates.count)
+                try examined?(page.candidates.count)
                 cursor = page.next
             } while cursor != nil
         }
@@ -253,7 +256,7 @@ public struct AudienceResolver: Sendable {
         case .tags, .installationIds: break
         }
         for query in try Self.queries(of: request, expression: expression) {
-            let page = try await store.deliveryCandidates(hub: hub, matching: query, after: nil, limit: limit)
+            let page = try await store.deliveryCandidates(hub: hub, matching: query, reaching: request.format, after: nil, limit: limit)
             guard page.next == nil else { return nil }
             for candidate in page.candidates where Self.reaches(request, candidate, now: now) {
                 targets[candidate.platform, default: []].append(Self.target(candidate))
@@ -284,8 +287,7 @@ public struct AudienceResolver: Sendable {
     /// template registration. Expired registrations are skipped.
     static func reaches(_ request: SendRequest, _ candidate: DeliveryCandidate, now: Date) -> Bool {
         if let expiry = candidate.expiresAt, expiry < now { return false }
-        if request.format == .template { return candidate.template != nil }
-        return candidate.template == nil && candidate.platform == request.format.platform
+        return candidate.isReached(by: request.format)
     }
 }
 

@@ -44,9 +44,13 @@ public protocol RegistrationStore: UserStore {
     /// cursor to get the next page.
     func registrations(hub: String, matching query: RegistrationQuery, after cursor: RegistrationCursor?, limit: Int) async throws -> RegistrationPage
     /// The same page as `registrations`, holding only what a delivery needs of each: what the
-    /// dispatcher reads, without the tags, ids and times it would only throw away.
-    func deliveryCandidates(hub: String, matching query: RegistrationQuery, after cursor: RegistrationCursor?, limit: Int) async throws
-        -> DeliveryCandidatePage
+    /// dispatcher reads, without the tags, ids and times it would only throw away. With
+    /// `format`, only the registrations a send of that format is for
+    /// (`DeliveryCandidate.isReached(by:)`), which a page then holds up to `limit` of: a
+    /// native broadcast does not read every other platform's and every template registration.
+    func deliveryCandidates(
+        hub: String, matching query: RegistrationQuery, reaching format: NotificationFormat?, after cursor: RegistrationCursor?, limit: Int
+    ) async throws -> DeliveryCandidatePage
 
     /// Adds many registrations (not installations) in one transaction: for imports and for
     /// seeding load tests. Ids must be new.
@@ -163,6 +167,14 @@ public struct DeliveryCandidate: Sendable, Equatable {
     }
 
     public var platform: Platform { format.platform }
+
+    /// Whether a send of `format` is for this registration, its expiry aside: a template send
+    /// for every template registration, a native one for the native registrations of its
+    /// platform.
+    public func isReached(by format: NotificationFormat) -> Bool {
+        guard let platform = format.platform else { return template != nil }
+        return template == nil && self.platform == platform
+    }
 }
 
 public struct DeliveryCandidatePage: Sendable {
@@ -172,12 +184,14 @@ public struct DeliveryCandidatePage: Sendable {
 }
 
 extension RegistrationStore {
-    /// From `registrations`, for stores with no leaner read.
-    public func deliveryCandidates(hub: String, matching query: RegistrationQuery, after cursor: RegistrationCursor?, limit: Int) async throws
-        -> DeliveryCandidatePage
-    {
+    /// From `registrations`, for stores with no leaner read: a page holds `limit` registrations
+    /// read, fewer when `format` passes over some.
+    public func deliveryCandidates(
+        hub: String, matching query: RegistrationQuery, reaching format: NotificationFormat?, after cursor: RegistrationCursor?, limit: Int
+    ) async throws -> DeliveryCandidatePage {
         let page = try await registrations(hub: hub, matching: query, after: cursor, limit: limit)
-        return DeliveryCandidatePage(candidates: page.registrations.map(DeliveryCandidate.init), next: page.next)
+        let candidates = page.registrations.lazy.map(DeliveryCandidate.init).filter { candidate in format.map(candidate.isReached) ?? true }
+        return DeliveryCandidatePage(candidates: Array(candidates), next: page.next)
     }
 }
 

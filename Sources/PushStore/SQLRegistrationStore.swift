@@ -289,52 +289,60 @@ public final class SQLRegistrationStore: RegistrationStore {
         return RegistrationPage(registrations: try Self.registrations(from: rows), next: next)
     }
 
-    public func deliveryCandidates(hub: String, matching query: RegistrationQuery, after cursor: RegistrationCursor?, limit: Int) async throws
-        -> DeliveryCandidatePage
-    {
-        let (rows, next) = try await page(hub: hub, matching: query, after: cursor, limit: limit, columns: CandidateColumns.selected)
+    public func deliveryCandidates(
+        hub: String, matching query: RegistrationQuery, reaching format: NotificationFormat?, after cursor: RegistrationCursor?, limit: Int
+    ) async throws -> DeliveryCandidatePage {
+        let (rows, next) = try await page(
+            hub: hub, matching: query, reaching: format, after: cursor, limit: limit, columns: CandidateColumns.selected)
         guard let first = rows.first else { return DeliveryCandidatePage(candidates: [], next: next) }
         let columns = CandidateColumns(first)
         var headers: [String: [String: String]] = [:]
         return DeliveryCandidatePage(candidates: try rows.map { try columns.candidate($0, headers: &headers) }, next: next)
     }
 
-    /// The rows of one page of `query`, with `columns` of `registrations r` (`r.seq` among them).
-    private func page(hub: String, matching query: RegistrationQuery, after cursor: RegistrationCursor?, limit: Int, columns: String)
-        async throws -> (rows: [SQLRow], next: RegistrationCursor?)
-    {
+    /// The rows of one page of `query`, with `columns` of `registrations r` (`r.seq` among
+    /// them); with `format`, only the registrations a send of it is for, chosen by the database.
+    private func page(
+        hub: String, matching query: RegistrationQuery, reaching format: NotificationFormat? = nil, after cursor: RegistrationCursor?,
+        limit: Int, columns: String
+    ) async throws -> (rows: [SQLRow], next: RegistrationCursor?) {
         let limit = max(1, limit)
         let after = Int64(cursor?.position ?? 0)
         let dialect = database.dialect
+        let reached = format.map(Self.condition(reaching:))
         return try await database.read { connection in
             switch query {
             case .all:
-                return try await Self.scan(hub: hub, filter: nil, after: after, limit: limit, columns: columns, on: connection)
+                return try await Self.scan(hub: hub, filter: reached, after: after, limit: limit, columns: columns, on: connection)
             case .handle(let handle):
                 return try await Self.scan(
-                    hub: hub, filter: ("r.handle = ?", [.text(handle)]), after: after, limit: limit, columns: columns, on: connection)
+                    hub: hub, filter: Self.both(("r.handle = ?", [.text(handle)]), reached), after: after, limit: limit, columns: columns,
+                    on: connection)
             case .handlePrefix(let prefix):
                 // From the handle index's first match on; the comparison of the prefix itself is
                 // exact (handles compare as bytes on both databases).
                 return try await Self.scan(
                     hub: hub,
-                    filter: (
-                        "r.handle >= ? AND substr(r.handle, 1, CAST(? AS INTEGER)) = ?",
-                        [.text(prefix), .integer(Int64(prefix.unicodeScalars.count)), .text(prefix)]
-                    ),
+                    filter: Self.both(
+                        (
+                            "r.handle >= ? AND substr(r.handle, 1, CAST(? AS INTEGER)) = ?",
+                            [.text(prefix), .integer(Int64(prefix.unicodeScalars.count)), .text(prefix)]
+                        ), reached),
                     after: after, limit: limit, columns: columns, on: connection)
             case .installation(let id):
                 return try await Self.scan(
-                    hub: hub, filter: ("r.installation_id = ?", [.text(id)]), after: after, limit: limit, columns: columns, on: connection)
+                    hub: hub, filter: Self.both(("r.installation_id = ?", [.text(id)]), reached), after: after, limit: limit, columns: columns,
+                    on: connection)
             case .user(let id):
                 return try await Self.scan(
-                    hub: hub, filter: ("r.user_id = ?", [.text(id)]), after: after, limit: limit, columns: columns, on: connection)
+                    hub: hub, filter: Self.both(("r.user_id = ?", [.text(id)]), reached), after: after, limit: limit, columns: columns,
+                    on: connection)
             case .tagExpression(let expression):
                 let counts = expression.drivingDependsOnCounts ? try await self.tagCounts(expression.tags, hub: hub, on: connection) : [:]
                 guard let driving = expression.drivingTags(weighedBy: { counts[$0] ?? 0 }) else {
                     return try await Self.scan(
-                        hub: hub, filter: Self.compile(expression, dialect: dialect), after: after, limit: limit, columns: columns,
-                        on: connection)
+                        hub: hub, filter: Self.both(Self.compile(expression, dialect: dialect), reached), after: after, limit: limit,
+                        columns: columns, on: connection)
                 }
                 // Candidates carry a driving tag; what that already decides is not checked again.
                 var remaining: TagExpression? = expression
@@ -344,10 +352,33 @@ public final class SQLRegistrationStore: RegistrationStore {
                     remaining = expression.assuming(only)
                 }
                 return try await Self.pageByTags(
-                    hub: hub, driving: driving.sorted(), filter: remaining.map { Self.compile($0, dialect: dialect) } ?? ("", []), after: after,
+                    hub: hub, driving: driving.sorted(),
+                    filter: Self.both(remaining.map { Self.compile($0, dialect: dialect) }, reached) ?? ("", []), after: after,
                     limit: limit, columns: columns, on: connection)
             }
         }
+    }
+
+    /// The registrations a send of `format` is for, as a condition on `registrations r`: what
+    /// `DeliveryCandidate.isReached(by:)` decides in Swift. A template send takes the template
+    /// registrations; a native one the native registrations of its platform, in any of its
+    /// formats (`gcm` and `fcmv1` alike).
+    static func condition(reaching format: NotificationFormat) -> (sql: String, binds: [SQLValue]) {
+        guard let platform = format.platform else { return ("r.template_body IS NOT NULL", []) }
+        let formats = NativeFormat.allCases.filter { $0.platform == platform }
+        return (
+            "r.template_body IS NULL AND r.format IN (" + Array(repeating: "?", count: formats.count).joined(separator: ", ") + ")",
+            formats.map { .text($0.rawValue) }
+        )
+    }
+
+    /// Both conditions, either of which may be missing.
+    static func both(_ first: (sql: String, binds: [SQLValue])?, _ second: (sql: String, binds: [SQLValue])?) -> (
+        sql: String, binds: [SQLValue]
+    )? {
+        guard let first else { return second }
+        guard let second else { return first }
+        return ("(\(first.sql)) AND (\(second.sql))", first.binds + second.binds)
     }
 
     /// The tags `expression` would be paged from in `hub`: its driving tags that the fewest

@@ -1,0 +1,52 @@
+import Foundation
+import Testing
+
+@testable import PushModel
+
+@Suite("JSONReader's strings and integers")
+struct JSONReaderTests {
+    static func read<T>(_ text: String, _ body: (inout JSONReader) -> T) -> T {
+        Array(text.utf8).withUnsafeBytes { bytes in
+            var reader = JSONReader(bytes)
+            return body(&reader)
+        }
+    }
+
+    @Test("strings of every length and content read as JSONEncoder wrote them; a raw control character anywhere is refused")
+    func strings() throws {
+        var generator = SystemRandomNumberGenerator()
+        let pieces = ["a", "Z", "0", " ", "\"", "\\", "/", "\t", "\n", "\u{01}", "\u{7f}", "é", "✓", "🚀", "abcdefgh", "\\u00"]
+        for _ in 0..<5_000 {
+            let text = (0..<Int.random(in: 0...40, using: &generator)).map { _ in pieces.randomElement(using: &generator)! }.joined()
+            let encoded = String(decoding: try JSONEncoder().encode(text), as: UTF8.self)
+            #expect(Self.read(encoded) { $0.string() } == text, "\(encoded)")
+            // Unterminated: nothing is read.
+            #expect(Self.read(String(encoded.dropLast())) { $0.string() } == nil, "\(encoded)")
+        }
+        for length in 0..<24 {
+            for place in 0..<max(1, length) {
+                var bytes = Array(repeating: UInt8(ascii: "x"), count: length)
+                if length > 0 { bytes[place] = 0x0A }
+                let text = "\"" + String(decoding: bytes, as: UTF8.self) + "\""
+                #expect(Self.read(text) { $0.string() } == (length == 0 ? "" : nil), "\(length) \(place)")
+            }
+        }
+    }
+
+    @Test("integers are what Int(_:) reads, within Int; fractions, exponents and overflow are not integers")
+    func integers() {
+        var generator = SystemRandomNumberGenerator()
+        let cases: [(String, Int?)] = [
+            ("0", 0), ("-0", 0), ("7", 7), ("-7", -7), ("9223372036854775807", .max), ("-9223372036854775808", .min),
+            ("9223372036854775808", nil), ("-9223372036854775809", nil), ("12345678901234567890", nil), ("1.5", nil), ("1e3", nil),
+            ("-2E+2", nil), ("0.0", nil), ("01", 0), ("-", nil), ("x", nil),
+        ]
+        for (text, expected) in cases {
+            #expect(Self.read(text) { $0.integer() } == expected, "\(text)")
+        }
+        for _ in 0..<20_000 {
+            let value = Int.random(in: .min ... .max, using: &generator) >> Int.random(in: 0..<64, using: &generator)
+            #expect(Self.read(String(value)) { $0.integer() } == value)
+        }
+    }
+}

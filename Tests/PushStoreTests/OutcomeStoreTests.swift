@@ -78,6 +78,32 @@ struct OutcomeStoreTests {
     }
 
     @Test(
+        "a batch of several statements' worth of results: keys repeated within it and across its chunks count once, the rest all",
+        arguments: StoreKind.available)
+    func repeatsAcrossChunks(_ kind: StoreKind) async throws {
+        let (store, hub) = try await Self.outcomes(kind)
+        let id = UUID().uuidString.lowercased()
+        try await store.recordOutcomes(ResultBatch(notificationId: id, hub: hub, dispatched: [.apns: 400]), now: Date())
+        // 128 new; then 128 of which 40 repeat the first chunk's and 20 repeat each other (the
+        // first of each counts, throttled, the repeat delivered); then 144 new.
+        var outcomes: [(String, Outcome)] = (0..<128).map { ("a\($0)", .delivered) }
+        outcomes += (0..<40).map { ("a\($0)", .invalidHandle) }
+        for index in 0..<20 { outcomes += [("b\(index)", .throttled), ("b\(index)", .delivered)] }
+        outcomes += (0..<48).map { ("c\($0)", .delivered) }
+        outcomes += (0..<144).map { ("d\($0)", .delivered) }
+        #expect(try await store.recordOutcomes(Self.results(id, hub, .apns, outcomes), now: Date()))
+        var outcome = try #require(try await store.notification(hub: hub, id: id))
+        #expect(outcome.counts == [.apns: [.delivered: 128 + 48 + 144, .throttled: 20]])
+        #expect(outcome.state == .processing, "340 of 400")
+        // The rest, with repeats of every earlier kind among them.
+        let rest: [(String, Outcome)] = [("a1", .delivered), ("b1", .delivered), ("d1", .delivered)] + (0..<60).map { ("e\($0)", .delivered) }
+        #expect(try await store.recordOutcomes(Self.results(id, hub, .apns, rest), now: Date()))
+        outcome = try #require(try await store.notification(hub: hub, id: id))
+        #expect(outcome.counts == [.apns: [.delivered: 128 + 48 + 144 + 60, .throttled: 20]])
+        #expect(outcome.state == .completed)
+    }
+
+    @Test(
         "batches of several notifications in one call, in any order, each said new or not; a summary recorded as the send is accepted; a send not published is forgotten",
         arguments: StoreKind.available)
     func manyAtOnce(_ kind: StoreKind) async throws {

@@ -294,8 +294,8 @@ extension SQLRegistrationStore: OutcomeStore {
     /// those that were new, the first of each. On SQLite the insert goes without `RETURNING`,
     /// which buffered every inserted row in a table of its own and made each a Swift string
     /// (17 % of the ingress's CPU recording a broadcast's outcomes), and the count of rows it
-    /// changed says whether every key was new, as it nearly always is; otherwise it is undone
-    /// to its savepoint and made again with `RETURNING`. PostgreSQL's client reports no
+    /// changed says whether every key was new, as it nearly always is, or none; otherwise it is
+    /// undone to its savepoint and made again with `RETURNING`. PostgreSQL's client reports no
     /// count of changed rows, so there it always returns them.
     private static func countNew(
         _ keys: ArraySlice<String>, of id: String, into counted: inout [Bool], dialect: SQLDialect, on connection: any SQLConnection
@@ -308,9 +308,10 @@ extension SQLRegistrationStore: OutcomeStore {
             try await connection.execute("SAVEPOINT counting", [])
             try await connection.execute(insert, binds)
             let changed = try await connection.query("SELECT changes() AS changed", []).first?.integer("changed")
-            if changed == Int64(keys.count) {
+            if changed == Int64(keys.count) || changed == 0 {
+                // Every key new, or none (a batch delivered again): nothing to undo.
                 try await connection.execute("RELEASE counting", [])
-                for index in keys.indices { counted[index] = true }
+                if changed != 0 { for index in keys.indices { counted[index] = true } }
                 return
             }
             try await connection.execute("ROLLBACK TO counting", [])

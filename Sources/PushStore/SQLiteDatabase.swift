@@ -30,6 +30,8 @@ public final class SQLiteDatabase: SQLDatabase {
         /// Runs the body in a savepoint; returns what to tell the caller once the transaction
         /// commits, or nil when the body failed (the caller was told already).
         let run: @Sendable (SQLiteConnection) async -> (@Sendable (Result<Void, any Error>) -> Void)?
+        /// Tells the caller its write was not run: the transaction could not begin.
+        let fail: @Sendable (any Error) -> Void
     }
 
     /// Opens (creating if needed) the database at `path`. The log is copied into the database
@@ -69,19 +71,21 @@ public final class SQLiteDatabase: SQLDatabase {
 
     public func write<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) async throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            let job = WriteJob { connection in
-                do {
-                    try connection.run("SAVEPOINT pushhub_write")
-                    let value = try await body(connection)
-                    try connection.run("RELEASE pushhub_write")
-                    return { outcome in continuation.resume(with: outcome.map { value }) }
-                } catch {
-                    try? connection.run("ROLLBACK TO pushhub_write")
-                    try? connection.run("RELEASE pushhub_write")
-                    continuation.resume(throwing: error)
-                    return nil
-                }
-            }
+            let job = WriteJob(
+                run: { connection in
+                    do {
+                        try connection.run("SAVEPOINT pushhub_write")
+                        let value = try await body(connection)
+                        try connection.run("RELEASE pushhub_write")
+                        return { outcome in continuation.resume(with: outcome.map { value }) }
+                    } catch {
+                        try? connection.run("ROLLBACK TO pushhub_write")
+                        try? connection.run("RELEASE pushhub_write")
+                        continuation.resume(throwing: error)
+                        return nil
+                    }
+                },
+                fail: { continuation.resume(throwing: $0) })
             let startCommitter = pending.withLock { state -> Bool in
                 state.jobs.append(job)
                 guard !state.committing else { return false }
@@ -111,7 +115,10 @@ public final class SQLiteDatabase: SQLDatabase {
                 do {
                     try connection.run("BEGIN IMMEDIATE")
                 } catch {
-                    for job in jobs { await job.run(connection).map { $0(.failure(error)) } }
+                    // Not run: outside a transaction, a body's savepoint would have begun and
+                    // committed one of its own, and the caller, told of the failure, would
+                    // write it again.
+                    for job in jobs { job.fail(error) }
                     return
                 }
                 for job in jobs {

@@ -26,6 +26,38 @@ struct SQLiteConnectionTests {
         await database.close()
     }
 
+    @Test("a write whose transaction cannot begin (another process holds the database) is not run, and its caller is told")
+    func writeNotRunWhenBeginFails() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-busy-\(UUID().uuidString).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let database = try SQLiteDatabase(path: path, readers: 1)
+        try await database.write { try await $0.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY)", []) }
+        // Another writer of the same file holds its write transaction open.
+        let other = try SQLiteDatabase(path: path, readers: 1)
+        let (started, startedGo) = AsyncStream.makeStream(of: Void.self)
+        let (release, releaseGo) = AsyncStream.makeStream(of: Void.self)
+        let holder = Task {
+            try await other.write { connection in
+                try await connection.execute("INSERT INTO rows VALUES (1)", [])
+                startedGo.yield()
+                for await _ in release { break }
+            }
+        }
+        for await _ in started { break }
+        // SQLite waits its busy time-out (5 s), then BEGIN IMMEDIATE fails. The other writer
+        // lets go a second later: a body run anyway, outside a transaction, would then have
+        // written its row for good while its caller heard of a failure.
+        let refused = Task { try await database.write { try await $0.execute("INSERT INTO rows VALUES (2)", []) } }
+        try await Task.sleep(for: .seconds(6))
+        releaseGo.yield()
+        try await holder.value
+        await #expect(throws: SQLError.self) { try await refused.value }
+        let ids = try await database.read { try await $0.query("SELECT id FROM rows ORDER BY id", []).compactMap { $0.integer("id") } }
+        #expect(ids == [1], "the refused write left nothing behind")
+        await other.close()
+        await database.close()
+    }
+
     /// SQLite's temporary files, open in this process: they are unlinked as they open, so
     /// only /proc/self/fd still names them.
     static func openTemporaryFiles() -> Int {

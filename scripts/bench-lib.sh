@@ -9,6 +9,16 @@ wait_for() {
   exit 1
 }
 
+# stop NAME PID: SIGTERM, then 30 s to exit before SIGKILL; says when it did not stop by
+# itself. Callers stop their processes in the reverse order of their start (Kafka last): a
+# worker whose Kafka went first waited for ever in librdkafka's consumer close.
+stop() {
+  kill "$2" 2>/dev/null || return 0
+  for _ in $(seq 300); do kill -0 "$2" 2>/dev/null || return 0; sleep 0.1; done
+  echo "$1 did not stop within 30 s of SIGTERM; killed" >&2
+  kill -9 "$2" 2>/dev/null || true
+}
+
 # cpu_ticks PID: the user plus system CPU the process has used, in clock ticks (/proc/PID/stat).
 cpu_ticks() {
   awk '{print $14 + $15}' "/proc/$1/stat"

@@ -10,8 +10,9 @@
 # PHASES picks some of them (`PHASES="register send"`; "register broadcast send scaling" is
 # all); a run of some phases only prints each one's CPU table and leaves the docs alone.
 # PERF=1 records the ingress, the dispatcher and the APNs worker with `perf record -g` during
-# the registrations, the broadcast, the sends and the first APNs-only broadcast (profiles and reports in OUT, named after
-# the phase); PERF_PROCESSES names others (`PERF_PROCESSES="wns-worker dispatcher"`).
+# the registrations, the broadcast, the sends and the first APNs-only broadcast (profiles and
+# reports in OUT, named after the phase); PERF_PROCESSES names others
+# (`PERF_PROCESSES="wns-worker dispatcher"`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${SCRATCH:-.build}/release
@@ -27,15 +28,9 @@ dir=$(mktemp -d /tmp/pushhub-bench-load-run.XXXXXX)
 mkdir -p "$out"
 declare -A pids=()
 order=()
-# Stops the processes in the reverse order of their start (Kafka last), each with SIGTERM and
-# 30 s to exit before SIGKILL; says which did not stop by itself.
+# Stops the processes in the reverse order of their start (`stop`, bench-lib.sh).
 cleanup() {
-  for ((i = ${#order[@]} - 1; i >= 0; i--)); do
-    local name=${order[$i]} pid=${pids[${order[$i]}]}
-    kill "$pid" 2>/dev/null || continue
-    for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$pid" 2>/dev/null; then echo "$name did not stop within 30 s of SIGTERM; killed" >&2; kill -9 "$pid" 2>/dev/null || true; fi
-  done
+  for ((i = ${#order[@]} - 1; i >= 0; i--)); do stop "${order[$i]}" "${pids[${order[$i]}]}"; done
   wait 2>/dev/null || true
   rm -rf "$dir"
 }

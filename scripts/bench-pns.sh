@@ -12,15 +12,10 @@ bin=${SCRATCH:-.build}/release
 targets=${TARGETS:-200000}
 dir=$(mktemp -d /tmp/pushhub-bench-pns.XXXXXX)
 pids=()
-# Stops the processes in the reverse order of their start (Kafka last), each with 30 s to
-# exit: a worker whose Kafka went first waited for ever in librdkafka's consumer close.
+names=()
+# Stops the processes in the reverse order of their start (`stop`, bench-lib.sh).
 cleanup() {
-  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
-    local pid=${pids[$i]}
-    kill "$pid" 2>/dev/null || continue
-    for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
-  done
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do stop "${names[$i]}" "${pids[$i]}"; done
   wait 2>/dev/null || true
   rm -rf "$dir"
 }
@@ -29,6 +24,7 @@ source scripts/bench-lib.sh
 
 "$bin/pushhub" kafka-dev --brokers 1 --partitions 4 >"$dir/kafka" 2>"$dir/kafka.err" </dev/null &
 pids+=($!)
+names+=("pushhub kafka-dev")
 kafka_pid=$!
 wait_for PUSHHUB_KAFKA= "$dir/kafka"
 export PUSHHUB_KAFKA=$(sed -n 's/^PUSHHUB_KAFKA=//p' "$dir/kafka")
@@ -41,6 +37,7 @@ export PUSHHUB_LOG_LEVEL=warning
 "$bin/pushhub" sim --config "$dir/pushhub.yaml" --attach pushhub-dev --data-dir "$dir/sim-data" --recorded-handles 1000 \
   --fcm-quota 60000000 >"$dir/sim" 2>"$dir/sim.err" &
 pids+=($!)
+names+=("pushhub sim")
 sim_pid=$!
 wait_for PUSHHUB_PNS_CA= "$dir/sim"
 # WNS channels and Web Push endpoints at the simulator's HTTP/2 listener, as the real services speak.
@@ -49,6 +46,7 @@ export PUSHHUB_PNS_CA=$(sed -n 's/^PUSHHUB_PNS_CA=//p' "$dir/sim")
 
 "$bin/pushhub-$platform-worker" --config "$dir/pushhub.yaml" ${WORKER_ARGS:-} >"$dir/worker" 2>"$dir/worker.err" &
 pids+=($!)
+names+=("pushhub-$platform-worker")
 worker_pid=$!
 sleep 2
 

@@ -293,7 +293,7 @@ extension SQLRegistrationStore: OutcomeStore {
     /// Inserts a chunk of a batch's target keys into `result_targets` and marks in `counted`
     /// those that were new, the first of each. On SQLite the insert goes without `RETURNING`,
     /// which buffered every inserted row in a table of its own and made each a Swift string
-    /// (17 % of the ingress's CPU recording a broadcast's outcomes), and the count of rows it
+    /// (7–10 % of the ingress's CPU recording a broadcast's outcomes), and the count of rows it
     /// changed says whether every key was new, as it nearly always is, or none; otherwise it is
     /// undone to its savepoint and made again with `RETURNING`. PostgreSQL's client reports no
     /// count of changed rows, so there it always returns them.

@@ -311,38 +311,26 @@ public final class SQLRegistrationStore: RegistrationStore {
         let dialect = database.dialect
         let reached = format.map(Self.condition(reaching:))
         return try await database.read { connection in
+            // The query's own condition on `registrations r`; a tag expression with driving
+            // tags is paged from the tag index instead.
+            let filter: (sql: String, binds: [SQLValue])?
             switch query {
-            case .all:
-                return try await Self.scan(hub: hub, filter: reached, after: after, limit: limit, columns: columns, on: connection)
-            case .handle(let handle):
-                return try await Self.scan(
-                    hub: hub, filter: Self.both(("r.handle = ?", [.text(handle)]), reached), after: after, limit: limit, columns: columns,
-                    on: connection)
+            case .all: filter = nil
+            case .handle(let handle): filter = ("r.handle = ?", [.text(handle)])
             case .handlePrefix(let prefix):
                 // From the handle index's first match on; the comparison of the prefix itself is
                 // exact (handles compare as bytes on both databases).
-                return try await Self.scan(
-                    hub: hub,
-                    filter: Self.both(
-                        (
-                            "r.handle >= ? AND substr(r.handle, 1, CAST(? AS INTEGER)) = ?",
-                            [.text(prefix), .integer(Int64(prefix.unicodeScalars.count)), .text(prefix)]
-                        ), reached),
-                    after: after, limit: limit, columns: columns, on: connection)
-            case .installation(let id):
-                return try await Self.scan(
-                    hub: hub, filter: Self.both(("r.installation_id = ?", [.text(id)]), reached), after: after, limit: limit, columns: columns,
-                    on: connection)
-            case .user(let id):
-                return try await Self.scan(
-                    hub: hub, filter: Self.both(("r.user_id = ?", [.text(id)]), reached), after: after, limit: limit, columns: columns,
-                    on: connection)
+                filter = (
+                    "r.handle >= ? AND substr(r.handle, 1, CAST(? AS INTEGER)) = ?",
+                    [.text(prefix), .integer(Int64(prefix.unicodeScalars.count)), .text(prefix)]
+                )
+            case .installation(let id): filter = ("r.installation_id = ?", [.text(id)])
+            case .user(let id): filter = ("r.user_id = ?", [.text(id)])
             case .tagExpression(let expression):
                 let counts = expression.drivingDependsOnCounts ? try await self.tagCounts(expression.tags, hub: hub, on: connection) : [:]
                 guard let driving = expression.drivingTags(weighedBy: { counts[$0] ?? 0 }) else {
-                    return try await Self.scan(
-                        hub: hub, filter: Self.both(Self.compile(expression, dialect: dialect), reached), after: after, limit: limit,
-                        columns: columns, on: connection)
+                    filter = Self.compile(expression, dialect: dialect)
+                    break
                 }
                 // Candidates carry a driving tag; what that already decides is not checked again.
                 var remaining: TagExpression? = expression
@@ -356,6 +344,7 @@ public final class SQLRegistrationStore: RegistrationStore {
                     filter: Self.both(remaining.map { Self.compile($0, dialect: dialect) }, reached) ?? ("", []), after: after,
                     limit: limit, columns: columns, on: connection)
             }
+            return try await Self.scan(hub: hub, filter: Self.both(filter, reached), after: after, limit: limit, columns: columns, on: connection)
         }
     }
 

@@ -341,25 +341,23 @@ final class RequestSlots: Sendable {
         let need = min(max(1, need), count)
         let most = max(need, most)
         // Free slots, and no one waiting before: taken without suspending.
-        let free = state.withLock { state -> Int? in
-            guard state.head == state.waiters.count, state.available >= need else { return nil }
-            let taken = min(state.available, most)
-            state.available -= taken
-            return taken
-        }
-        if let free { return free }
+        if let taken = state.withLock({ Self.take(need, upTo: most, from: &$0) }) { return taken }
         return await withCheckedContinuation { continuation in
             let taken = state.withLock { state -> Int? in
-                if state.head == state.waiters.count, state.available >= need {
-                    let taken = min(state.available, most)
-                    state.available -= taken
-                    return taken
-                }
+                if let taken = Self.take(need, upTo: most, from: &state) { return taken }
                 state.waiters.append(Waiter(need: need, most: most, continuation: continuation))
                 return nil
             }
             if let taken { continuation.resume(returning: taken) }
         }
+    }
+
+    /// Takes at least `need` free slots and up to `most` when nobody waits ahead; nil otherwise.
+    private static func take(_ need: Int, upTo most: Int, from state: inout State) -> Int? {
+        guard state.head == state.waiters.count, state.available >= need else { return nil }
+        let taken = min(state.available, most)
+        state.available -= taken
+        return taken
     }
 
     func release(_ released: Int = 1) {

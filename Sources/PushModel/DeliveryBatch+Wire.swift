@@ -127,7 +127,10 @@ extension DeliveryBatch {
                     headers = read
                     return true
                 case "targets":
-                    targets = reader.array(of: Target.fromWireJSON)
+                    // A batch's targets usually share their template: one the same bytes as the
+                    // last one read is that template, not read again.
+                    var lastTemplate: (bytes: Range<Int>, template: Template)?
+                    targets = reader.array { Target.fromWireJSON(&$0, lastTemplate: &lastTemplate) }
                     return targets != nil
                 default:
                     // The dates: expiresAt, enqueuedAt, notBefore.
@@ -164,7 +167,9 @@ extension DeliveryBatch.Target {
     static let wireKeys = ["registrationId", "handle", "webPush", "template"]
 
     /// One target object, as `DeliveryBatch.fromWireJSON` reads it; nil for anything else.
-    fileprivate static func fromWireJSON(_ reader: inout JSONReader) -> DeliveryBatch.Target? {
+    fileprivate static func fromWireJSON(_ reader: inout JSONReader, lastTemplate: inout (bytes: Range<Int>, template: Template)?)
+        -> DeliveryBatch.Target?
+    {
         var registrationId: String?
         var handle: String?
         var webPush: WebPushKeys?
@@ -187,9 +192,15 @@ extension DeliveryBatch.Target {
                 return true
             default:
                 if reader.takeNull() { return true }
+                if let last = lastTemplate, reader.takeRepeat(of: last.bytes) {
+                    template = last.template
+                    return true
+                }
                 // Read as JSONDecoder reads it, a name and tags too; the target keeps what is
                 // delivered (`forDelivery`).
+                let start = reader.valueStart()
                 template = Template.fromJSON(&reader, depth: 5)?.forDelivery
+                if let template { lastTemplate = (start..<reader.offset, template) }
                 return template != nil
             }
         }

@@ -123,20 +123,21 @@ public struct DeliveryBatch: WireMessage, Equatable {
             throw .invalidField(field: "targets", reason: "must hold 1 to \(Self.maximumTargets) targets, not \(targets.count)")
         }
         for (index, target) in targets.enumerated() {
-            let field = "targets[\(index)]"
-            try FieldCheck.notEmpty(target.handle, "\(field).handle")
-            if let registrationId = target.registrationId { try FieldCheck.notEmpty(registrationId, "\(field).registrationId") }
+            // The field is named only for an error: a worker checks every target it takes.
+            func field(_ member: String) -> String { "targets[\(index)].\(member)" }
+            try FieldCheck.notEmpty(target.handle, field("handle"))
+            if let registrationId = target.registrationId { try FieldCheck.notEmpty(registrationId, field("registrationId")) }
             switch (kind, target.template) {
-            case (.template, nil): throw .invalidField(field: "\(field).template", reason: "missing in a template batch")
-            case (.native, .some): throw .invalidField(field: "\(field).template", reason: "not allowed in a native batch")
-            case (.template, .some(let template)): try FieldCheck.notEmpty(template.body, "\(field).template.body")
+            case (.template, nil): throw .invalidField(field: field("template"), reason: "missing in a template batch")
+            case (.native, .some): throw .invalidField(field: field("template"), reason: "not allowed in a native batch")
+            case (.template, .some(let template)): try FieldCheck.notEmpty(template.body, field("template.body"))
             case (.native, nil): break
             }
             if platform == .webpush {
                 guard let keys = target.webPush else {
-                    throw .invalidField(field: "\(field).webPush", reason: "missing: a Web Push target needs p256dh and auth")
+                    throw .invalidField(field: field("webPush"), reason: "missing: a Web Push target needs p256dh and auth")
                 }
-                try keys.validate(field: "\(field).webPush")
+                try keys.validate(field: field("webPush"))
             }
         }
     }

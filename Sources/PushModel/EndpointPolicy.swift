@@ -15,22 +15,52 @@ import Foundation
 ///
 /// Patterns are `host`, `*.domain` (any subdomain) or `[::1]`, each with an optional `:port`.
 public struct EndpointPolicy: Sendable, Equatable, Codable {
-    public var wnsHosts: [String]
-    public var webPushHosts: [String]
+    public var wnsHosts: [String] { didSet { wnsPatterns = wnsHosts.map(HostPattern.init) } }
+    public var webPushHosts: [String] { didSet { webPushPatterns = webPushHosts.map(HostPattern.init) } }
+    /// The lists read once: a worker matches every channel and endpoint it delivers to.
+    private var wnsPatterns: [HostPattern]
+    private var webPushPatterns: [HostPattern]
 
     public static let defaultWNSHosts = ["*.notify.windows.com"]
 
     public init(wnsHosts: [String] = EndpointPolicy.defaultWNSHosts, webPushHosts: [String] = []) {
         self.wnsHosts = wnsHosts
         self.webPushHosts = webPushHosts
+        wnsPatterns = wnsHosts.map(HostPattern.init)
+        webPushPatterns = webPushHosts.map(HostPattern.init)
     }
 
     enum CodingKeys: String, CodingKey { case wnsHosts, webPushHosts }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        wnsHosts = try container.decodeIfPresent([String].self, forKey: .wnsHosts) ?? Self.defaultWNSHosts
-        webPushHosts = try container.decodeIfPresent([String].self, forKey: .webPushHosts) ?? []
+        self.init(
+            wnsHosts: try container.decodeIfPresent([String].self, forKey: .wnsHosts) ?? Self.defaultWNSHosts,
+            webPushHosts: try container.decodeIfPresent([String].self, forKey: .webPushHosts) ?? [])
+    }
+
+    /// A host pattern as read: its host in lowercase without brackets (for `*.domain`, the
+    /// `.domain` a subdomain ends in) and its port, if it names one.
+    struct HostPattern: Sendable, Equatable {
+        var host: String
+        var port: Int?
+        var anySubdomain: Bool
+
+        init(_ pattern: String) {
+            let (host, port) = EndpointPolicy.split(EndpointPolicy.lowercased(pattern))
+            self.port = port
+            anySubdomain = host.hasPrefix("*.")
+            self.host = anySubdomain ? String(host.dropFirst(1)) : host
+        }
+
+        /// Whether it matches `host` (lowercase, without brackets) at `port`.
+        func matches(host: String, port: Int) -> Bool {
+            if let ownPort = self.port, ownPort != port { return false }
+            return anySubdomain ? host.hasSuffix(self.host) && host.count > self.host.count : host == self.host
+        }
+
+        /// It names a port and is no wildcard: what may use plain http.
+        var isExplicit: Bool { port != nil && !anySubdomain }
     }
 
     /// This policy with `hostsAndPorts` (a simulator's listeners) allowed on both platforms, in
@@ -51,6 +81,108 @@ public struct EndpointPolicy: Sendable, Equatable, Codable {
     /// The URL to deliver `handle` to on `platform`, or why it may not be used.
     public func url(_ handle: String, platform: Platform) -> Result<URL, EndpointRefusal> {
         guard handle.utf8.count <= Self.maximumURLLength else { return .failure(.init("is longer than \(Self.maximumURLLength) bytes")) }
+        if let plain = Self.plainReading(handle) {
+            if let refusal = refusal(of: plain, platform: platform) { return .failure(refusal) }
+            // A plain URL is one URL(string:) takes as it is (EndpointPolicyTextTests).
+            if let url = URL(string: handle) { return .success(url) }
+        }
+        let read: (reading: Reading, url: URL)
+        switch Self.fullReading(handle) {
+        case .success(let success): read = success
+        case .failure(let refusal): return .failure(refusal)
+        }
+        if let refusal = refusal(of: read.reading, platform: platform) { return .failure(refusal) }
+        return .success(read.url)
+    }
+
+    /// `url(handle, platform:)`'s text: the handle itself when it is a plain URL, read without
+    /// Foundation's parser (a worker checks every WNS channel it delivers to).
+    public func checkedText(_ handle: String, platform: Platform) -> Result<String, EndpointRefusal> {
+        guard handle.utf8.count <= Self.maximumURLLength else { return .failure(.init("is longer than \(Self.maximumURLLength) bytes")) }
+        if let plain = Self.plainReading(handle) {
+            if let refusal = refusal(of: plain, platform: platform) { return .failure(refusal) }
+            return .success(handle)
+        }
+        return url(handle, platform: platform).map(\.absoluteString)
+    }
+
+    /// What the checks read of a URL: its scheme and host, lowercased, and its port.
+    struct Reading: Equatable {
+        var scheme: String
+        var host: String
+        var port: Int
+    }
+
+    /// The reading of a plain URL, or nil for any other text: `http` or `https` in lowercase,
+    /// a host of lowercase letters, digits, dots and hyphens, an optional port of up to five
+    /// digits, then nothing, or a path or query of RFC 3986's characters with whole
+    /// percent-escapes (no fragment). Nothing in such a URL reads two ways; anything else
+    /// (capitals, brackets, user info, a fragment, stray characters) gets `fullReading`.
+    static func plainReading(_ handle: String) -> Reading? {
+        var handle = handle
+        return handle.withUTF8 { bytes -> Reading? in
+            let scheme: String
+            var index: Int
+            if Self.hasPrefix(bytes, "https://") {
+                (scheme, index) = ("https", 8)
+            } else if Self.hasPrefix(bytes, "http://") {
+                (scheme, index) = ("http", 7)
+            } else {
+                return nil
+            }
+            let hostStart = index
+            while index < bytes.count, Self.isHostByte(bytes[index]) { index += 1 }
+            guard index > hostStart else { return nil }
+            let host = String(decoding: UnsafeBufferPointer(rebasing: bytes[hostStart..<index]), as: UTF8.self)
+            var port = scheme == "https" ? 443 : 80
+            if index < bytes.count, bytes[index] == UInt8(ascii: ":") {
+                index += 1
+                let digitsStart = index
+                var value = 0
+                while index < bytes.count, index - digitsStart < 6, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) {
+                    value = value * 10 + Int(bytes[index] - UInt8(ascii: "0"))
+                    index += 1
+                }
+                guard index > digitsStart, index - digitsStart <= 5, value <= 65535 else { return nil }
+                port = value
+            }
+            guard index == bytes.count || bytes[index] == UInt8(ascii: "/") || bytes[index] == UInt8(ascii: "?") else { return nil }
+            while index < bytes.count {
+                let byte = bytes[index]
+                if byte == UInt8(ascii: "%") {
+                    guard index + 2 < bytes.count, Self.isHexDigit(bytes[index + 1]), Self.isHexDigit(bytes[index + 2]) else { return nil }
+                    index += 3
+                    continue
+                }
+                guard Self.isPathByte(byte) else { return nil }
+                index += 1
+            }
+            return Reading(scheme: scheme, host: host, port: port)
+        }
+    }
+
+    private static func hasPrefix(_ bytes: UnsafeBufferPointer<UInt8>, _ prefix: StaticString) -> Bool {
+        bytes.count >= prefix.utf8CodeUnitCount && memcmp(bytes.baseAddress!, prefix.utf8Start, prefix.utf8CodeUnitCount) == 0
+    }
+
+    private static func isHostByte(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+            || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "-")
+    }
+
+    private static func isHexDigit(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+            || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)
+    }
+
+    /// RFC 3986's unreserved characters, sub-delimiters, `:`, `@`, `/` and `?`.
+    private static func isPathByte(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || "-._~!$&'()*+,;=:@/?".utf8.contains(byte)
+    }
+
+    /// The reading of any URL, by Foundation's parser, with the URL it makes.
+    static func fullReading(_ handle: String) -> Result<(reading: Reading, url: URL), EndpointRefusal> {
         guard let components = URLComponents(string: handle), let scheme = components.scheme?.lowercased(),
             let host = components.host?.lowercased(), !host.isEmpty, let url = components.url
         else { return .failure(.init("is not an absolute URL")) }
@@ -62,33 +194,36 @@ public struct EndpointPolicy: Sendable, Equatable, Codable {
             host.unicodeScalars.allSatisfy({ ("a"..."z").contains($0) || ("0"..."9").contains($0) || ".-:[]".unicodeScalars.contains($0) })
         else { return .failure(.init("must name its host in plain letters, digits, dots and hyphens, or an address")) }
         guard scheme == "https" || scheme == "http" else { return .failure(.init("must be https, not \(scheme)")) }
-        let port = components.port ?? (scheme == "https" ? 443 : 80)
+        return .success((Reading(scheme: scheme, host: host, port: components.port ?? (scheme == "https" ? 443 : 80)), url))
+    }
+
+    /// Why the policy refuses a URL read as `reading` on `platform`, or nil when it allows it.
+    private func refusal(of reading: Reading, platform: Platform) -> EndpointRefusal? {
+        let (scheme, host, port) = (reading.scheme, reading.host, reading.port)
         switch platform {
         case .wns:
-            let listed = Self.matches(wnsHosts, host: host, port: port)
-            guard listed else { return .failure(.init("must be at a WNS host this hub allows (\(wnsHosts.joined(separator: ", "))), not \(host)")) }
-            guard scheme == "https" || Self.matchesExplicitly(wnsHosts, host: host, port: port) else {
-                return .failure(.init("must be https"))
+            guard Self.matches(wnsPatterns, host: host, port: port) else {
+                return .init("must be at a WNS host this hub allows (\(wnsHosts.joined(separator: ", "))), not \(host)")
             }
-            return .success(url)
+            guard scheme == "https" || Self.matchesExplicitly(wnsPatterns, host: host, port: port) else { return .init("must be https") }
+            return nil
         case .webpush:
-            if Self.matchesExplicitly(webPushHosts, host: host, port: port)
-                || (scheme == "https" && Self.matches(webPushHosts, host: host, port: port))
+            if Self.matchesExplicitly(webPushPatterns, host: host, port: port)
+                || (scheme == "https" && Self.matches(webPushPatterns, host: host, port: port))
             {
-                return .success(url)
+                return nil
             }
-            guard scheme == "https" else { return .failure(.init("must be https")) }
-            if let refusal = Self.specialPurpose(host) { return .failure(refusal) }
-            return .success(url)
+            guard scheme == "https" else { return .init("must be https") }
+            return Self.specialPurpose(host)
         case .apns, .fcm, .hms, .adm, .xiaomi, .baidu:
-            return .failure(.init("is not a URL handle on \(platform.rawValue)"))
+            return .init("is not a URL handle on \(platform.rawValue)")
         }
     }
 
     /// Whether the addresses a Web Push host resolved to may be used (none special-purpose),
     /// unless the host is one the configuration names.
     public func allowsResolved(_ addresses: [String], host: String, port: Int) -> EndpointRefusal? {
-        if Self.matches(webPushHosts, host: host.lowercased(), port: port) { return nil }
+        if Self.matches(webPushPatterns, host: host.lowercased(), port: port) { return nil }
         guard !addresses.isEmpty else { return EndpointRefusal("resolves to no address") }
         for address in addresses {
             if let refusal = Self.specialPurpose(address) { return EndpointRefusal("resolves to \(address), which \(refusal.reason)") }
@@ -96,27 +231,19 @@ public struct EndpointPolicy: Sendable, Equatable, Codable {
         return nil
     }
 
-    static func matches(_ patterns: [String], host: String, port: Int) -> Bool {
-        patterns.contains { pattern in matches(pattern, host: host, port: port) }
+    static func matches(_ patterns: [HostPattern], host: String, port: Int) -> Bool {
+        let host = unbracketed(host)
+        return patterns.contains { $0.matches(host: host, port: port) }
     }
 
     /// A match on a pattern that names a port or an address literal: what may use plain http.
-    static func matchesExplicitly(_ patterns: [String], host: String, port: Int) -> Bool {
-        patterns.contains { pattern in
-            let (patternHost, patternPort) = split(pattern)
-            return patternPort != nil && !patternHost.hasPrefix("*.") && matches(pattern, host: host, port: port)
-        }
+    static func matchesExplicitly(_ patterns: [HostPattern], host: String, port: Int) -> Bool {
+        let host = unbracketed(host)
+        return patterns.contains { $0.isExplicit && $0.matches(host: host, port: port) }
     }
 
     static func matches(_ pattern: String, host: String, port: Int) -> Bool {
-        let (patternHost, patternPort) = split(lowercased(pattern))
-        if let patternPort, patternPort != port { return false }
-        let host = unbracketed(host)
-        if patternHost.hasPrefix("*.") {
-            let suffix = patternHost.dropFirst(1)  // ".domain"
-            return host.hasSuffix(suffix) && host.count > suffix.count
-        }
-        return host == patternHost
+        HostPattern(pattern).matches(host: unbracketed(host), port: port)
     }
 
     /// `text` without the brackets at either end, as `trimmingCharacters(in: "[]")` trims them

@@ -157,6 +157,27 @@ struct JSONReader {
         return Int(String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self))
     }
 
+    /// Where the next value starts (after any whitespace), for `takeRepeat(of:)` later.
+    mutating func valueStart() -> Int {
+        skipSpace()
+        return position
+    }
+
+    /// Where the reader is.
+    var offset: Int { position }
+
+    /// Consumes a value when its bytes, after any whitespace, are those of `earlier`, a whole
+    /// value read before from the same bytes. A JSON value ends where its own bytes say, so the
+    /// same bytes are the same value, read the same way at the same depth.
+    mutating func takeRepeat(of earlier: Range<Int>) -> Bool {
+        skipSpace()
+        guard !earlier.isEmpty, earlier.upperBound <= bytes.count, position + earlier.count <= bytes.count,
+            memcmp(bytes.baseAddress! + position, bytes.baseAddress! + earlier.lowerBound, earlier.count) == 0
+        else { return false }
+        position += earlier.count
+        return true
+    }
+
     /// Skips one value of any kind, nested at most `JSONLimits.maximumDepth` deep counting the
     /// `depth` it starts at; false when it is malformed or deeper.
     mutating func skipValue(depth: Int) -> Bool {

@@ -144,14 +144,15 @@ public struct DeliveryResult: Codable, Sendable, Equatable {
         self.dwellMs = dwellMs
     }
 
-    func validate(field: String) throws(WireError) {
-        if attempts < 0 { throw .invalidField(field: "\(field).attempts", reason: "must not be negative") }
-        if dwellMs < 0 { throw .invalidField(field: "\(field).dwellMs", reason: "must not be negative") }
+    /// `field` is named only for an error (the ingress checks every result it records).
+    func validate(field: @autoclosure () -> String) throws(WireError) {
+        if attempts < 0 { throw .invalidField(field: "\(field()).attempts", reason: "must not be negative") }
+        if dwellMs < 0 { throw .invalidField(field: "\(field()).dwellMs", reason: "must not be negative") }
         if let pnsStatus, !(100...599).contains(pnsStatus) {
-            throw .invalidField(field: "\(field).pnsStatus", reason: "must be an HTTP status, not \(pnsStatus)")
+            throw .invalidField(field: "\(field()).pnsStatus", reason: "must be an HTTP status, not \(pnsStatus)")
         }
         if outcome != .rejected, registrationId == nil, handle == nil {
-            throw .invalidField(field: "\(field).handle", reason: "missing: a result names its registration or handle")
+            throw .invalidField(field: "\(field()).handle", reason: "missing: a result names its registration or handle")
         }
     }
 }

@@ -156,18 +156,18 @@ public struct DirectHandle: Codable, Sendable, Equatable {
         self.webPush = webPush
     }
 
-    func validate(field: String, format: NotificationFormat, platform formatPlatform: Platform) throws(WireError) {
-        try FieldCheck.notEmpty(handle, "\(field).handle")
+    func validate(field: @autoclosure () -> String, format: NotificationFormat, platform formatPlatform: Platform) throws(WireError) {
+        try FieldCheck.notEmpty(handle, "\(field()).handle")
         guard platform == formatPlatform else {
             throw .invalidField(
-                field: "\(field).platform",
+                field: "\(field()).platform",
                 reason: "format \(format.rawValue) is delivered through \(formatPlatform.rawValue), not \(platform.rawValue)")
         }
         if platform == .webpush {
             guard let webPush else {
-                throw .invalidField(field: "\(field).webPush", reason: "missing: a Web Push subscription needs p256dh and auth")
+                throw .invalidField(field: "\(field()).webPush", reason: "missing: a Web Push subscription needs p256dh and auth")
             }
-            try webPush.validate(field: "\(field).webPush")
+            try webPush.validate(field: "\(field()).webPush")
         }
     }
 }
@@ -182,9 +182,9 @@ public struct WebPushKeys: Codable, Sendable, Equatable, Hashable {
         self.auth = auth
     }
 
-    func validate(field: String) throws(WireError) {
-        try FieldCheck.notEmpty(p256dh, "\(field).p256dh")
-        try FieldCheck.notEmpty(auth, "\(field).auth")
+    func validate(field: @autoclosure () -> String) throws(WireError) {
+        try FieldCheck.notEmpty(p256dh, "\(field()).p256dh")
+        try FieldCheck.notEmpty(auth, "\(field()).auth")
     }
 }
 

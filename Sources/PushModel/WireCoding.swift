@@ -328,8 +328,9 @@ public enum RFC3339 {
 
 /// Checks of single fields, used by the wire messages and the hub API.
 public enum FieldCheck {
-    public static func notEmpty(_ value: String, _ field: String) throws(WireError) {
-        if value.isEmpty { throw .invalidField(field: field, reason: "must not be empty") }
+    /// `field` is named only for an error (checks run for every target of a batch).
+    public static func notEmpty(_ value: String, _ field: @autoclosure () -> String) throws(WireError) {
+        if value.isEmpty { throw .invalidField(field: field(), reason: "must not be empty") }
     }
 
     public static func uuid(_ value: String, _ field: String) throws(WireError) {

@@ -105,6 +105,25 @@ struct DeliveryBatchWireTests {
         }
     }
 
+    @Test("a target's template the same bytes as the last one read is that template; a byte or a space apart, it is read for itself")
+    func repeatedTemplates() throws {
+        let templates = [
+            #"{"body":"x"}"#, #" {"body":"x"}"#, #"{"body":"y"}"#, #"{"body":"x","expiry":"1"}"#, #"{"body":"x"}"#, "null",
+            #"{"body":"x","headers":{"X-A":"1"}}"#, #"{"body":"x","headers":{"X-A":"2"}}"#, #"{"body":"x","headers":{"X-A":"2"}}"#,
+            #"{"body":"é"}"#, #"{"body":"è"}"#,
+        ]
+        let targets = templates.enumerated().map { #"{"handle":"h\#($0.offset)","template":\#($0.element)}"# }.joined(separator: ",")
+        let wire = Data(
+            #"{"schema":"pushhub.delivery-batch.v1","notificationId":"n","hub":"hub","platform":"apns","kind":"template","body":"{}","headers":{},"attempt":1,"targets":[\#(targets)]}"#
+                .utf8)
+        let batch = try #require(DeliveryBatch.fromWireJSON(wire))
+        #expect(batch == (try WireCoding.makeDecoder().decode(DeliveryBatch.self, from: wire)))
+        #expect(
+            batch.targets.map { $0.template?.body } == ["x", "x", "y", "x", "x", nil, "x", "x", "x", "\u{E9}", "\u{E8}"])
+        #expect(batch.targets.map { $0.template?.expiry } == [nil, nil, nil, "1", nil, nil, nil, nil, nil, nil, nil])
+        #expect(batch.targets.map { $0.template?.headers?["X-A"] } == [nil, nil, nil, nil, nil, nil, "1", "2", "2", nil, nil])
+    }
+
     @Test("read straight from bytes: what it takes, JSONDecoder takes the same; the rest is left to JSONDecoder")
     func readFastNeverDiffers() throws {
         let encoded = try Self.batches().map { try WireCoding.encode($0) }

@@ -26,4 +26,81 @@ struct EndpointPolicyTextTests {
         #expect(EndpointPolicy.matches("\u{212A}.example", host: "k.example", port: 443))
         #expect(!EndpointPolicy.matches("*.example", host: ".example", port: 443))
     }
+
+    @Test("hosts changed after the policy was made are the ones it checks against")
+    func hostsChanged() {
+        var policy = EndpointPolicy(wnsHosts: ["*.notify.test"])
+        #expect((try? policy.checkedText("https://a.notify.test/", platform: .wns).get()) != nil)
+        policy.wnsHosts = ["*.other.test"]
+        #expect((try? policy.checkedText("https://a.notify.test/", platform: .wns).get()) == nil)
+        #expect((try? policy.checkedText("https://a.other.test/", platform: .wns).get()) != nil)
+        policy.webPushHosts.append("127.0.0.1:9")
+        #expect((try? policy.checkedText("http://127.0.0.1:9/p", platform: .webpush).get()) != nil)
+        #expect(policy == EndpointPolicy(wnsHosts: ["*.other.test"], webPushHosts: ["127.0.0.1:9"]))
+    }
+
+    static let urlPieces = [
+        "https://", "http://", "HTTPS://", "ftp://", "a", "Z", "notify.windows.com", "db5.notify.windows.com", ":", "443", "0443", "65535",
+        "65536", "123456", "/", "//", "?", "#", "%", "%2", "%41", "%zz", "@", "u:p@", "[", "]", "[::1]", " ", "\u{E9}", "\\", "-", ".", "..",
+        "127.0.0.1", "0x7f.1", "~", "'", "=", "&", "q=1", "\u{0}", "\n", "\"", "<", "{", "|", "^", "`",
+    ]
+
+    static let plainPieces = [
+        "a", "db5.notify.windows.com", "127.0.0.1", "-", ".", ":", "443", "0443", "65535", "65536", "/", "?", "%41", "%2", "q=1", "~", "'", "@",
+        "&", "(", "*", "+", ",", ";", "$", "!", "_", "Z",
+    ]
+
+    @Test("a plain URL is read without Foundation's parser as Foundation reads it: scheme, host, port and text, on 40,000 strings")
+    func plainReadingSameAsFoundation() throws {
+        var generator = SystemRandomNumberGenerator()
+        var plain = 0
+        let policy = EndpointPolicy(wnsHosts: ["*.notify.windows.com", "127.0.0.1:8443"], webPushHosts: ["127.0.0.1"])
+        for round in 0..<40_000 {
+            // Half of them shaped as a URL (scheme, host, perhaps a port, then pieces a plain URL
+            // may hold), so that many are plain; the rest anything.
+            func some(_ pieces: [String], _ counts: ClosedRange<Int>) -> String {
+                (0..<Int.random(in: counts, using: &generator)).map { _ in pieces.randomElement(using: &generator)! }.joined()
+            }
+            let text =
+                round % 2 == 0
+                ? ["https://", "http://"].randomElement(using: &generator)!
+                    + some(["a", "db5.notify.windows.com", "127.0.0.1", "-", ".", "Z"], 1...3)
+                    + some([":443", ":0443", ":65535", ":65536", ":", ":8443", ""], 0...1) + some(["/", "?", "#", ""], 0...1)
+                    + some(Self.plainPieces, 0...5)
+                : some(Self.urlPieces, 0...7)
+            guard let reading = EndpointPolicy.plainReading(text) else { continue }
+            plain += 1
+            let full = try #require(try? EndpointPolicy.fullReading(text).get(), "\(text.debugDescription)")
+            #expect(full.reading == reading, "\(text.debugDescription)")
+            #expect(full.url.absoluteString == text, "\(text.debugDescription)")
+            for platform in [Platform.wns, .webpush, .apns] {
+                let checked = policy.checkedText(text, platform: platform)
+                let url = policy.url(text, platform: platform).map(\.absoluteString)
+                #expect(checked == url, "\(text.debugDescription) on \(platform)")
+            }
+        }
+        #expect(plain > 3_000, "enough of the strings are plain URLs (\(plain))")
+    }
+
+    @Test("what is not plain is read by Foundation's parser: capitals, user info, a fragment, brackets, a bad escape or port")
+    func notPlain() {
+        for text in [
+            "HTTPS://db5.notify.windows.com/", "https://DB5.notify.windows.com/", "https://u:p@db5.notify.windows.com/",
+            "https://db5.notify.windows.com/#x", "https://[::1]:8443/", "https://db5.notify.windows.com/%4", "https://h:65536/",
+            "https://h:/", "https://h:123456/", "https://h\\x/", "https://h/a b", "https://h/é", "ftp://h/", "https://h#",
+        ] {
+            #expect(EndpointPolicy.plainReading(text) == nil, "\(text)")
+        }
+        #expect(
+            EndpointPolicy.plainReading("https://db5.notify.windows.com:0443/?token=a%2Fb")
+                == .init(scheme: "https", host: "db5.notify.windows.com", port: 443))
+        #expect(EndpointPolicy.plainReading("http://127.0.0.1") == .init(scheme: "http", host: "127.0.0.1", port: 80))
+        let policy = EndpointPolicy()
+        #expect(
+            policy.checkedText("https://u:p@db5.notify.windows.com/", platform: .wns) == .failure(.init("must not carry a user name or password")))
+        #expect(policy.checkedText("https://DB5.Notify.Windows.com/x", platform: .wns) == .success("https://DB5.Notify.Windows.com/x"))
+        #expect((try? policy.checkedText("https://db5.notify.windows.com.evil.example/", platform: .wns).get()) == nil)
+        #expect(
+            policy.checkedText("https://127.0.0.1/", platform: .webpush) == .failure(.init("is a loopback, private or reserved address (127.0.0.1)")))
+    }
 }

@@ -45,7 +45,7 @@ struct RegisterController: Sendable {
         let user = try Self.user(context)
         let id = try context.parameters.require("id")
         let device = try Self.device(from: try await request.collectBody(upTo: Self.bodyLimit))
-        if device.format == .windows, case .failure(let refusal) = endpoints.url(device.handle, platform: .wns) {
+        if device.format == .windows, case .failure(let refusal) = endpoints.checkedText(device.handle, platform: .wns) {
             throw AppBackendError(.badRequest, "Handle: \(refusal.reason)")
         }
         let userTag = "username:\(user)"

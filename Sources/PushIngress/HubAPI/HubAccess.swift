@@ -79,7 +79,7 @@ extension HubsConfiguration.Hub {
 
     func checkEndpoint(_ handle: String, platform: Platform, field: String) throws(WireError) {
         guard platform == .wns || platform == .webpush else { return }
-        if case .failure(let refusal) = endpointPolicy.url(handle, platform: platform) {
+        if case .failure(let refusal) = endpointPolicy.checkedText(handle, platform: platform) {
             throw .invalidField(field: field, reason: refusal.reason)
         }
     }

@@ -32,8 +32,8 @@ public struct WNSService: PerDeviceService {
     /// The channel as the hub's endpoint policy checked it: one it does not allow is never sent
     /// to, whatever the push, and the request goes to the URL checked, not the handle's text.
     public func address(of handle: String, credentials: Credentials) -> Result<String, NotSent> {
-        switch credentials.endpoints.url(handle, platform: .wns) {
-        case .success(let channel): .success(channel.absoluteString)
+        switch credentials.endpoints.checkedText(handle, platform: .wns) {
+        case .success(let channel): .success(channel)
         case .failure(let refusal): .failure(NotSent(.notSent(.endpointNotAllowed("the channel URI \(refusal.reason)"))))
         }
     }
@@ -43,6 +43,8 @@ public struct WNSService: PerDeviceService {
     }
 
     public func classify(_ response: PNSResponse) -> PNSAnswer {
+        // Accepted: nothing in the headers changes that (read for every push delivered).
+        if response.status == 200 { return PNSAnswer(.delivered, status: 200, reason: nil) }
         let description = response.headers.first(name: "X-WNS-Error-Description")
         let classification = WNSResponse.classify(status: response.status, description: description, retryAfter: response.retryAfter)
         let reason = response.status == 200 ? nil : description ?? response.headers.first(name: "X-WNS-Status") ?? "HTTP \(response.status)"

@@ -124,6 +124,29 @@ struct JSONReader {
     mutating func string() -> String? {
         guard take(UInt8(ascii: "\"")) else { return nil }
         let start = position
+        // Most strings hold no escape: the first quote, found by memchr, ends them, and their
+        // bytes are looked at in one pass for what matters (control characters, a backslash,
+        // non-ASCII) that the compiler can do many bytes at a time. Reading byte by byte was
+        // a tenth of the ingress's CPU recording a broadcast's outcomes.
+        if let quote = memchr(bytes.baseAddress! + start, Int32(UInt8(ascii: "\"")), bytes.count - start) {
+            let end = bytes.baseAddress!.distance(to: UnsafeRawPointer(quote))
+            var lowest: UInt8 = 0xFF
+            var highest: UInt8 = 0
+            var backslash: UInt8 = 0
+            for index in start..<end {
+                let byte = bytes[index]
+                lowest = min(lowest, byte)
+                highest = max(highest, byte)
+                backslash |= byte == UInt8(ascii: "\\") ? 1 : 0
+            }
+            if backslash == 0 {
+                guard lowest >= 0x20 else { return nil }
+                let raw = UnsafeRawBufferPointer(rebasing: bytes[start..<end])
+                position = end + 1
+                return highest < 0x80 ? String(decoding: raw, as: UTF8.self) : String(validating: raw, as: UTF8.self)
+            }
+        }
+        // A string with escapes, or no closing quote: byte by byte.
         var escaped = false
         var ascii = true
         while position < bytes.count {

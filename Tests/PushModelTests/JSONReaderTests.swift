@@ -31,6 +31,21 @@ struct JSONReaderTests {
                 #expect(Self.read(text) { $0.string() } == (length == 0 ? "" : nil), "\(length) \(place)")
             }
         }
+        // Bytes that are not UTF-8 are refused, with or without an escape before them; the
+        // reader stops after the closing quote.
+        let raw: [([UInt8], String?)] = [
+            ([0x22, 0x61, 0xFF, 0x22], nil), ([0x22, 0xC3, 0xA9, 0x22], "é"), ([0x22, 0xC3, 0x22], nil), ([0x22, 0x5C, 0x6E, 0xFF, 0x22], nil),
+            ([0x22, 0x7F, 0x22], "\u{7f}"), ([0x22, 0x22], ""), ([0x22, 0x5C, 0x22, 0x22], "\""),
+        ]
+        for (bytes, expected) in raw {
+            let read = (bytes + Array(#","x""#.utf8)).withUnsafeBytes { buffer in
+                var reader = JSONReader(buffer)
+                let first = reader.string()
+                return (first, reader.take(UInt8(ascii: ",")) ? reader.string() : nil)
+            }
+            #expect(read.0 == expected, "\(bytes)")
+            if expected != nil { #expect(read.1 == "x", "\(bytes)") }
+        }
     }
 
     @Test("integers are what Int(_:) reads, within Int; fractions, exponents and overflow are not integers")

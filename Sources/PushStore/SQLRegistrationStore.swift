@@ -123,11 +123,10 @@ public final class SQLRegistrationStore: RegistrationStore {
         if native?.row.tags != Set(tags) {
             try await connection.execute(
                 "DELETE FROM installation_tags WHERE hub = ? AND installation_id = ?", [.text(hub), .text(installation.installationId)])
-            for tag in tags {
-                try await connection.execute(
-                    "INSERT INTO installation_tags (hub, tag, installation_id) VALUES (?, ?, ?)",
-                    [.text(hub), .text(tag), .text(installation.installationId)])
-            }
+            // One statement for them all, not one a tag.
+            try await insertTags(
+                tags.flatMap { [.text(hub), .text($0), .text(installation.installationId)] }, into: "installation_tags", owner: "installation_id",
+                on: connection)
         }
         for var registration in installation.registrations(hub: hub, now: installation.lastUpdate ?? Date()) {
             let current = existing.removeValue(forKey: registration.registrationId)
@@ -227,13 +226,16 @@ public final class SQLRegistrationStore: RegistrationStore {
 
     /// `registration_tags` rows, given as (hub, tag, seq) triples, in statements of at most
     /// 2,000 rows.
-    static func insertTags(_ triples: [SQLValue], on connection: any SQLConnection) async throws {
+    /// Inserts tag rows, hub, tag and owner each, many to a statement: into `registration_tags`
+    /// (owned by `seq`) or `installation_tags` (by `installation_id`).
+    static func insertTags(
+        _ triples: [SQLValue], into table: String = "registration_tags", owner: String = "seq", on connection: any SQLConnection
+    ) async throws {
         let perStatement = 2_000 * 3
         for start in stride(from: 0, to: triples.count, by: perStatement) {
             let binds = Array(triples[start..<min(start + perStatement, triples.count)])
             try await connection.execute(
-                "INSERT INTO registration_tags (hub, tag, seq) VALUES "
-                    + Array(repeating: "(?, ?, ?)", count: binds.count / 3).joined(separator: ", "),
+                "INSERT INTO \(table) (hub, tag, \(owner)) VALUES " + Array(repeating: "(?, ?, ?)", count: binds.count / 3).joined(separator: ", "),
                 binds)
         }
     }

@@ -19,6 +19,7 @@ public final class HTTP1Client: Sendable {
     private let maximumConnections: Int
     private let requestTimeout: TimeAmount
     private let connectTimeout: TimeAmount
+    private let group: any EventLoopGroup
     private let pool = Mutex(Pool())
 
     private struct Pool {
@@ -32,7 +33,12 @@ public final class HTTP1Client: Sendable {
     /// Answers' bodies are read up to this size.
     public static let maximumBody = 1 << 20
 
-    public init(host: String, port: Int, connections: Int, requestTimeout: Duration = .seconds(30), connectTimeout: Duration = .seconds(5)) {
+    /// Connections are made on `group`'s event loops.
+    public init(
+        host: String, port: Int, connections: Int, requestTimeout: Duration = .seconds(30), connectTimeout: Duration = .seconds(5),
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) {
+        self.group = group
         self.host = host
         self.port = port
         maximumConnections = max(1, connections)
@@ -150,7 +156,7 @@ public final class HTTP1Client: Sendable {
 
     private func connect() async throws -> any Channel {
         let timeout = requestTimeout
-        return try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        return try await ClientBootstrap(group: group)
             .connectTimeout(connectTimeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in

@@ -92,7 +92,8 @@ public final class SQLiteDatabase: SQLDatabase {
                 state.committing = true
                 return true
             }
-            if startCommitter { Task { await self.commitPending() } }
+            // On Swift's pool whatever the writing task prefers: a commit blocks its thread.
+            if startCommitter { Task(executorPreference: globalConcurrentExecutor) { await self.commitPending() } }
         }
     }
 

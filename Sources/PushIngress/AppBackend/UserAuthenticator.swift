@@ -62,10 +62,10 @@ public struct UserAuthenticator: Sendable {
         defer { failures.endCheck(client) }
         let hash: String?
         do { hash = try await users.passwordHash(user: name) } catch { throw .invalid("the user store is not available") }
-        // Unknown users cost a bcrypt too, so timing does not tell which names exist.
-        let reference = hash ?? Self.decoyHash
         guard await checks.enter() else { throw .throttled(retryAfter: 0, "too many password checks at once; try again shortly") }
-        let matches = try? await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(password, hash: reference) }
+        // Unknown users cost a bcrypt too, so timing does not tell which names exist. On NIO's
+        // thread pool, the decoy's first hashing too: never on an event loop.
+        let matches = try? await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(password, hash: hash ?? Self.decoyHash) }
         await checks.leave()
         guard hash != nil, matches == true else {
             failures.failed(client: client, user: name, now: now())

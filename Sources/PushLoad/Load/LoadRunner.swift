@@ -240,7 +240,7 @@ struct HubAPIClient: Sendable {
             let loop = MultiThreadedEventLoopGroup(numberOfThreads: 1)
             plain = HTTP1Client(host: host, port: port, connections: settings.concurrency, group: loop)
             self.loop = loop
-            executor = EventLoopTaskExecutor(loop.next())
+            executor = EventLoopTaskExecutor(loop)
         } else {
             (plain, loop, executor) = (nil, nil, nil)
         }
@@ -346,18 +346,5 @@ final class ResultsWatcher: Sendable {
     func stop() async {
         await consumer.close()
         await reading.value
-    }
-}
-
-/// Runs tasks on one NIO event loop: a task that writes to that loop's connections and awaits
-/// their answers is resumed where they arrive, with no thread in between.
-final class EventLoopTaskExecutor: TaskExecutor {
-    let loop: any EventLoop
-
-    init(_ loop: any EventLoop) { self.loop = loop }
-
-    func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
-        loop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }

@@ -287,7 +287,8 @@ public final class SQLRegistrationStore: RegistrationStore {
     public func registrations(hub: String, matching query: RegistrationQuery, after cursor: RegistrationCursor?, limit: Int) async throws
         -> RegistrationPage
     {
-        let (rows, next) = try await page(hub: hub, matching: query, after: cursor, limit: limit, columns: "r.*")
+        // A handle prefix or a tag expression may read far to fill a page.
+        let (rows, next) = try await offEventLoops { try await page(hub: hub, matching: query, after: cursor, limit: limit, columns: "r.*") }
         return RegistrationPage(registrations: try Self.registrations(from: rows), next: next)
     }
 

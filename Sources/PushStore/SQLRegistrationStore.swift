@@ -287,8 +287,14 @@ public final class SQLRegistrationStore: RegistrationStore {
     public func registrations(hub: String, matching query: RegistrationQuery, after cursor: RegistrationCursor?, limit: Int) async throws
         -> RegistrationPage
     {
-        // A handle prefix or a tag expression may read far to fill a page.
-        let (rows, next) = try await offEventLoops { try await page(hub: hub, matching: query, after: cursor, limit: limit, columns: "r.*") }
+        // A handle prefix or a tag expression may read far to fill a page; the other queries read
+        // the page's rows in an index's order.
+        let read = { try await self.page(hub: hub, matching: query, after: cursor, limit: limit, columns: "r.*") }
+        let (rows, next) =
+            switch query {
+            case .tagExpression, .handlePrefix: try await offEventLoops(read)
+            case .all, .handle, .installation, .user: try await read()
+            }
         return RegistrationPage(registrations: try Self.registrations(from: rows), next: next)
     }
 

@@ -1,6 +1,5 @@
 import Foundation
 import Logging
-import NIOPosix
 import PushConfiguration
 import PushKafka
 import PushModel
@@ -32,10 +31,9 @@ public func makeIngressServices(
         logger.notice("no Kafka configured (--kafka or PUSHHUB_KAFKA): the messages API is off")
         return [
             .init(
-                service: OnEventLoops(
-                    try buildIngressApplication(
-                        configuration: configuration, stores: stores, readiness: [storeCheck], jobSignal: jobSignal, logger: logger,
-                        onListening: onListening)))
+                service: try buildIngressApplication(
+                    configuration: configuration, stores: stores, readiness: [storeCheck], jobSignal: jobSignal, logger: logger,
+                    onListening: onListening))
         ] + jobs
     }
     let producer = kafka.producer
@@ -73,24 +71,9 @@ public func makeIngressServices(
         }
     }
     return webhooks + [
-        .init(service: results), .init(service: OnEventLoops(app)),
+        .init(service: results), .init(service: app),
         .init(service: OutcomeRecorder(consumer: results, store: store, producer: producer, topics: kafka.topics, logger: logger)),
         .init(service: ScheduledReleaser(store: store, publisher: publisher, recovery: configuration.recovery, logger: logger)),
         .init(service: SendRecovery(store: store, publisher: publisher, settings: configuration.recovery, logger: logger, onStart: onRecovered)),
     ] + jobs
-}
-
-/// The HTTP application with its requests' tasks on the event loops that read them
-/// (`EventLoopTaskExecutor`): on Swift's pool, each request was handed from its loop to the
-/// pool and its answer back, and switching threads was about a seventh of the ingress's CPU.
-/// Handlers must not block: bcrypt runs on NIO's thread pool, SQLite's writes on the writer's
-/// own task (`SQLiteDatabase.write`), Kafka's blocking calls on their queues.
-struct OnEventLoops<Base: Service>: Service {
-    let base: Base
-
-    init(_ base: Base) { self.base = base }
-
-    func run() async throws {
-        try await withTaskExecutorPreference(EventLoopTaskExecutor(MultiThreadedEventLoopGroup.singleton)) { try await base.run() }
-    }
 }

@@ -39,21 +39,16 @@ extension SQLRegistrationStore: ConsoleStore {
     static let recentLimit = 200
 
     public func deviceCounts(hub: String) async throws -> DeviceCounts {
-        // Counts read the whole hub.
-        try await offEventLoops { [database] in
-            try await database.read { connection in
-                var counts = DeviceCounts()
-                for row in try await connection.query("SELECT format, count(*) AS n FROM registrations WHERE hub = ? GROUP BY format", [.text(hub)]) {
-                    guard let platform = row.text("format").flatMap(NativeFormat.init(rawValue:))?.platform else { continue }
-                    counts.registrations[platform, default: 0] += Int(row.integer("n") ?? 0)
-                }
-                for row in try await connection.query(
-                    "SELECT platform, count(*) AS n FROM installations WHERE hub = ? GROUP BY platform", [.text(hub)])
-                {
-                    counts.installations[row.text("platform") ?? "", default: 0] += Int(row.integer("n") ?? 0)
-                }
-                return counts
+        try await database.read { connection in
+            var counts = DeviceCounts()
+            for row in try await connection.query("SELECT format, count(*) AS n FROM registrations WHERE hub = ? GROUP BY format", [.text(hub)]) {
+                guard let platform = row.text("format").flatMap(NativeFormat.init(rawValue:))?.platform else { continue }
+                counts.registrations[platform, default: 0] += Int(row.integer("n") ?? 0)
             }
+            for row in try await connection.query("SELECT platform, count(*) AS n FROM installations WHERE hub = ? GROUP BY platform", [.text(hub)]) {
+                counts.installations[row.text("platform") ?? "", default: 0] += Int(row.integer("n") ?? 0)
+            }
+            return counts
         }
     }
 
@@ -80,29 +75,26 @@ extension SQLRegistrationStore: ConsoleStore {
     }
 
     public func activity(hub: String, since: Date) async throws -> HubActivity {
-        // Counts over the sends since `since`.
-        try await offEventLoops { [database] in
-            try await database.read { connection in
-                var activity = HubActivity()
-                activity.sends = Int(
-                    try await connection.query(
-                        "SELECT count(*) AS n FROM notifications WHERE hub = ? AND enqueued_at >= ?", [.text(hub), SQLValue(since)]
-                    ).first?.integer("n") ?? 0)
-                for row in try await connection.query(
-                    """
-                    SELECT c.outcome, CAST(sum(c.count) AS BIGINT) AS n FROM notification_counts c JOIN notifications n ON n.notification_id = c.notification_id
-                    WHERE n.hub = ? AND n.enqueued_at >= ? GROUP BY c.outcome
-                    """, [.text(hub), SQLValue(since)])
-                {
-                    guard let outcome = row.text("outcome").flatMap(Outcome.init(rawValue:)) else { continue }
-                    activity.outcomes[outcome, default: 0] += Int(row.integer("n") ?? 0)
-                }
-                activity.pruned = Int(
-                    try await connection.query(
-                        "SELECT count(*) AS n FROM pruned_handles WHERE hub = ? AND pruned_at >= ?", [.text(hub), SQLValue(since)]
-                    ).first?.integer("n") ?? 0)
-                return activity
+        try await database.read { connection in
+            var activity = HubActivity()
+            activity.sends = Int(
+                try await connection.query(
+                    "SELECT count(*) AS n FROM notifications WHERE hub = ? AND enqueued_at >= ?", [.text(hub), SQLValue(since)]
+                ).first?.integer("n") ?? 0)
+            for row in try await connection.query(
+                """
+                SELECT c.outcome, CAST(sum(c.count) AS BIGINT) AS n FROM notification_counts c JOIN notifications n ON n.notification_id = c.notification_id
+                WHERE n.hub = ? AND n.enqueued_at >= ? GROUP BY c.outcome
+                """, [.text(hub), SQLValue(since)])
+            {
+                guard let outcome = row.text("outcome").flatMap(Outcome.init(rawValue:)) else { continue }
+                activity.outcomes[outcome, default: 0] += Int(row.integer("n") ?? 0)
             }
+            activity.pruned = Int(
+                try await connection.query(
+                    "SELECT count(*) AS n FROM pruned_handles WHERE hub = ? AND pruned_at >= ?", [.text(hub), SQLValue(since)]
+                ).first?.integer("n") ?? 0)
+            return activity
         }
     }
 

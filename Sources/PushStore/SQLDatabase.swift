@@ -114,12 +114,3 @@ public struct SQLError: Error, Sendable, CustomStringConvertible {
     /// What the database said, without the statement the message goes on to quote.
     public var reason: String { message.components(separatedBy: " in: ").first ?? message }
 }
-
-/// Runs `body` on Swift's pool, whatever executor the calling task prefers. The ingress's
-/// requests run on its event loops (`OnEventLoops`), and SQLite's calls block the thread they
-/// run on: a read whose length grows with the data (a count, a scan for what few rows match,
-/// a console's overview) goes here, so that none holds up the other connections of its loop.
-/// Point reads and short pages stay where they are called.
-public func offEventLoops<T: Sendable>(_ body: () async throws -> T) async throws -> T {
-    try await withTaskExecutorPreference(globalConcurrentExecutor) { try await body() }
-}

@@ -8,52 +8,49 @@ extension SQLRegistrationStore {
         let limit = max(1, limit)
         let conditions = Self.conditions(of: filter, dialect: database.dialect)
         let after = cursor?.installationId ?? ""
-        // Filters without a tag read until enough match.
-        return try await offEventLoops { [database] in
-            try await database.read { connection in
-                let rows: [SQLRow]
-                var next: InstallationCursor?
-                if let driving = filter.tags?.drivingTags(weighedBy: { _ in 0 }) {
-                    // As registrations are paged by tag: a window's last candidate is found from the
-                    // tag index first (each driving tag's range read in order, at most as deep as
-                    // the page has room), then the rows up to it that meet every condition are read.
-                    // Windows follow until the page is full, the candidates end, or
-                    // `windowsPerPage` were read (the page is then short, with a next one).
-                    let sorted = driving.sorted()
-                    let perTag =
-                        "SELECT installation_id FROM (SELECT installation_id FROM installation_tags WHERE hub = ? AND tag = ? AND installation_id > ? ORDER BY installation_id LIMIT ?) AS t"
-                    let tags = "tag IN (" + Array(repeating: "?", count: sorted.count).joined(separator: ", ") + ")"
-                    var found: [SQLRow] = []
-                    var position = after
-                    for _ in 0..<Self.windowsPerPage {
-                        let room = limit - found.count
-                        var binds: [SQLValue] = []
-                        for tag in sorted { binds += [.text(hub), .text(tag), .text(position), .integer(Int64(room))] }
-                        let bound = try await connection.query(
-                            "SELECT installation_id FROM (\(Array(repeating: perTag, count: sorted.count).joined(separator: " UNION "))) AS candidates ORDER BY installation_id LIMIT 1 OFFSET ?",
-                            binds + [.integer(Int64(room - 1))]
-                        ).first?.text("installation_id")
-                        found += try await connection.query(
-                            """
-                            SELECT document FROM installations i WHERE i.hub = ? AND i.installation_id IN
-                                (SELECT installation_id FROM installation_tags WHERE hub = ? AND \(tags) AND installation_id > ?\(bound == nil ? "" : " AND installation_id <= ?"))
-                                \(conditions.sql) ORDER BY i.installation_id
-                            """,
-                            [.text(hub), .text(hub)] + sorted.map(SQLValue.text) + [.text(position)] + (bound.map { [.text($0)] } ?? [])
-                                + conditions.binds)
-                        next = bound.map(InstallationCursor.init(installationId:))
-                        guard let bound, found.count < limit else { break }
-                        position = bound
-                    }
-                    rows = found
-                } else {
-                    rows = try await connection.query(
-                        "SELECT document, installation_id FROM installations i WHERE i.hub = ? AND i.installation_id > ?\(conditions.sql) ORDER BY i.installation_id LIMIT ?",
-                        [.text(hub), .text(after)] + conditions.binds + [.integer(Int64(limit))])
-                    if rows.count == limit { next = rows.last?.text("installation_id").map(InstallationCursor.init(installationId:)) }
+        return try await database.read { connection in
+            let rows: [SQLRow]
+            var next: InstallationCursor?
+            if let driving = filter.tags?.drivingTags(weighedBy: { _ in 0 }) {
+                // As registrations are paged by tag: a window's last candidate is found from the
+                // tag index first (each driving tag's range read in order, at most as deep as
+                // the page has room), then the rows up to it that meet every condition are read.
+                // Windows follow until the page is full, the candidates end, or
+                // `windowsPerPage` were read (the page is then short, with a next one).
+                let sorted = driving.sorted()
+                let perTag =
+                    "SELECT installation_id FROM (SELECT installation_id FROM installation_tags WHERE hub = ? AND tag = ? AND installation_id > ? ORDER BY installation_id LIMIT ?) AS t"
+                let tags = "tag IN (" + Array(repeating: "?", count: sorted.count).joined(separator: ", ") + ")"
+                var found: [SQLRow] = []
+                var position = after
+                for _ in 0..<Self.windowsPerPage {
+                    let room = limit - found.count
+                    var binds: [SQLValue] = []
+                    for tag in sorted { binds += [.text(hub), .text(tag), .text(position), .integer(Int64(room))] }
+                    let bound = try await connection.query(
+                        "SELECT installation_id FROM (\(Array(repeating: perTag, count: sorted.count).joined(separator: " UNION "))) AS candidates ORDER BY installation_id LIMIT 1 OFFSET ?",
+                        binds + [.integer(Int64(room - 1))]
+                    ).first?.text("installation_id")
+                    found += try await connection.query(
+                        """
+                        SELECT document FROM installations i WHERE i.hub = ? AND i.installation_id IN
+                            (SELECT installation_id FROM installation_tags WHERE hub = ? AND \(tags) AND installation_id > ?\(bound == nil ? "" : " AND installation_id <= ?"))
+                            \(conditions.sql) ORDER BY i.installation_id
+                        """,
+                        [.text(hub), .text(hub)] + sorted.map(SQLValue.text) + [.text(position)] + (bound.map { [.text($0)] } ?? [])
+                            + conditions.binds)
+                    next = bound.map(InstallationCursor.init(installationId:))
+                    guard let bound, found.count < limit else { break }
+                    position = bound
                 }
-                return InstallationPage(documents: rows.compactMap { $0.text("document") }, next: next)
+                rows = found
+            } else {
+                rows = try await connection.query(
+                    "SELECT document, installation_id FROM installations i WHERE i.hub = ? AND i.installation_id > ?\(conditions.sql) ORDER BY i.installation_id LIMIT ?",
+                    [.text(hub), .text(after)] + conditions.binds + [.integer(Int64(limit))])
+                if rows.count == limit { next = rows.last?.text("installation_id").map(InstallationCursor.init(installationId:)) }
             }
+            return InstallationPage(documents: rows.compactMap { $0.text("document") }, next: next)
         }
     }
 
@@ -70,22 +67,19 @@ extension SQLRegistrationStore {
 
     public func countInstallations(hub: String, matching filter: InstallationFilter) async throws -> Int {
         let conditions = Self.conditions(of: filter, dialect: database.dialect)
-        // A count reads every installation that matches.
-        return try await offEventLoops { [database] in
-            try await database.read { connection in
-                var tagCondition = ""
-                var tagBinds: [SQLValue] = []
-                if let driving = filter.tags?.drivingTags(weighedBy: { _ in 0 })?.sorted() {
-                    tagCondition =
-                        " AND i.installation_id IN (SELECT installation_id FROM installation_tags WHERE hub = ? AND tag IN ("
-                        + Array(repeating: "?", count: driving.count).joined(separator: ", ") + "))"
-                    tagBinds = [.text(hub)] + driving.map(SQLValue.text)
-                }
-                let rows = try await connection.query(
-                    "SELECT count(*) AS n FROM installations i WHERE i.hub = ?\(tagCondition)\(conditions.sql)",
-                    [.text(hub)] + tagBinds + conditions.binds)
-                return Int(rows.first?.integer("n") ?? 0)
+        return try await database.read { connection in
+            var tagCondition = ""
+            var tagBinds: [SQLValue] = []
+            if let driving = filter.tags?.drivingTags(weighedBy: { _ in 0 })?.sorted() {
+                tagCondition =
+                    " AND i.installation_id IN (SELECT installation_id FROM installation_tags WHERE hub = ? AND tag IN ("
+                    + Array(repeating: "?", count: driving.count).joined(separator: ", ") + "))"
+                tagBinds = [.text(hub)] + driving.map(SQLValue.text)
             }
+            let rows = try await connection.query(
+                "SELECT count(*) AS n FROM installations i WHERE i.hub = ?\(tagCondition)\(conditions.sql)",
+                [.text(hub)] + tagBinds + conditions.binds)
+            return Int(rows.first?.integer("n") ?? 0)
         }
     }
 

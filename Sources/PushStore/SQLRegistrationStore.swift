@@ -287,14 +287,7 @@ public final class SQLRegistrationStore: RegistrationStore {
     public func registrations(hub: String, matching query: RegistrationQuery, after cursor: RegistrationCursor?, limit: Int) async throws
         -> RegistrationPage
     {
-        // A handle prefix or a tag expression may read far to fill a page; the other queries read
-        // the page's rows in an index's order.
-        let read = { try await self.page(hub: hub, matching: query, after: cursor, limit: limit, columns: "r.*") }
-        let (rows, next) =
-            switch query {
-            case .tagExpression, .handlePrefix: try await offEventLoops(read)
-            case .all, .handle, .installation, .user: try await read()
-            }
+        let (rows, next) = try await page(hub: hub, matching: query, after: cursor, limit: limit, columns: "r.*")
         return RegistrationPage(registrations: try Self.registrations(from: rows), next: next)
     }
 

@@ -92,10 +92,7 @@ public final class SQLiteDatabase: SQLDatabase {
                 state.committing = true
                 return true
             }
-            // On Swift's pool, stated (an unstructured task does not take its creator's task
-            // executor; the writer may be called from one on an event loop): a commit blocks
-            // its thread.
-            if startCommitter { Task(executorPreference: globalConcurrentExecutor) { await self.commitPending() } }
+            if startCommitter { Task { await self.commitPending() } }
         }
     }
 

@@ -64,7 +64,7 @@ public struct UserAuthenticator: Sendable {
         do { hash = try await users.passwordHash(user: name) } catch { throw .invalid("the user store is not available") }
         guard await checks.enter() else { throw .throttled(retryAfter: 0, "too many password checks at once; try again shortly") }
         // Unknown users cost a bcrypt too, so timing does not tell which names exist. On NIO's
-        // thread pool, the decoy's first hashing too: never on an event loop.
+        // thread pool, the decoy's first hashing too: not on the thread of a request.
         let matches = try? await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(password, hash: hash ?? Self.decoyHash) }
         await checks.leave()
         guard hash != nil, matches == true else {

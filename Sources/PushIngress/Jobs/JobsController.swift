@@ -107,12 +107,25 @@ struct JobsController: Sendable {
         }
         defer { uploads.leave() }
         let directory = files.jobDirectory(hub: hub, id: stored.job.jobId)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let file = directory.appendingPathComponent("input-\(RandomID.make()).txt")
-        // The file's writes and their sync block: on Swift's pool, not an event loop.
-        let size = try await offEventLoops {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            FileManager.default.createFile(atPath: file.path, contents: nil)
-            return try await Self.write(request.body, to: file, limit: files.settings.inputLimit)
+        FileManager.default.createFile(atPath: file.path, contents: nil)
+        var size: Int64 = 0
+        do {
+            let handle = try FileHandle(forWritingTo: file)
+            defer { try? handle.close() }
+            for try await part in request.body {
+                size += Int64(part.readableBytes)
+                guard size <= files.settings.inputLimit else {
+                    throw HubAPIError(.contentTooLarge, "the input is larger than \(files.settings.inputLimit) bytes")
+                }
+                try handle.write(contentsOf: part.readableBytesView)
+            }
+            try handle.synchronize()
+        } catch {
+            try? FileManager.default.removeItem(at: file)
+            if let refusal = error as? HubAPIError { throw refusal }
+            throw HubAPIError(.badRequest, "the input could not be read whole: \(String(describing: error).prefix(120))")
         }
         guard try await storeCall({ try await store.attachJobInput(hub: hub, id: stored.job.jobId, path: file.path, size: size) }) else {
             try? FileManager.default.removeItem(at: file)
@@ -143,29 +156,6 @@ struct JobsController: Sendable {
         return stored
     }
 
-    /// Writes a request's body to `file` and syncs it; its size. A body past `limit`, or one
-    /// that breaks off, leaves no file.
-    static func write(_ body: RequestBody, to file: URL, limit: Int64) async throws -> Int64 {
-        var size: Int64 = 0
-        do {
-            let handle = try FileHandle(forWritingTo: file)
-            defer { try? handle.close() }
-            for try await part in body {
-                size += Int64(part.readableBytes)
-                guard size <= limit else {
-                    throw HubAPIError(.contentTooLarge, "the input is larger than \(limit) bytes")
-                }
-                try handle.write(contentsOf: part.readableBytesView)
-            }
-            try handle.synchronize()
-            return size
-        } catch {
-            try? FileManager.default.removeItem(at: file)
-            if let refusal = error as? HubAPIError { throw refusal }
-            throw HubAPIError(.badRequest, "the input could not be read whole: \(String(describing: error).prefix(120))")
-        }
-    }
-
     /// The committed part of an output file, streamed: lines of a chunk not yet committed
     /// are not shown.
     static func file(_ url: URL, length: Int64) -> Response {
@@ -175,8 +165,7 @@ struct JobsController: Sendable {
                 var left = length
                 if left > 0, let handle = try? FileHandle(forReadingFrom: url) {
                     defer { try? handle.close() }
-                    // Each read off the event loop: a file's read may wait on the disk.
-                    while left > 0, let data = try await offEventLoops({ try handle.read(upToCount: Int(min(left, 256 * 1024))) }), !data.isEmpty {
+                    while left > 0, let data = try handle.read(upToCount: Int(min(left, 256 * 1024))), !data.isEmpty {
                         left -= Int64(data.count)
                         try await writer.write(ByteBuffer(bytes: data))
                     }

@@ -5,9 +5,9 @@ import NIOPosix
 /// answer arrived) runs on that loop's thread, after what the loop is doing, and a job woken
 /// anywhere else runs on the next loop. A task that reads from and writes to channels of these
 /// loops then stays on their threads instead of being handed to Swift's pool and back for
-/// each step. What runs here must not block: a blocking call holds up every channel of its
-/// loop. A job enqueued on a loop that has shut down is dropped by NIO and its task never
-/// resumes: the group must outlive every task that prefers this executor.
+/// each step (`pushhub load`). What runs here must not block: a blocking call holds up every
+/// channel of its loop. A job enqueued on a loop that has shut down is dropped by NIO and its
+/// task never resumes: the group must outlive every task that prefers this executor.
 public final class EventLoopTaskExecutor: TaskExecutor {
     private let group: any EventLoopGroup
     private let loops: [any EventLoop]

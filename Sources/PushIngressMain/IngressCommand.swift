@@ -56,12 +56,7 @@ struct IngressCommand: AsyncParsableCommand {
         configuration.host = host
         configuration.port = port
         let host = self.host
-        // The producer whose acknowledgements each accepted send waits for.
-        let wiring =
-            kafka.isConfigured
-            ? try KafkaWiring.make(
-                servers: try kafka.servers(), topics: kafka.topics, logger: logger, linger: KafkaProducerConfiguration.answeredLinger)
-            : nil
+        let wiring = kafka.isConfigured ? try KafkaWiring.make(servers: try kafka.servers(), topics: kafka.topics, logger: logger) : nil
         let services = try makeIngressServices(configuration: configuration, store: store, kafka: wiring, logger: logger) { boundPort in
             let endpoint = "\(host):\(boundPort)"
             var lines = ["PUSHHUB_URL=http://\(endpoint)"]

@@ -8,11 +8,6 @@ public struct KafkaProducerConfiguration: Sendable {
     public var deliveryTimeout: Duration = .seconds(30)
     /// How long records wait to be batched together (librdkafka `linger.ms`).
     public var linger: Duration = .milliseconds(5)
-    /// `linger` for a producer whose acknowledgements an HTTP answer waits for: the ingress's,
-    /// whose 201 for a send waits for its record's. At 5 ms the batching was most of a send's
-    /// median accept latency (8 ms at 2,000 sends/s); at 2 ms the median was 4.9 ms and p99
-    /// 13–15 ms against 18–23, for about 35 CPU-µs more a send in the ingress and the cluster.
-    public static let answeredLinger: Duration = .milliseconds(2)
     /// The topics it will produce to, learnt as it starts to run (`KafkaProducer.prepare`).
     public var topics: [String] = []
     /// Any other librdkafka property, applied last.

@@ -11,7 +11,7 @@ public final class KafkaProducer: Service, Sendable {
     private let client: RDKafkaClient
     private let deliveries: DeliveryWaiters
     private let poller: PollLoop
-    let configuration: KafkaProducerConfiguration
+    private let configuration: KafkaProducerConfiguration
     private let logger: Logger
     private let isShutDown = Atomic<Bool>(false)
     /// Where sticky records go, per topic.

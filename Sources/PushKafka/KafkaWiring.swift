@@ -24,12 +24,10 @@ public struct KafkaWiring: Sendable {
     }
 
     /// A producer for `servers`, which learns every PushHub topic as it starts, and the
-    /// wiring around it. `linger` replaces the producer's default (`answeredLinger` for the
-    /// ingress's).
-    public static func make(servers: [String], topics: PushTopics, logger: Logger, linger: Duration? = nil) throws(KafkaError) -> KafkaWiring {
+    /// wiring around it.
+    public static func make(servers: [String], topics: PushTopics, logger: Logger) throws(KafkaError) -> KafkaWiring {
         var configuration = KafkaProducerConfiguration(bootstrapServers: servers)
         configuration.topics = topics.all
-        if let linger { configuration.linger = linger }
         return KafkaWiring(servers: servers, topics: topics, producer: try KafkaProducer.make(configuration: configuration, logger: logger))
     }
 

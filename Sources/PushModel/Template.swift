@@ -1,3 +1,5 @@
+import Foundation
+
 /// A template: a body with expressions, and the WNS headers and APNs expiry that may hold
 /// expressions too. One type wherever a template lives: an installation's (by name, with tags
 /// of its own), a registration's (which may name it), and a delivery target's (body, headers
@@ -37,3 +39,33 @@ extension DeliveryBatch {
 
 @available(*, deprecated, renamed: "Template")
 public typealias RegistrationTemplate = Template
+
+extension Template {
+    /// Whether `other` has the same bytes in body, headers and expiry, all that rendering it,
+    /// checking it and `CollapseKey.variant(of:)` read (no headers and empty headers alike).
+    /// Swift's `==` on strings takes canonically equivalent ones for equal; these are compared
+    /// byte by byte, as the checks count bytes and pushes carry them.
+    public func hasSameBytes(as other: Template) -> Bool {
+        guard Self.sameBytes(body, other.body) else { return false }
+        switch (expiry, other.expiry) {
+        case (nil, nil): break
+        case (let one?, let another?): guard Self.sameBytes(one, another) else { return false }
+        default: return false
+        }
+        let (mine, theirs) = (headers ?? [:], other.headers ?? [:])
+        guard mine.count == theirs.count else { return false }
+        for (name, value) in mine {
+            // A dictionary holds no two canonically equivalent keys: the one found is the only candidate.
+            guard let index = theirs.index(forKey: name), Self.sameBytes(theirs[index].key, name), Self.sameBytes(theirs[index].value, value)
+            else { return false }
+        }
+        return true
+    }
+
+    static func sameBytes(_ first: String, _ second: String) -> Bool {
+        var (first, second) = (first, second)
+        return first.withUTF8 { one in
+            second.withUTF8 { other in one.count == other.count && (one.isEmpty || memcmp(one.baseAddress!, other.baseAddress!, one.count) == 0) }
+        }
+    }
+}

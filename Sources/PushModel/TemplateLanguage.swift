@@ -97,7 +97,7 @@ public struct TemplateRenderer: Sendable {
     public static func validate(body: String, headers: [String: String]?, expiry: String?, format: NativeFormat, field: String)
         throws(WireError)
     {
-        let checked = CheckedTemplate(body: body, headers: headers, expiry: expiry, xml: format == .windows)
+        let checked = CheckedTemplate(template: Template(body: body, headers: headers, expiry: expiry), xml: format == .windows)
         if CheckedTemplate.valid.withLock({ $0.contains(checked) }) { return }
         try validateUncached(body: body, headers: headers, expiry: expiry, format: format, field: field)
         CheckedTemplate.valid.withLock { valid in
@@ -129,31 +129,19 @@ public struct TemplateRenderer: Sendable {
     /// Compared by bytes, not as Swift compares strings (canonical equivalence): the checks
     /// count bytes, and a longer spelling of a remembered template must be checked itself.
     private struct CheckedTemplate: Hashable {
-        var body: String
-        var headers: [String: String]?
-        var expiry: String?
+        var template: Template
         var xml: Bool
 
         static func == (a: CheckedTemplate, b: CheckedTemplate) -> Bool {
-            guard a.xml == b.xml, a.body.utf8.elementsEqual(b.body.utf8), Self.same(a.expiry, b.expiry) else { return false }
-            guard let first = a.headers, let second = b.headers else { return a.headers == nil && b.headers == nil }
-            guard first.count == second.count else { return false }
-            let sortedFirst = first.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
-            let sortedSecond = second.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
-            return zip(sortedFirst, sortedSecond).allSatisfy { Self.same($0.key, $1.key) && Self.same($0.value, $1.value) }
-        }
-
-        private static func same(_ a: String?, _ b: String?) -> Bool {
-            guard let a, let b else { return a == nil && b == nil }
-            return a.utf8.elementsEqual(b.utf8)
+            a.xml == b.xml && a.template.hasSameBytes(as: b.template)
         }
 
         func hash(into hasher: inout Hasher) {
             hasher.combine(xml)
-            var body = body
+            var body = template.body
             body.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
-            hasher.combine(expiry?.utf8.count ?? -1)
-            hasher.combine(headers?.count ?? -1)
+            hasher.combine(template.expiry?.utf8.count ?? -1)
+            hasher.combine(template.headers?.count ?? 0)
         }
 
         static let capacity = 1_000

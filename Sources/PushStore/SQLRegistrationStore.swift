@@ -224,10 +224,9 @@ public final class SQLRegistrationStore: RegistrationStore {
     /// 32,766 and PostgreSQL's 65,535.
     static let importRowsPerStatement = 500
 
-    /// `registration_tags` rows, given as (hub, tag, seq) triples, in statements of at most
-    /// 2,000 rows.
-    /// Inserts tag rows, hub, tag and owner each, many to a statement: into `registration_tags`
-    /// (owned by `seq`) or `installation_tags` (by `installation_id`).
+    /// Inserts tag rows, given as (hub, tag, owner) triples, in statements of at most 2,000
+    /// rows: into `registration_tags` (owned by `seq`) or `installation_tags` (by
+    /// `installation_id`).
     static func insertTags(
         _ triples: [SQLValue], into table: String = "registration_tags", owner: String = "seq", on connection: any SQLConnection
     ) async throws {

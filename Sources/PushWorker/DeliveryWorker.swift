@@ -480,39 +480,12 @@ public struct BatchRenderings: Sendable {
     public init() {}
 
     mutating func rendering(_ template: Template, platform: Platform, renderer: TemplateRenderer) -> Result<Rendered, Problem> {
-        if let last, Self.sameBytes(last.template, template) { return last.rendered }
+        // Compared by bytes (a digest of each target's template to look up the last was 4 % of
+        // the WNS worker's CPU in a template broadcast).
+        if let last, last.template.hasSameBytes(as: template) { return last.rendered }
         let rendered = Self.render(template, variant: CollapseKey.variant(of: template), platform: platform, renderer: renderer)
         last = (template, rendered)
         return rendered
-    }
-
-    /// Whether two templates have the same bytes in body, headers and expiry, all that
-    /// `CollapseKey.variant(of:)` reads, so the same variant. Compared byte by byte: Swift's
-    /// `==` on strings takes canonically equivalent ones for equal. (A digest of each target's
-    /// template to look up the last was 4 % of the WNS worker's CPU in a template broadcast.)
-    static func sameBytes(_ first: Template, _ second: Template) -> Bool {
-        guard sameBytes(first.body, second.body) else { return false }
-        switch (first.expiry, second.expiry) {
-        case (nil, nil): break
-        case (let one?, let other?): guard sameBytes(one, other) else { return false }
-        default: return false
-        }
-        let (headers, others) = (first.headers ?? [:], second.headers ?? [:])
-        guard headers.count == others.count else { return false }
-        for (name, value) in headers {
-            // A dictionary holds no two canonically equivalent keys: the one found is the only candidate.
-            guard let index = others.index(forKey: name), sameBytes(others[index].key, name), sameBytes(others[index].value, value) else {
-                return false
-            }
-        }
-        return true
-    }
-
-    static func sameBytes(_ first: String, _ second: String) -> Bool {
-        var (first, second) = (first, second)
-        return first.withUTF8 { one in
-            second.withUTF8 { other in one.count == other.count && (one.isEmpty || memcmp(one.baseAddress!, other.baseAddress!, one.count) == 0) }
-        }
     }
 
     private static func render(_ template: Template, variant: String, platform: Platform, renderer: TemplateRenderer) -> Result<

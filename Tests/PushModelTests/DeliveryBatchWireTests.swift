@@ -105,7 +105,7 @@ struct DeliveryBatchWireTests {
         }
     }
 
-    @Test("a target's template the same bytes as the last one read is that template; a byte or a space apart, it is read for itself")
+    @Test("a target's template the same bytes as the last one read (after any space) is that template; a byte apart, it is read for itself")
     func repeatedTemplates() throws {
         let templates = [
             #"{"body":"x"}"#, #" {"body":"x"}"#, #"{"body":"y"}"#, #"{"body":"x","expiry":"1"}"#, #"{"body":"x"}"#, "null",

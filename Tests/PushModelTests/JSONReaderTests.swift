@@ -64,4 +64,29 @@ struct JSONReaderTests {
             #expect(Self.read(String(value)) { $0.integer() } == value)
         }
     }
+
+    @Test("takeRepeat consumes a value whose bytes, after any space, are an earlier value's, and nothing else")
+    func takeRepeat() {
+        let text = #"{"a":"x"} {"a":"x"},{"a":"y"},{"a":"x""#
+        let steps: [Bool] = Array(text.utf8).withUnsafeBytes { bytes in
+            var reader = JSONReader(bytes)
+            let start = reader.valueStart()
+            let skipped = reader.skipValue(depth: 0)
+            let first = start..<reader.offset
+            // The same bytes after a space: taken, and the reader is past them.
+            let repeated = reader.takeRepeat(of: first)
+            let past = reader.offset == 19
+            let comma = reader.take(UInt8(ascii: ","))
+            // One byte apart: not taken, and the reader has not moved.
+            let before = reader.offset
+            let apart = reader.takeRepeat(of: first)
+            let stayed = reader.offset == before
+            let next = reader.skipValue(depth: 0) && reader.take(UInt8(ascii: ","))
+            // Cut short at the end of the bytes: not taken; nor an empty range.
+            let short = reader.takeRepeat(of: first)
+            let empty = reader.takeRepeat(of: 0..<0)
+            return [skipped, first.count == 9, repeated, past, comma, !apart, stayed, next, !short, !empty]
+        }
+        #expect(steps == Array(repeating: true, count: 10))
+    }
 }

@@ -251,10 +251,10 @@ struct BatchRenderingsTests {
         let template = Template(body: "b", headers: ["X-A": "\u{E9}"], expiry: "1")
         var decomposedValue = template
         decomposedValue.headers = ["X-A": "e\u{301}"]
-        var decomposedKey = template
-        decomposedKey.headers = ["X-\u{C5}": "1"]
         var composedKey = template
-        composedKey.headers = ["X-A\u{30A}": "1"]
+        composedKey.headers = ["X-\u{C5}": "1"]
+        var decomposedKey = template
+        decomposedKey.headers = ["X-A\u{30A}": "1"]
         var otherExpiry = template
         otherExpiry.expiry = "2"
         var noExpiry = template
@@ -262,14 +262,14 @@ struct BatchRenderingsTests {
         var moreHeaders = template
         moreHeaders.headers?["X-B"] = "2"
         let named = Template(name: "t", body: "b", headers: ["X-A": "\u{E9}"], expiry: "1", tags: ["a"])
-        #expect(BatchRenderings.sameBytes(template, template))
-        #expect(BatchRenderings.sameBytes(template, named))
-        #expect(BatchRenderings.sameBytes(Template(body: "b"), Template(body: "b", headers: [:])))
+        #expect(template.hasSameBytes(as: template))
+        #expect(template.hasSameBytes(as: named))
+        #expect(Template(body: "b").hasSameBytes(as: Template(body: "b", headers: [:])))
         for other in [decomposedValue, otherExpiry, noExpiry, moreHeaders, Template(body: "c", headers: template.headers, expiry: "1")] {
-            #expect(!BatchRenderings.sameBytes(template, other) && !BatchRenderings.sameBytes(other, template))
+            #expect(!template.hasSameBytes(as: other) && !other.hasSameBytes(as: template))
             #expect(CollapseKey.variant(of: template) != CollapseKey.variant(of: other))
         }
-        #expect(!BatchRenderings.sameBytes(decomposedKey, composedKey))
+        #expect(!decomposedKey.hasSameBytes(as: composedKey))
         #expect(CollapseKey.variant(of: decomposedKey) != CollapseKey.variant(of: composedKey))
     }
 }

@@ -5,7 +5,8 @@ import NIOPosix
 /// answer arrived) runs on that loop's thread, after what the loop is doing, and a job woken
 /// anywhere else runs on the next loop. A task that reads from and writes to channels of these
 /// loops then stays on their threads instead of being handed to Swift's pool and back for
-/// each step (`pushhub load`). What runs here must not block: a blocking call holds up every
+/// each step. `pushhub load` uses it, with a group of one loop for its connections (the
+/// ingress's requests were tried on their loops too, and cost it more: docs/benchmarks.md). What runs here must not block: a blocking call holds up every
 /// channel of its loop. A job enqueued on a loop that has shut down is dropped by NIO and its
 /// task never resumes: the group must outlive every task that prefers this executor.
 public final class EventLoopTaskExecutor: TaskExecutor {

@@ -30,7 +30,8 @@ public struct WNSService: PerDeviceService {
     }
 
     /// The channel as the hub's endpoint policy checked it: one it does not allow is never sent
-    /// to, whatever the push, and the request goes to the URL checked, not the handle's text.
+    /// to, whatever the push, and the request goes to the text checked (a plain URL's own, else
+    /// the URL Foundation read).
     public func address(of handle: String, credentials: Credentials) -> Result<String, NotSent> {
         switch credentials.endpoints.checkedText(handle, platform: .wns) {
         case .success(let channel): .success(channel)
@@ -47,7 +48,7 @@ public struct WNSService: PerDeviceService {
         if response.status == 200 { return PNSAnswer(.delivered, status: 200, reason: nil) }
         let description = response.headers.first(name: "X-WNS-Error-Description")
         let classification = WNSResponse.classify(status: response.status, description: description, retryAfter: response.retryAfter)
-        let reason = response.status == 200 ? nil : description ?? response.headers.first(name: "X-WNS-Status") ?? "HTTP \(response.status)"
+        let reason = description ?? response.headers.first(name: "X-WNS-Status") ?? "HTTP \(response.status)"
         return PNSAnswer(classification, status: response.status, reason: reason)
     }
 }

@@ -62,33 +62,34 @@ public struct LoadRunner: Sendable {
         let deadline = ContinuousClock.now + .seconds(settings.timeout)
         var phases: [String: Double] = [:]
         let phaseStart = recorder.now()
-        switch settings.scenario {
-        case .register:
-            await withTaskExecutorPreference(hub.executor) {
-                await Pacing.run(
-                    count: settings.population.devices, rate: settings.registerRate, concurrency: settings.concurrency, until: deadline
-                ) { index, due in
+        // Every scenario's requests on the event loop of their connections (`HubAPIClient.executor`).
+        await withTaskExecutorPreference(hub.executor) {
+            switch settings.scenario {
+            case .register:
+                await Pacing.run(count: settings.population.devices, rate: settings.registerRate, concurrency: settings.concurrency, until: deadline)
+                {
+                    index, due in
                     await hub.register(settings.population.installation(index), due: due, recorder: recorder)
                 }
+                phases["register"] = recorder.now() - phaseStart
+            case .send:
+                await sender.sendPaced(until: deadline, mixed: false)
+                phases["send"] = recorder.now() - phaseStart
+            case .broadcast:
+                await sender.send(sender.plan(.broadcast), due: .now)
+                phases["send"] = recorder.now() - phaseStart
+            case .mixed:
+                let population = settings.population
+                let registerRate = settings.registerRate ?? max(1, settings.rate / 10)
+                async let registrations: Void = Pacing.run(
+                    count: Int(registerRate * settings.duration), rate: registerRate, concurrency: max(1, settings.concurrency / 4), until: deadline
+                ) { _, due in
+                    await hub.register(population.installation(Int.random(in: 0..<population.devices)), due: due, recorder: recorder)
+                }
+                await sender.sendPaced(until: deadline, mixed: true)
+                await registrations
+                phases["send"] = recorder.now() - phaseStart
             }
-            phases["register"] = recorder.now() - phaseStart
-        case .send:
-            await withTaskExecutorPreference(hub.executor) { await sender.sendPaced(until: deadline, mixed: false) }
-            phases["send"] = recorder.now() - phaseStart
-        case .broadcast:
-            await sender.send(sender.plan(.broadcast), due: .now)
-            phases["send"] = recorder.now() - phaseStart
-        case .mixed:
-            let population = settings.population
-            let registerRate = settings.registerRate ?? max(1, settings.rate / 10)
-            async let registrations: Void = Pacing.run(
-                count: Int(registerRate * settings.duration), rate: registerRate, concurrency: max(1, settings.concurrency / 4), until: deadline
-            ) { _, due in
-                await hub.register(population.installation(Int.random(in: 0..<population.devices)), due: due, recorder: recorder)
-            }
-            await sender.sendPaced(until: deadline, mixed: true)
-            await registrations
-            phases["send"] = recorder.now() - phaseStart
         }
 
         // Every result, or until the drain time-out.
@@ -240,7 +241,7 @@ struct HubAPIClient: Sendable {
             let loop = MultiThreadedEventLoopGroup(numberOfThreads: 1)
             plain = HTTP1Client(host: host, port: port, connections: settings.concurrency, group: loop)
             self.loop = loop
-            executor = EventLoopTaskExecutor(loop)
+            executor = EventLoopTaskExecutor(loop.next())
         } else {
             (plain, loop, executor) = (nil, nil, nil)
         }
@@ -346,5 +347,20 @@ final class ResultsWatcher: Sendable {
     func stop() async {
         await consumer.close()
         await reading.value
+    }
+}
+
+/// Runs tasks on one NIO event loop: a task that writes to that loop's channels and awaits
+/// their answers resumes on the loop's thread, after what the loop is doing, instead of being
+/// handed to Swift's pool and back for each step. What runs here must not block, and the loop
+/// must outlive every task that prefers it (NIO drops a job given to a loop that shut down).
+final class EventLoopTaskExecutor: TaskExecutor {
+    let loop: any EventLoop
+
+    init(_ loop: any EventLoop) { self.loop = loop }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        loop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }

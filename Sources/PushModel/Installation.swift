@@ -152,8 +152,8 @@ public struct Installation: Codable, Sendable, Equatable {
             try webPush.validate(field: "pushChannel")
         }
         try Tags.validate(tags, field: "tags")
-        if templates.count > 10 {
-            throw .invalidField(field: "templates", reason: "at most 10 templates per installation, not \(templates.count)")
+        if templates.count > Self.maximumTemplates {
+            throw .invalidField(field: "templates", reason: "at most \(Self.maximumTemplates) templates per installation, not \(templates.count)")
         }
         for (name, template) in templates {
             guard !name.isEmpty, name.count <= 200 else {
@@ -167,14 +167,17 @@ public struct Installation: Codable, Sendable, Equatable {
         }
     }
 
-    /// The registrations this installation is stored as: the native one, then one per template.
-    /// Each carries the installation's tags and the implicit `$InstallationId:{…}` (and
-    /// `$UserId:{…}`) tags; a template's registration adds the template's own tags.
+    /// Most templates an installation has.
+    public static let maximumTemplates = 10
+
     /// The tags an installation is queried by: its own, with its implicit ones.
     public var queriedTags: [String] {
         Tags.normalized(tags + [Tags.installation(installationId)] + (userId.map { [Tags.user($0)] } ?? []))
     }
 
+    /// The registrations this installation is stored as: the native one, then one per template.
+    /// Each carries the installation's tags and the implicit `$InstallationId:{…}` (and
+    /// `$UserId:{…}`) tags; a template's registration adds the template's own tags.
     public func registrations(hub: String, now: Date) -> [Registration] {
         var common = tags + [Tags.installation(installationId)]
         if let userId { common.append(Tags.user(userId)) }

@@ -27,12 +27,12 @@ public final class SQLRegistrationStore: RegistrationStore {
         do { try installation.validate() } catch { throw StoreError.invalid(error) }
         var stored = installation
         stored.lastUpdate = RFC3339.truncated(Date())
-        let document = Self.document(stored)
-        let value = stored
+        // Made before the write: on SQLite one writer runs every write of the database in turn.
+        let write = try InstallationWrite(stored, hub: hub)
         let dialect = database.dialect
         // PostgreSQL writes it with one statement (`pushhub_write_installation`).
         try await database.writeStatement { connection in
-            try await Self.writeInstallation(value, document: document, hub: hub, dialect: dialect, on: connection)
+            try await Self.writeInstallation(write, dialect: dialect, on: connection)
         }
         return stored
     }
@@ -57,7 +57,7 @@ public final class SQLRegistrationStore: RegistrationStore {
             var patched: Installation
             do { patched = try current.applying(operations) } catch let error as WireError { throw StoreError.invalid(error) }
             patched.lastUpdate = RFC3339.truncated(Date())
-            try await Self.writeInstallation(patched, document: Self.document(patched), hub: hub, dialect: dialect, on: connection)
+            try await Self.writeInstallation(try InstallationWrite(patched, hub: hub), dialect: dialect, on: connection)
             return patched
         }
     }
@@ -84,55 +84,82 @@ public final class SQLRegistrationStore: RegistrationStore {
         return try installation(document: document)
     }
 
-    private static func writeInstallation(
-        _ installation: Installation, document: String, hub: String, dialect: SQLDialect, on connection: any SQLConnection
-    ) async throws {
-        let now = SQLValue(installation.lastUpdate ?? Date())
-        // What installations are queried by (`installations(hub:matching:)`).
-        let tags = installation.queriedTags
-        let queried: [SQLValue] = [
-            .text(installation.platform.rawValue), installation.userId.map(SQLValue.text) ?? .null,
-            .integer(installation.pushChannelExpired ? 1 : 0), .text(tags.joined(separator: ",")),
-        ]
+    /// An installation's write, made ready before the writer runs it: its rows' binds, and its
+    /// registrations' columns.
+    struct InstallationWrite: Sendable {
+        let hub: String
+        let installationId: String
+        let document: String
+        let updatedAt: SQLValue
+        /// What installations are queried by (`installations(hub:matching:)`): platform, user,
+        /// whether its channel expired, and its tags.
+        let queried: [SQLValue]
+        /// Its explicit and implicit tags, as its tag rows and its native registration carry them.
+        let tags: [String]
+        /// Its registrations with their columns, `version` 1 until a stored row says otherwise.
+        let registrations: [(registration: Registration, columns: [SQLValue])]
+
+        init(_ installation: Installation, hub: String) throws {
+            let now = installation.lastUpdate ?? Date()
+            self.hub = hub
+            installationId = installation.installationId
+            document = SQLRegistrationStore.document(installation)
+            tags = installation.queriedTags
+            updatedAt = SQLValue(now)
+            queried = [
+                .text(installation.platform.rawValue), installation.userId.map(SQLValue.text) ?? .null,
+                .integer(installation.pushChannelExpired ? 1 : 0), .text(tags.joined(separator: ",")),
+            ]
+            registrations = try installation.registrations(hub: hub, now: now).map { ($0, try columns(of: $0)) }
+        }
+    }
+
+    private static func writeInstallation(_ write: InstallationWrite, dialect: SQLDialect, on connection: any SQLConnection) async throws {
+        let (hub, id) = (SQLValue.text(write.hub), SQLValue.text(write.installationId))
         if dialect == .postgres {
-            let rows = try installationRows(installation.registrations(hub: hub, now: installation.lastUpdate ?? Date()))
             _ = try await connection.query(
                 "SELECT pushhub_write_installation(?, ?, ?, ?, ?, ?, ?, ?, ?) AS written",
-                [.text(hub), .text(installation.installationId), .text(document), now, .text(rows)] + queried)
+                [hub, id, .text(write.document), write.updatedAt, .text(try installationRows(write.registrations))] + write.queried)
             return
         }
-        // SQLite's path (PostgreSQL returned above): the same steps as the function, in order.
+        // SQLite's path (PostgreSQL returned above): the same steps as the function, but for
+        // the new registrations, which go in together after the updates.
         try await connection.execute(
             """
             INSERT INTO installations (hub, installation_id, document, updated_at, platform, user_id, expired, tags) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (hub, installation_id) DO UPDATE SET document = excluded.document, updated_at = excluded.updated_at,
                 platform = excluded.platform, user_id = excluded.user_id, expired = excluded.expired, tags = excluded.tags
-            """, [.text(hub), .text(installation.installationId), .text(document), now] + queried)
+            """, [hub, id, .text(write.document), write.updatedAt] + write.queried)
         // Rows are updated in place, keeping their paging position: an audience being paged
         // while the installation changes meets each of its registrations once.
         var existing: [String: (row: StoredRow, version: Int64)] = [:]
         for row in try await connection.query(
-            "SELECT seq, registration_id, version, tags FROM registrations WHERE hub = ? AND installation_id = ?",
-            [.text(hub), .text(installation.installationId)])
+            "SELECT seq, registration_id, version, tags FROM registrations WHERE hub = ? AND installation_id = ?", [hub, id])
         {
-            if let id = row.text("registration_id"), let stored = StoredRow(row) { existing[id] = (stored, row.integer("version") ?? 0) }
+            if let registrationId = row.text("registration_id"), let stored = StoredRow(row) {
+                existing[registrationId] = (stored, row.integer("version") ?? 0)
+            }
         }
         // The installation's tag rows, rewritten when its tags changed: its native
         // registration carries exactly them (none is left once its push channel expired).
-        let native = existing[Registration.installationRegistrationId(installation.installationId, template: nil)]
-        if native?.row.tags != Set(tags) {
-            try await connection.execute(
-                "DELETE FROM installation_tags WHERE hub = ? AND installation_id = ?", [.text(hub), .text(installation.installationId)])
+        let native = existing[Registration.installationRegistrationId(write.installationId, template: nil)]
+        if native?.row.tags != Set(write.tags) {
+            try await connection.execute("DELETE FROM installation_tags WHERE hub = ? AND installation_id = ?", [hub, id])
             // One statement for them all, not one a tag.
-            try await insertTags(
-                tags.flatMap { [.text(hub), .text($0), .text(installation.installationId)] }, into: "installation_tags", owner: "installation_id",
-                on: connection)
+            try await insertTags(write.tags.flatMap { [hub, .text($0), id] }, into: .installations, on: connection)
         }
-        for var registration in installation.registrations(hub: hub, now: installation.lastUpdate ?? Date()) {
-            let current = existing.removeValue(forKey: registration.registrationId)
-            registration.version = (current?.version ?? 0) + 1
-            try await writeRegistration(registration, existing: current?.row, on: connection)
+        // New registrations go in together, in one statement with their tag rows in another.
+        var new: [(registration: Registration, columns: [SQLValue])] = []
+        for (registration, columns) in write.registrations {
+            guard let current = existing.removeValue(forKey: registration.registrationId) else {
+                new.append((registration, columns))
+                continue
+            }
+            var columns = columns
+            columns[versionColumn] = .integer(current.version + 1)
+            try await updateRegistration(registration, columns: columns, existing: current.row, on: connection)
         }
+        try await insertNew(new, on: connection)
         for (_, stale) in existing {
             try await connection.execute("DELETE FROM registrations WHERE seq = ?", [.integer(stale.row.seq)])
         }
@@ -190,19 +217,22 @@ public final class SQLRegistrationStore: RegistrationStore {
 
     /// Inserts registrations whose ids are new, normalized already, with their tag rows.
     static func insertNew(_ registrations: [Registration], on connection: any SQLConnection) async throws {
+        try await insertNew(registrations.map { ($0, try columns(of: $0)) }, on: connection)
+    }
+
+    /// Inserts registrations whose ids are new, given with their columns (`columns(of:)`).
+    static func insertNew(_ registrations: [(registration: Registration, columns: [SQLValue])], on connection: any SQLConnection) async throws {
         // Many rows to a statement: one statement per row made seeding ten million
         // registrations into PostgreSQL a matter of hours, one round trip each.
         for start in stride(from: 0, to: registrations.count, by: Self.importRowsPerStatement) {
             let chunk = registrations[start..<min(start + Self.importRowsPerStatement, registrations.count)]
             var binds: [SQLValue] = []
-            binds.reserveCapacity(chunk.count * 16)
-            for registration in chunk {
-                binds += try Self.columns(of: registration) + [.text(registration.hub), .text(registration.registrationId)]
+            binds.reserveCapacity(chunk.count * (columnNames.count + 2))
+            for (registration, columns) in chunk {
+                binds += columns
+                binds += [.text(registration.hub), .text(registration.registrationId)]
             }
-            let inserted = try await connection.query(
-                """
-                \(Self.insertRegistrations(rows: chunk.count)) RETURNING seq, hub, registration_id
-                """, binds)
+            let inserted = try await connection.query(Self.insertRegistrations(rows: chunk.count), binds)
             // RETURNING's order is not promised, so rows are matched by their keys.
             var seqs: [String: [String: Int64]] = [:]
             for row in inserted {
@@ -210,9 +240,9 @@ public final class SQLRegistrationStore: RegistrationStore {
                 seqs[hub, default: [:]][id] = seq
             }
             var tagRows: [SQLValue] = []
-            for registration in chunk {
+            for (registration, _) in chunk {
                 guard let seq = seqs[registration.hub]?[registration.registrationId] else {
-                    throw SQLError(message: "the import of \(registration.registrationId) returned no row")
+                    throw SQLError(message: "the insert of \(registration.registrationId) returned no row")
                 }
                 for tag in registration.tags { tagRows += [.text(registration.hub), .text(tag), .integer(seq)] }
             }
@@ -220,22 +250,36 @@ public final class SQLRegistrationStore: RegistrationStore {
         }
     }
 
-    /// Registrations to one INSERT of an import: 16 parameters each, well inside SQLite's
+    /// Registrations to one INSERT (an import's, or an installation's): 16 parameters each, well inside SQLite's
     /// 32,766 and PostgreSQL's 65,535.
     static let importRowsPerStatement = 500
 
+    /// A table of tag rows, and its owner column: a registration's `seq` or an installation's id.
+    enum TagTable {
+        case registrations, installations
+
+        var name: String { self == .registrations ? "registration_tags" : "installation_tags" }
+        var owner: String { self == .registrations ? "seq" : "installation_id" }
+
+        /// An INSERT of `rows` tag rows; those of a registration's or an installation's few
+        /// rows are made once.
+        func insert(rows: Int) -> String {
+            let few = self == .registrations ? Self.fewRegistrationTags : Self.fewInstallationTags
+            return rows < few.count ? few[rows] : statement(rows: rows)
+        }
+
+        private func statement(rows: Int) -> String { SQLRegistrationStore.insert(into: name, ["hub", "tag", owner], rows: rows) }
+        private static let fewRegistrationTags = (0..<32).map { TagTable.registrations.statement(rows: $0) }
+        private static let fewInstallationTags = (0..<32).map { TagTable.installations.statement(rows: $0) }
+    }
+
     /// Inserts tag rows, given as (hub, tag, owner) triples, in statements of at most 2,000
-    /// rows: into `registration_tags` (owned by `seq`) or `installation_tags` (by
-    /// `installation_id`).
-    static func insertTags(
-        _ triples: [SQLValue], into table: String = "registration_tags", owner: String = "seq", on connection: any SQLConnection
-    ) async throws {
+    /// rows.
+    static func insertTags(_ triples: [SQLValue], into table: TagTable = .registrations, on connection: any SQLConnection) async throws {
         let perStatement = 2_000 * 3
         for start in stride(from: 0, to: triples.count, by: perStatement) {
             let binds = Array(triples[start..<min(start + perStatement, triples.count)])
-            try await connection.execute(
-                "INSERT INTO \(table) (hub, tag, \(owner)) VALUES " + Array(repeating: "(?, ?, ?)", count: binds.count / 3).joined(separator: ", "),
-                binds)
+            try await connection.execute(table.insert(rows: binds.count / 3), binds)
         }
     }
 
@@ -501,9 +545,9 @@ public final class SQLRegistrationStore: RegistrationStore {
 
     /// The registrations of an installation as `pushhub_write_installation` takes them: a JSON
     /// array of objects named by column, from `columns(of:)`.
-    private static func installationRows(_ registrations: [Registration]) throws -> String {
-        let rows = try registrations.map { registration in
-            var row = Dictionary(uniqueKeysWithValues: zip(columnNames, try columns(of: registration)))
+    private static func installationRows(_ registrations: [(registration: Registration, columns: [SQLValue])]) throws -> String {
+        let rows = registrations.map { registration, columns in
+            var row = Dictionary(uniqueKeysWithValues: zip(columnNames, columns))
             row["registration_id"] = .text(registration.registrationId)
             return row
         }
@@ -540,32 +584,32 @@ public final class SQLRegistrationStore: RegistrationStore {
         }
     }
 
-    /// Inserts a registration, or updates the row `existing` in place. Of its tag rows only
-    /// those that changed are written: an update that keeps the tags leaves the tag index
-    /// (and SQLite's counts) alone.
+    /// Inserts a registration, or updates the row `existing` in place.
     private static func writeRegistration(_ registration: Registration, existing: StoredRow?, on connection: any SQLConnection) async throws {
         let values = try columns(of: registration)
-        let seq: Int64
-        var added = registration.tags
         if let existing {
-            try await connection.execute(
-                updateRegistration, values + [.integer(existing.seq)])
-            let removed = existing.tags.subtracting(registration.tags)
-            if !removed.isEmpty {
-                try await connection.execute(
-                    "DELETE FROM registration_tags WHERE seq = ? AND tag IN (" + Array(repeating: "?", count: removed.count).joined(separator: ", ")
-                        + ")",
-                    [.integer(existing.seq)] + removed.sorted().map(SQLValue.text))
-            }
-            added = registration.tags.filter { !existing.tags.contains($0) }
-            seq = existing.seq
+            try await updateRegistration(registration, columns: values, existing: existing, on: connection)
         } else {
-            let rows = try await connection.query(
-                insertRegistrations(rows: 1) + " RETURNING seq", values + [.text(registration.hub), .text(registration.registrationId)])
-            guard let inserted = rows.first?.integer("seq") else { throw SQLError(message: "the registration insert returned no row") }
-            seq = inserted
+            try await insertNew([(registration, values)], on: connection)
         }
-        try await insertTags(added.flatMap { [.text(registration.hub), .text($0), .integer(seq)] }, on: connection)
+    }
+
+    /// Updates the row `existing` in place with `columns` (`columns(of: registration)`). Of its
+    /// tag rows only those that changed are written: an update that keeps the tags leaves the
+    /// tag index (and SQLite's counts) alone.
+    private static func updateRegistration(
+        _ registration: Registration, columns: [SQLValue], existing: StoredRow, on connection: any SQLConnection
+    ) async throws {
+        try await connection.execute(updateRegistration, columns + [.integer(existing.seq)])
+        let removed = existing.tags.subtracting(registration.tags)
+        if !removed.isEmpty {
+            try await connection.execute(
+                "DELETE FROM registration_tags WHERE seq = ? AND tag IN (" + Array(repeating: "?", count: removed.count).joined(separator: ", ")
+                    + ")",
+                [.integer(existing.seq)] + removed.sorted().map(SQLValue.text))
+        }
+        let added = registration.tags.filter { !existing.tags.contains($0) }
+        try await insertTags(added.flatMap { [.text(registration.hub), .text($0), .integer(existing.seq)] }, on: connection)
     }
 
     /// The names of `columns(of:)`.
@@ -574,11 +618,28 @@ public final class SQLRegistrationStore: RegistrationStore {
         "installation_id", "user_id", "expires_at", "version", "updated_at",
     ]
 
-    /// An INSERT of `rows` registrations, each bound as `columns(of:)`, then hub and id.
+    /// Where `version` is in `columns(of:)`.
+    static let versionColumn = columnNames.firstIndex(of: "version")!
+
+    /// An INSERT of `rows` registrations, each bound as `columns(of:)`, then hub and id,
+    /// returning each one's `seq`, hub and id.
     static func insertRegistrations(rows: Int) -> String {
-        let names = columnNames + ["hub", "registration_id"]
-        let row = "(" + Array(repeating: "?", count: names.count).joined(separator: ", ") + ")"
-        return "INSERT INTO registrations (\(names.joined(separator: ", "))) VALUES " + Array(repeating: row, count: rows).joined(separator: ", ")
+        rows < fewRegistrations.count ? fewRegistrations[rows] : newRegistrations(rows: rows)
+    }
+
+    /// An INSERT of `rows` registrations that returns where each went.
+    private static func newRegistrations(rows: Int) -> String {
+        insert(into: "registrations", columnNames + ["hub", "registration_id"], rows: rows) + " RETURNING seq, hub, registration_id"
+    }
+
+    /// The INSERTs of single registrations and of an installation's (one native, one a
+    /// template), made once.
+    private static let fewRegistrations = (0...1 + Installation.maximumTemplates).map(newRegistrations(rows:))
+
+    /// `INSERT INTO table (columns) VALUES (?, …), …` with `rows` rows.
+    static func insert(into table: String, _ columns: [String], rows: Int) -> String {
+        let row = "(" + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
+        return "INSERT INTO \(table) (\(columns.joined(separator: ", "))) VALUES " + Array(repeating: row, count: rows).joined(separator: ", ")
     }
 
     /// An UPDATE of one registration, bound as `columns(of:)`, then its `seq`.

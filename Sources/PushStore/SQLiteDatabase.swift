@@ -74,9 +74,9 @@ public final class SQLiteDatabase: SQLDatabase {
             let job = WriteJob(
                 run: { connection in
                     do {
-                        try connection.run("SAVEPOINT pushhub_write")
+                        try connection.runCached("SAVEPOINT pushhub_write")
                         let value = try await body(connection)
-                        try connection.run("RELEASE pushhub_write")
+                        try connection.runCached("RELEASE pushhub_write")
                         return { outcome in continuation.resume(with: outcome.map { value }) }
                     } catch {
                         try? connection.run("ROLLBACK TO pushhub_write")
@@ -113,7 +113,7 @@ public final class SQLiteDatabase: SQLDatabase {
             try? await writer.with { connection in
                 var committed: [@Sendable (Result<Void, any Error>) -> Void] = []
                 do {
-                    try connection.run("BEGIN IMMEDIATE")
+                    try connection.runCached("BEGIN IMMEDIATE")
                 } catch {
                     // Not run: outside a transaction, a body's savepoint would have begun and
                     // committed one of its own, and the caller, told of the failure, would
@@ -125,7 +125,7 @@ public final class SQLiteDatabase: SQLDatabase {
                     if let tell = await job.run(connection) { committed.append(tell) }
                 }
                 do {
-                    try connection.run("COMMIT")
+                    try connection.runCached("COMMIT")
                     for tell in committed { tell(.success(())) }
                 } catch {
                     try? connection.run("ROLLBACK")
@@ -272,6 +272,12 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
             sqlite3_free(errorMessage)
             throw SQLError(message: "\(message) in: \(sql.prefix(200))")
         }
+    }
+
+    /// Runs, through the statement cache, a statement that takes no binds and returns no rows:
+    /// the writer's transaction and savepoint statements, which `run` would compile every time.
+    func runCached(_ sql: String) throws {
+        _ = try step(sql, [], collect: false)
     }
 
     func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {

@@ -68,6 +68,8 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        // A VFS that hands a transaction's log frames to the kernel together (CSQLiteWAL.c).
+        .target(name: "CSQLiteWAL", dependencies: ["CSQLite"]),
         // Prometheus metrics: counters, gauges, histograms, the text format.
         .target(name: "PushMetrics"),
         // /health/live, /health/ready and /metrics for every process.
@@ -102,6 +104,7 @@ let package = Package(
             name: "PushStore",
             dependencies: [
                 "CSQLite",
+                "CSQLiteWAL",
                 "PushModel",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

@@ -1,4 +1,5 @@
 import CSQLite
+import CSQLiteWAL
 import Foundation
 import Synchronization
 
@@ -38,7 +39,7 @@ public final class SQLiteDatabase: SQLDatabase {
     /// once it holds `checkpointPages` pages.
     public init(path: String, readers readerCount: Int = 4, checkpointPages: Int = SQLiteCheckpointer.threshold) throws {
         let writerConnection = try SQLiteConnection(path: path)
-        try writerConnection.run("PRAGMA journal_mode=WAL")
+        try writerConnection.switchToWAL()
         try writerConnection.run("PRAGMA synchronous=NORMAL")
         try writerConnection.run("PRAGMA foreign_keys=ON")
         // The writer's savepoint journals in memory. Every write runs in a savepoint of its own,
@@ -135,6 +136,12 @@ public final class SQLiteDatabase: SQLDatabase {
         }
     }
 
+    /// What the writer's log has seen through the gathering VFS (CSQLiteWAL.c); nil before the
+    /// log is open, or where SQLite's default VFS is used.
+    public func logWrites() async throws -> LogWrites? {
+        try await writer.with { $0.logWrites() }
+    }
+
     /// Runs `body` (the migrations, whose single writes may copy a whole table) with the
     /// writer's journals in files, as SQLite keeps them by default.
     public func migrating<T: Sendable>(_ body: () async throws -> T) async throws -> T {
@@ -156,6 +163,16 @@ public final class SQLiteDatabase: SQLDatabase {
     }
 }
 
+/// Writes to one connection's log: those SQLite made, and those that reached the kernel (its
+/// frames gathered, or a write that went straight through).
+public struct LogWrites: Sendable, Equatable {
+    public var made: Int
+    public var reachedKernel: Int
+    /// Of `reachedKernel`, the writes SQLite made somewhere other than where its last one ended
+    /// (a frame or checksum of its own transaction rewritten, the log started again).
+    public var straight: Int
+}
+
 /// Copies the log into the database file on a thread of its own, once the log holds
 /// `threshold` pages. SQLite's own checkpoint runs in the committing writer, every 1,000
 /// pages: each one held the writer, and every write waiting for it, while it copied and
@@ -174,7 +191,7 @@ public final class SQLiteCheckpointer: @unchecked Sendable {
         connection = try SQLiteConnection(path: path)
         // A connection that has read nothing yet does not know the file is in WAL mode, and
         // its checkpoints do nothing.
-        try connection.run("PRAGMA journal_mode=WAL")
+        try connection.switchToWAL()
         self.threshold = threshold
     }
 
@@ -224,18 +241,25 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
     /// What SQLite counts as allocated: 0 while its statistics are off.
     static var memoryCounted: Int64 { sqlite3_memory_used() }
 
+    /// How long a statement waits for another connection's lock before it fails as busy.
+    static let busyTimeout = Duration.seconds(5)
+
+    /// Whether the VFS that gathers a transaction's log writes into one (CSQLiteWAL.c) is
+    /// registered, once; connections open on SQLite's default VFS if it could not be.
+    static let gathering = pushhub_wal_vfs_register() == SQLITE_OK
+
     init(path: String) throws {
         Self.memoryStatisticsOff
         var handle: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
-        let code = sqlite3_open_v2(path, &handle, flags, nil)
+        let code = sqlite3_open_v2(path, &handle, flags, Self.gathering ? pushhub_wal_vfs_name : nil)
         guard code == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "code \(code)"
             sqlite3_close(handle)
             throw SQLError(message: "could not open SQLite database \(path): \(message)")
         }
         self.handle = handle
-        sqlite3_busy_timeout(handle, 5000)
+        sqlite3_busy_timeout(handle, Int32(Self.busyTimeout.components.seconds * 1000))
     }
 
     deinit { close() }
@@ -263,6 +287,24 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
             }, Unmanaged.passUnretained(checkpointer).toOpaque())
     }
 
+    /// Puts the database in WAL mode. Connections opening a new database at the same moment
+    /// each switch it, and SQLite answers one that meets another's lock busy at once, without
+    /// waiting in its busy handler: it tries again, for up to the busy time-out.
+    func switchToWAL() throws {
+        let deadline = ContinuousClock.now + Self.busyTimeout
+        var pause = Duration.milliseconds(1)
+        while true {
+            guard let handle else { throw SQLError(message: "the SQLite connection is closed") }
+            let code = sqlite3_exec(handle, "PRAGMA journal_mode=WAL", nil, nil, nil)
+            if code == SQLITE_OK { return }
+            guard code & 0xFF == SQLITE_BUSY, ContinuousClock.now < deadline else {
+                throw SQLError(message: "\(String(cString: sqlite3_errmsg(handle))) in: PRAGMA journal_mode=WAL")
+            }
+            Thread.sleep(forTimeInterval: Double(pause.components.attoseconds) / 1e18)
+            pause = min(pause * 2, .milliseconds(50))
+        }
+    }
+
     /// Runs statements that take no binds and return nothing (pragmas, transactions, DDL).
     func run(_ sql: String) throws {
         guard let handle else { throw SQLError(message: "the SQLite connection is closed") }
@@ -272,6 +314,12 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
             sqlite3_free(errorMessage)
             throw SQLError(message: "\(message) in: \(sql.prefix(200))")
         }
+    }
+
+    func logWrites() -> LogWrites? {
+        var (made, reached, straight): (Int64, Int64, Int64) = (0, 0, 0)
+        guard let handle, pushhub_wal_vfs_log_counts(handle, &made, &reached, &straight) == SQLITE_OK else { return nil }
+        return LogWrites(made: Int(made), reachedKernel: Int(reached), straight: Int(straight))
     }
 
     /// Runs, through the statement cache, a statement that takes no binds and returns no rows:

@@ -113,4 +113,74 @@ struct SQLiteConnectionTests {
         #expect(rows == 6_000)
         await database.close()
     }
+
+    /// A copy of the database's file and log as they are on disk (what a process killed now
+    /// leaves), opened anew: SQLite rebuilds its index of the log from the log itself, checking
+    /// every frame's checksum, and keeps the transactions whose commit frames it reaches.
+    static func reopenedCopy(of path: String) throws -> (SQLiteDatabase, String) {
+        let copy = path + "-copy-\(UUID().uuidString)"
+        for suffix in ["", "-wal"] { try FileManager.default.copyItem(atPath: path + suffix, toPath: copy + suffix) }
+        return (try SQLiteDatabase(path: copy, readers: 1), copy)
+    }
+
+    @Test("a commit's log frames reach the kernel together, a few writes where SQLite made two a frame, and are in the file as the commit returns")
+    func logFramesGathered() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-gather-\(UUID().uuidString).sqlite").path
+        var copy = ""
+        defer {
+            for file in [path, copy] where !file.isEmpty {
+                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: file + suffix) }
+            }
+        }
+        let database = try SQLiteDatabase(path: path, readers: 1)
+        try await database.write { try await $0.execute("CREATE TABLE pages (id INTEGER PRIMARY KEY, filler BLOB NOT NULL)", []) }
+        let before = try #require(try await database.logWrites())
+        // Rows of 3 kB, a page each: 200 frames, each written by SQLite as its header, then its page.
+        try await database.write { connection in
+            for id in 0..<200 { try await connection.execute("INSERT INTO pages VALUES (?, zeroblob(3000))", [.integer(Int64(id))]) }
+        }
+        let after = try #require(try await database.logWrites())
+        let made = after.made - before.made
+        let reached = after.reachedKernel - before.reachedKernel
+        #expect(made >= 400)
+        // 820 kB in writes of 64 KiB: 13 of them.
+        #expect(reached <= 20, "\(reached) writes reached the kernel for SQLite's \(made)")
+        let reopened: SQLiteDatabase
+        (reopened, copy) = try Self.reopenedCopy(of: path)
+        let rows = try await reopened.read { try await $0.query("SELECT count(*) AS n FROM pages", []).first?.integer("n") }
+        #expect(rows == 200)
+        await reopened.close()
+        await database.close()
+    }
+
+    @Test("a write too large for the page cache spills frames, rewrites them and their checksums where they are, and its commit is whole in the file")
+    func logFramesRewritten() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-rewrite-\(UUID().uuidString).sqlite").path
+        var copy = ""
+        defer {
+            for file in [path, copy] where !file.isEmpty {
+                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: file + suffix) }
+            }
+        }
+        let database = try SQLiteDatabase(path: path, readers: 1)
+        try await database.write { try await $0.execute("CREATE TABLE pages (id INTEGER PRIMARY KEY, filler BLOB NOT NULL)", []) }
+        try await database.write { connection in
+            // A cache of 20 pages: the 300 new ones go to the log before the commit, and the
+            // 100 changed again are rewritten in their frames.
+            try await connection.execute("PRAGMA cache_size=20", [])
+            for id in 0..<300 { try await connection.execute("INSERT INTO pages VALUES (?, zeroblob(3000))", [.integer(Int64(id))]) }
+            try await connection.execute("UPDATE pages SET filler = zeroblob(3001) WHERE id < 100", [])
+        }
+        let writes = try #require(try await database.logWrites())
+        #expect(writes.straight > 0, "no frame was rewritten: \(writes)")
+        let reopened: SQLiteDatabase
+        (reopened, copy) = try Self.reopenedCopy(of: path)
+        let stored = try await reopened.read {
+            try await $0.query("SELECT count(*) AS n, sum(length(filler)) AS bytes FROM pages", []).first
+        }
+        #expect(stored?.integer("n") == 300)
+        #expect(stored?.integer("bytes") == Int64(100 * 3_001 + 200 * 3_000))
+        await reopened.close()
+        await database.close()
+    }
 }

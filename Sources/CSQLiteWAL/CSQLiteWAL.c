@@ -18,8 +18,12 @@
  * (In pieces of at most WRITE_LIMIT bytes: sixteen 4 KiB frames a call, not 32.)
  * So every frame of a commit is in the kernel before the commit is published, as without the
  * VFS, and a process killed after a commit returned loses nothing. Frames gathered of a
- * transaction that is never committed are never published, as before. Files other than logs
- * pass straight through.
+ * transaction that never commits are dropped when the write lock is let go, or the log
+ * closes: written later, they could land on frames another connection committed meanwhile.
+ * A failed write of what was gathered fails every later call on the log until then, so the
+ * transaction cannot commit without those frames. Files other than logs pass straight
+ * through. (In SQLite's exclusive locking mode, which PushHub does not use, no lock is let go
+ * through the VFS and the dropping happens at close only.)
  *
  * A file is used by one connection, and a connection by one thread at a time (SQLite's
  * NOMUTEX), so the gathered bytes need no lock. */
@@ -59,16 +63,34 @@ typedef struct GatheringFile {
     /* Writes SQLite made, writes that reached the default VFS, and of those the ones that
      * went straight through. */
     long long writes, flushes, straight;
+    /* A log's database file, and a database file's log while it is open. */
+    struct GatheringFile *database;
+    struct GatheringFile *log;
+    /* A write of what was gathered failed: every later call on the log fails too, until the
+     * write lock is let go, so the transaction cannot commit without those frames. */
+    int failed;
 } GatheringFile;
 
+/* Forgets what was gathered: frames of a transaction that did not commit. */
+static void discard(GatheringFile *log) {
+    log->length = 0;
+    log->next = -1;
+    log->commitHeader = 0;
+    log->failed = 0;
+}
+
 static int flush(GatheringFile *file) {
+    if (file->failed) return SQLITE_IOERR_WRITE;
     int length = file->length;
     file->length = 0;
     for (int done = 0; done < length; done += WRITE_LIMIT) {
         int amount = length - done < WRITE_LIMIT ? length - done : WRITE_LIMIT;
         file->flushes++;
         int rc = file->real->pMethods->xWrite(file->real, file->bytes + done, amount, file->start + done);
-        if (rc != SQLITE_OK) return rc;
+        if (rc != SQLITE_OK) {
+            file->failed = 1;
+            return rc;
+        }
     }
     return SQLITE_OK;
 }
@@ -97,6 +119,7 @@ static int gatheringWrite(sqlite3_file *handle, const void *data, int amount, sq
     GatheringFile *file = (GatheringFile *)handle;
     if (!file->isLog) return file->real->pMethods->xWrite(file->real, data, amount, offset);
     file->writes++;
+    if (file->failed) return SQLITE_IOERR_WRITE;
     const unsigned char *bytes = data;
     /* A commit frame's page follows its header, whichever way the header went. */
     int completesCommit = file->commitHeader && amount != FRAME_HEADER;
@@ -119,12 +142,15 @@ static int gatheringWrite(sqlite3_file *handle, const void *data, int amount, sq
 
 static int gatheringClose(sqlite3_file *handle) {
     GatheringFile *file = (GatheringFile *)handle;
-    int rc = flush(file);
+    /* What is still gathered as the log closes was never committed: dropped. */
+    if (file->database) file->database->log = NULL;
+    if (file->log) file->log->database = NULL;
     int closed = file->real->pMethods->xClose(file->real);
     free(file->bytes);
     file->bytes = NULL;
     file->capacity = 0;
-    return rc != SQLITE_OK ? rc : closed;
+    file->length = 0;
+    return closed;
 }
 
 /* Everything else is the default VFS's, after what was gathered. */
@@ -197,6 +223,11 @@ static int gatheringShmLock(sqlite3_file *handle, int offset, int count, int fla
     GatheringFile *file = (GatheringFile *)handle;
     const sqlite3_io_methods *methods = file->real->pMethods;
     if (methods->iVersion < 2 || methods->xShmLock == NULL) return SQLITE_IOERR_SHMLOCK;
+    /* The database's write lock (the wal-index's lock 0) let go: what its log still holds
+     * gathered was never committed (a commit's frames are written before it is published),
+     * such as frames spilled by a transaction that rolled back. It is dropped before another
+     * connection or process may write its own frames where they would have gone. */
+    if (file->log != NULL && offset == 0 && flags == (SQLITE_SHM_UNLOCK | SQLITE_SHM_EXCLUSIVE)) discard(file->log);
     return methods->xShmLock(file->real, offset, count, flags);
 }
 
@@ -261,8 +292,23 @@ static int gatheringOpen(sqlite3_vfs *vfs, const char *name, sqlite3_file *handl
         file->base.pMethods = NULL;
         return rc;
     }
-    file->isLog = (flags & SQLITE_OPEN_WAL) != 0;
     file->base.pMethods = &gatheringMethods;
+    if (flags & SQLITE_OPEN_WAL) {
+        /* Its database file, opened on this VFS, drops what the log gathered when the write
+         * lock is let go. Logs are gathered only where SQLite never pads a commit to a sector
+         * (power-safe overwrite, the default VFS's default): a padded frame may be split
+         * across writes that the commit detection would not follow. */
+        sqlite3_file *database = sqlite3_database_file_object(name);
+        if (database != NULL && database->pMethods == &gatheringMethods) {
+            GatheringFile *owner = (GatheringFile *)database;
+            const sqlite3_io_methods *methods = owner->real->pMethods;
+            if (methods->xDeviceCharacteristics(owner->real) & SQLITE_IOCAP_POWERSAFE_OVERWRITE) {
+                file->isLog = 1;
+                file->database = owner;
+                owner->log = file;
+            }
+        }
+    }
     return SQLITE_OK;
 }
 

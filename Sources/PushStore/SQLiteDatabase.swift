@@ -122,8 +122,17 @@ public final class SQLiteDatabase: SQLDatabase {
                     for job in jobs { job.fail(error) }
                     return
                 }
-                for job in jobs {
+                for (index, job) in jobs.enumerated() {
                     if let tell = await job.run(connection) { committed.append(tell) }
+                    // A write whose failure rolled back the whole transaction (SQLite does on
+                    // some I/O errors) leaves none open: the writes before it were undone with
+                    // it, and those after would each commit on their own, outside it.
+                    guard connection.isInTransaction else {
+                        let error = SQLError(message: "SQLite rolled the transaction back")
+                        for tell in committed { tell(.failure(error)) }
+                        for job in jobs[(index + 1)...] { job.fail(error) }
+                        return
+                    }
                 }
                 do {
                     try connection.runCached("COMMIT")
@@ -315,6 +324,9 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
             throw SQLError(message: "\(message) in: \(sql.prefix(200))")
         }
     }
+
+    /// Whether a transaction is open on this connection.
+    var isInTransaction: Bool { handle.map { sqlite3_get_autocommit($0) == 0 } ?? false }
 
     func logWrites() -> LogWrites? {
         var (made, reached, straight): (Int64, Int64, Int64) = (0, 0, 0)

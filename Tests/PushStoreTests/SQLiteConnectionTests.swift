@@ -114,73 +114,127 @@ struct SQLiteConnectionTests {
         await database.close()
     }
 
+    /// Runs `body` with a database in a new file holding an empty table of pages, then removes
+    /// the file, its log and every copy `reopenedCopy` made of them.
+    static func withPages(_ name: String, _ body: (SQLiteDatabase, String) async throws -> Void) async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(name)-\(UUID().uuidString).sqlite").path
+        defer {
+            let directory = FileManager.default.temporaryDirectory.path
+            for file in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] where "\(directory)/\(file)".hasPrefix(path) {
+                try? FileManager.default.removeItem(atPath: "\(directory)/\(file)")
+            }
+        }
+        let database = try SQLiteDatabase(path: path, readers: 1)
+        do {
+            try await database.write { try await $0.execute("CREATE TABLE pages (id INTEGER PRIMARY KEY, filler BLOB NOT NULL)", []) }
+            try await body(database, path)
+        } catch {
+            await database.close()
+            throw error
+        }
+        await database.close()
+    }
+
     /// A copy of the database's file and log as they are on disk (what a process killed now
     /// leaves), opened anew: SQLite rebuilds its index of the log from the log itself, checking
     /// every frame's checksum, and keeps the transactions whose commit frames it reaches.
-    static func reopenedCopy(of path: String) throws -> (SQLiteDatabase, String) {
+    static func reopenedCopy(of path: String) throws -> SQLiteDatabase {
         let copy = path + "-copy-\(UUID().uuidString)"
         for suffix in ["", "-wal"] { try FileManager.default.copyItem(atPath: path + suffix, toPath: copy + suffix) }
-        return (try SQLiteDatabase(path: copy, readers: 1), copy)
+        return try SQLiteDatabase(path: copy, readers: 1)
     }
 
     @Test("a commit's log frames reach the kernel together, a few writes where SQLite made two a frame, and are in the file as the commit returns")
     func logFramesGathered() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-gather-\(UUID().uuidString).sqlite").path
-        var copy = ""
-        defer {
-            for file in [path, copy] where !file.isEmpty {
-                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: file + suffix) }
+        try await Self.withPages("gather") { database, path in
+            let before = try #require(try await database.logWrites())
+            // Rows of 3 kB, a page each: 200 frames, each written by SQLite as its header, then its page.
+            try await database.write { connection in
+                for id in 0..<200 { try await connection.execute("INSERT INTO pages VALUES (?, zeroblob(3000))", [.integer(Int64(id))]) }
             }
+            let after = try #require(try await database.logWrites())
+            let made = after.made - before.made
+            let reached = after.reachedKernel - before.reachedKernel
+            #expect(made >= 400)
+            // 820 kB in writes of 64 KiB: 13 of them.
+            #expect(reached <= 20, "\(reached) writes reached the kernel for SQLite's \(made)")
+            let reopened = try Self.reopenedCopy(of: path)
+            let rows = try await reopened.read { try await $0.query("SELECT count(*) AS n FROM pages", []).first?.integer("n") }
+            #expect(rows == 200)
+            await reopened.close()
         }
-        let database = try SQLiteDatabase(path: path, readers: 1)
-        try await database.write { try await $0.execute("CREATE TABLE pages (id INTEGER PRIMARY KEY, filler BLOB NOT NULL)", []) }
-        let before = try #require(try await database.logWrites())
-        // Rows of 3 kB, a page each: 200 frames, each written by SQLite as its header, then its page.
-        try await database.write { connection in
-            for id in 0..<200 { try await connection.execute("INSERT INTO pages VALUES (?, zeroblob(3000))", [.integer(Int64(id))]) }
-        }
-        let after = try #require(try await database.logWrites())
-        let made = after.made - before.made
-        let reached = after.reachedKernel - before.reachedKernel
-        #expect(made >= 400)
-        // 820 kB in writes of 64 KiB: 13 of them.
-        #expect(reached <= 20, "\(reached) writes reached the kernel for SQLite's \(made)")
-        let reopened: SQLiteDatabase
-        (reopened, copy) = try Self.reopenedCopy(of: path)
-        let rows = try await reopened.read { try await $0.query("SELECT count(*) AS n FROM pages", []).first?.integer("n") }
-        #expect(rows == 200)
-        await reopened.close()
-        await database.close()
     }
 
     @Test("a write too large for the page cache spills frames, rewrites them and their checksums where they are, and its commit is whole in the file")
     func logFramesRewritten() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-rewrite-\(UUID().uuidString).sqlite").path
-        var copy = ""
-        defer {
-            for file in [path, copy] where !file.isEmpty {
-                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: file + suffix) }
+        try await Self.withPages("rewrite") { database, path in
+            try await database.write { connection in
+                // A cache of 20 pages: the 300 new ones go to the log before the commit, and the
+                // 100 changed again are rewritten in their frames.
+                try await connection.execute("PRAGMA cache_size=20", [])
+                for id in 0..<300 { try await connection.execute("INSERT INTO pages VALUES (?, zeroblob(3000))", [.integer(Int64(id))]) }
+                try await connection.execute("UPDATE pages SET filler = zeroblob(3001) WHERE id < 100", [])
             }
+            let writes = try #require(try await database.logWrites())
+            #expect(writes.straight > 0, "no frame was rewritten: \(writes)")
+            let reopened = try Self.reopenedCopy(of: path)
+            let stored = try await reopened.read {
+                try await $0.query("SELECT count(*) AS n, sum(length(filler)) AS bytes FROM pages", []).first
+            }
+            #expect(stored?.integer("n") == 300)
+            #expect(stored?.integer("bytes") == Int64(100 * 3_001 + 200 * 3_000))
+            await reopened.close()
         }
-        let database = try SQLiteDatabase(path: path, readers: 1)
-        try await database.write { try await $0.execute("CREATE TABLE pages (id INTEGER PRIMARY KEY, filler BLOB NOT NULL)", []) }
-        try await database.write { connection in
-            // A cache of 20 pages: the 300 new ones go to the log before the commit, and the
-            // 100 changed again are rewritten in their frames.
-            try await connection.execute("PRAGMA cache_size=20", [])
-            for id in 0..<300 { try await connection.execute("INSERT INTO pages VALUES (?, zeroblob(3000))", [.integer(Int64(id))]) }
-            try await connection.execute("UPDATE pages SET filler = zeroblob(3001) WHERE id < 100", [])
+    }
+
+    @Test(
+        "a write that rolls back, after spilling frames, the whole transaction it shares: the writes after it are not run, and the log stays whole for another connection"
+    )
+    func wholeTransactionRolledBack() async throws {
+        try await Self.withPages("rollback") { database, path in
+            // One write holds the writer while two more wait, to share the next transaction.
+            let (held, heldGo) = AsyncStream.makeStream(of: Void.self)
+            let (release, releaseGo) = AsyncStream.makeStream(of: Void.self)
+            let holder = Task {
+                try await database.write { _ in
+                    heldGo.yield()
+                    for await _ in release { break }
+                }
+            }
+            for await _ in held { break }
+            // 150 pages through a cache of 20, spilled to the log; then the whole transaction
+            // rolled back, as SQLite does itself on some I/O errors.
+            let rolling = Task {
+                try await database.write { connection in
+                    try await connection.execute("PRAGMA cache_size=20", [])
+                    for id in 0..<150 { try await connection.execute("INSERT INTO pages VALUES (?, zeroblob(3000))", [.integer(Int64(id))]) }
+                    try await connection.execute("ROLLBACK", [])
+                }
+            }
+            try await Task.sleep(for: .milliseconds(100))
+            let after = Task { try await database.write { try await $0.execute("INSERT INTO pages VALUES (500, zeroblob(10))", []) } }
+            try await Task.sleep(for: .milliseconds(100))
+            releaseGo.yield()
+            try await holder.value
+            await #expect(throws: SQLError.self) { try await rolling.value }
+            // Outside a transaction it would have committed on its own, its caller told it failed.
+            await #expect(throws: SQLError.self) { try await after.value }
+            // Another connection (another process, in PushHub's case) commits where the spilled
+            // frames went; then this one writes again.
+            let other = try SQLiteDatabase(path: path, readers: 1)
+            try await other.write { connection in
+                for id in 1_000..<1_300 { try await connection.execute("INSERT INTO pages VALUES (?, zeroblob(3000))", [.integer(Int64(id))]) }
+            }
+            await other.close()
+            try await database.write { try await $0.execute("INSERT INTO pages VALUES (2000, zeroblob(3000))", []) }
+            let ids = try await database.read { try await $0.query("SELECT id FROM pages ORDER BY id", []).compactMap { $0.integer("id") } }
+            #expect(ids == Array(1_000..<1_300) + [2_000])
+            let reopened = try Self.reopenedCopy(of: path)
+            let check = try await reopened.read { try await $0.query("PRAGMA integrity_check", []).first?.text("integrity_check") }
+            let recovered = try await reopened.read { try await $0.query("SELECT id FROM pages ORDER BY id", []).compactMap { $0.integer("id") } }
+            #expect(check == "ok")
+            #expect(recovered == Array(1_000..<1_300) + [2_000])
+            await reopened.close()
         }
-        let writes = try #require(try await database.logWrites())
-        #expect(writes.straight > 0, "no frame was rewritten: \(writes)")
-        let reopened: SQLiteDatabase
-        (reopened, copy) = try Self.reopenedCopy(of: path)
-        let stored = try await reopened.read {
-            try await $0.query("SELECT count(*) AS n, sum(length(filler)) AS bytes FROM pages", []).first
-        }
-        #expect(stored?.integer("n") == 300)
-        #expect(stored?.integer("bytes") == Int64(100 * 3_001 + 200 * 3_000))
-        await reopened.close()
-        await database.close()
     }
 }

@@ -50,7 +50,6 @@ typedef struct GatheringFile {
     sqlite3_file base;
     /* The default VFS's file, in the same allocation, just after this struct. */
     sqlite3_file *real;
-    int isLog;
     /* Bytes gathered, to be written at `start`. */
     unsigned char *bytes;
     int length;
@@ -63,7 +62,8 @@ typedef struct GatheringFile {
     /* Writes SQLite made, writes that reached the default VFS, and of those the ones that
      * went straight through. */
     long long writes, flushes, straight;
-    /* A log's database file, and a database file's log while it is open. */
+    /* A gathered log's database file (NULL for any other file), and a database file's log
+     * while it is open. */
     struct GatheringFile *database;
     struct GatheringFile *log;
     /* A write of what was gathered failed: every later call on the log fails too, until the
@@ -117,7 +117,7 @@ static int gather(GatheringFile *file, const void *data, int amount, sqlite3_int
 
 static int gatheringWrite(sqlite3_file *handle, const void *data, int amount, sqlite3_int64 offset) {
     GatheringFile *file = (GatheringFile *)handle;
-    if (!file->isLog) return file->real->pMethods->xWrite(file->real, data, amount, offset);
+    if (file->database == NULL) return file->real->pMethods->xWrite(file->real, data, amount, offset);
     file->writes++;
     if (file->failed) return SQLITE_IOERR_WRITE;
     const unsigned char *bytes = data;
@@ -142,9 +142,13 @@ static int gatheringWrite(sqlite3_file *handle, const void *data, int amount, sq
 
 static int gatheringClose(sqlite3_file *handle) {
     GatheringFile *file = (GatheringFile *)handle;
-    /* What is still gathered as the log closes was never committed: dropped. */
+    /* What is still gathered as the log closes, or its database (which SQLite closes after
+     * it), was never committed: dropped. */
     if (file->database) file->database->log = NULL;
-    if (file->log) file->log->database = NULL;
+    if (file->log) {
+        discard(file->log);
+        file->log->database = NULL;
+    }
     int closed = file->real->pMethods->xClose(file->real);
     free(file->bytes);
     file->bytes = NULL;
@@ -303,7 +307,6 @@ static int gatheringOpen(sqlite3_vfs *vfs, const char *name, sqlite3_file *handl
             GatheringFile *owner = (GatheringFile *)database;
             const sqlite3_io_methods *methods = owner->real->pMethods;
             if (methods->xDeviceCharacteristics(owner->real) & SQLITE_IOCAP_POWERSAFE_OVERWRITE) {
-                file->isLog = 1;
                 file->database = owner;
                 owner->log = file;
             }
@@ -339,7 +342,7 @@ int pushhub_wal_vfs_log_counts(sqlite3 *db, long long *writes, long long *flushe
     if (rc != SQLITE_OK) return rc;
     if (log == NULL || log->pMethods != &gatheringMethods) return SQLITE_NOTFOUND;
     GatheringFile *file = (GatheringFile *)log;
-    if (!file->isLog) return SQLITE_NOTFOUND;
+    if (file->database == NULL) return SQLITE_NOTFOUND;
     *writes = file->writes;
     *flushes = file->flushes;
     *straight = file->straight;

@@ -150,7 +150,8 @@ public struct EndpointPolicy: Sendable, Equatable, Codable {
             while index < bytes.count {
                 let byte = bytes[index]
                 if byte == UInt8(ascii: "%") {
-                    guard index + 2 < bytes.count, Self.isHexDigit(bytes[index + 1]), Self.isHexDigit(bytes[index + 2]) else { return nil }
+                    guard index + 2 < bytes.count, JSONReader.hexDigit(bytes[index + 1]) != nil, JSONReader.hexDigit(bytes[index + 2]) != nil
+                    else { return nil }
                     index += 3
                     continue
                 }
@@ -168,11 +169,6 @@ public struct EndpointPolicy: Sendable, Equatable, Codable {
     private static func isHostByte(_ byte: UInt8) -> Bool {
         (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
             || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "-")
-    }
-
-    private static func isHexDigit(_ byte: UInt8) -> Bool {
-        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
-            || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)
     }
 
     /// RFC 3986's unreserved characters, sub-delimiters, `:`, `@`, `/` and `?`.
@@ -240,10 +236,6 @@ public struct EndpointPolicy: Sendable, Equatable, Codable {
     static func matchesExplicitly(_ patterns: [HostPattern], host: String, port: Int) -> Bool {
         let host = unbracketed(host)
         return patterns.contains { $0.isExplicit && $0.matches(host: host, port: port) }
-    }
-
-    static func matches(_ pattern: String, host: String, port: Int) -> Bool {
-        HostPattern(pattern).matches(host: unbracketed(host), port: port)
     }
 
     /// `text` without the brackets at either end, as `trimmingCharacters(in: "[]")` trims them

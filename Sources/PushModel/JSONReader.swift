@@ -190,11 +190,14 @@ struct JSONReader {
     var offset: Int { position }
 
     /// Consumes a value when its bytes, after any whitespace, are those of `earlier`, a whole
-    /// value read before from the same bytes. A JSON value ends where its own bytes say, so the
-    /// same bytes are the same value, read the same way at the same depth.
+    /// value read before from the same bytes. Only an object, array or string: each ends where
+    /// its own bytes say (its closing `}`, `]` or `"`), so the same bytes are the same value,
+    /// read the same way at the same depth. A number or literal is never taken (an earlier `1`
+    /// is the start of a `12`).
     mutating func takeRepeat(of earlier: Range<Int>) -> Bool {
         skipSpace()
         guard !earlier.isEmpty, earlier.upperBound <= bytes.count, position + earlier.count <= bytes.count,
+            [UInt8(ascii: "}"), UInt8(ascii: "]"), UInt8(ascii: "\"")].contains(bytes[earlier.upperBound - 1]),
             memcmp(bytes.baseAddress! + position, bytes.baseAddress! + earlier.lowerBound, earlier.count) == 0
         else { return false }
         position += earlier.count
@@ -314,7 +317,8 @@ struct JSONReader {
         return String(validating: out, as: UTF8.self)
     }
 
-    private static func hexDigit(_ byte: UInt8) -> UInt8? {
+    /// A hexadecimal digit's value.
+    static func hexDigit(_ byte: UInt8) -> UInt8? {
         switch byte {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
         case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10

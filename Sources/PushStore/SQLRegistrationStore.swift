@@ -250,8 +250,8 @@ public final class SQLRegistrationStore: RegistrationStore {
         }
     }
 
-    /// Registrations to one INSERT (an import's, or an installation's): 16 parameters each, well inside SQLite's
-    /// 32,766 and PostgreSQL's 65,535.
+    /// Registrations to one INSERT (an import's, or an installation's): 16 parameters each,
+    /// well inside SQLite's 32,766 and PostgreSQL's 65,535.
     static let importRowsPerStatement = 500
 
     /// A table of tag rows, and its owner column: a registration's `seq` or an installation's id.
@@ -632,7 +632,7 @@ public final class SQLRegistrationStore: RegistrationStore {
         insert(into: "registrations", columnNames + ["hub", "registration_id"], rows: rows) + " RETURNING seq, hub, registration_id"
     }
 
-    /// The INSERTs of single registrations and of an installation's (one native, one a
+    /// The INSERTs of single registrations and of an installation's (its native one and one a
     /// template), made once.
     private static let fewRegistrations = (0...1 + Installation.maximumTemplates).map(newRegistrations(rows:))
 

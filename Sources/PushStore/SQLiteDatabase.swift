@@ -268,7 +268,7 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
             throw SQLError(message: "could not open SQLite database \(path): \(message)")
         }
         self.handle = handle
-        sqlite3_busy_timeout(handle, Int32(Self.busyTimeout.components.seconds * 1000))
+        sqlite3_busy_timeout(handle, Int32(Self.busyTimeout / .milliseconds(1)))
     }
 
     deinit { close() }
@@ -309,7 +309,7 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
             guard code & 0xFF == SQLITE_BUSY, ContinuousClock.now < deadline else {
                 throw SQLError(message: "\(String(cString: sqlite3_errmsg(handle))) in: PRAGMA journal_mode=WAL")
             }
-            Thread.sleep(forTimeInterval: Double(pause.components.attoseconds) / 1e18)
+            Thread.sleep(forTimeInterval: pause / .seconds(1))
             pause = min(pause * 2, .milliseconds(50))
         }
     }

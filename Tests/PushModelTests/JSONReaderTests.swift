@@ -89,4 +89,17 @@ struct JSONReaderTests {
         }
         #expect(steps == Array(repeating: true, count: 10))
     }
+
+    @Test("takeRepeat takes no number or literal: an earlier 1 is only the start of a 12, an earlier true of a truex")
+    func takeRepeatOnlyDelimited() {
+        let taken: [Bool] = Array("1 12 true truex".utf8).withUnsafeBytes { bytes in
+            var reader = JSONReader(bytes)
+            let number = reader.valueStart()..<(reader.skipValue(depth: 0) ? reader.offset : 0)
+            let longer = reader.takeRepeat(of: number)
+            _ = reader.skipValue(depth: 0)
+            let literal = reader.valueStart()..<(reader.skipValue(depth: 0) ? reader.offset : 0)
+            return [number.count == 1, longer, literal.count == 4, reader.takeRepeat(of: literal)]
+        }
+        #expect(taken == [true, false, true, false])
+    }
 }

@@ -44,8 +44,9 @@ public struct WNSService: PerDeviceService {
     }
 
     public func classify(_ response: PNSResponse) -> PNSAnswer {
-        // Accepted: nothing in the headers changes that (read for every push delivered).
-        if response.status == 200 { return PNSAnswer(.delivered, status: 200, reason: nil) }
+        // Accepted: nothing in the headers changes that, and they are not read (for every push
+        // delivered).
+        if response.status == 200 { return PNSAnswer(WNSResponse.classify(status: 200), status: 200, reason: nil) }
         let description = response.headers.first(name: "X-WNS-Error-Description")
         let classification = WNSResponse.classify(status: response.status, description: description, retryAfter: response.retryAfter)
         let reason = description ?? response.headers.first(name: "X-WNS-Status") ?? "HTTP \(response.status)"

@@ -74,6 +74,12 @@ public protocol SQLConnection: Sendable {
     func execute(_ sql: String, _ binds: [SQLValue]) async throws
 }
 
+extension SQLDatabase {
+    public func writeOnce<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) async throws -> T) async throws -> T {
+        try await write(body)
+    }
+}
+
 /// A database the store runs on.
 public protocol SQLDatabase: Sendable {
     var dialect: SQLDialect { get }
@@ -84,6 +90,10 @@ public protocol SQLDatabase: Sendable {
     /// Runs `body`, which writes with one statement, as its own transaction: on PostgreSQL
     /// without BEGIN and COMMIT around it (a statement commits alone), on SQLite as `write`.
     func writeStatement<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) async throws -> T) async throws -> T
+    /// Runs `body`, which does something outside the database as well (appends to a file), as
+    /// `write` does, and never more than once: SQLite may run a `write`'s body again after
+    /// rolling back a transaction it shared with a write that failed.
+    func writeOnce<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) async throws -> T) async throws -> T
     /// Runs `body`, the migrations, whose single writes may copy a whole table.
     func migrating<T: Sendable>(_ body: () async throws -> T) async throws -> T
     /// Closes every connection.

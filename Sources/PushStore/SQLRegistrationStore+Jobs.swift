@@ -310,7 +310,8 @@ extension SQLRegistrationStore: JobStore {
         write: @escaping @Sendable ([JobLineResult]) throws -> (outputBytes: Int64, failedBytes: Int64)
     ) async throws -> JobPosition {
         let dialect = database.dialect
-        return try await database.write { connection in
+        // Once: `write` appends the chunk's lines to the job's files.
+        return try await database.writeOnce { connection in
             // The lease first: on PostgreSQL this locks the job's row until the commit.
             try await Self.checkpoint(hub: hub, id: id, runner: runner, position: position, progress: progress, lease: lease, on: connection)
             let results = try await Self.applyLines(hub: hub, type: type, lines: lines, dialect: dialect, on: connection)

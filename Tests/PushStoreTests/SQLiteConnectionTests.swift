@@ -1,5 +1,6 @@
 import Foundation
 import PushStore
+import Synchronization
 import Testing
 
 @Suite("SQLite connections", .timeLimit(.minutes(1)))
@@ -66,7 +67,7 @@ struct SQLiteConnectionTests {
             .count
     }
 
-    @Test("a write's savepoint journal stays in memory past SQLite's 64 KiB, where it used to become a file")
+    @Test("a guarded write's savepoint journal stays in memory past SQLite's 64 KiB, where it used to become a file")
     func savepointJournalInMemory() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-journal-\(UUID().uuidString).sqlite").path
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
@@ -77,16 +78,121 @@ struct SQLiteConnectionTests {
             for id in 0..<3_000 { try await connection.execute("INSERT INTO pages VALUES (?, zeroblob(3000))", [.integer(Int64(id))]) }
         }
         // 200 pages changed in one write: 800 kB of journal. And the next write's too, in the
-        // same transaction when it comes while the first one runs.
-        async let first = database.write { connection in
+        // same transaction when it comes while the first one runs. (Writes run in savepoints
+        // when they must run once, or after one failed.)
+        async let first = database.writeOnce { connection in
             try await connection.execute("UPDATE pages SET filler = zeroblob(3001) WHERE id < 200", [])
             return Self.openTemporaryFiles()
         }
-        async let second = database.write { connection in
+        async let second = database.writeOnce { connection in
             try await connection.execute("UPDATE pages SET filler = zeroblob(3002) WHERE id >= 2800", [])
             return Self.openTemporaryFiles()
         }
         #expect(try await [first, second] == [0, 0])
+        await database.close()
+    }
+
+    /// Holds the writer with a write of its own until `body` has queued the writes that are to
+    /// share the next transaction.
+    static func sharingOneTransaction<T>(_ database: SQLiteDatabase, _ body: () async throws -> T) async throws -> T {
+        let (held, heldGo) = AsyncStream.makeStream(of: Void.self)
+        let (release, releaseGo) = AsyncStream.makeStream(of: Void.self)
+        let holder = Task {
+            try await database.write { _ in
+                heldGo.yield()
+                for await _ in release { break }
+            }
+        }
+        for await _ in held { break }
+        let value = try await body()
+        // The writes queued behind the holder.
+        try await Task.sleep(for: .milliseconds(200))
+        releaseGo.yield()
+        try await holder.value
+        return value
+    }
+
+    struct Refused: Error {}
+
+    /// How many times a body ran.
+    final class Runs: Sendable {
+        private let count = Atomic(0)
+        func add() { count.wrappingAdd(1, ordering: .relaxed) }
+        var value: Int { count.load(ordering: .relaxed) }
+    }
+
+    @Test(
+        "writes share a transaction without savepoints; one that throws is undone alone: the transaction runs again with each write in a savepoint, and so do those of the next second"
+    )
+    func failedWriteUndoneAlone() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-unguarded-\(UUID().uuidString).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let database = try SQLiteDatabase(path: path, readers: 1)
+        try await database.write { try await $0.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY)", []) }
+        #expect(database.writeRuns == WriteRuns(batches: 1, guarded: 0, runAgain: 0))
+        let firstRuns = Runs()
+        let writes = try await Self.sharingOneTransaction(database) {
+            var writes: [Task<Void, any Error>] = []
+            writes.append(
+                Task {
+                    try await database.write { connection in
+                        firstRuns.add()
+                        try await connection.execute("INSERT INTO rows VALUES (1)", [])
+                    }
+                })
+            try await Task.sleep(for: .milliseconds(50))
+            // Its row is in the transaction when it throws.
+            writes.append(
+                Task {
+                    try await database.write { connection in
+                        try await connection.execute("INSERT INTO rows VALUES (2)", [])
+                        throw Refused()
+                    }
+                })
+            try await Task.sleep(for: .milliseconds(50))
+            writes.append(Task { try await database.write { try await $0.execute("INSERT INTO rows VALUES (3)", []) } })
+            return writes
+        }
+        try await writes[0].value
+        await #expect(throws: Refused.self) { try await writes[1].value }
+        try await writes[2].value
+        let ids = try await database.read { try await $0.query("SELECT id FROM rows ORDER BY id", []).compactMap { $0.integer("id") } }
+        #expect(ids == [1, 3], "the failed write's row is gone, the others' are in")
+        #expect(firstRuns.value == 2, "the write before the failure ran again")
+        // The holder's transaction, the one rolled back and its run again, guarded.
+        #expect(database.writeRuns == WriteRuns(batches: 4, guarded: 1, runAgain: 1))
+        // Within the next second writes are guarded.
+        try await database.write { try await $0.execute("INSERT INTO rows VALUES (4)", []) }
+        #expect(database.writeRuns == WriteRuns(batches: 5, guarded: 2, runAgain: 1))
+        await database.close()
+    }
+
+    @Test("a write that must run once shares a transaction guarded: a failure beside it does not run it again")
+    func writeOnceNotRunAgain() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-once-\(UUID().uuidString).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let database = try SQLiteDatabase(path: path, readers: 1)
+        try await database.write { try await $0.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY)", []) }
+        let onceRuns = Runs()
+        let writes = try await Self.sharingOneTransaction(database) {
+            var writes: [Task<Void, any Error>] = []
+            writes.append(
+                Task {
+                    try await database.writeOnce { connection in
+                        onceRuns.add()
+                        try await connection.execute("INSERT INTO rows VALUES (1)", [])
+                    }
+                })
+            try await Task.sleep(for: .milliseconds(50))
+            writes.append(Task { try await database.write { _ in throw Refused() } })
+            return writes
+        }
+        try await writes[0].value
+        await #expect(throws: Refused.self) { try await writes[1].value }
+        #expect(onceRuns.value == 1)
+        #expect(database.writeRuns == WriteRuns(batches: 3, guarded: 1, runAgain: 0))
+        let ids = try await database.read { try await $0.query("SELECT id FROM rows ORDER BY id", []).compactMap { $0.integer("id") } }
+        #expect(ids == [1])
         await database.close()
     }
 

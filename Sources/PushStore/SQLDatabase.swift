@@ -86,6 +86,8 @@ public protocol SQLDatabase: Sendable {
     /// Runs `body` on a connection for reading.
     func read<T: Sendable>(_ body: @Sendable (any SQLConnection) async throws -> T) async throws -> T
     /// Runs `body` in one transaction, committed when it returns and rolled back when it throws.
+    /// The body may run twice (SQLite, after a write it shared a transaction with failed): it
+    /// works on the database only, or is a `writeOnce`.
     func write<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) async throws -> T) async throws -> T
     /// Runs `body`, which writes with one statement, as its own transaction: on PostgreSQL
     /// without BEGIN and COMMIT around it (a statement commits alone), on SQLite as `write`.

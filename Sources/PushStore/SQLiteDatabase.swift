@@ -11,11 +11,13 @@ import Synchronization
 /// the other, in the next transaction, and every caller hears back only after that transaction
 /// committed. A write that throws is undone alone: the others stay in. They run with no
 /// savepoint of their own, which SQLite would fill with a copy of every page a write changes
-/// (without, in process, updates of installations went 17–26 % faster, new ones 2–7 %); when
-/// one throws, the transaction is rolled back and its writes run again, each in a savepoint,
-/// and so do the writes of the next second (`guardedAfterFailure`), so a stream of failing
-/// writes costs no more than one transaction's work a second above what savepoints cost.
-/// A write's body may so run twice: it works on the database only (`writeOnce` otherwise).
+/// (without, in process, updates of installations went 17–26 % faster, new ones 2–7 %). One
+/// that throws before it wrote (a row not found, a version that did not match) is told, and
+/// the transaction goes on. When one throws after writing, the transaction is rolled back and
+/// its writes run again, each in a savepoint, and so do the writes of the second after
+/// (`guardedAfterFailure`), so a stream of such failures costs one transaction's work a second
+/// above what savepoints cost. A write's body may so run twice: it works on the database only
+/// (`writeOnce` otherwise).
 public final class SQLiteDatabase: SQLDatabase {
     public let dialect = SQLDialect.sqlite
     private let writer: ConnectionLease<SQLiteConnection>
@@ -26,7 +28,8 @@ public final class SQLiteDatabase: SQLDatabase {
     static let maximumBatch = 256
 
     /// How long writes run in savepoints after one failed.
-    static let guardedAfterFailure = Duration.seconds(1)
+    public static let guardedAfterFailure = Duration.seconds(1)
+    private let guardedAfterFailure: Duration
 
     private struct PendingWrites {
         var jobs: [WriteJob] = []
@@ -52,13 +55,18 @@ public final class SQLiteDatabase: SQLDatabase {
         case done(@Sendable (Result<Void, any Error>) -> Void)
         /// Failed in its savepoint and rolled back to it; the caller was told.
         case told
-        /// Failed with no savepoint: the transaction holds what it did, and nobody was told.
+        /// Failed with no savepoint after it wrote: the transaction holds what it did, and
+        /// nobody was told.
         case failedUnguarded
     }
 
     /// Opens (creating if needed) the database at `path`. The log is copied into the database
     /// once it holds `checkpointPages` pages.
-    public init(path: String, readers readerCount: Int = 4, checkpointPages: Int = SQLiteCheckpointer.threshold) throws {
+    public init(
+        path: String, readers readerCount: Int = 4, checkpointPages: Int = SQLiteCheckpointer.threshold,
+        guardedAfterFailure: Duration = SQLiteDatabase.guardedAfterFailure
+    ) throws {
+        self.guardedAfterFailure = guardedAfterFailure
         let writerConnection = try SQLiteConnection(path: path)
         try writerConnection.switchToWAL()
         try writerConnection.run("PRAGMA synchronous=NORMAL")
@@ -106,12 +114,21 @@ public final class SQLiteDatabase: SQLDatabase {
                 once: once,
                 run: { connection, guarded in
                     do {
+                        connection.wrote = false
                         if guarded { try connection.runCached("SAVEPOINT pushhub_write") }
                         let value = try await body(connection)
                         if guarded { try connection.runCached("RELEASE pushhub_write") }
                         return .done { outcome in continuation.resume(with: outcome.map { value }) }
                     } catch {
-                        guard guarded else { return .failedUnguarded }
+                        guard guarded else {
+                            // One that failed before it wrote (a row not found, a version
+                            // that did not match) left nothing to undo.
+                            guard connection.wrote else {
+                                continuation.resume(throwing: error)
+                                return .told
+                            }
+                            return .failedUnguarded
+                        }
                         try? connection.run("ROLLBACK TO pushhub_write")
                         try? connection.run("RELEASE pushhub_write")
                         continuation.resume(throwing: error)
@@ -146,12 +163,11 @@ public final class SQLiteDatabase: SQLDatabase {
             try? await writer.with { connection in
                 if await run(jobs, guarded: guarded, on: connection) { return }
                 // One failed with nothing to undo it alone: the transaction is gone, nobody
-                // told; the writes again, each in a savepoint, and those of the next second.
-                pending.withLock { state in
-                    state.guardedUntil = .now + Self.guardedAfterFailure
-                    state.runs.runAgain += 1
-                }
+                // told; the writes again, each in a savepoint, and those of the next second
+                // after it.
+                pending.withLock { $0.runs.runAgain += 1 }
                 _ = await run(jobs, guarded: true, on: connection)
+                pending.withLock { $0.guardedUntil = .now + guardedAfterFailure }
             }
         }
     }
@@ -164,6 +180,8 @@ public final class SQLiteDatabase: SQLDatabase {
             if guarded { state.runs.guarded += 1 }
         }
         var committed: [@Sendable (Result<Void, any Error>) -> Void] = []
+        // A transaction a failed ROLLBACK left open would fail every BEGIN after it.
+        if connection.isInTransaction { try? connection.run("ROLLBACK") }
         do {
             try connection.runCached("BEGIN IMMEDIATE")
         } catch {
@@ -183,7 +201,8 @@ public final class SQLiteDatabase: SQLDatabase {
             }
             // A write whose failure rolled back the whole transaction (SQLite does on
             // some I/O errors) leaves none open: the writes before it were undone with
-            // it, and those after would each commit on their own, outside it.
+            // it, and those after would each commit on their own, outside it. (Unguarded,
+            // when it threw after writing, the writes run again instead, above.)
             guard connection.isInTransaction else {
                 let error = SQLError(message: "SQLite rolled the transaction back")
                 for tell in committed { tell(.failure(error)) }
@@ -203,6 +222,9 @@ public final class SQLiteDatabase: SQLDatabase {
 
     /// How the writer's transactions ran, since the database opened.
     public var writeRuns: WriteRuns { pending.withLock { $0.runs } }
+
+    /// Writes waiting for the writer.
+    public var waitingWrites: Int { pending.withLock { $0.jobs.count } }
 
     /// What the writer's log has seen through the gathering VFS (CSQLiteWAL.c); nil before the
     /// log is open, or where SQLite's default VFS is used.
@@ -305,6 +327,8 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
     private var handle: OpaquePointer?
     private var statements: [String: OpaquePointer] = [:]
     private var checkpointer: SQLiteCheckpointer?
+    /// Whether a statement that may write ran since it was last set false.
+    var wrote = false
     static let maximumCachedStatements = 256
     static let maximumCachedParameters = 256
     /// What SQLite says of a statement too large or deep to compile; other errors (a missing
@@ -391,6 +415,7 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
     /// Runs statements that take no binds and return nothing (pragmas, transactions, DDL).
     func run(_ sql: String) throws {
         guard let handle else { throw SQLError(message: "the SQLite connection is closed") }
+        wrote = true
         var errorMessage: UnsafeMutablePointer<CChar>?
         if sqlite3_exec(handle, sql, nil, nil, &errorMessage) != SQLITE_OK {
             let message = errorMessage.map { String(cString: $0) } ?? "unknown error"
@@ -466,6 +491,7 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
             case .text(let text): pushhub_sqlite3_bind_text(statement, index, text, -1)
             }
         }
+        if sqlite3_stmt_readonly(statement) == 0 { wrote = true }
         var rows: [SQLRow] = []
         var columns: [String: Int]?
         while true {

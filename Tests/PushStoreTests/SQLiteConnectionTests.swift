@@ -105,14 +105,18 @@ struct SQLiteConnectionTests {
         }
         for await _ in held { break }
         let value = try await body()
-        // The writes queued behind the holder.
-        try await Task.sleep(for: .milliseconds(200))
         releaseGo.yield()
         try await holder.value
         return value
     }
 
     struct Refused: Error {}
+
+    /// Waits until `count` writes wait for the writer: writes started one after the other
+    /// queue in that order.
+    static func waitUntil(_ database: SQLiteDatabase, queued count: Int) async throws {
+        while database.waitingWrites < count { try await Task.sleep(for: .milliseconds(5)) }
+    }
 
     /// How many times a body ran.
     final class Runs: Sendable {
@@ -140,7 +144,7 @@ struct SQLiteConnectionTests {
                         try await connection.execute("INSERT INTO rows VALUES (1)", [])
                     }
                 })
-            try await Task.sleep(for: .milliseconds(50))
+            try await Self.waitUntil(database, queued: 1)
             // Its row is in the transaction when it throws.
             writes.append(
                 Task {
@@ -149,8 +153,9 @@ struct SQLiteConnectionTests {
                         throw Refused()
                     }
                 })
-            try await Task.sleep(for: .milliseconds(50))
+            try await Self.waitUntil(database, queued: 2)
             writes.append(Task { try await database.write { try await $0.execute("INSERT INTO rows VALUES (3)", []) } })
+            try await Self.waitUntil(database, queued: 3)
             return writes
         }
         try await writes[0].value
@@ -183,8 +188,15 @@ struct SQLiteConnectionTests {
                         try await connection.execute("INSERT INTO rows VALUES (1)", [])
                     }
                 })
-            try await Task.sleep(for: .milliseconds(50))
-            writes.append(Task { try await database.write { _ in throw Refused() } })
+            try await Self.waitUntil(database, queued: 1)
+            writes.append(
+                Task {
+                    try await database.write { connection in
+                        try await connection.execute("INSERT INTO rows VALUES (2)", [])
+                        throw Refused()
+                    }
+                })
+            try await Self.waitUntil(database, queued: 2)
             return writes
         }
         try await writes[0].value
@@ -193,6 +205,69 @@ struct SQLiteConnectionTests {
         #expect(database.writeRuns == WriteRuns(batches: 3, guarded: 1, runAgain: 0))
         let ids = try await database.read { try await $0.query("SELECT id FROM rows ORDER BY id", []).compactMap { $0.integer("id") } }
         #expect(ids == [1])
+        await database.close()
+    }
+
+    @Test("a write that throws before it wrote anything is told at once: the transaction goes on, nothing runs again")
+    func failureBeforeWritingTold() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-readfail-\(UUID().uuidString).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let database = try SQLiteDatabase(path: path, readers: 1)
+        try await database.write { try await $0.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY)", []) }
+        let firstRuns = Runs()
+        let writes = try await Self.sharingOneTransaction(database) {
+            var writes: [Task<Void, any Error>] = []
+            writes.append(
+                Task {
+                    try await database.write { connection in
+                        firstRuns.add()
+                        try await connection.execute("INSERT INTO rows VALUES (1)", [])
+                    }
+                })
+            try await Self.waitUntil(database, queued: 1)
+            // As a PATCH of an installation that is not there: a read, then the error.
+            writes.append(
+                Task {
+                    try await database.write { connection in
+                        _ = try await connection.query("SELECT id FROM rows WHERE id = 9", [])
+                        throw Refused()
+                    }
+                })
+            try await Self.waitUntil(database, queued: 2)
+            writes.append(Task { try await database.write { try await $0.execute("INSERT INTO rows VALUES (3)", []) } })
+            try await Self.waitUntil(database, queued: 3)
+            return writes
+        }
+        try await writes[0].value
+        await #expect(throws: Refused.self) { try await writes[1].value }
+        try await writes[2].value
+        let ids = try await database.read { try await $0.query("SELECT id FROM rows ORDER BY id", []).compactMap { $0.integer("id") } }
+        #expect(ids == [1, 3])
+        #expect(firstRuns.value == 1)
+        #expect(database.writeRuns == WriteRuns(batches: 3, guarded: 0, runAgain: 0))
+        await database.close()
+    }
+
+    @Test("writes are guarded for the time after a failure, then run without savepoints again")
+    func guardedWindowEnds() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-window-\(UUID().uuidString).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let database = try SQLiteDatabase(path: path, readers: 1, guardedAfterFailure: .seconds(1))
+        try await database.write { try await $0.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY)", []) }
+        await #expect(throws: Refused.self) {
+            try await database.write { connection in
+                try await connection.execute("INSERT INTO rows VALUES (1)", [])
+                throw Refused()
+            }
+        }
+        #expect(database.writeRuns == WriteRuns(batches: 3, guarded: 1, runAgain: 1))
+        try await database.write { try await $0.execute("INSERT INTO rows VALUES (2)", []) }
+        #expect(database.writeRuns == WriteRuns(batches: 4, guarded: 2, runAgain: 1))
+        try await Task.sleep(for: .milliseconds(1_300))
+        try await database.write { try await $0.execute("INSERT INTO rows VALUES (3)", []) }
+        #expect(database.writeRuns == WriteRuns(batches: 5, guarded: 2, runAgain: 1))
+        let ids = try await database.read { try await $0.query("SELECT id FROM rows ORDER BY id", []).compactMap { $0.integer("id") } }
+        #expect(ids == [2, 3])
         await database.close()
     }
 

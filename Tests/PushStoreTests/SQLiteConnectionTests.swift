@@ -92,9 +92,11 @@ struct SQLiteConnectionTests {
         await database.close()
     }
 
-    /// Holds the writer with a write of its own until `body` has queued the writes that are to
-    /// share the next transaction.
-    static func sharingOneTransaction<T>(_ database: SQLiteDatabase, _ body: () async throws -> T) async throws -> T {
+    /// Holds the writer with a write of its own while `writes` queue behind it, in their order,
+    /// to share the next transaction; returns their tasks.
+    static func sharingOneTransaction(
+        _ database: SQLiteDatabase, _ writes: [@Sendable (SQLiteDatabase) async throws -> Void]
+    ) async throws -> [Task<Void, any Error>] {
         let (held, heldGo) = AsyncStream.makeStream(of: Void.self)
         let (release, releaseGo) = AsyncStream.makeStream(of: Void.self)
         let holder = Task {
@@ -104,19 +106,53 @@ struct SQLiteConnectionTests {
             }
         }
         for await _ in held { break }
-        let value = try await body()
+        var tasks: [Task<Void, any Error>] = []
+        for write in writes {
+            tasks.append(Task { try await write(database) })
+            while database.waitingWrites < tasks.count { try await Task.sleep(for: .milliseconds(5)) }
+        }
         releaseGo.yield()
         try await holder.value
-        return value
+        return tasks
+    }
+
+    /// A new database with a table of `rows`, closed and removed after `body`.
+    static func withRows(
+        _ name: String, guardedAfterFailure: Duration = SQLiteDatabase.guardedAfterFailure, _ body: (SQLiteDatabase) async throws -> Void
+    ) async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(name)-\(UUID().uuidString).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let database = try SQLiteDatabase(path: path, readers: 1, guardedAfterFailure: guardedAfterFailure)
+        try await database.write { try await $0.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY)", []) }
+        try await body(database)
+        await database.close()
+    }
+
+    static func ids(_ database: SQLiteDatabase) async throws -> [Int64] {
+        try await database.read { try await $0.query("SELECT id FROM rows ORDER BY id", []).compactMap { $0.integer("id") } }
+    }
+
+    /// A write of one row.
+    static func insert(_ id: Int, runs: Runs? = nil) -> @Sendable (SQLiteDatabase) async throws -> Void {
+        { database in
+            try await database.write { connection in
+                runs?.add()
+                try await connection.execute("INSERT INTO rows VALUES (?)", [.integer(Int64(id))])
+            }
+        }
+    }
+
+    /// A write of one row that then throws.
+    static func insertThenRefuse(_ id: Int) -> @Sendable (SQLiteDatabase) async throws -> Void {
+        { database in
+            try await database.write { connection in
+                try await connection.execute("INSERT INTO rows VALUES (?)", [.integer(Int64(id))])
+                throw Refused()
+            }
+        }
     }
 
     struct Refused: Error {}
-
-    /// Waits until `count` writes wait for the writer: writes started one after the other
-    /// queue in that order.
-    static func waitUntil(_ database: SQLiteDatabase, queued count: Int) async throws {
-        while database.waitingWrites < count { try await Task.sleep(for: .milliseconds(5)) }
-    }
 
     /// How many times a body ran.
     final class Runs: Sendable {
@@ -129,146 +165,76 @@ struct SQLiteConnectionTests {
         "writes share a transaction without savepoints; one that throws is undone alone: the transaction runs again with each write in a savepoint, and so do those of the next second"
     )
     func failedWriteUndoneAlone() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-unguarded-\(UUID().uuidString).sqlite").path
-        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
-        let database = try SQLiteDatabase(path: path, readers: 1)
-        try await database.write { try await $0.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY)", []) }
-        #expect(database.writeRuns == WriteRuns(batches: 1, guarded: 0, runAgain: 0))
-        let firstRuns = Runs()
-        let writes = try await Self.sharingOneTransaction(database) {
-            var writes: [Task<Void, any Error>] = []
-            writes.append(
-                Task {
-                    try await database.write { connection in
-                        firstRuns.add()
-                        try await connection.execute("INSERT INTO rows VALUES (1)", [])
-                    }
-                })
-            try await Self.waitUntil(database, queued: 1)
-            // Its row is in the transaction when it throws.
-            writes.append(
-                Task {
-                    try await database.write { connection in
-                        try await connection.execute("INSERT INTO rows VALUES (2)", [])
-                        throw Refused()
-                    }
-                })
-            try await Self.waitUntil(database, queued: 2)
-            writes.append(Task { try await database.write { try await $0.execute("INSERT INTO rows VALUES (3)", []) } })
-            try await Self.waitUntil(database, queued: 3)
-            return writes
+        try await Self.withRows("unguarded") { database in
+            #expect(database.writeRuns == WriteRuns(batches: 1, guarded: 0, runAgain: 0))
+            let firstRuns = Runs()
+            // The second's row is in the transaction when it throws.
+            let writes = try await Self.sharingOneTransaction(database, [Self.insert(1, runs: firstRuns), Self.insertThenRefuse(2), Self.insert(3)])
+            try await writes[0].value
+            await #expect(throws: Refused.self) { try await writes[1].value }
+            try await writes[2].value
+            #expect(try await Self.ids(database) == [1, 3], "the failed write's row is gone, the others' are in")
+            #expect(firstRuns.value == 2, "the write before the failure ran again")
+            // The holder's transaction, the one rolled back and its run again, guarded.
+            #expect(database.writeRuns == WriteRuns(batches: 4, guarded: 1, runAgain: 1))
+            // Within the next second writes are guarded.
+            try await Self.insert(4)(database)
+            #expect(database.writeRuns == WriteRuns(batches: 5, guarded: 2, runAgain: 1))
         }
-        try await writes[0].value
-        await #expect(throws: Refused.self) { try await writes[1].value }
-        try await writes[2].value
-        let ids = try await database.read { try await $0.query("SELECT id FROM rows ORDER BY id", []).compactMap { $0.integer("id") } }
-        #expect(ids == [1, 3], "the failed write's row is gone, the others' are in")
-        #expect(firstRuns.value == 2, "the write before the failure ran again")
-        // The holder's transaction, the one rolled back and its run again, guarded.
-        #expect(database.writeRuns == WriteRuns(batches: 4, guarded: 1, runAgain: 1))
-        // Within the next second writes are guarded.
-        try await database.write { try await $0.execute("INSERT INTO rows VALUES (4)", []) }
-        #expect(database.writeRuns == WriteRuns(batches: 5, guarded: 2, runAgain: 1))
-        await database.close()
     }
 
     @Test("a write that must run once shares a transaction guarded: a failure beside it does not run it again")
     func writeOnceNotRunAgain() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-once-\(UUID().uuidString).sqlite").path
-        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
-        let database = try SQLiteDatabase(path: path, readers: 1)
-        try await database.write { try await $0.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY)", []) }
-        let onceRuns = Runs()
-        let writes = try await Self.sharingOneTransaction(database) {
-            var writes: [Task<Void, any Error>] = []
-            writes.append(
-                Task {
-                    try await database.writeOnce { connection in
-                        onceRuns.add()
-                        try await connection.execute("INSERT INTO rows VALUES (1)", [])
-                    }
-                })
-            try await Self.waitUntil(database, queued: 1)
-            writes.append(
-                Task {
-                    try await database.write { connection in
-                        try await connection.execute("INSERT INTO rows VALUES (2)", [])
-                        throw Refused()
-                    }
-                })
-            try await Self.waitUntil(database, queued: 2)
-            return writes
+        try await Self.withRows("once") { database in
+            let onceRuns = Runs()
+            let once: @Sendable (SQLiteDatabase) async throws -> Void = { database in
+                try await database.writeOnce { connection in
+                    onceRuns.add()
+                    try await connection.execute("INSERT INTO rows VALUES (1)", [])
+                }
+            }
+            let writes = try await Self.sharingOneTransaction(database, [once, Self.insertThenRefuse(2)])
+            try await writes[0].value
+            await #expect(throws: Refused.self) { try await writes[1].value }
+            #expect(onceRuns.value == 1)
+            #expect(database.writeRuns == WriteRuns(batches: 3, guarded: 1, runAgain: 0))
+            #expect(try await Self.ids(database) == [1])
         }
-        try await writes[0].value
-        await #expect(throws: Refused.self) { try await writes[1].value }
-        #expect(onceRuns.value == 1)
-        #expect(database.writeRuns == WriteRuns(batches: 3, guarded: 1, runAgain: 0))
-        let ids = try await database.read { try await $0.query("SELECT id FROM rows ORDER BY id", []).compactMap { $0.integer("id") } }
-        #expect(ids == [1])
-        await database.close()
     }
 
     @Test("a write that throws before it wrote anything is told at once: the transaction goes on, nothing runs again")
     func failureBeforeWritingTold() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-readfail-\(UUID().uuidString).sqlite").path
-        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
-        let database = try SQLiteDatabase(path: path, readers: 1)
-        try await database.write { try await $0.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY)", []) }
-        let firstRuns = Runs()
-        let writes = try await Self.sharingOneTransaction(database) {
-            var writes: [Task<Void, any Error>] = []
-            writes.append(
-                Task {
-                    try await database.write { connection in
-                        firstRuns.add()
-                        try await connection.execute("INSERT INTO rows VALUES (1)", [])
-                    }
-                })
-            try await Self.waitUntil(database, queued: 1)
+        try await Self.withRows("readfail") { database in
+            let firstRuns = Runs()
             // As a PATCH of an installation that is not there: a read, then the error.
-            writes.append(
-                Task {
-                    try await database.write { connection in
-                        _ = try await connection.query("SELECT id FROM rows WHERE id = 9", [])
-                        throw Refused()
-                    }
-                })
-            try await Self.waitUntil(database, queued: 2)
-            writes.append(Task { try await database.write { try await $0.execute("INSERT INTO rows VALUES (3)", []) } })
-            try await Self.waitUntil(database, queued: 3)
-            return writes
+            let notFound: @Sendable (SQLiteDatabase) async throws -> Void = { database in
+                try await database.write { connection in
+                    _ = try await connection.query("SELECT id FROM rows WHERE id = 9", [])
+                    throw Refused()
+                }
+            }
+            let writes = try await Self.sharingOneTransaction(database, [Self.insert(1, runs: firstRuns), notFound, Self.insert(3)])
+            try await writes[0].value
+            await #expect(throws: Refused.self) { try await writes[1].value }
+            try await writes[2].value
+            #expect(try await Self.ids(database) == [1, 3])
+            #expect(firstRuns.value == 1)
+            #expect(database.writeRuns == WriteRuns(batches: 3, guarded: 0, runAgain: 0))
         }
-        try await writes[0].value
-        await #expect(throws: Refused.self) { try await writes[1].value }
-        try await writes[2].value
-        let ids = try await database.read { try await $0.query("SELECT id FROM rows ORDER BY id", []).compactMap { $0.integer("id") } }
-        #expect(ids == [1, 3])
-        #expect(firstRuns.value == 1)
-        #expect(database.writeRuns == WriteRuns(batches: 3, guarded: 0, runAgain: 0))
-        await database.close()
     }
 
     @Test("writes are guarded for the time after a failure, then run without savepoints again")
     func guardedWindowEnds() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-window-\(UUID().uuidString).sqlite").path
-        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
-        let database = try SQLiteDatabase(path: path, readers: 1, guardedAfterFailure: .seconds(1))
-        try await database.write { try await $0.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY)", []) }
-        await #expect(throws: Refused.self) {
-            try await database.write { connection in
-                try await connection.execute("INSERT INTO rows VALUES (1)", [])
-                throw Refused()
-            }
+        try await Self.withRows("window", guardedAfterFailure: .seconds(1)) { database in
+            await #expect(throws: Refused.self) { try await Self.insertThenRefuse(1)(database) }
+            #expect(database.writeRuns == WriteRuns(batches: 3, guarded: 1, runAgain: 1))
+            try await Self.insert(2)(database)
+            #expect(database.writeRuns == WriteRuns(batches: 4, guarded: 2, runAgain: 1))
+            try await Task.sleep(for: .milliseconds(1_300))
+            try await Self.insert(3)(database)
+            #expect(database.writeRuns == WriteRuns(batches: 5, guarded: 2, runAgain: 1))
+            #expect(try await Self.ids(database) == [2, 3])
         }
-        #expect(database.writeRuns == WriteRuns(batches: 3, guarded: 1, runAgain: 1))
-        try await database.write { try await $0.execute("INSERT INTO rows VALUES (2)", []) }
-        #expect(database.writeRuns == WriteRuns(batches: 4, guarded: 2, runAgain: 1))
-        try await Task.sleep(for: .milliseconds(1_300))
-        try await database.write { try await $0.execute("INSERT INTO rows VALUES (3)", []) }
-        #expect(database.writeRuns == WriteRuns(batches: 5, guarded: 2, runAgain: 1))
-        let ids = try await database.read { try await $0.query("SELECT id FROM rows ORDER BY id", []).compactMap { $0.integer("id") } }
-        #expect(ids == [2, 3])
-        await database.close()
     }
 
     @Test("the log is copied into the database beside the writer once it passes its threshold, so it starts again and stays bounded")
@@ -373,33 +339,23 @@ struct SQLiteConnectionTests {
     )
     func wholeTransactionRolledBack() async throws {
         try await Self.withPages("rollback") { database, path in
-            // One write holds the writer while two more wait, to share the next transaction.
-            let (held, heldGo) = AsyncStream.makeStream(of: Void.self)
-            let (release, releaseGo) = AsyncStream.makeStream(of: Void.self)
-            let holder = Task {
-                try await database.write { _ in
-                    heldGo.yield()
-                    for await _ in release { break }
-                }
-            }
-            for await _ in held { break }
             // 150 pages through a cache of 20, spilled to the log; then the whole transaction
-            // rolled back, as SQLite does itself on some I/O errors.
-            let rolling = Task {
+            // rolled back, as SQLite does itself on some I/O errors. Then another write in the
+            // same transaction.
+            let rolling: @Sendable (SQLiteDatabase) async throws -> Void = { database in
                 try await database.write { connection in
                     try await connection.execute("PRAGMA cache_size=20", [])
                     for id in 0..<150 { try await connection.execute("INSERT INTO pages VALUES (?, zeroblob(3000))", [.integer(Int64(id))]) }
                     try await connection.execute("ROLLBACK", [])
                 }
             }
-            try await Task.sleep(for: .milliseconds(100))
-            let after = Task { try await database.write { try await $0.execute("INSERT INTO pages VALUES (500, zeroblob(10))", []) } }
-            try await Task.sleep(for: .milliseconds(100))
-            releaseGo.yield()
-            try await holder.value
-            await #expect(throws: SQLError.self) { try await rolling.value }
+            let after: @Sendable (SQLiteDatabase) async throws -> Void = { database in
+                try await database.write { try await $0.execute("INSERT INTO pages VALUES (500, zeroblob(10))", []) }
+            }
+            let writes = try await Self.sharingOneTransaction(database, [rolling, after])
+            await #expect(throws: SQLError.self) { try await writes[0].value }
             // Outside a transaction it would have committed on its own, its caller told it failed.
-            await #expect(throws: SQLError.self) { try await after.value }
+            await #expect(throws: SQLError.self) { try await writes[1].value }
             // Another connection (another process, in PushHub's case) commits where the spilled
             // frames went; then this one writes again.
             let other = try SQLiteDatabase(path: path, readers: 1)

@@ -31,7 +31,7 @@ struct InstallationController: Sendable {
         guard installation.installationId == id else {
             throw HubAPIError(.badRequest, "installationId: \"\(installation.installationId)\" does not match the URL's \"\(id)\"")
         }
-        do { try hub.checkEndpoint(installation.pushChannel, platform: installation.platform.format.platform ?? .apns, field: "pushChannel") } catch {
+        do { try hub.checkEndpoint(installation.pushChannel, platform: installation.platform.format.platform, field: "pushChannel") } catch {
             throw HubAPIError.invalid(error)
         }
         _ = try await storeCall { try await store.upsertInstallation(installation, hub: hub.name) }

@@ -9,8 +9,8 @@
  *     after the commit (nonzero only there, by the WAL file format), and which SQLite writes
  *     last before it publishes the commit in the wal-index, where other connections and
  *     processes find it;
- *   - before anything else is done with the file: a read, sync, truncate, size, file control
- *     or close;
+ *   - before anything else is done with the file: a read, sync, truncate, size or file
+ *     control;
  *   - when a write lands anywhere else (SQLite rewriting a frame or the checksums of its own
  *     transaction, or starting the log again from its beginning): that write then goes
  *     straight through, after what was gathered;
@@ -183,16 +183,15 @@ static int gatheringFileSize(sqlite3_file *handle, sqlite3_int64 *size) {
     return rc != SQLITE_OK ? rc : file->real->pMethods->xFileSize(file->real, size);
 }
 
+/* Locks are taken on database files only, which gather nothing: straight through. */
 static int gatheringLock(sqlite3_file *handle, int level) {
     GatheringFile *file = (GatheringFile *)handle;
-    int rc = flush(file);
-    return rc != SQLITE_OK ? rc : file->real->pMethods->xLock(file->real, level);
+    return file->real->pMethods->xLock(file->real, level);
 }
 
 static int gatheringUnlock(sqlite3_file *handle, int level) {
     GatheringFile *file = (GatheringFile *)handle;
-    int rc = flush(file);
-    return rc != SQLITE_OK ? rc : file->real->pMethods->xUnlock(file->real, level);
+    return file->real->pMethods->xUnlock(file->real, level);
 }
 
 static int gatheringCheckReservedLock(sqlite3_file *handle, int *reserved) {

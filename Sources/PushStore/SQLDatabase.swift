@@ -74,12 +74,6 @@ public protocol SQLConnection: Sendable {
     func execute(_ sql: String, _ binds: [SQLValue]) async throws
 }
 
-extension SQLDatabase {
-    public func writeOnce<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) async throws -> T) async throws -> T {
-        try await write(body)
-    }
-}
-
 /// A database the store runs on.
 public protocol SQLDatabase: Sendable {
     var dialect: SQLDialect { get }
@@ -100,6 +94,13 @@ public protocol SQLDatabase: Sendable {
     func migrating<T: Sendable>(_ body: () async throws -> T) async throws -> T
     /// Closes every connection.
     func close() async
+}
+
+/// PostgreSQL never runs a body twice: `writeOnce` is `write` there.
+extension SQLDatabase {
+    public func writeOnce<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) async throws -> T) async throws -> T {
+        try await write(body)
+    }
 }
 
 extension SQLDatabase {

@@ -155,6 +155,8 @@ public final class SQLRegistrationStore: RegistrationStore {
                 new.append((registration, columns))
                 continue
             }
+            // Its columns were made before the write, with version 1 (as is `registration`'s,
+            // which only its tags are read of from here): the next version is known only now.
             var columns = columns
             columns[versionColumn] = .integer(current.version + 1)
             try await updateRegistration(registration, columns: columns, existing: current.row, on: connection)
@@ -255,22 +257,22 @@ public final class SQLRegistrationStore: RegistrationStore {
     static let importRowsPerStatement = 500
 
     /// A table of tag rows, and its owner column: a registration's `seq` or an installation's id.
-    enum TagTable {
+    enum TagTable: Int, CaseIterable {
         case registrations, installations
 
         var name: String { self == .registrations ? "registration_tags" : "installation_tags" }
         var owner: String { self == .registrations ? "seq" : "installation_id" }
 
-        /// An INSERT of `rows` tag rows; those of a registration's or an installation's few
-        /// rows are made once.
+        /// An INSERT of `rows` (at least one) tag rows; those of a registration's or an
+        /// installation's few rows are made once.
         func insert(rows: Int) -> String {
-            let few = self == .registrations ? Self.fewRegistrationTags : Self.fewInstallationTags
-            return rows < few.count ? few[rows] : statement(rows: rows)
+            rows <= Self.fewRows ? Self.few[rawValue][rows - 1] : statement(rows: rows)
         }
 
         private func statement(rows: Int) -> String { SQLRegistrationStore.insert(into: name, ["hub", "tag", owner], rows: rows) }
-        private static let fewRegistrationTags = (0..<32).map { TagTable.registrations.statement(rows: $0) }
-        private static let fewInstallationTags = (0..<32).map { TagTable.installations.statement(rows: $0) }
+        private static let fewRows = 32
+        /// By table, the INSERTs of 1 to `fewRows` rows.
+        private static let few = allCases.map { table in (1...fewRows).map(table.statement(rows:)) }
     }
 
     /// Inserts tag rows, given as (hub, tag, owner) triples, in statements of at most 2,000
@@ -624,7 +626,7 @@ public final class SQLRegistrationStore: RegistrationStore {
     /// An INSERT of `rows` registrations, each bound as `columns(of:)`, then hub and id,
     /// returning each one's `seq`, hub and id.
     static func insertRegistrations(rows: Int) -> String {
-        rows < fewRegistrations.count ? fewRegistrations[rows] : newRegistrations(rows: rows)
+        rows <= fewRegistrations.count ? fewRegistrations[rows - 1] : newRegistrations(rows: rows)
     }
 
     /// An INSERT of `rows` registrations that returns where each went.
@@ -633,8 +635,8 @@ public final class SQLRegistrationStore: RegistrationStore {
     }
 
     /// The INSERTs of single registrations and of an installation's (its native one and one a
-    /// template), made once.
-    private static let fewRegistrations = (0...1 + Installation.maximumTemplates).map(newRegistrations(rows:))
+    /// template), made once: of 1 to 11 rows.
+    private static let fewRegistrations = (1...1 + Installation.maximumTemplates).map(newRegistrations(rows:))
 
     /// `INSERT INTO table (columns) VALUES (?, …), …` with `rows` rows.
     static func insert(into table: String, _ columns: [String], rows: Int) -> String {

@@ -120,12 +120,9 @@ struct SQLiteConnectionTests {
     static func withRows(
         _ name: String, guardedAfterFailure: Duration = SQLiteDatabase.guardedAfterFailure, _ body: (SQLiteDatabase) async throws -> Void
     ) async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(name)-\(UUID().uuidString).sqlite").path
-        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
-        let database = try SQLiteDatabase(path: path, readers: 1, guardedAfterFailure: guardedAfterFailure)
-        try await database.write { try await $0.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY)", []) }
-        try await body(database)
-        await database.close()
+        try await withDatabase(name, table: "rows (id INTEGER PRIMARY KEY)", guardedAfterFailure: guardedAfterFailure) { database, _ in
+            try await body(database)
+        }
     }
 
     static func ids(_ database: SQLiteDatabase) async throws -> [Int64] {
@@ -264,6 +261,15 @@ struct SQLiteConnectionTests {
     /// Runs `body` with a database in a new file holding an empty table of pages, then removes
     /// the file, its log and every copy `reopenedCopy` made of them.
     static func withPages(_ name: String, _ body: (SQLiteDatabase, String) async throws -> Void) async throws {
+        try await withDatabase(name, table: "pages (id INTEGER PRIMARY KEY, filler BLOB NOT NULL)", body)
+    }
+
+    /// Runs `body` with a database in a new file holding the empty `table` (its name and
+    /// columns), and its path; then removes the file, its log and every copy made of them.
+    static func withDatabase(
+        _ name: String, table: String, guardedAfterFailure: Duration = SQLiteDatabase.guardedAfterFailure,
+        _ body: (SQLiteDatabase, String) async throws -> Void
+    ) async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(name)-\(UUID().uuidString).sqlite").path
         defer {
             let directory = FileManager.default.temporaryDirectory.path
@@ -271,9 +277,9 @@ struct SQLiteConnectionTests {
                 try? FileManager.default.removeItem(atPath: "\(directory)/\(file)")
             }
         }
-        let database = try SQLiteDatabase(path: path, readers: 1)
+        let database = try SQLiteDatabase(path: path, readers: 1, guardedAfterFailure: guardedAfterFailure)
         do {
-            try await database.write { try await $0.execute("CREATE TABLE pages (id INTEGER PRIMARY KEY, filler BLOB NOT NULL)", []) }
+            try await database.write { try await $0.execute("CREATE TABLE \(table)", []) }
             try await body(database, path)
         } catch {
             await database.close()

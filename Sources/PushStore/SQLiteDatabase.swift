@@ -161,25 +161,29 @@ public final class SQLiteDatabase: SQLDatabase {
             }
             guard !jobs.isEmpty else { return }
             try? await writer.with { connection in
-                if await run(jobs, guarded: guarded, on: connection) { return }
-                // One failed with nothing to undo it alone: the transaction is gone, nobody
-                // told; the writes again, each in a savepoint, and those of the next second
-                // after it.
+                guard let again = await run(jobs, guarded: guarded, on: connection) else { return }
+                // One failed with nothing to undo it alone: the transaction is gone; the
+                // writes not told yet run again, each in a savepoint, and those of the next
+                // second after them.
                 pending.withLock { $0.runs.runAgain += 1 }
-                _ = await run(jobs, guarded: true, on: connection)
+                _ = await run(again, guarded: true, on: connection)
                 pending.withLock { $0.guardedUntil = .now + guardedAfterFailure }
             }
         }
     }
 
-    /// Runs `jobs` in one transaction and tells their callers how it ended. False when a write
-    /// failed unguarded: the transaction was rolled back, and none of them told.
-    private func run(_ jobs: [WriteJob], guarded: Bool, on connection: SQLiteConnection) async -> Bool {
+    /// Runs `jobs` in one transaction and tells their callers how it ended; nil once all were
+    /// told. When a write failed unguarded, the transaction was rolled back, and what comes
+    /// back is the writes to run again: all but those told already (that failed before they
+    /// wrote, and were told so at once), whose bodies must not run, nor their callers hear,
+    /// twice.
+    private func run(_ jobs: [WriteJob], guarded: Bool, on connection: SQLiteConnection) async -> [WriteJob]? {
         pending.withLock { state in
             state.runs.batches += 1
             if guarded { state.runs.guarded += 1 }
         }
         var committed: [@Sendable (Result<Void, any Error>) -> Void] = []
+        var told: [Int] = []
         // A transaction a failed ROLLBACK left open would fail every BEGIN after it.
         if connection.isInTransaction { try? connection.run("ROLLBACK") }
         do {
@@ -189,15 +193,15 @@ public final class SQLiteDatabase: SQLDatabase {
             // committed one of its own, and the caller, told of the failure, would
             // write it again.
             for job in jobs { job.fail(error) }
-            return true
+            return nil
         }
         for (index, job) in jobs.enumerated() {
             switch await job.run(connection, guarded) {
             case .done(let tell): committed.append(tell)
-            case .told: break
+            case .told: told.append(index)
             case .failedUnguarded:
                 if connection.isInTransaction { try? connection.run("ROLLBACK") }
-                return false
+                return jobs.indices.filter { !told.contains($0) }.map { jobs[$0] }
             }
             // A write whose failure rolled back the whole transaction (SQLite does on
             // some I/O errors) leaves none open: the writes before it were undone with
@@ -207,7 +211,7 @@ public final class SQLiteDatabase: SQLDatabase {
                 let error = SQLError(message: "SQLite rolled the transaction back")
                 for tell in committed { tell(.failure(error)) }
                 for job in jobs[(index + 1)...] { job.fail(error) }
-                return true
+                return nil
             }
         }
         do {
@@ -217,7 +221,7 @@ public final class SQLiteDatabase: SQLDatabase {
             try? connection.run("ROLLBACK")
             for tell in committed { tell(.failure(error)) }
         }
-        return true
+        return nil
     }
 
     /// How the writer's transactions ran, since the database opened.

@@ -220,6 +220,32 @@ struct SQLiteConnectionTests {
         }
     }
 
+    @Test(
+        "a write told of its failure before it wrote is not run again when a later one fails after writing: its body runs once, its caller hears once"
+    )
+    func toldNotRunAgain() async throws {
+        try await Self.withRows("toldonce") { database in
+            let (firstRuns, notFoundRuns) = (Runs(), Runs())
+            let notFound: @Sendable (SQLiteDatabase) async throws -> Void = { database in
+                try await database.write { connection in
+                    notFoundRuns.add()
+                    _ = try await connection.query("SELECT id FROM rows WHERE id = 9", [])
+                    throw Refused()
+                }
+            }
+            let writes = try await Self.sharingOneTransaction(
+                database, [Self.insert(1, runs: firstRuns), notFound, Self.insertThenRefuse(2), Self.insert(3)])
+            try await writes[0].value
+            await #expect(throws: Refused.self) { try await writes[1].value }
+            await #expect(throws: Refused.self) { try await writes[2].value }
+            try await writes[3].value
+            #expect(try await Self.ids(database) == [1, 3])
+            #expect(notFoundRuns.value == 1, "told once, never run again")
+            #expect(firstRuns.value == 2, "the others ran again, guarded")
+            #expect(database.writeRuns == WriteRuns(batches: 4, guarded: 1, runAgain: 1))
+        }
+    }
+
     @Test("writes are guarded for the time after a failure, then run without savepoints again")
     func guardedWindowEnds() async throws {
         try await Self.withRows("window", guardedAfterFailure: .seconds(1)) { database in

@@ -22,7 +22,7 @@ struct AllocationsCommand: AsyncParsableCommand {
         commandName: "pushhub-allocations",
         abstract: "Count heap allocations per delivery on a worker's path: batch decoded, targets prepared, pushed, results encoded.",
         discussion: """
-            Start pushhub sim --attach HUB first. Each DeliveryBatch (500 native targets) goes through what the \
+            Start pushhub sim --attach HUB first. Each DeliveryBatch (500 native targets, or --targets) goes through what the \
             worker does with it: WireCoding decodes it, DeliveryWorker.prepare makes each push, the platform's \
             provider sends them through PushHub's HTTP client to the simulator, and the ResultBatch is encoded. \
             Two batches warm up; the rest are counted. Prints ALLOCATIONS_PER_DELIVERY.
@@ -33,16 +33,23 @@ struct AllocationsCommand: AsyncParsableCommand {
     @Option(help: "Batches counted, after two that warm up.")
     var batches = 10
 
+    @Option(help: "Targets in each batch (1 is a single-user send's batch).")
+    var targets = DeliveryBatch.maximumTargets
+
     func run() async throws {
         let platform = try pns.parsedPlatform()
         let (hub, simURL) = (pns.hub, pns.simURL)
         guard (1...1000).contains(batches) else { throw ValidationError("--batches must be between 1 and 1000") }
+        guard (1...DeliveryBatch.maximumTargets).contains(targets) else {
+            throw ValidationError("--targets must be between 1 and \(DeliveryBatch.maximumTargets)")
+        }
+        let size = targets
         let hubs = try HubsConfiguration.load(from: pns.configPath)
         let http = PNSHTTPClient(trustRootsFile: pns.trustRoots)
         let provider = try ProviderFactory.make(platform, hubs: hubs, http: http)
         let notificationId = UUID().uuidString.lowercased()
         let records = try (0..<batches + 2).map { number -> Data in
-            let targets = (0..<DeliveryBatch.maximumTargets).map { index in
+            let targets = (0..<size).map { index in
                 let (handle, keys) = LoadPopulation.simulatedHandle(platform, id: "allocations-\(number)-\(index)", simulatorURL: simURL)
                 return DeliveryBatch.Target(registrationId: nil, handle: handle, webPush: keys)
             }
@@ -56,12 +63,12 @@ struct AllocationsCommand: AsyncParsableCommand {
         for (number, record) in records.enumerated() {
             if number == 2 { pushhub_allocations_start() }
             delivered += try await Self.work(record, provider: provider)
-            if number >= 2 { counted += DeliveryBatch.maximumTargets }
+            if number >= 2 { counted += size }
         }
         let allocations = pushhub_allocations_stop()
         await http.shutdown()
-        guard delivered == records.count * DeliveryBatch.maximumTargets else {
-            throw ValidationError("\(delivered) of \(records.count * DeliveryBatch.maximumTargets) pushes were delivered")
+        guard delivered == records.count * size else {
+            throw ValidationError("\(delivered) of \(records.count * size) pushes were delivered")
         }
         print("\(allocations) heap allocations for \(counted) deliveries")
         print("ALLOCATIONS_PER_DELIVERY=\(String(format: "%.1f", Double(allocations) / Double(counted)))")

@@ -367,11 +367,6 @@ public struct BatchBuilder {
             topic: topics.results, key: request.notificationId, value: try WireCoding.encode(summary), headers: headers, sticky: true)
     }
 
-    /// Targets per platform, every platform named (zero where none), as a summary says them.
-    public static func counts(of targets: [Platform: [DeliveryBatch.Target]]) -> [Platform: Int] {
-        Dictionary(uniqueKeysWithValues: Platform.allCases.map { ($0, targets[$0]?.count ?? 0) })
-    }
-
     /// Counts dispatched targets in the metrics.
     public static func count(_ dispatched: [Platform: Int]) {
         for (platform, count) in dispatched where count > 0 {

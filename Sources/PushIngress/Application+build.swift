@@ -65,7 +65,7 @@ public func buildIngressRouter(
         NotificationQueue(
             publisher: $0, outcomes: stores.outcomes,
             recovery: recovery ?? SendRecoverySettings(hubs.sendRecovery, embeddedKafka: false), now: now,
-            audiences: AudienceResolver(store: stores.registrations))
+            audiences: AudienceResolver(store: stores.registrations), readsWhileNoting: stores.outcomesHoldRegistrations)
     }
     addOperationsRoutes(to: router, checks: readiness)
     InstallationController(store: stores.registrations).addRoutes(to: hubRoutes)

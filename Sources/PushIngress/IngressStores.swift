@@ -25,6 +25,14 @@ public struct IngressStores: Sendable {
     /// overview leaves those out and its notifications page answers 503.
     public var console: (any ConsoleStore)?
 
+    /// Whether the outcome store is the registration store itself (one database, as
+    /// `init(_:)` makes them): a send's audience can then be read in the transaction that
+    /// notes the send.
+    public var outcomesHoldRegistrations: Bool {
+        guard let outcomes, type(of: registrations) is AnyClass else { return false }
+        return (registrations as AnyObject) === (outcomes as AnyObject)
+    }
+
     /// Each part given on its own; pass nil to leave an optional part out.
     public init(
         registrations: any RegistrationStore, users: any UserStore, outcomes: (any OutcomeStore)?, schedules: (any ScheduleStore)?,

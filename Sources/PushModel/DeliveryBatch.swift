@@ -3,6 +3,12 @@ import Foundation
 /// Up to 500 targets of one notification on one platform: what the dispatcher produces into
 /// `pushhub.deliveries.<platform>` and that platform's worker consumes.
 public struct DeliveryBatch: WireMessage, Equatable {
+    /// Targets per platform, every platform named (zero where none), as a dispatch summary
+    /// says them.
+    public static func counts(of targets: [Platform: [Target]]) -> [Platform: Int] {
+        Dictionary(uniqueKeysWithValues: Platform.allCases.map { ($0, targets[$0]?.count ?? 0) })
+    }
+
     public static let schema = "pushhub.delivery-batch.v1"
     public static let maximumTargets = 500
 

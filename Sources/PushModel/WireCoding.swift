@@ -334,7 +334,28 @@ public enum FieldCheck {
     }
 
     public static func uuid(_ value: String, _ field: String) throws(WireError) {
-        if UUID(uuidString: value) == nil { throw .invalidField(field: field, reason: "must be a UUID, not \"\(value)\"") }
+        if !isUUID(value) { throw .invalidField(field: field, reason: "must be a UUID, not \"\(value)\"") }
+    }
+
+    /// A UUID's canonical text: 36 characters, hex digits of either case with dashes after the
+    /// 8th, 12th, 16th and 20th. Read byte by byte: `UUID(uuidString:)` parses with `sscanf`
+    /// (every send and every batch is checked), and lets spaces and moved dashes through.
+    public static func isUUID(_ value: String) -> Bool {
+        var value = value
+        return value.withUTF8 { bytes in
+            guard bytes.count == 36 else { return false }
+            for (offset, byte) in bytes.enumerated() {
+                switch offset {
+                case 8, 13, 18, 23: if byte != UInt8(ascii: "-") { return false }
+                default:
+                    switch byte {
+                    case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"), UInt8(ascii: "A")...UInt8(ascii: "F"): break
+                    default: return false
+                    }
+                }
+            }
+            return true
+        }
     }
 
     /// Hub names as Azure Notification Hubs allows them.

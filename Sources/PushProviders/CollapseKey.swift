@@ -37,7 +37,7 @@ public enum CollapseKey {
     /// For Web Push's `Topic` (at most 32 base64url characters): a UUID's 32 hex digits, else
     /// a digest cut to 32 characters.
     static func webPushTopic(_ delivery: PNSDelivery) -> String {
-        if delivery.collapseVariant == nil, UUID(uuidString: delivery.notificationId) != nil {
+        if delivery.collapseVariant == nil, FieldCheck.isUUID(delivery.notificationId) {
             // The hex digits, lowercase, without the dashes: byte by byte (this runs per target).
             return String(
                 decoding: delivery.notificationId.utf8.lazy.filter { $0 != UInt8(ascii: "-") }.map { $0 >= 65 && $0 <= 90 ? $0 + 32 : $0 },

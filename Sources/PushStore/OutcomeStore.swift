@@ -12,6 +12,17 @@ public protocol OutcomeStore: Sendable {
     /// was accepted), its dispatch summary is recorded in the same transaction, as
     /// `recordOutcomes` records one: the send is Processing, or NoTargetFound when it has none.
     func recordEnqueued(_ request: SendRequest, deadline: Date, keep: Bool, dispatched: [Platform: Int]?, now: Date) async throws
+    /// Resolves a send's audience with `resolve` and notes the send Enqueued with what it found,
+    /// in one transaction: the store `resolve` is given reads in that transaction. (On SQLite
+    /// it is the writer's, whose page cache holds what the last writes touched; a reader's is
+    /// emptied by every commit of another connection, and read again from the file.) With
+    /// targets, the send is recorded as with `dispatched`; with nil (an audience too large to
+    /// resolve here), as without. Returns what `resolve` returned; when it throws, nothing is
+    /// recorded and its error is thrown.
+    func recordEnqueued(
+        _ request: SendRequest, deadline: Date, keep: Bool, now: Date,
+        resolving resolve: @escaping @Sendable (any RegistrationStore) async throws -> [Platform: [DeliveryBatch.Target]]?
+    ) async throws -> [Platform: [DeliveryBatch.Target]]?
     /// Forgets a notification that could not be queued after all, and its kept request: one
     /// still Enqueued, or with `resolved` (recorded with its dispatch summary, none of its
     /// batches queued) one with no results, with its summary.

@@ -107,6 +107,23 @@ extension SQLDatabase {
     public func migrating<T: Sendable>(_ body: () async throws -> T) async throws -> T { try await body() }
 }
 
+/// A transaction already open on one connection, as a database: a store made on it reads and
+/// writes in that transaction (`SQLRegistrationStore.within(_:)`).
+struct OpenTransaction: SQLDatabase {
+    let connection: any SQLConnection
+    let dialect: SQLDialect
+
+    func read<T: Sendable>(_ body: @Sendable (any SQLConnection) async throws -> T) async throws -> T { try await body(connection) }
+    func write<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) async throws -> T) async throws -> T {
+        try await body(connection)
+    }
+    func writeStatement<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) async throws -> T) async throws -> T {
+        try await body(connection)
+    }
+    /// The transaction's owner closes the connection.
+    func close() async {}
+}
+
 /// A database error with what the database said.
 public struct SQLError: Error, Sendable, CustomStringConvertible {
     public var message: String

@@ -5,28 +5,50 @@ extension SQLRegistrationStore: OutcomeStore {
     public func recordEnqueued(_ request: SendRequest, deadline: Date, keep: Bool, dispatched: [Platform: Int]?, now: Date) async throws {
         let text = keep ? String(decoding: try WireCoding.encode(request), as: UTF8.self) : nil
         let dialect = database.dialect
-        let lock = dialect == .postgres ? " FOR UPDATE" : ""
         try await database.write { connection in
-            // A send resolved as it was accepted starts Processing with its summary's counts,
-            // in the statement that makes its row (its dispatch receipt beside it); one that
-            // is not new, or has no target, goes the way of any summary.
-            if let dispatched, dispatched.values.contains(where: { $0 > 0 }),
-                try await Self.insertEnqueued(
-                    request.notificationId, hub: request.hub, enqueuedAt: request.enqueuedAt, deadline: deadline, now: now,
-                    describing: request, dispatched: dispatched, on: connection)
-            {
-                try await Self.takeDispatchReceipt(request.notificationId, on: connection)
-            } else {
-                try await Self.insertEnqueued(
-                    request.notificationId, hub: request.hub, enqueuedAt: request.enqueuedAt, deadline: deadline, now: now,
-                    describing: request, on: connection)
-                if let dispatched {
-                    let summary = ResultBatch(notificationId: request.notificationId, hub: request.hub, dispatched: dispatched)
-                    try await Self.record(summary, lock: lock, dialect: dialect, now: now, on: connection)
-                }
-            }
-            if let text { try await Self.keep(request, text: text, publishedAt: now, on: connection) }
+            try await Self.enqueue(request, text: text, deadline: deadline, dispatched: dispatched, now: now, dialect: dialect, on: connection)
         }
+    }
+
+    public func recordEnqueued(
+        _ request: SendRequest, deadline: Date, keep: Bool, now: Date,
+        resolving resolve: @escaping @Sendable (any RegistrationStore) async throws -> [Platform: [DeliveryBatch.Target]]?
+    ) async throws -> [Platform: [DeliveryBatch.Target]]? {
+        let text = keep ? String(decoding: try WireCoding.encode(request), as: UTF8.self) : nil
+        let dialect = database.dialect
+        return try await database.write { connection in
+            let targets = try await resolve(self.within(connection))
+            let dispatched = targets.map(DeliveryBatch.counts(of:))
+            try await Self.enqueue(request, text: text, deadline: deadline, dispatched: dispatched, now: now, dialect: dialect, on: connection)
+            return targets
+        }
+    }
+
+    /// A send's Enqueued row (`recordEnqueued`), with its request's `text` when it is kept.
+    private static func enqueue(
+        _ request: SendRequest, text: String?, deadline: Date, dispatched: [Platform: Int]?, now: Date, dialect: SQLDialect,
+        on connection: any SQLConnection
+    ) async throws {
+        let lock = dialect == .postgres ? " FOR UPDATE" : ""
+        // A send resolved as it was accepted starts Processing with its summary's counts,
+        // in the statement that makes its row (its dispatch receipt beside it); one that
+        // is not new, or has no target, goes the way of any summary.
+        if let dispatched, dispatched.values.contains(where: { $0 > 0 }),
+            try await insertEnqueued(
+                request.notificationId, hub: request.hub, enqueuedAt: request.enqueuedAt, deadline: deadline, now: now,
+                describing: request, dispatched: dispatched, on: connection)
+        {
+            try await takeDispatchReceipt(request.notificationId, on: connection)
+        } else {
+            try await insertEnqueued(
+                request.notificationId, hub: request.hub, enqueuedAt: request.enqueuedAt, deadline: deadline, now: now,
+                describing: request, on: connection)
+            if let dispatched {
+                let summary = ResultBatch(notificationId: request.notificationId, hub: request.hub, dispatched: dispatched)
+                try await record(summary, lock: lock, dialect: dialect, now: now, on: connection)
+            }
+        }
+        if let text { try await keep(request, text: text, publishedAt: now, on: connection) }
     }
 
     /// Notes that a send's dispatch summary was counted; says whether it had not been, so a

@@ -5,10 +5,17 @@ import Synchronization
 /// The registration store on any `SQLDatabase`.
 public final class SQLRegistrationStore: RegistrationStore {
     let database: any SQLDatabase
-    private let remembered = TagCounts()
+    private let remembered: TagCounts
 
-    private init(database: any SQLDatabase) {
+    private init(database: any SQLDatabase, remembered: TagCounts = TagCounts()) {
         self.database = database
+        self.remembered = remembered
+    }
+
+    /// This store inside a transaction that is open on `connection`: what it reads and writes
+    /// runs there.
+    func within(_ connection: any SQLConnection) -> SQLRegistrationStore {
+        SQLRegistrationStore(database: OpenTransaction(connection: connection, dialect: database.dialect), remembered: remembered)
     }
 
     /// Opens the store on `database`, running its migrations first.

@@ -8,6 +8,7 @@ import PushIngress
 import PushKafka
 import PushModel
 import PushStore
+import PushTestSupport
 import Testing
 
 /// The ingress with a publisher on an embedded cluster, and a reader of `pushhub.requests`.
@@ -185,6 +186,18 @@ struct MessagesAPITests {
         let outcome = try await fixture.store.notification(hub: "myhub", id: batch.notificationId)
         #expect(outcome?.state == .processing && outcome?.expectedTargets == 1)
         #expect(try await fixture.isEmpty(fixture.topics.requests), "no dispatcher hop")
+    }
+
+    @Test("audiences are read in the transaction that notes the send only where one store keeps registrations and outcomes")
+    func readsWhileNotingOnlyWithOneStore() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let store = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
+        #expect(IngressStores(store).outcomesHoldRegistrations)
+        let wrapped = InterceptedStore(inner: store) { _ in }
+        #expect(!IngressStores(registrations: wrapped, users: store, outcomes: store, schedules: nil, richPayloads: nil).outcomesHoldRegistrations)
+        #expect(!IngressStores(registrations: store, users: store, outcomes: nil, schedules: nil, richPayloads: nil).outcomesHoldRegistrations)
+        await store.close()
     }
 
     @Test("a send to nobody ends NoTargetFound at once; a tag audience of more than a page, and a broadcast, go to the dispatcher")

@@ -147,4 +147,36 @@ struct WireValidationTests {
         #expect(throws: WireError.self) { try TemplateProperties.parse(#"{"nested":{"a":"b"}}"#) }
         #expect(throws: WireError.self) { try TemplateProperties.parse(#"{"flag":true}"#) }
     }
+
+    @Test(
+        "a UUID is its canonical text (hex digits of either case, dashes after the 8th, 12th, 16th and 20th), which Foundation accepts too; of 100,000 near-UUIDs none is taken that is not"
+    )
+    func uuidsInTheirCanonicalForm() throws {
+        var random = SeededGenerator(seed: 0x5eed_0004)
+        let alphabet: [Character] = Array("0123456789abcdefABCDEF-gG ") + ["\u{0}", "é", "٣", "\u{FF10}"]
+        let canonical = try Regex("^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+        var accepted = 0
+        for round in 0..<100_000 {
+            var characters = Array(UUID().uuidString.lowercased())
+            // Most changed in a character or two, some in their length.
+            for _ in 0..<Int.random(in: 0...2, using: &random) {
+                characters[Int.random(in: 0..<characters.count, using: &random)] = alphabet.randomElement(using: &random)!
+            }
+            if round % 10 == 0 { characters.removeLast(Int.random(in: 0...2, using: &random)) }
+            if round % 10 == 1 { characters.append(alphabet.randomElement(using: &random)!) }
+            if round % 7 == 0 { characters = characters.map { Character($0.uppercased()) } }
+            let text = String(characters)
+            let taken = FieldCheck.isUUID(text)
+            #expect(taken == (text.wholeMatch(of: canonical) != nil), "\(text.debugDescription)")
+            if taken {
+                accepted += 1
+                #expect(UUID(uuidString: text) != nil, "\(text.debugDescription) is taken where Foundation would not")
+            }
+        }
+        #expect(accepted > 20_000 && accepted < 80_000, "both kinds tried: \(accepted) taken")
+        // Foundation's `sscanf` lets spaces and moved dashes through; PushHub does not.
+        #expect(UUID(uuidString: " 5a85265-7e63-4fe4-8e1c-ef3d6937d7a6") != nil && !FieldCheck.isUUID(" 5a85265-7e63-4fe4-8e1c-ef3d6937d7a6"))
+        #expect(!FieldCheck.isUUID("28-34c0d-4b8a-45f5-98cb-4025efaebe41"))
+        #expect(FieldCheck.isUUID(RandomID.timeOrdered(now: Date())) && FieldCheck.isUUID(UUID().uuidString))
+    }
 }

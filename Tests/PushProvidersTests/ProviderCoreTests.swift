@@ -107,6 +107,23 @@ struct ProviderCoreTests {
         #expect(sent[1].headers.first(name: "apns-push-type") == "background" && sent[1].headers.first(name: "apns-priority") == "5")
     }
 
+    @Test(
+        "APNs: a background push is one whose aps holds only content-available: 1, wherever the words fall in the payload",
+        arguments: [
+            (#"{"aps":{"content-available":1}}"#, "background"),
+            (#"{"c":"content-availabl","cc":"contentavailable","aps":{"content-available":1}}"#, "background"),
+            (#"{"aps":{"content-available":1,"alert":"x"}}"#, "alert"),
+            (#"{"aps":{"alert":"x"},"k":"content-availabl"}"#, "alert"),
+            (#"{"aps":{"alert":"x"},"content-available":1}"#, "alert"),
+            (#"{"aps":{"content-available":0}}"#, "alert"),
+            (#"{}"#, "alert"),
+        ])
+    func apnsBackground(_ body: String, _ type: String) async throws {
+        let transport = ScriptedTransport([])
+        #expect(await try Self.apns(transport).deliver(Self.delivery(body: body)).classification == .delivered)
+        #expect(transport.pushes.first?.headers.first(name: "apns-push-type") == type, "\(body)")
+    }
+
     @Test("APNs: ExpiredProviderToken renews the token and is not resent by the provider; the next send carries the new one")
     func apnsRenewal() async throws {
         let clock = TestClock()

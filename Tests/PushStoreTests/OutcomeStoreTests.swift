@@ -147,6 +147,50 @@ struct OutcomeStoreTests {
     }
 
     @Test(
+        "a send noted with the audience it resolved: the store it is given reads in that transaction; targets make it Processing, none Enqueued, a failure notes nothing",
+        arguments: StoreKind.available)
+    func resolvedAsNoted(_ kind: StoreKind) async throws {
+        let (store, hub) = try await Self.outcomes(kind)
+        let tag = "t" + UUID().uuidString.lowercased().prefix(8)
+        for (id, format) in [("a1", NativeFormat.apple), ("f1", .gcm)] {
+            _ = try await store.upsertRegistration(
+                Registration(registrationId: "\(tag)-\(id)", hub: hub, format: format, handle: "h-\(tag)-\(id)", tags: [tag], updatedAt: Date()),
+                ifMatch: nil)
+        }
+        let resolved = UUID().uuidString.lowercased()
+        let targets = try await store.recordEnqueued(
+            Self.request(resolved, hub), deadline: Date().addingTimeInterval(1800), keep: true, now: Date()
+        ) { registrations in
+            let page = try await registrations.deliveryCandidates(hub: hub, matching: .tagExpression(.tag(tag)), reaching: nil, after: nil, limit: 10)
+            var targets: [Platform: [DeliveryBatch.Target]] = [:]
+            for candidate in page.candidates {
+                targets[candidate.platform, default: []].append(
+                    DeliveryBatch.Target(registrationId: candidate.registrationId, handle: candidate.handle))
+            }
+            return targets
+        }
+        #expect(targets?[.apns]?.map(\.handle) == ["h-\(tag)-a1"] && targets?[.fcm]?.map(\.handle) == ["h-\(tag)-f1"])
+        let outcome = try #require(try await store.notification(hub: hub, id: resolved))
+        #expect(outcome.state == .processing)
+        #expect(outcome.expectedTargets == 2, "its summary is what it resolved")
+
+        let large = UUID().uuidString.lowercased()
+        #expect(
+            try await store.recordEnqueued(Self.request(large, hub), deadline: Date().addingTimeInterval(1800), keep: false, now: Date()) { _ in nil }
+                == nil)
+        #expect(try await store.notification(hub: hub, id: large)?.state == .enqueued, "left to the dispatcher")
+
+        struct Refused: Error {}
+        let failed = UUID().uuidString.lowercased()
+        await #expect(throws: Refused.self) {
+            try await store.recordEnqueued(Self.request(failed, hub), deadline: Date().addingTimeInterval(1800), keep: true, now: Date()) { _ in
+                throw Refused()
+            }
+        }
+        #expect(try await store.notification(hub: hub, id: failed) == nil)
+    }
+
+    @Test(
         "a send that ends with many counted targets leaves them to the sweep, which deletes them a transaction at a time; a late result still counts nothing",
         arguments: StoreKind.available)
     func endedTargetsSwept(_ kind: StoreKind) async throws {

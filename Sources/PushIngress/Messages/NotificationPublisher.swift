@@ -89,7 +89,7 @@ public struct KafkaNotificationPublisher: NotificationPublisher {
     }
 
     public func publish(_ request: SendRequest, resolved targets: [Platform: [DeliveryBatch.Target]], recorded: Bool) async throws {
-        let dispatched = BatchBuilder.counts(of: targets)
+        let dispatched = DeliveryBatch.counts(of: targets)
         // The summary goes with the last batches, in one round trip. Marked, the outcome
         // recorder passes over it; were it published and the batches not, the send is
         // forgotten and a marked summary records nothing.

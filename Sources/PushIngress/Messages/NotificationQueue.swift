@@ -23,6 +23,9 @@ struct NotificationQueue: Sendable {
     let now: @Sendable () -> Date
     /// Where small audiences are resolved; nil sends everything through the dispatcher.
     var audiences: AudienceResolver?
+    /// The outcome store keeps the registrations `audiences` reads (one database): some
+    /// audiences are read in the transaction that notes their send (`resolve`).
+    var readsWhileNoting = false
     var logger = Logger(label: "pushhub.ingress.queue")
     /// Sends whose audience is being read as they are accepted (at most 32 at a time).
     let resolving = InFlightLimit(32)
@@ -41,17 +44,19 @@ struct NotificationQueue: Sendable {
     func enqueue(_ request: SendRequest, expression: TagExpression?) async throws -> SendRequest {
         let now = now()
         let request = recovery.stamped(request, acceptedAt: now)
-        if let targets = await smallAudience(of: request, expression: expression, now: now) {
-            try await publish(request, resolved: targets, now: now)
-            return request
+        if let audiences, mayResolve(request, expression: expression) {
+            switch try await resolve(request, expression: expression, with: audiences, now: now) {
+            case .resolved(let targets):
+                try await publish(request, resolved: targets)
+                return request
+            case .recorded:
+                try await publish(request)
+                return request
+            case .unresolved: break
+            }
         }
-        try await outcomes?.recordEnqueued(request, deadline: request.expiresAt!, keep: recovery.republish, now: now)
-        do {
-            try await publisher.publish(request)
-        } catch {
-            try? await outcomes?.forgetEnqueued(hub: request.hub, notificationId: request.notificationId)
-            throw NotQueued(notificationId: request.notificationId)
-        }
+        try await outcomes?.recordEnqueued(request, deadline: request.expiresAt!, keep: recovery.republish, dispatched: nil, now: now)
+        try await publish(request)
         return request
     }
 
@@ -63,13 +68,24 @@ struct NotificationQueue: Sendable {
     func enqueue(sample request: SendRequest, resolved targets: [Platform: [DeliveryBatch.Target]]) async throws -> SendRequest {
         let now = now()
         let request = recovery.stamped(request, acceptedAt: now)
-        try await publish(request, resolved: targets, now: now, sample: true)
+        try await outcomes?.recordEnqueued(
+            request, deadline: request.expiresAt!, keep: false, dispatched: DeliveryBatch.counts(of: targets), now: now)
+        try await publish(request, resolved: targets, sample: true)
         return request
     }
 
-    private func publish(_ request: SendRequest, resolved targets: [Platform: [DeliveryBatch.Target]], now: Date, sample: Bool = false) async throws {
-        try await outcomes?.recordEnqueued(
-            request, deadline: request.expiresAt!, keep: recovery.republish && !sample, dispatched: BatchBuilder.counts(of: targets), now: now)
+    /// Publishes a send noted Enqueued for the dispatcher; when it could not be, forgets it.
+    private func publish(_ request: SendRequest) async throws {
+        do {
+            try await publisher.publish(request)
+        } catch {
+            try? await outcomes?.forgetEnqueued(hub: request.hub, notificationId: request.notificationId, resolved: false)
+            throw NotQueued(notificationId: request.notificationId)
+        }
+    }
+
+    /// Publishes the batches of a send noted Enqueued with its dispatch summary.
+    private func publish(_ request: SendRequest, resolved targets: [Platform: [DeliveryBatch.Target]], sample: Bool = false) async throws {
         do {
             try await publisher.publish(request, resolved: targets, recorded: outcomes != nil)
         } catch let partly as PartlyPublished where sample {
@@ -98,34 +114,98 @@ struct NotificationQueue: Sendable {
         }
     }
 
-    /// The targets of a small audience; nil for a large one, or when the store could not say
-    /// (the dispatcher then resolves it, with its retries).
-    private func smallAudience(of request: SendRequest, expression: TagExpression?, now: Date) async -> [Platform: [DeliveryBatch.Target]]? {
-        guard let audiences else { return nil }
-        do {
-            // An expression with no tag every match carries (`!a`) is a scan of the hub's
-            // registrations: the dispatcher's work, behind Kafka, not a request's.
-            if let expression, expression.drivingTags == nil { return nil }
-            // Workers far behind: the dispatcher, which waits for them, takes the send.
-            // Only the platforms it can reach: a native send to one, a template or direct
-            // handles to any.
-            let platforms: [Platform] =
-                if case .handles(let handles) = request.audience { Array(Set(handles.map(\.platform))) } else {
-                    request.format.platform.map { [$0] } ?? Platform.allCases
+    private enum Resolution {
+        /// Its targets, the send noted Enqueued with them (when there is an outcome store).
+        case resolved([Platform: [DeliveryBatch.Target]])
+        /// Too large to resolve here: noted Enqueued, for the dispatcher.
+        case recorded
+        /// Not resolved (the store could not say, or the audience is too large); nothing noted.
+        case unresolved
+    }
+
+    /// Reads a send's small audience and notes the send Enqueued with it (when there is an
+    /// outcome store); then leaves `resolving`. Throws when the send could not be noted.
+    ///
+    /// When the outcome store keeps the registrations too (`readsWhileNoting`), a send to one
+    /// tag, to installation ids or to handles is read in the transaction that notes it: its
+    /// statements are few and always the same, so the writer's statement cache keeps them,
+    /// and they are short. Others (tag expressions, whose statements vary) are read first, on
+    /// a reader.
+    private func resolve(_ request: SendRequest, expression: TagExpression?, with audiences: AudienceResolver, now: Date) async throws
+        -> Resolution
+    {
+        defer { resolving.leave() }
+        let limit = DeliveryBatch.maximumTargets
+        if let outcomes, readsWhileNoting, Self.readsFixedStatements(request, expression: expression) {
+            do {
+                let targets = try await outcomes.recordEnqueued(request, deadline: request.expiresAt!, keep: recovery.republish, now: now) {
+                    registrations in
+                    do {
+                        return try await AudienceResolver(store: registrations).smallAudience(
+                            of: request, expression: expression, hub: request.hub, limit: limit, now: now)
+                    } catch {
+                        throw Unresolved(underlying: error)
+                    }
                 }
-            guard publisher.workersHaveRoom(on: platforms) else { return nil }
-            // At most `resolving` sends read the store as they are accepted; the rest go to
-            // the dispatcher.
-            guard resolving.enter() else { return nil }
-            defer { resolving.leave() }
-            return try await audiences.smallAudience(
-                of: request, expression: expression, hub: request.hub, limit: DeliveryBatch.maximumTargets, now: now)
-        } catch {
-            logger.debug(
-                "audience not resolved as the send was accepted; the dispatcher resolves it",
-                metadata: ["pushhub.notification_id": "\(request.notificationId)", "pushhub.error": "\(error)"])
-            return nil
+                return targets.map(Resolution.resolved) ?? .recorded
+            } catch let unresolved as Unresolved {
+                notResolved(request, unresolved.underlying)
+                return .unresolved
+            }
         }
+        let targets: [Platform: [DeliveryBatch.Target]]
+        do {
+            // nil: too large, noted and published whole by the caller.
+            guard let found = try await audiences.smallAudience(of: request, expression: expression, hub: request.hub, limit: limit, now: now)
+            else { return .unresolved }
+            targets = found
+        } catch {
+            notResolved(request, error)
+            return .unresolved
+        }
+        try await outcomes?.recordEnqueued(
+            request, deadline: request.expiresAt!, keep: recovery.republish, dispatched: DeliveryBatch.counts(of: targets), now: now)
+        return .resolved(targets)
+    }
+
+    /// Whether reading `request`'s audience takes statements of a few fixed texts: one tag,
+    /// installation ids, or direct handles (none).
+    static func readsFixedStatements(_ request: SendRequest, expression: TagExpression?) -> Bool {
+        switch request.audience {
+        case .installationIds, .handles: true
+        case .tags: if case .tag = expression { true } else { false }
+        case .broadcast: false
+        }
+    }
+
+    /// A resolution's failure, told apart from the write around it.
+    private struct Unresolved: Error {
+        var underlying: any Error
+    }
+
+    /// Whether `request`'s audience may be resolved as it is accepted; when true, the caller
+    /// leaves `resolving` after. Not an expression with no tag every match carries (`!a`,
+    /// a scan of the hub's registrations: the dispatcher's work, behind Kafka); not while the
+    /// workers of a platform it can reach are far behind (the dispatcher waits for them);
+    /// not past `resolving`'s ceiling.
+    private func mayResolve(_ request: SendRequest, expression: TagExpression?) -> Bool {
+        if case .broadcast = request.audience { return false }
+        if let expression, expression.drivingTags == nil { return false }
+        // Only the platforms it can reach: a native send to one, a template or direct
+        // handles to any.
+        let platforms: [Platform] =
+            if case .handles(let handles) = request.audience { Array(Set(handles.map(\.platform))) } else {
+                request.format.platform.map { [$0] } ?? Platform.allCases
+            }
+        guard publisher.workersHaveRoom(on: platforms) else { return false }
+        return resolving.enter()
+    }
+
+    /// The store could not say: the dispatcher resolves the audience, with its retries.
+    private func notResolved(_ request: SendRequest, _ error: any Error) {
+        logger.debug(
+            "audience not resolved as the send was accepted; the dispatcher resolves it",
+            metadata: ["pushhub.notification_id": "\(request.notificationId)", "pushhub.error": "\(error)"])
     }
 }
 

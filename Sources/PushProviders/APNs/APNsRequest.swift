@@ -1,6 +1,10 @@
 import Foundation
 import PushModel
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// `apns-push-type`: what kind of push APNs is asked to deliver.
 public enum APNsPushType: String, Sendable, CaseIterable {
     case alert, background, location, voip, complication, fileprovider, mdm, liveactivity, pushtotalk, widgets, controls
@@ -102,7 +106,7 @@ public enum APNsRequest {
         let collapseId = delivery.header("apns-collapse-id") ?? CollapseKey.apns(delivery)
         guard collapseId.utf8.count <= maximumCollapseId else { return .failure(.badCollapseId) }
         let apnsId = delivery.header("apns-id")
-        if let apnsId, UUID(uuidString: apnsId) == nil { return .failure(.badMessageId) }
+        if let apnsId, !FieldCheck.isUUID(apnsId) { return .failure(.badMessageId) }
         return .success(
             APNsHeaders(
                 pushType: pushType, topic: delivery.header("apns-topic") ?? bundleId, priority: priority, expiration: expiration,
@@ -111,12 +115,28 @@ public enum APNsRequest {
 
     /// A payload whose `aps` holds only `content-available: 1` is a background push.
     static func isBackground(_ payload: Data) -> Bool {
-        // Most payloads do not mention it at all: no need to parse them.
-        guard payload.range(of: Data("content-available".utf8)) != nil else { return false }
+        // Most payloads do not mention it at all: no need to parse them. Searched by hand:
+        // Foundation's `Data.range(of:)` goes through NSData, five allocations a push.
+        let mentioned = payload.withUnsafeBytes { payload in
+            "content-available".utf8.withContiguousStorageIfAvailable { contains(payload, UnsafeRawBufferPointer($0)) } ?? false
+        }
+        guard mentioned else { return false }
         guard let object = JSONLimits.dictionary(payload), let aps = object["aps"] as? [String: Any] else {
             return false
         }
         return aps.count == 1 && (aps["content-available"] as? NSNumber)?.intValue == 1
+    }
+
+    /// Whether `needle` (not empty) occurs in `haystack`: each candidate found by `memchr`.
+    static func contains(_ haystack: UnsafeRawBufferPointer, _ needle: UnsafeRawBufferPointer) -> Bool {
+        guard let base = haystack.baseAddress, let key = needle.baseAddress, needle.count > 0 else { return false }
+        var offset = 0
+        while haystack.count - offset >= needle.count {
+            guard let found = memchr(base + offset, Int32(needle[0]), haystack.count - offset - needle.count + 1) else { return false }
+            if memcmp(found, key, needle.count) == 0 { return true }
+            offset = base.distance(to: found) + 1
+        }
+        return false
     }
 
     /// What PushHub does with a push it would not send for `reason`.

@@ -65,6 +65,9 @@ final class HTTP2Client: Sendable {
         guard !requests.isEmpty else { return }
         let runs = min(connections.count, requests.count)
         let first = next.add(runs, ordering: .relaxed).oldValue
+        // One run (a batch of one target, as a single-user send's is) is written by this
+        // task: no group and child task for it.
+        guard runs > 1 else { return await write(requests, on: connections[first % connections.count]) }
         // The runs' connections are made (when they must be) side by side: a server slow to
         // connect or to finish TLS holds up only its own run.
         await withTaskGroup(of: Void.self) { group in

@@ -27,7 +27,9 @@ struct NotificationQueue: Sendable {
     /// audiences are read in the transaction that notes their send (`resolve`).
     var readsWhileNoting = false
     var logger = Logger(label: "pushhub.ingress.queue")
-    /// Sends whose audience is being read as they are accepted (at most 32 at a time).
+    /// Sends whose audience is being read on a reader as they are accepted (at most 32 at a
+    /// time; the rest go to the dispatcher). Those read in the transaction that notes them
+    /// take their turn in the writer with every other write.
     let resolving = InFlightLimit(32)
 
     /// The send could not be queued; the caller answers 503 with Retry-After. With `kept`,
@@ -124,7 +126,7 @@ struct NotificationQueue: Sendable {
     }
 
     /// Reads a send's small audience and notes the send Enqueued with it (when there is an
-    /// outcome store); then leaves `resolving`. Throws when the send could not be noted.
+    /// outcome store). Throws when the send could not be noted.
     ///
     /// When the outcome store keeps the registrations too (`readsWhileNoting`), a send to one
     /// tag, to installation ids or to handles is read in the transaction that notes it: its
@@ -134,7 +136,6 @@ struct NotificationQueue: Sendable {
     private func resolve(_ request: SendRequest, expression: TagExpression?, with audiences: AudienceResolver, now: Date) async throws
         -> Resolution
     {
-        defer { resolving.leave() }
         let limit = DeliveryBatch.maximumTargets
         if let outcomes, readsWhileNoting, Self.readsFixedStatements(request, expression: expression) {
             do {
@@ -153,16 +154,17 @@ struct NotificationQueue: Sendable {
                 return .unresolved
             }
         }
-        let targets: [Platform: [DeliveryBatch.Target]]
+        guard resolving.enter() else { return .unresolved }
+        let found: [Platform: [DeliveryBatch.Target]]?
         do {
-            // nil: too large, noted and published whole by the caller.
-            guard let found = try await audiences.smallAudience(of: request, expression: expression, hub: request.hub, limit: limit, now: now)
-            else { return .unresolved }
-            targets = found
+            defer { resolving.leave() }
+            found = try await audiences.smallAudience(of: request, expression: expression, hub: request.hub, limit: limit, now: now)
         } catch {
             notResolved(request, error)
             return .unresolved
         }
+        // nil: too large, noted and published whole by the caller.
+        guard let targets = found else { return .unresolved }
         try await outcomes?.recordEnqueued(
             request, deadline: request.expiresAt!, keep: recovery.republish, dispatched: DeliveryBatch.counts(of: targets), now: now)
         return .resolved(targets)
@@ -183,11 +185,10 @@ struct NotificationQueue: Sendable {
         var underlying: any Error
     }
 
-    /// Whether `request`'s audience may be resolved as it is accepted; when true, the caller
-    /// leaves `resolving` after. Not an expression with no tag every match carries (`!a`,
-    /// a scan of the hub's registrations: the dispatcher's work, behind Kafka); not while the
-    /// workers of a platform it can reach are far behind (the dispatcher waits for them);
-    /// not past `resolving`'s ceiling.
+    /// Whether `request`'s audience may be resolved as it is accepted. Not an expression with
+    /// no tag every match carries (`!a`, a scan of the hub's registrations: the dispatcher's
+    /// work, behind Kafka); not while the workers of a platform it can reach are far behind
+    /// (the dispatcher waits for them).
     private func mayResolve(_ request: SendRequest, expression: TagExpression?) -> Bool {
         if case .broadcast = request.audience { return false }
         if let expression, expression.drivingTags == nil { return false }
@@ -197,8 +198,7 @@ struct NotificationQueue: Sendable {
             if case .handles(let handles) = request.audience { Array(Set(handles.map(\.platform))) } else {
                 request.format.platform.map { [$0] } ?? Platform.allCases
             }
-        guard publisher.workersHaveRoom(on: platforms) else { return false }
-        return resolving.enter()
+        return publisher.workersHaveRoom(on: platforms)
     }
 
     /// The store could not say: the dispatcher resolves the audience, with its retries.

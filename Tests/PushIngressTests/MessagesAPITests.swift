@@ -17,6 +17,8 @@ struct MessagingFixture {
     let producer: KafkaProducer
     let app: any ApplicationProtocol
     let store: SQLRegistrationStore
+    /// The store's SQLite file.
+    let path: String
     /// The publisher's view of the workers' backlog, with `backlogBound`.
     let backlog: ConsumerBacklog?
     let topics = PushTopics(prefix: "t\(UUID().uuidString.prefix(8).lowercased()).")
@@ -34,7 +36,7 @@ struct MessagingFixture {
         configuration.deliveryTimeout = deliveryTimeout
         if let maximumRecordBytes { configuration.additionalProperties["message.max.bytes"] = "\(maximumRecordBytes)" }
         producer = try KafkaProducer.make(configuration: configuration, logger: Self.logger)
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
+        path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
         store = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
         // With a bound, the publisher watches the group `workers` on the deliveries topics.
         let topics = self.topics
@@ -198,6 +200,36 @@ struct MessagesAPITests {
         #expect(!IngressStores(registrations: wrapped, users: store, outcomes: store, schedules: nil, richPayloads: nil).outcomesHoldRegistrations)
         #expect(!IngressStores(registrations: store, users: store, outcomes: nil, schedules: nil, richPayloads: nil).outcomesHoldRegistrations)
         await store.close()
+    }
+
+    @Test(
+        "a send whose audience the store cannot read as it is accepted goes to the dispatcher: 201, noted Enqueued, its request published; read in the writer's transaction or on a reader"
+    )
+    func unreadableAudience() async throws {
+        let fixture = try await MessagingFixture()
+        try await fixture.register(.gcm, handle: "token-a", tags: ["Fans", "Local"])
+        // The tag rows' table gone from under the store, as a database that refuses the query.
+        let other = try SQLiteDatabase(path: fixture.path, readers: 1)
+        try await other.write { try await $0.execute("ALTER TABLE registration_tags RENAME TO registration_tags_gone", []) }
+        await other.close()
+        let ids = try await fixture.app.test(.router) { client in
+            var ids: [String] = []
+            // One tag: read in the transaction that notes it. An expression: on a reader.
+            for tags in ["Fans", "Fans && Local"] {
+                let response = try await client.execute(
+                    uri: "/myhub/messages", method: .post,
+                    headers: Self.headers([
+                        ("ServiceBusNotification-Format", "gcm"), ("ServiceBusNotification-Tags", tags), ("Content-Type", "application/json"),
+                    ]),
+                    body: ByteBuffer(string: #"{"data":{"m":"hi"}}"#))
+                #expect(response.status == .created, "\(tags): \(response.text)")
+                ids.append(response.headers[HTTPField.Name("TrackingId")!] ?? "")
+            }
+            return ids
+        }
+        #expect(Set(try await fixture.requests(2).map(\.notificationId)) == Set(ids), "both handed to the dispatcher")
+        for id in ids { #expect(try await fixture.store.notification(hub: "myhub", id: id)?.state == .enqueued) }
+        #expect(try await fixture.isEmpty(fixture.topics.deliveries(.fcm)))
     }
 
     @Test("a send to nobody ends NoTargetFound at once; a tag audience of more than a page, and a broadcast, go to the dispatcher")

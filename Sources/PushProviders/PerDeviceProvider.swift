@@ -196,10 +196,12 @@ public struct SplicedJSON: Sendable {
         let marker = "pushhub-token-" + RandomID.make()
         let whole: Data
         do { whole = try build(marker) } catch { return .failure(error) }
-        guard let found = whole.range(of: Data(JSONText.quoted(marker))) else {
+        let quoted = JSONText.quoted(marker)
+        guard let offset = ByteSearch.firstOffset(of: quoted, in: whole) else {
             return .failure(Failure(message: "the message could not be encoded"))
         }
-        return .success(SplicedJSON(prefix: whole[..<found.lowerBound], suffix: whole[found.upperBound...]))
+        let found = whole.startIndex + offset
+        return .success(SplicedJSON(prefix: whole[..<found], suffix: whole[(found + quoted.count)...]))
     }
 
     /// The body for one device.

@@ -183,7 +183,8 @@ public final class SQLiteDatabase: SQLDatabase {
             if guarded { state.runs.guarded += 1 }
         }
         var committed: [@Sendable (Result<Void, any Error>) -> Void] = []
-        var told: [Int] = []
+        // Those that ran and were not told: to run again if a later one fails unguarded.
+        var ran: [WriteJob] = []
         // A transaction a failed ROLLBACK left open would fail every BEGIN after it.
         if connection.isInTransaction { try? connection.run("ROLLBACK") }
         do {
@@ -197,11 +198,13 @@ public final class SQLiteDatabase: SQLDatabase {
         }
         for (index, job) in jobs.enumerated() {
             switch await job.run(connection, guarded) {
-            case .done(let tell): committed.append(tell)
-            case .told: told.append(index)
+            case .done(let tell):
+                committed.append(tell)
+                ran.append(job)
+            case .told: break
             case .failedUnguarded:
                 if connection.isInTransaction { try? connection.run("ROLLBACK") }
-                return jobs.indices.filter { !told.contains($0) }.map { jobs[$0] }
+                return ran + jobs[index...]
             }
             // A write whose failure rolled back the whole transaction (SQLite does on
             // some I/O errors) leaves none open: the writes before it were undone with

@@ -149,6 +149,18 @@ struct SQLiteConnectionTests {
         }
     }
 
+    /// A write that reads, then throws before writing anything: as a PATCH of an installation
+    /// that is not there.
+    static func readThenRefuse(runs: Runs? = nil) -> @Sendable (SQLiteDatabase) async throws -> Void {
+        { database in
+            try await database.write { connection in
+                runs?.add()
+                _ = try await connection.query("SELECT id FROM rows WHERE id = 9", [])
+                throw Refused()
+            }
+        }
+    }
+
     struct Refused: Error {}
 
     /// How many times a body ran.
@@ -203,14 +215,7 @@ struct SQLiteConnectionTests {
     func failureBeforeWritingTold() async throws {
         try await Self.withRows("readfail") { database in
             let firstRuns = Runs()
-            // As a PATCH of an installation that is not there: a read, then the error.
-            let notFound: @Sendable (SQLiteDatabase) async throws -> Void = { database in
-                try await database.write { connection in
-                    _ = try await connection.query("SELECT id FROM rows WHERE id = 9", [])
-                    throw Refused()
-                }
-            }
-            let writes = try await Self.sharingOneTransaction(database, [Self.insert(1, runs: firstRuns), notFound, Self.insert(3)])
+            let writes = try await Self.sharingOneTransaction(database, [Self.insert(1, runs: firstRuns), Self.readThenRefuse(), Self.insert(3)])
             try await writes[0].value
             await #expect(throws: Refused.self) { try await writes[1].value }
             try await writes[2].value
@@ -226,15 +231,8 @@ struct SQLiteConnectionTests {
     func toldNotRunAgain() async throws {
         try await Self.withRows("toldonce") { database in
             let (firstRuns, notFoundRuns) = (Runs(), Runs())
-            let notFound: @Sendable (SQLiteDatabase) async throws -> Void = { database in
-                try await database.write { connection in
-                    notFoundRuns.add()
-                    _ = try await connection.query("SELECT id FROM rows WHERE id = 9", [])
-                    throw Refused()
-                }
-            }
             let writes = try await Self.sharingOneTransaction(
-                database, [Self.insert(1, runs: firstRuns), notFound, Self.insertThenRefuse(2), Self.insert(3)])
+                database, [Self.insert(1, runs: firstRuns), Self.readThenRefuse(runs: notFoundRuns), Self.insertThenRefuse(2), Self.insert(3)])
             try await writes[0].value
             await #expect(throws: Refused.self) { try await writes[1].value }
             await #expect(throws: Refused.self) { try await writes[2].value }

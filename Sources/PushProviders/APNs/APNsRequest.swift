@@ -1,10 +1,6 @@
 import Foundation
 import PushModel
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// `apns-push-type`: what kind of push APNs is asked to deliver.
 public enum APNsPushType: String, Sendable, CaseIterable {
     case alert, background, location, voip, complication, fileprovider, mdm, liveactivity, pushtotalk, widgets, controls
@@ -113,30 +109,16 @@ public enum APNsRequest {
                 collapseId: collapseId, apnsId: apnsId))
     }
 
+    private static let contentAvailable = Array("content-available".utf8)
+
     /// A payload whose `aps` holds only `content-available: 1` is a background push.
     static func isBackground(_ payload: Data) -> Bool {
-        // Most payloads do not mention it at all: no need to parse them. Searched by hand:
-        // Foundation's `Data.range(of:)` goes through NSData, five allocations a push.
-        let mentioned = payload.withUnsafeBytes { payload in
-            "content-available".utf8.withContiguousStorageIfAvailable { contains(payload, UnsafeRawBufferPointer($0)) } ?? false
-        }
-        guard mentioned else { return false }
+        // Most payloads do not mention it at all: no need to parse them.
+        guard ByteSearch.firstOffset(of: contentAvailable, in: payload) != nil else { return false }
         guard let object = JSONLimits.dictionary(payload), let aps = object["aps"] as? [String: Any] else {
             return false
         }
         return aps.count == 1 && (aps["content-available"] as? NSNumber)?.intValue == 1
-    }
-
-    /// Whether `needle` (not empty) occurs in `haystack`: each candidate found by `memchr`.
-    static func contains(_ haystack: UnsafeRawBufferPointer, _ needle: UnsafeRawBufferPointer) -> Bool {
-        guard let base = haystack.baseAddress, let key = needle.baseAddress, needle.count > 0 else { return false }
-        var offset = 0
-        while haystack.count - offset >= needle.count {
-            guard let found = memchr(base + offset, Int32(needle[0]), haystack.count - offset - needle.count + 1) else { return false }
-            if memcmp(found, key, needle.count) == 0 { return true }
-            offset = base.distance(to: found) + 1
-        }
-        return false
     }
 
     /// What PushHub does with a push it would not send for `reason`.

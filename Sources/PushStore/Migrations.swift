@@ -392,6 +392,8 @@ public enum Migrations {
             // The web console lists a hub's sends, newest first, and counts those of the last day;
             // it tells a send's kind of audience (a direct send names no tags, as a broadcast).
             (16, ["CREATE INDEX notifications_by_hub ON notifications (hub, enqueued_at)", "ALTER TABLE notifications ADD COLUMN audience TEXT"]),
+            // The installation's function again, its registrations read with their row lock (see it).
+            (17, dialect == .postgres ? [postgresWriteInstallation(queried: true)] : []),
         ]
     }
 
@@ -472,7 +474,11 @@ public enum Migrations {
     /// every writer, patch, prune and delete takes it first;
     /// every later statement takes a new snapshot, as in READ COMMITTED), then each
     /// registration updated in place or inserted, only the tag rows that changed written,
-    /// and the installation's registrations it no longer has deleted. `registrations` is a
+    /// and the installation's registrations it no longer has deleted. Each registration is read
+    /// with its row lock (from version 17): a writer that found the installation row gone (a
+    /// prune or delete beside a delete) takes none of its lock, and could delete the row between
+    /// the read and its update, which then changed nothing and the tag rows after it broke
+    /// their foreign key; now it waits, and the row it deleted is inserted anew. `registrations` is a
     /// JSON array of rows named by column (`SQLRegistrationStore.installationRows`).
     ///
     /// From version 10 (`queried`), it also keeps the installation's queried columns (platform,
@@ -513,7 +519,8 @@ public enum Migrations {
                     kept := kept || wanted.registration_id;
                     new_tags := CASE WHEN wanted.tags = '' THEN '{}'::TEXT[] ELSE string_to_array(wanted.tags, ',') END;
                     SELECT seq, version, tags INTO current FROM registrations
-                        WHERE hub = p_hub AND installation_id = p_installation_id AND registration_id = wanted.registration_id;
+                        WHERE hub = p_hub AND installation_id = p_installation_id AND registration_id = wanted.registration_id
+                        FOR UPDATE;
                     IF FOUND THEN
                         UPDATE registrations SET format = wanted.format, handle = wanted.handle, p256dh = wanted.p256dh, auth = wanted.auth,
                             tags = wanted.tags, template_name = wanted.template_name, template_body = wanted.template_body,

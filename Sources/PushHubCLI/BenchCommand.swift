@@ -62,6 +62,12 @@ extension BenchCommand {
         @Option(help: "Seconds of each installation-upsert phase after paging; 0 skips them.")
         var upsertSeconds = 10.0
 
+        @Option(help: "A tag expression to page (repeatable); the default is the four of docs/benchmarks.md.")
+        var expression: [String] = []
+
+        @Flag(help: "The store already holds an earlier run's registrations (the same --registrations): page them without seeding.")
+        var seeded = false
+
         @Option(help: "Installations to seed, then list with the installation queries; 0 skips them.")
         var installations = 0
 
@@ -77,6 +83,8 @@ extension BenchCommand {
             options.registrations = registrations
             options.pageSize = pageSize
             options.upsertSeconds = upsertSeconds
+            options.seeded = seeded
+            if !expression.isEmpty { options.expressions = expression }
             options.installations = installations
             let (seedSeconds, figures, upserts, listings) = try await StorePagingBenchmark(options: options, logger: makeLogger("pushhub.bench")).run
             {

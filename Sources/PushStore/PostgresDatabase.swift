@@ -6,6 +6,8 @@ import PostgresNIO
 /// PostgreSQL through postgres-nio's connection pool, for deployments with several machines.
 public final class PostgresDatabase: SQLDatabase {
     public let dialect = SQLDialect.postgres
+    /// Each read leases a connection of the pool, and each connection is a server process.
+    public var readsInParallel: Bool { true }
     private let client: PostgresClient
     private let running: Task<Void, Never>
     private let logger: Logger

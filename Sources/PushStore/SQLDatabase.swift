@@ -77,6 +77,9 @@ public protocol SQLConnection: Sendable {
 /// A database the store runs on.
 public protocol SQLDatabase: Sendable {
     var dialect: SQLDialect { get }
+    /// Whether two `read`s at once run on connections of their own, side by side, so that a
+    /// reader may split a large read in two.
+    var readsInParallel: Bool { get }
     /// Runs `body` on a connection for reading.
     func read<T: Sendable>(_ body: @Sendable (any SQLConnection) async throws -> T) async throws -> T
     /// Runs `body` in one transaction, committed when it returns and rolled back when it throws.
@@ -94,6 +97,10 @@ public protocol SQLDatabase: Sendable {
     func migrating<T: Sendable>(_ body: () async throws -> T) async throws -> T
     /// Closes every connection.
     func close() async
+}
+
+extension SQLDatabase {
+    public var readsInParallel: Bool { false }
 }
 
 /// PostgreSQL never runs a body twice: `writeOnce` is `write` there.

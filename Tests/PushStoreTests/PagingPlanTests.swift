@@ -39,6 +39,67 @@ struct PagingPlanTests {
         }
     }
 
+    /// The tags of registration `index` of `rangesAndCandidates`: `near` on four in five of the
+    /// first 150 and on every 40th after (candidates dense among the rows, then sparse, on
+    /// either database), `far` on every 97th,
+    /// `pair` on every third (a second driving tag beside `near`), `odd` on the odd ones.
+    static func rangeTags(_ index: Int) -> Set<String> {
+        var tags: Set<String> = []
+        if (index < 150 && index % 5 != 4) || index % 40 == 0 { tags.insert("near") }
+        if index % 97 == 0 { tags.insert("far") }
+        if index % 3 == 0 { tags.insert("pair") }
+        if index % 2 == 1 { tags.insert("odd") }
+        return tags
+    }
+
+    @Test(
+        "pages read as a range of rows, where candidates are dense, or candidate by candidate hold what matches, in order, once each",
+        arguments: StoreKind.available)
+    func rangesAndCandidates(_ kind: StoreKind) async throws {
+        let fixture = try await StoreFixture.make(kind)
+        let store = try #require(fixture.store as? SQLRegistrationStore)
+        // Every fourth registration is followed by one of another hub with every tag, so a
+        // range of rows holds rows that are not the hub's. Every other one is a template
+        // registration.
+        var registrations: [Registration] = []
+        for index in 0..<600 {
+            registrations.append(
+                Registration(
+                    registrationId: "r\(index)", hub: fixture.hub, format: index % 4 == 0 ? .fcmv1 : .apple, handle: "h\(index)",
+                    tags: Self.rangeTags(index).sorted(), template: index % 2 == 1 ? Template(body: "{}") : nil, updatedAt: Date()))
+            guard index % 4 == 3 else { continue }
+            registrations.append(
+                Registration(
+                    registrationId: "o\(index)", hub: fixture.hub + "-other", format: .apple, handle: "o\(index)",
+                    tags: ["far", "near", "odd", "pair"], updatedAt: Date()))
+        }
+        try await store.importRegistrations(registrations)
+        try await store.refreshStatistics()
+        for text in [
+            "near", "far", "near || far", "far || near || pair", "near && !odd", "pair && (near || far)", "(near || far) && !pair && odd",
+            "odd && !near",
+        ] {
+            let expression = try TagExpression.parse(text)
+            let matching = (0..<600).filter { expression.matches(Self.rangeTags($0)) }
+            for pageSize in [1, 7, 50] {
+                let found = try await store.all(hub: fixture.hub, matching: .tagExpression(expression), pageSize: pageSize)
+                #expect(found.map(\.registrationId) == matching.map { "r\($0)" }, "\(text), pages of \(pageSize)")
+            }
+            for format in [NotificationFormat.template, .fcmv1] {
+                var found: [String] = []
+                var cursor: RegistrationCursor?
+                repeat {
+                    let page = try await store.deliveryCandidates(
+                        hub: fixture.hub, matching: .tagExpression(expression), reaching: format, after: cursor, limit: 7)
+                    found += page.candidates.map(\.registrationId)
+                    cursor = page.next
+                } while cursor != nil
+                let reached = matching.filter { format == .template ? $0 % 2 == 1 : $0 % 4 == 0 }
+                #expect(found == reached.map { "r\($0)" }, "\(text), reaching \(format)")
+            }
+        }
+    }
+
     @Test("SQLite's tag counts follow every write: updates, deletes, installations and imports")
     func sqliteCountsFollowWrites() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path

@@ -394,6 +394,9 @@ public enum Migrations {
             (16, ["CREATE INDEX notifications_by_hub ON notifications (hub, enqueued_at)", "ALTER TABLE notifications ADD COLUMN audience TEXT"]),
             // The installation's function again, its registrations read with their row lock (see it).
             (17, dialect == .postgres ? [postgresWriteInstallation(queried: true)] : []),
+            // Again: an installation's tag rows written only when its tags changed, and then only
+            // those that changed.
+            (18, dialect == .postgres ? [postgresWriteInstallation(queried: true)] : []),
         ]
     }
 
@@ -482,7 +485,10 @@ public enum Migrations {
     /// JSON array of rows named by column (`SQLRegistrationStore.installationRows`).
     ///
     /// From version 10 (`queried`), it also keeps the installation's queried columns (platform,
-    /// user id, expired, and its tags comma-joined) and its rows in `installation_tags`.
+    /// user id, expired, and its tags comma-joined) and its rows in `installation_tags`; from
+    /// version 18 those rows only where its tags changed (the tags stored before read with the
+    /// installation row's lock, first), where it had deleted and inserted them all: an upsert of
+    /// the same installation again wrote ten index entries for nothing.
     static func postgresWriteInstallation(queried: Bool) -> String {
         let parameters = queried ? ", p_platform TEXT, p_user_id TEXT, p_expired BIGINT, p_tags TEXT" : ""
         let columns = queried ? ", platform, user_id, expired, tags" : ""
@@ -491,10 +497,19 @@ public enum Migrations {
         let tagRows =
             queried
             ? """
-            DELETE FROM installation_tags WHERE hub = p_hub AND installation_id = p_installation_id;
-                INSERT INTO installation_tags (hub, tag, installation_id)
-                    SELECT DISTINCT p_hub, tag, p_installation_id FROM unnest(string_to_array(p_tags, ',')) AS tag WHERE tag <> ''
-                    ON CONFLICT DO NOTHING;
+            IF stored_tags IS DISTINCT FROM p_tags THEN
+                    DELETE FROM installation_tags WHERE hub = p_hub AND installation_id = p_installation_id
+                        AND tag <> ALL (string_to_array(p_tags, ','));
+                    INSERT INTO installation_tags (hub, tag, installation_id)
+                        SELECT DISTINCT p_hub, tag, p_installation_id FROM unnest(string_to_array(p_tags, ',')) AS tag WHERE tag <> ''
+                        ON CONFLICT DO NOTHING;
+                END IF;
+            """ : ""
+        // The tags stored before, read with the row's lock, which the upsert takes anyway.
+        let storedTags =
+            queried
+            ? """
+            SELECT tags INTO stored_tags FROM installations WHERE hub = p_hub AND installation_id = p_installation_id FOR UPDATE;
             """ : ""
         return """
             CREATE OR REPLACE FUNCTION pushhub_write_installation(
@@ -507,7 +522,9 @@ public enum Migrations {
                 new_tags TEXT[];
                 old_tags TEXT[];
                 kept TEXT[] := '{}';
+                stored_tags TEXT;
             BEGIN
+                \(storedTags)
                 INSERT INTO installations (hub, installation_id, document, updated_at\(columns))
                 VALUES (p_hub, p_installation_id, p_document, p_updated_at\(values))
                 ON CONFLICT (hub, installation_id) DO UPDATE SET document = excluded.document, updated_at = excluded.updated_at\(updates);

@@ -537,11 +537,10 @@ public final class SQLRegistrationStore: RegistrationStore {
         return (rows, rows.count == limit ? rows.last?.integer("seq").map(RegistrationCursor.init(position:)) : nil)
     }
 
-    /// Starts from the tag index: a page covers the registrations up to the next `limit` tag
-    /// rows of its driving tags, and holds those of them that match. The page's last candidate is
-    /// found first, from the index alone: each tag's range read in order, at most `limit` deep,
-    /// merged (a registration with two driving tags counts twice, so a page of several driving
-    /// tags may hold fewer than `limit`). Then the matching rows up to it are read, so
+    /// Starts from the tag index: a page covers the next `limit` registrations carrying any
+    /// driving tag, and holds those of them that match. The page's last candidate is found
+    /// first, from the index alone: each tag's range read in order, at most `limit` deep,
+    /// merged. Then the matching rows up to it are read, so
     /// candidates that do not match never leave the database: where the candidates are dense
     /// among the rows (`denseRange`), every row in the range, tested against `inRange` (a driving
     /// tag, then `among`, on the row's `tags` column), by the caller (`rows(in:)`); where they
@@ -554,11 +553,18 @@ public final class SQLRegistrationStore: RegistrationStore {
         after: Int64, limit: Int, columns: String, dialect: SQLDialect, on connection: any SQLConnection
     ) async throws -> PageRead {
         let perTag = "SELECT seq FROM registration_tags WHERE hub = ? AND tag = ? AND seq > ? ORDER BY seq"
+        // Several tags' ranges, a registration with two of them counted once. PostgreSQL merges
+        // them in order (`UNION ALL`) and keeps a row that differs from the one before it
+        // (0.3–0.7 ms a page of three tags, where `UNION` hashed and sorted them in 1.8 ms);
+        // SQLite sorts for a window, and its `UNION` took half as long.
+        let ranges = Array(repeating: "SELECT seq FROM (\(perTag) LIMIT ?) AS t", count: driving.count)
         let candidates =
             driving.count == 1
             ? perTag
-            : Array(repeating: "SELECT seq FROM (\(perTag) LIMIT ?) AS t", count: driving.count).joined(separator: " UNION ALL ")
-                + " ORDER BY seq"
+            : dialect == .sqlite
+                ? ranges.joined(separator: " UNION ") + " ORDER BY seq"
+                : "SELECT seq FROM (SELECT seq, lag(seq) OVER (ORDER BY seq) AS previous FROM ("
+                    + ranges.joined(separator: " UNION ALL ") + ") AS merged) AS candidates WHERE previous IS NULL OR previous <> seq ORDER BY seq"
         var binds: [SQLValue] = []
         for tag in driving { binds += [.text(hub), .text(tag), .integer(after)] + (driving.count == 1 ? [] : [.integer(Int64(limit))]) }
         let bound = try await connection.query("\(candidates) LIMIT 1 OFFSET ?", binds + [.integer(Int64(limit - 1))]).first?.integer("seq")

@@ -432,8 +432,8 @@ public final class SQLRegistrationStore: RegistrationStore {
 
     /// A range's rows; where the database reads in parallel, its two halves at once, each on a
     /// connection of its own, so that one half is read by the server while the other's rows are
-    /// read here (paging `Sports` over ten million registrations on PostgreSQL: 301,000
-    /// targets/s against 225,000).
+    /// read here (paging `Sports` over ten million registrations on PostgreSQL: 275,000
+    /// targets/s against 240,000 read whole; docs/benchmarks.md, twelfth round).
     private func rows(in range: RangeRead) async throws -> [SQLRow] {
         let middle = range.after + (range.bound - range.after) / 2
         guard database.readsInParallel, middle > range.after else {

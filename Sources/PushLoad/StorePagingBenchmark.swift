@@ -80,7 +80,7 @@ public struct StorePagingBenchmark: Sendable {
         let seedStart = ContinuousClock.now
         let batch = 10_000
         let now = Date()
-        for start in stride(from: 0, to: options.seeded ? 0 : options.registrations, by: batch) {
+        for start in stride(from: 0, to: options.registrations, by: batch) where !options.seeded {
             let registrations = (start..<min(start + batch, options.registrations)).map { index in
                 Registration(
                     registrationId: "r\(index)", hub: hub, format: [.apple, .fcmv1, .windows][index % 3],

@@ -393,11 +393,8 @@ public final class SQLRegistrationStore: RegistrationStore {
                 } else if driving.count == 1 {
                     remaining = expression.assuming(first)
                 }
-                let among = Self.both(remaining.map { Self.compile($0, dialect: dialect) }, reached)
-                // The driving tags tested first: the fewest rows carry them.
-                let carrying = Self.compile(driving.dropFirst().reduce(.tag(first)) { .or($0, .tag($1)) }, dialect: dialect)
                 return try await Self.pageByTags(
-                    hub: hub, driving: driving, among: among ?? ("", []), inRange: Self.both(carrying, among) ?? carrying, after: after,
+                    hub: hub, driving: driving, among: Self.both(remaining.map { Self.compile($0, dialect: dialect) }, reached), after: after,
                     limit: limit, columns: columns, dialect: dialect, on: connection)
             }
             return .rows(
@@ -540,18 +537,18 @@ public final class SQLRegistrationStore: RegistrationStore {
     /// Starts from the tag index: a page covers the next `limit` registrations carrying any
     /// driving tag, and holds those of them that match. The page's last candidate is found
     /// first, from the index alone: each tag's range read in order, at most `limit` deep,
-    /// merged. Then the matching rows up to it are read, so
-    /// candidates that do not match never leave the database: where the candidates are dense
-    /// among the rows (`denseRange`), every row in the range, tested against `inRange` (a driving
-    /// tag, then `among`, on the row's `tags` column), by the caller (`rows(in:)`); where they
+    /// merged. Then the matching rows up to it are read, so candidates that do not match never
+    /// leave the database: where the candidates are dense among the rows (`denseRange`), every row in the range, tested for a driving tag and then
+    /// against `among`, on the row's `tags` column, by the caller (`rows(in:)`); where they
     /// are sparse, here, only the candidates, found again in the tag index and tested against
     /// `among` (what their driving tag leaves open). A range read in row order is a few rows a
     /// page of the table; the candidates one by one are an index probe each, which cost
     /// PostgreSQL five times as much a page for `Sports || Music || Weather`.
     private static func pageByTags(
-        hub: String, driving: [String], among filter: (sql: String, binds: [SQLValue]), inRange range: (sql: String, binds: [SQLValue]),
-        after: Int64, limit: Int, columns: String, dialect: SQLDialect, on connection: any SQLConnection
+        hub: String, driving: [String], among filter: (sql: String, binds: [SQLValue])?, after: Int64, limit: Int, columns: String,
+        dialect: SQLDialect, on connection: any SQLConnection
     ) async throws -> PageRead {
+        guard let first = driving.first else { return .rows(([], nil)) }
         let perTag = "SELECT seq FROM registration_tags WHERE hub = ? AND tag = ? AND seq > ? ORDER BY seq"
         // Several tags' ranges, a registration with two of them counted once. PostgreSQL merges
         // them in order (`UNION ALL`) and keeps a row that differs from the one before it
@@ -569,16 +566,19 @@ public final class SQLRegistrationStore: RegistrationStore {
         for tag in driving { binds += [.text(hub), .text(tag), .integer(after)] + (driving.count == 1 ? [] : [.integer(Int64(limit))]) }
         let bound = try await connection.query("\(candidates) LIMIT 1 OFFSET ?", binds + [.integer(Int64(limit - 1))]).first?.integer("seq")
         if let bound, bound - after <= Int64(limit) * denseRange(dialect) {
-            return .range(RangeRead(hub: hub, after: after, bound: bound, columns: columns, condition: range))
+            // The rows that carry no driving tag are in the range too; the tags are tested in
+            // this order because the fewest rows carry the driving ones.
+            let carrying = compile(driving.dropFirst().reduce(.tag(first)) { .or($0, .tag($1)) }, dialect: dialect)
+            return .range(RangeRead(hub: hub, after: after, bound: bound, columns: columns, condition: both(carrying, filter) ?? carrying))
         }
         let tags = driving.count == 1 ? "tag = ?" : "tag IN (" + Array(repeating: "?", count: driving.count).joined(separator: ", ") + ")"
-        let condition = filter.sql.isEmpty ? "" : " AND \(filter.sql)"
+        let condition = filter.map { " AND \($0.sql)" } ?? ""
         let rows = try await connection.query(
             """
             SELECT \(columns) FROM registrations r WHERE r.seq IN
                 (SELECT seq FROM registration_tags WHERE hub = ? AND \(tags) AND seq > ? AND seq <= ?)\(condition) ORDER BY r.seq
             """,
-            [.text(hub)] + driving.map(SQLValue.text) + [.integer(after), .integer(bound ?? Int64.max)] + filter.binds)
+            [.text(hub)] + driving.map(SQLValue.text) + [.integer(after), .integer(bound ?? Int64.max)] + (filter?.binds ?? []))
         return .rows((rows, bound.map(RegistrationCursor.init(position:))))
     }
 

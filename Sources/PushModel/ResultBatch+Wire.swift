@@ -70,29 +70,30 @@ public enum JSONText {
 }
 
 /// JSON written byte by byte, escaped as JSONEncoder escapes with `.withoutEscapingSlashes`.
-struct JSONBytes {
-    private(set) var bytes: [UInt8] = []
+/// The package's: the store writes an installation's rows with it too.
+package struct JSONBytes {
+    package private(set) var bytes: [UInt8] = []
 
-    init(capacity: Int) { bytes.reserveCapacity(capacity) }
+    package init(capacity: Int) { bytes.reserveCapacity(capacity) }
 
-    mutating func byte(_ value: UInt8) { bytes.append(value) }
+    package mutating func byte(_ value: UInt8) { bytes.append(value) }
 
     /// `"name":`, after a comma unless it is the object's first key.
-    mutating func key(_ name: String, first: Bool = false) {
+    package mutating func key(_ name: String, first: Bool = false) {
         if !first { bytes.append(UInt8(ascii: ",")) }
         string(name)
         bytes.append(UInt8(ascii: ":"))
     }
 
-    mutating func integer(_ value: Int) { bytes.append(contentsOf: String(value).utf8) }
+    package mutating func integer(_ value: Int) { bytes.append(contentsOf: String(value).utf8) }
 
     /// Text written as it is: `true`, `false`, `null`.
-    mutating func literal(_ text: StaticString) {
+    package mutating func literal(_ text: StaticString) {
         text.withUTF8Buffer { bytes.append(contentsOf: $0) }
     }
 
     /// `[a,b,…]`, each element written by `write`.
-    mutating func array<Elements: Sequence>(_ elements: Elements, _ write: (Elements.Element, inout JSONBytes) -> Void) {
+    package mutating func array<Elements: Sequence>(_ elements: Elements, _ write: (Elements.Element, inout JSONBytes) -> Void) {
         bytes.append(UInt8(ascii: "["))
         for (index, element) in elements.enumerated() {
             if index > 0 { bytes.append(UInt8(ascii: ",")) }
@@ -117,7 +118,7 @@ struct JSONBytes {
 
     /// `value` as a JSON string: runs that need no escape are copied whole, each escape
     /// written in place (no array a character).
-    mutating func string(_ value: String) {
+    package mutating func string(_ value: String) {
         bytes.append(UInt8(ascii: "\""))
         var value = value
         value.withUTF8 { utf8 in

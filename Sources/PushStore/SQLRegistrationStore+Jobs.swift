@@ -442,6 +442,8 @@ extension SQLRegistrationStore: JobStore {
             }
             guard let registration else {
                 gone.append(old.seq)
+                // Its tag rows by their key, before it (PostgreSQL has no index by seq alone).
+                for tag in old.tags.sorted() { tagsRemoved += [.text(tag), .integer(old.seq)] }
                 continue
             }
             replaced.append((old.seq, registration))
@@ -449,18 +451,17 @@ extension SQLRegistrationStore: JobStore {
             for tag in old.tags.subtracting(tags) { tagsRemoved += [.text(tag), .integer(old.seq)] }
             for tag in tags.subtracting(old.tags) { tagsAdded += [.text(hub), .text(tag), .integer(old.seq)] }
         }
-        for start in stride(from: 0, to: gone.count, by: idsPerStatement) {
-            let seqs = gone[start..<min(start + idsPerStatement, gone.count)].map(SQLValue.integer)
-            let list = Array(repeating: "?", count: seqs.count).joined(separator: ", ")
-            try await connection.execute("DELETE FROM registration_tags WHERE seq IN (\(list))", seqs)
-            try await connection.execute("DELETE FROM registrations WHERE seq IN (\(list))", seqs)
-        }
         for start in stride(from: 0, to: tagsRemoved.count, by: 2 * idsPerStatement) {
             let pairs = Array(tagsRemoved[start..<min(start + 2 * idsPerStatement, tagsRemoved.count)])
             try await connection.execute(
                 "DELETE FROM registration_tags WHERE hub = ? AND (tag, seq) IN (VALUES "
                     + Array(repeating: "(?, CAST(? AS BIGINT))", count: pairs.count / 2).joined(separator: ", ") + ")",
                 [.text(hub)] + pairs)
+        }
+        for start in stride(from: 0, to: gone.count, by: idsPerStatement) {
+            let seqs = gone[start..<min(start + idsPerStatement, gone.count)].map(SQLValue.integer)
+            let list = Array(repeating: "?", count: seqs.count).joined(separator: ", ")
+            try await connection.execute("DELETE FROM registrations WHERE seq IN (\(list))", seqs)
         }
         for start in stride(from: 0, to: replaced.count, by: importRowsPerStatement) {
             let rows = replaced[start..<min(start + importRowsPerStatement, replaced.count)]

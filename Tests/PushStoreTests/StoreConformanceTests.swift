@@ -163,7 +163,9 @@ struct StoreConformanceTests {
             webPush: WebPushKeys(p256dh: "key-p256dh", auth: "key-auth"), tags: ["b", "a"],
             templates: [
                 "toast": Template(body: #"{"title":"$(t)"}"#, headers: ["X-Custom": "one", "X-Tag": "$(tag)"], expiry: "$(expiry)", tags: ["t1"]),
-                "plain": Template(body: "{}"),
+                // What the rows' JSON must escape (PostgreSQL's function takes them as JSON):
+                // quotes, backslashes, a newline, a tab, and text beyond ASCII.
+                "plain": Template(body: "{\n\t" + #""title":"$(t) \"é🚀\\""# + "}", headers: ["X-Quote": #"say "hi" \ ok"#]),
             ])
         installation.expirationTime = Date(timeIntervalSince1970: 1_900_000_000.125)
         func check(_ written: Installation, versions: [String: Int64], _ note: String) async throws {

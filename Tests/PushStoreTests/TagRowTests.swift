@@ -1,0 +1,113 @@
+import Foundation
+import PushModel
+@testable import PushStore
+import Testing
+
+/// A hub's tag rows are exactly the tags of its rows, whichever way a registration or an
+/// installation changes or goes: on PostgreSQL they are found by their key from the row's
+/// `tags` column and deleted with a registration by a trigger (version 19), on SQLite by the
+/// foreign key's cascade.
+@Suite("Tag rows follow their rows", .timeLimit(.minutes(2)))
+struct TagRowTests {
+    /// The differences between a hub's tag rows and the tags its rows carry: rows with no
+    /// such tag (left behind), and tags with no row (missing), for registrations and for
+    /// installations.
+    static func differences(_ store: SQLRegistrationStore, hub: String) async throws -> [String] {
+        try await store.database.read { connection in
+            var differences: [String] = []
+            for (tags, rows, key) in [
+                ("registration_tags", "registrations", "seq"), ("installation_tags", "installations", "installation_id"),
+            ] {
+                var carried: Set<String> = []
+                for row in try await connection.query("SELECT \(key) AS key, tags FROM \(rows) WHERE hub = ?", [.text(hub)]) {
+                    let owner = row.text("key") ?? "?"
+                    for tag in SQLRegistrationStore.StoredRow.splitTags(row.text("tags")) { carried.insert("\(owner) \(tag)") }
+                }
+                var stored: Set<String> = []
+                for row in try await connection.query("SELECT \(key) AS key, tag FROM \(tags) WHERE hub = ?", [.text(hub)]) {
+                    stored.insert("\(row.text("key") ?? "?") \(row.text("tag") ?? "?")")
+                }
+                differences += stored.subtracting(carried).sorted().map { "\(tags) left behind: \($0)" }
+                differences += carried.subtracting(stored).sorted().map { "\(tags) missing: \($0)" }
+            }
+            return differences
+        }
+    }
+
+    static func registration(_ id: String, hub: String, tags: [String]) -> Registration {
+        Registration(registrationId: id, hub: hub, format: .apple, handle: "handle-\(id)", tags: tags, updatedAt: Date())
+    }
+
+    @Test("every write and delete leaves the tag rows the tags of the rows", arguments: StoreKind.available)
+    func everyWay(_ kind: StoreKind) async throws {
+        let fixture = try await StoreFixture.make(kind)
+        let store = try #require(fixture.store as? SQLRegistrationStore)
+        let hub = fixture.hub
+        var steps: [(String, [String])] = []
+        func check(_ step: String) async throws {
+            let found = try await Self.differences(store, hub: hub)
+            steps.append((step, found))
+            #expect(found.isEmpty, "\(kind) after \(step): \(found)")
+        }
+
+        for (id, tags) in [("r1", ["a", "b"]), ("r2", ["b"]), ("r3", ["c"]), ("r4", ["d"])] {
+            _ = try await store.upsertRegistration(Self.registration(id, hub: hub, tags: tags), ifMatch: nil)
+        }
+        let templated = Installation(
+            installationId: "i1", userId: "u1", platform: .apns, pushChannel: "channel-1", tags: ["a", "b"],
+            templates: ["t1": Template(body: "{}", tags: ["tt"])])
+        _ = try await store.upsertInstallation(templated, hub: hub)
+        _ = try await store.upsertInstallation(Installation(installationId: "i2", platform: .fcmv1, pushChannel: "channel-2", tags: ["a"]), hub: hub)
+        try await check("the first writes")
+
+        _ = try await store.upsertRegistration(Self.registration("r1", hub: hub, tags: ["b", "e"]), ifMatch: nil)
+        try await check("a registration's tags changed")
+        #expect(try await store.deleteRegistration(hub: hub, id: "r2", ifMatch: nil))
+        try await check("a registration deleted")
+
+        var changed = templated
+        changed.tags = ["b", "c"]
+        changed.templates = [:]
+        _ = try await store.upsertInstallation(changed, hub: hub)
+        try await check("an installation's tags changed and its template removed")
+        _ = try await store.patchInstallation(hub: hub, id: "i2", [.init(op: .add, path: "/tags", value: .strings(["f"]))])
+        try await check("an installation patched")
+        #expect(try await store.deleteInstallation(hub: hub, id: "i2"))
+        try await check("an installation deleted")
+        try await store.pruneInvalidHandle(hub: hub, registrationId: Registration.installationRegistrationId("i1", template: nil))
+        try await check("an installation's channel pruned")
+        var renewed = changed
+        renewed.pushChannel = "channel-3"
+        _ = try await store.upsertInstallation(renewed, hub: hub)
+        try await check("an installation renewed")
+
+        let now = Date()
+        let job = NotificationHubJob(jobId: RandomID.make(), hub: hub, type: .importUpsertRegistrations, createdAt: now, updatedAt: now)
+        #expect(try await store.createJob(job, inputPath: "/dev/null", inputSize: 0, maximumUnfinished: 8))
+        let runner = RandomID.make()
+        _ = try #require(try await store.claimJob(runner: runner, hubs: [hub], lease: 60, now: Date()))
+        var position = JobPosition()
+        for (type, lines) in [
+            (NotificationHubJob.JobType.importUpsertRegistrations, [JobLine(line: 1, registration: .success(Self.registration("r4", hub: hub, tags: ["d", "g"])))]),
+            (.importDeleteRegistrations, [JobLine(line: 2, registration: .success(Self.registration("r3", hub: hub, tags: [])))]),
+        ] {
+            position = try await store.applyImportChunk(
+                hub: hub, id: job.jobId, runner: runner, type: type, lines: lines, next: position, progress: 50, lease: 60
+            ) { results in (Int64(results.count), 0) }
+        }
+        try await check("an import's upsert and delete")
+        #expect(try await store.registration(hub: hub, id: "r3") == nil)
+        #expect(try await store.registration(hub: hub, id: "r4")?.tags == ["d", "g"])
+
+        // What the hub holds at the end, so a check that compared nothing would not pass.
+        let counts = try await store.database.read { connection in
+            try await connection.query(
+                "SELECT (SELECT count(*) FROM registration_tags WHERE hub = ?) AS registrations, (SELECT count(*) FROM installation_tags WHERE hub = ?) AS installations",
+                [.text(hub), .text(hub)]
+            ).first
+        }
+        // r1 (b, e), r4 (d, g); i1's native registration (b, c, and its two implicit tags); i1's
+        // installation rows the same four.
+        #expect(counts?.integer("registrations") == 8 && counts?.integer("installations") == 4, "\(String(describing: counts))")
+    }
+}

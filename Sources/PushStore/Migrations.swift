@@ -413,6 +413,14 @@ public enum Migrations {
     /// hub, each tag of its `tags` column, its seq), where the foreign key's cascade found them
     /// through an index by seq that every tag row inserted had to enter, after a check query.
     private static let postgresTagRowsByKey = [
+        // First, any tag row that its row's tags do not name (a drift the cascade would have
+        // cleaned up at the row's delete, and the trigger, which deletes the tags named, would
+        // not): 9 s at ten million registrations.
+        "DELETE FROM registration_tags t USING registrations r WHERE r.seq = t.seq AND strpos(',' || r.tags || ',', ',' || t.tag || ',') = 0",
+        """
+        DELETE FROM installation_tags t WHERE NOT EXISTS (SELECT 1 FROM installations i
+            WHERE i.hub = t.hub AND i.installation_id = t.installation_id AND strpos(',' || i.tags || ',', ',' || t.tag || ',') > 0)
+        """,
         """
         CREATE FUNCTION pushhub_registration_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN

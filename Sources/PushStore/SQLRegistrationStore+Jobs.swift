@@ -441,9 +441,9 @@ extension SQLRegistrationStore: JobStore {
                 continue
             }
             guard let registration else {
+                // Its tag rows go with it: the foreign key's cascade on SQLite, a trigger on
+                // PostgreSQL (by their key, from its tags).
                 gone.append(old.seq)
-                // Its tag rows by their key, before it (PostgreSQL has no index by seq alone).
-                for tag in old.tags.sorted() { tagsRemoved += [.text(tag), .integer(old.seq)] }
                 continue
             }
             replaced.append((old.seq, registration))

@@ -195,9 +195,15 @@ public final class SQLRegistrationStore: RegistrationStore {
 
     public func upsertRegistration(_ registration: Registration, ifMatch: Int64?) async throws -> Registration {
         do { try Tags.validate(registration.tags, field: "Tags") } catch { throw StoreError.invalid(error) }
+        let dialect = database.dialect
         return try await database.write { connection in
+            // Locked as it is read, on PostgreSQL: a delete beside it (the API's, a prune's, an
+            // import's) either goes first, and the registration is inserted anew, or waits. An
+            // update of a row deleted after it was read changed nothing, and its tag rows then
+            // went in for no registration (PostgreSQL has no foreign key to refuse them).
             let existing = try await connection.query(
-                "SELECT seq, version, installation_id, tags FROM registrations WHERE hub = ? AND registration_id = ?",
+                "SELECT seq, version, installation_id, tags FROM registrations WHERE hub = ? AND registration_id = ?"
+                    + (dialect == .postgres ? " FOR UPDATE" : ""),
                 [.text(registration.hub), .text(registration.registrationId)]
             ).first
             if let installation = existing?.text("installation_id") {
@@ -309,9 +315,12 @@ public final class SQLRegistrationStore: RegistrationStore {
     }
 
     public func deleteRegistration(hub: String, id: String, ifMatch: Int64?) async throws -> Bool {
-        try await database.write { connection in
+        let dialect = database.dialect
+        return try await database.write { connection in
+            // Locked as it is read, on PostgreSQL, so the version compared is the one deleted.
             let existing = try await connection.query(
-                "SELECT seq, version, installation_id FROM registrations WHERE hub = ? AND registration_id = ?", [.text(hub), .text(id)]
+                "SELECT seq, version, installation_id FROM registrations WHERE hub = ? AND registration_id = ?"
+                    + (dialect == .postgres ? " FOR UPDATE" : ""), [.text(hub), .text(id)]
             ).first
             try await connection.execute("DELETE FROM registration_ids WHERE hub = ? AND registration_id = ?", [.text(hub), .text(id)])
             guard let existing, let seq = existing.integer("seq") else {
@@ -894,18 +903,6 @@ final class TagCounts: Sendable {
                 if counts.count >= Self.capacity { counts.removeAll(keepingCapacity: true) }
             }
             counts[Key(hub: hub, tag: tag)] = (count, now + Self.lifetime)
-        }
-    }
-}
-
-/// A column's value in the JSON that `pushhub_write_installation` reads.
-extension SQLValue: Encodable {
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        switch self {
-        case .null: try container.encodeNil()
-        case .integer(let number): try container.encode(number)
-        case .text(let text): try container.encode(text)
         }
     }
 }

@@ -564,6 +564,34 @@ struct ConcurrentWriteTests {
             } else {
                 #expect(stored.isEmpty || stored.count == 2, "round \(round): \(stored.map(\.registrationId))")
             }
+            let differences = try await TagRowTests.differences(store, hub: fixture.hub)
+            #expect(differences.isEmpty, "round \(round): \(differences)")
+        }
+    }
+
+    @Test(
+        "a registration upserted with new tags while it is deleted and pruned: its tag rows stay its tags",
+        arguments: StoreKind.available)
+    func registrationRaces(_ kind: StoreKind) async throws {
+        let fixture = try await StoreFixture.make(kind)
+        let store = try #require(fixture.store as? SQLRegistrationStore)
+        for round in 0..<40 {
+            let first = Registration(
+                registrationId: "racer", hub: fixture.hub, format: .apple, handle: "h", tags: ["round-\(round)"], updatedAt: Date())
+            _ = try await store.upsertRegistration(first, ifMatch: nil)
+            let next = Registration(
+                registrationId: "racer", hub: fixture.hub, format: .apple, handle: "h", tags: ["next-\(round)", "both"], updatedAt: Date())
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { _ = try await store.upsertRegistration(next, ifMatch: nil) }
+                group.addTask { _ = try await store.deleteRegistration(hub: fixture.hub, id: "racer", ifMatch: nil) }
+                if round % 2 == 1 { group.addTask { try await store.pruneInvalidHandle(hub: fixture.hub, registrationId: "racer") } }
+                do { try await group.waitForAll() } catch {
+                    Issue.record("round \(round): \(String(reflecting: error))")
+                    throw error
+                }
+            }
+            let differences = try await TagRowTests.differences(store, hub: fixture.hub)
+            #expect(differences.isEmpty, "round \(round): \(differences)")
         }
     }
 

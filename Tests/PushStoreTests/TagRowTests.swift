@@ -43,10 +43,8 @@ struct TagRowTests {
         let fixture = try await StoreFixture.make(kind)
         let store = try #require(fixture.store as? SQLRegistrationStore)
         let hub = fixture.hub
-        var steps: [(String, [String])] = []
         func check(_ step: String) async throws {
             let found = try await Self.differences(store, hub: hub)
-            steps.append((step, found))
             #expect(found.isEmpty, "\(kind) after \(step): \(found)")
         }
 
@@ -87,10 +85,9 @@ struct TagRowTests {
         let runner = RandomID.make()
         _ = try #require(try await store.claimJob(runner: runner, hubs: [hub], lease: 60, now: Date()))
         var position = JobPosition()
-        for (type, lines) in [
-            (NotificationHubJob.JobType.importUpsertRegistrations, [JobLine(line: 1, registration: .success(Self.registration("r4", hub: hub, tags: ["d", "g"])))]),
-            (.importDeleteRegistrations, [JobLine(line: 2, registration: .success(Self.registration("r3", hub: hub, tags: [])))]),
-        ] {
+        let upsert = JobLine(line: 1, registration: .success(Self.registration("r4", hub: hub, tags: ["d", "g"])))
+        let delete = JobLine(line: 2, registration: .success(Self.registration("r3", hub: hub, tags: [])))
+        for (type, lines) in [(NotificationHubJob.JobType.importUpsertRegistrations, [upsert]), (.importDeleteRegistrations, [delete])] {
             position = try await store.applyImportChunk(
                 hub: hub, id: job.jobId, runner: runner, type: type, lines: lines, next: position, progress: 50, lease: 60
             ) { results in (Int64(results.count), 0) }

@@ -1,7 +1,8 @@
 import Foundation
 import PushModel
-@testable import PushStore
 import Testing
+
+@testable import PushStore
 
 /// A hub's tag rows are exactly the tags of its rows, whichever way a registration or an
 /// installation changes or goes: on PostgreSQL they are found by their key from the row's

@@ -108,4 +108,51 @@ struct TagRowTests {
         // installation rows the same four.
         #expect(counts?.integer("registrations") == 8 && counts?.integer("installations") == 4, "\(String(describing: counts))")
     }
+
+    @Test("a PostgreSQL store of version 18 is brought to 19: stray tag rows gone, and a registration's rows deleted with it")
+    func migratedFrom18() async throws {
+        guard StoreKind.available.contains(.postgres) else { return }
+        let open = try await StoreFixture.ownDatabase(.postgres)
+        let hub = "myhub"
+        var store = try await SQLRegistrationStore.open(open())
+        for (id, tags) in [("r1", ["a", "b"]), ("r2", ["b"])] {
+            _ = try await store.upsertRegistration(Self.registration(id, hub: hub, tags: tags), ifMatch: nil)
+        }
+        _ = try await store.upsertInstallation(Installation(installationId: "i1", platform: .apns, pushChannel: "c1", tags: ["x"]), hub: hub)
+        await store.close()
+        // Version 18's schema, with a row of each table that its row's tags do not name, as a
+        // race of an earlier version could leave.
+        let database = try await open()
+        try await database.write { connection in
+            for statement in [
+                "DROP TRIGGER registration_tags_deleted ON registrations", "DROP FUNCTION pushhub_registration_deleted()",
+                "ALTER TABLE registration_tags ADD CONSTRAINT registration_tags_seq_fkey FOREIGN KEY (seq) REFERENCES registrations (seq) ON DELETE CASCADE",
+                "CREATE INDEX registration_tags_by_registration ON registration_tags (seq)",
+                "CREATE INDEX installation_tags_by_installation ON installation_tags (hub, installation_id)",
+                "INSERT INTO registration_tags (hub, tag, seq) SELECT hub, 'stray', seq FROM registrations WHERE registration_id = 'r1'",
+                "INSERT INTO installation_tags (hub, tag, installation_id) VALUES ('myhub', 'stray', 'i1'), ('myhub', 'x', 'gone')",
+                "DELETE FROM schema_migrations WHERE version = 19",
+            ] {
+                try await connection.execute(statement, [])
+            }
+        }
+        await database.close()
+        store = try await SQLRegistrationStore.open(open())
+        #expect(try await Self.differences(store, hub: hub).isEmpty)
+        let left = try await store.database.read { connection in
+            try await connection.query(
+                """
+                SELECT (SELECT count(*) FROM pg_indexes WHERE indexname IN ('registration_tags_by_registration', 'installation_tags_by_installation')) AS indexes,
+                    (SELECT count(*) FROM pg_constraint WHERE conname = 'registration_tags_seq_fkey') AS keys
+                """, []
+            ).first
+        }
+        #expect(left?.integer("indexes") == 0 && left?.integer("keys") == 0)
+        // The trigger in the foreign key's place: a registration's rows go with it.
+        #expect(try await store.deleteRegistration(hub: hub, id: "r1", ifMatch: nil))
+        #expect(try await Self.differences(store, hub: hub).isEmpty)
+        #expect(try await store.all(hub: hub, matching: .tagExpression(.tag("a"))).isEmpty)
+        #expect(try await store.all(hub: hub, matching: .tagExpression(.tag("b"))).map(\.registrationId) == ["r2"])
+        await store.close()
+    }
 }

@@ -118,6 +118,4 @@ extension SQLRegistrationStore: ConsoleStore {
             return results
         }
     }
-
-    static func placeholders(_ count: Int) -> String { Array(repeating: "?", count: count).joined(separator: ", ") }
 }

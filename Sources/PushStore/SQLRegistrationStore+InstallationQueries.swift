@@ -20,7 +20,7 @@ extension SQLRegistrationStore {
                 let sorted = driving.sorted()
                 let perTag =
                     "SELECT installation_id FROM (SELECT installation_id FROM installation_tags WHERE hub = ? AND tag = ? AND installation_id > ? ORDER BY installation_id LIMIT ?) AS t"
-                let tags = "tag IN (" + Array(repeating: "?", count: sorted.count).joined(separator: ", ") + ")"
+                let tags = "tag IN (" + Self.placeholders(sorted.count) + ")"
                 var found: [SQLRow] = []
                 var position = after
                 for _ in 0..<Self.windowsPerPage {
@@ -73,7 +73,7 @@ extension SQLRegistrationStore {
             if let driving = filter.tags?.drivingTags(weighedBy: { _ in 0 })?.sorted() {
                 tagCondition =
                     " AND i.installation_id IN (SELECT installation_id FROM installation_tags WHERE hub = ? AND tag IN ("
-                    + Array(repeating: "?", count: driving.count).joined(separator: ", ") + "))"
+                    + Self.placeholders(driving.count) + "))"
                 tagBinds = [.text(hub)] + driving.map(SQLValue.text)
             }
             let rows = try await connection.query(

@@ -150,7 +150,7 @@ extension SQLRegistrationStore: JobStore {
                 """
                 SELECT * FROM jobs WHERE status IN ('Started', 'Running')
                     AND (input_path IS NOT NULL OR type = 'ExportRegistrations') AND (lease_until IS NULL OR lease_until < ?)
-                    AND hub IN (\(Array(repeating: "?", count: hubs.count).joined(separator: ", ")))
+                    AND hub IN (\(Self.placeholders(hubs.count)))
                 ORDER BY updated_at, created_at LIMIT 1
                 """, [SQLValue(now)] + hubs.map(SQLValue.text))
             guard let row = candidates.first, let candidate = Self.storedJob(row) else { return nil }
@@ -351,7 +351,7 @@ extension SQLRegistrationStore: JobStore {
                     ids.map(SQLValue.text) + [.text(hub)])
                 : try await connection.query(
                     "SELECT \(columns) FROM registrations WHERE hub = ? AND registration_id IN ("
-                        + Array(repeating: "?", count: ids.count).joined(separator: ", ") + ")",
+                        + Self.placeholders(ids.count) + ")",
                     [.text(hub)] + ids.map(SQLValue.text))
             for row in rows {
                 guard let id = row.text("registration_id"), let seq = row.integer("seq") else { continue }
@@ -460,7 +460,7 @@ extension SQLRegistrationStore: JobStore {
         }
         for start in stride(from: 0, to: gone.count, by: idsPerStatement) {
             let seqs = gone[start..<min(start + idsPerStatement, gone.count)].map(SQLValue.integer)
-            let list = Array(repeating: "?", count: seqs.count).joined(separator: ", ")
+            let list = Self.placeholders(seqs.count)
             try await connection.execute("DELETE FROM registrations WHERE seq IN (\(list))", seqs)
         }
         for start in stride(from: 0, to: replaced.count, by: importRowsPerStatement) {
@@ -480,7 +480,7 @@ extension SQLRegistrationStore: JobStore {
             let ids = used[start..<min(start + idsPerStatement, used.count)].map(SQLValue.text)
             try await connection.execute(
                 "DELETE FROM registration_ids WHERE hub = ? AND registration_id IN ("
-                    + Array(repeating: "?", count: ids.count).joined(separator: ", ")
+                    + Self.placeholders(ids.count)
                     + ")", [.text(hub)] + ids)
         }
         return results

@@ -506,7 +506,7 @@ extension SQLRegistrationStore: OutcomeStore {
     /// `rows` of `columns` values each, inserted `rowsPerInsert` a statement.
     private static func insertRows(_ insert: String, columns: Int, suffix: String, rows: [[SQLValue]], on connection: any SQLConnection) async throws
     {
-        let placeholder = "(" + Array(repeating: "?", count: columns).joined(separator: ", ") + ")"
+        let placeholder = "(" + Self.placeholders(columns) + ")"
         var start = 0
         while start < rows.count {
             let chunk = rows[start..<min(start + rowsPerInsert, rows.count)]

@@ -81,7 +81,7 @@ public final class SQLRegistrationStore: RegistrationStore {
             let tags = StoredRow.splitTags(deleted.first?.text("tags"))
             if !tags.isEmpty {
                 try await connection.execute(
-                    "DELETE FROM installation_tags WHERE hub = ? AND tag IN (" + Array(repeating: "?", count: tags.count).joined(separator: ", ")
+                    "DELETE FROM installation_tags WHERE hub = ? AND tag IN (" + Self.placeholders(tags.count)
                         + ") AND installation_id = ?",
                     [.text(hub)] + tags.map(SQLValue.text) + [.text(id)])
             }
@@ -466,7 +466,7 @@ public final class SQLRegistrationStore: RegistrationStore {
         guard let platform = format.platform else { return ("r.template_body IS NOT NULL", []) }
         let formats = NativeFormat.allCases.filter { $0.platform == platform }
         return (
-            "r.template_body IS NULL AND r.format IN (" + Array(repeating: "?", count: formats.count).joined(separator: ", ") + ")",
+            "r.template_body IS NULL AND r.format IN (" + Self.placeholders(formats.count) + ")",
             formats.map { .text($0.rawValue) }
         )
     }
@@ -555,10 +555,11 @@ public final class SQLRegistrationStore: RegistrationStore {
     /// driving tag, and holds those of them that match. The page's last candidate is found
     /// first, from the index alone: each tag's range read in order, at most `limit` deep,
     /// merged. Then the matching rows up to it are read, so candidates that do not match never
-    /// leave the database: where the candidates are dense among the rows (`denseRange`), every row in the range, tested for a driving tag and then
-    /// against `among`, on the row's `tags` column, by the caller (`rows(in:)`); where they
-    /// are sparse, here, only the candidates, found again in the tag index and tested against
-    /// `among` (what their driving tag leaves open). A range read in row order is a few rows a
+    /// leave the database. Where the candidates are dense among the rows (`denseRange`), every
+    /// row in the range is read, by the caller (`rows(in:)`), tested for a driving tag and then
+    /// against `among` on the row's `tags` column; where they are sparse, only the candidates,
+    /// here, found again in the tag index and tested against `among` (what their driving tag
+    /// leaves open). A range read in row order is a few rows a
     /// page of the table; the candidates one by one are an index probe each, which cost
     /// PostgreSQL five times as much a page for `Sports || Music || Weather`.
     private static func pageByTags(
@@ -588,7 +589,7 @@ public final class SQLRegistrationStore: RegistrationStore {
             let carrying = compile(driving.dropFirst().reduce(.tag(first)) { .or($0, .tag($1)) }, dialect: dialect)
             return .range(RangeRead(hub: hub, after: after, bound: bound, columns: columns, condition: both(carrying, filter) ?? carrying))
         }
-        let tags = driving.count == 1 ? "tag = ?" : "tag IN (" + Array(repeating: "?", count: driving.count).joined(separator: ", ") + ")"
+        let tags = driving.count == 1 ? "tag = ?" : "tag IN (" + Self.placeholders(driving.count) + ")"
         let condition = filter.map { " AND \($0.sql)" } ?? ""
         let rows = try await connection.query(
             """
@@ -715,13 +716,16 @@ public final class SQLRegistrationStore: RegistrationStore {
         if !removed.isEmpty {
             // By the rows' key: PostgreSQL has no index by seq alone (version 19).
             try await connection.execute(
-                "DELETE FROM registration_tags WHERE hub = ? AND tag IN (" + Array(repeating: "?", count: removed.count).joined(separator: ", ")
+                "DELETE FROM registration_tags WHERE hub = ? AND tag IN (" + Self.placeholders(removed.count)
                     + ") AND seq = ?",
                 [.text(registration.hub)] + removed.sorted().map(SQLValue.text) + [.integer(existing.seq)])
         }
         let added = registration.tags.filter { !existing.tags.contains($0) }
         try await insertTags(added.flatMap { [.text(registration.hub), .text($0), .integer(existing.seq)] }, on: connection)
     }
+
+    /// `?, ?, …`: `count` binds in a list.
+    static func placeholders(_ count: Int) -> String { Array(repeating: "?", count: count).joined(separator: ", ") }
 
     /// The names of `columns(of:)`.
     static let columnNames = [
@@ -749,7 +753,7 @@ public final class SQLRegistrationStore: RegistrationStore {
 
     /// `INSERT INTO table (columns) VALUES (?, …), …` with `rows` rows.
     static func insert(into table: String, _ columns: [String], rows: Int) -> String {
-        let row = "(" + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
+        let row = "(" + Self.placeholders(columns.count) + ")"
         return "INSERT INTO \(table) (\(columns.joined(separator: ", "))) VALUES " + Array(repeating: row, count: rows).joined(separator: ", ")
     }
 

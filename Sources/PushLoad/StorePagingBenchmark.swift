@@ -28,11 +28,15 @@ public struct StorePagingBenchmark: Sendable {
         }
     }
 
+    /// One expression paged twice: as delivery candidates, the columns a delivery needs (what
+    /// the dispatcher reads), and as whole registrations (what the hub API lists).
     public struct Figure: Sendable {
         public var expression: String
         public var targets: Int
         public var seconds: Double
+        public var registrationSeconds: Double
         public var targetsPerSecond: Double { Double(targets) / seconds }
+        public var registrationsPerSecond: Double { Double(targets) / registrationSeconds }
     }
 
     /// Installation upserts into the seeded store, as the hub API makes them.
@@ -95,17 +99,30 @@ public struct StorePagingBenchmark: Sendable {
         let seedSeconds = (ContinuousClock.now - seedStart).seconds
         var figures: [Figure] = []
         for text in options.expressions {
-            let expression = try TagExpression.parse(text)
-            let start = ContinuousClock.now
+            let query = RegistrationQuery.tagExpression(try TagExpression.parse(text))
+            var start = ContinuousClock.now
             var cursor: RegistrationCursor?
             var targets = 0
             repeat {
-                let page = try await store.registrations(hub: hub, matching: .tagExpression(expression), after: cursor, limit: options.pageSize)
-                targets += page.registrations.count
+                let page = try await store.deliveryCandidates(hub: hub, matching: query, reaching: nil, after: cursor, limit: options.pageSize)
+                targets += page.candidates.count
                 cursor = page.next
             } while cursor != nil
-            let figure = Figure(expression: text, targets: targets, seconds: (ContinuousClock.now - start).seconds)
-            progress("\(text): \(targets) targets in \(String(format: "%.2f", figure.seconds)) s")
+            let seconds = (ContinuousClock.now - start).seconds
+            start = ContinuousClock.now
+            var registrations = 0
+            repeat {
+                let page = try await store.registrations(hub: hub, matching: query, after: cursor, limit: options.pageSize)
+                registrations += page.registrations.count
+                cursor = page.next
+            } while cursor != nil
+            guard registrations == targets else {
+                throw BenchmarkError(message: "\(text): \(targets) delivery candidates but \(registrations) registrations")
+            }
+            let figure = Figure(expression: text, targets: targets, seconds: seconds, registrationSeconds: (ContinuousClock.now - start).seconds)
+            progress(
+                "\(text): \(targets) targets in \(String(format: "%.2f", figure.seconds)) s as candidates, "
+                    + "\(String(format: "%.2f", figure.registrationSeconds)) s as registrations")
             figures.append(figure)
         }
         var upserts: [UpsertFigure] = []

@@ -81,20 +81,31 @@ struct PostgresSQLConnection: SQLConnection {
     let connection: PostgresConnection
     let logger: Logger
 
+    /// The rows are made on the connection's event loop as they arrive, and handed over once,
+    /// whole: read through postgres-nio's row sequence, each buffer of rows was a hand-over
+    /// between the event loop and the reading task, a fifth of the reader's CPU when a page
+    /// held thousands of rows (docs/benchmarks.md, fourteenth round).
     func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
-        let rows: PostgresRowSequence
+        let rows = RowCollector()
         do {
-            rows = try await connection.query(Self.query(sql, binds), logger: logger)
+            _ = try await connection.query(Self.query(sql, binds), logger: logger) { try rows.append($0) }.get()
         } catch {
             throw Self.describe(error, sql)
         }
-        var result: [SQLRow] = []
+        return rows.rows
+    }
+
+    /// The rows of one query, made by its connection's event loop; read by the query's task
+    /// only once the query's future completed, which orders the two.
+    private final class RowCollector: @unchecked Sendable {
+        var rows: [SQLRow] = []
         var columns: [String: Int]?
-        for try await row in rows {
-            var values: [SQLValue] = []
+
+        func append(_ row: PostgresRow) throws {
             if columns == nil {
                 columns = Dictionary(row.enumerated().map { ($0.element.columnName, $0.offset) }) { first, _ in first }
             }
+            var values: [SQLValue] = []
             values.reserveCapacity(columns?.count ?? 0)
             for cell in row {
                 guard let bytes = cell.bytes else {
@@ -115,9 +126,8 @@ struct PostgresSQLConnection: SQLConnection {
                 default: values.append(.text(try cell.decode(String.self)))
                 }
             }
-            result.append(SQLRow(columns: columns ?? [:], values: values))
+            rows.append(SQLRow(columns: columns ?? [:], values: values))
         }
-        return result
     }
 
     func execute(_ sql: String, _ binds: [SQLValue]) async throws {

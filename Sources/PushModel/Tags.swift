@@ -32,6 +32,22 @@ public enum Tags {
     /// The implicit tag of a user id.
     public static func user(_ userId: String) -> String { "$UserId:{\(userId)}" }
 
+    /// What an implicit tag names: the one installation, or the user, whose registrations
+    /// carry it.
+    public enum Implicit: Equatable, Sendable {
+        case installation(String)
+        case user(String)
+    }
+
+    /// The installation or user `tag` names, if it is an implicit tag; nil for any other tag.
+    public static func implicit(_ tag: String) -> Implicit? {
+        guard tag.utf8.first == UInt8(ascii: "$"), tag.utf8.last == UInt8(ascii: "}") else { return nil }
+        for (prefix, make) in [("$InstallationId:{", Implicit.installation), ("$UserId:{", Implicit.user)] where tag.hasPrefix(prefix) {
+            return make(String(tag.dropFirst(prefix.count).dropLast()))
+        }
+        return nil
+    }
+
     /// Tags as PushHub stores them: no duplicates, in order.
     public static func normalized<S: Sequence>(_ tags: S) -> [String] where S.Element == String {
         Array(Set(tags)).sorted()

@@ -406,7 +406,31 @@ public enum Migrations {
             // SQLite keeps its schema: its foreign key needs the index, and its writes are
             // one writer's anyway.
             (19, dialect == .postgres ? postgresTagRowsByKey + [postgresWriteInstallation(queried: true)] : []),
+            // Implicit tags (`$InstallationId:{…}`, `$UserId:{…}`) get no tag rows: the
+            // registrations and installations that carry one are found by the column it names
+            // (`SQLRegistrationStore.carrying`), which an index covers. They were 4 of a new
+            // installation's 10 tag rows, with the longest keys. Their rows go, and the
+            // function writes no more of them.
+            (
+                20,
+                [Self.implicitTagRows(dialect, in: "registration_tags"), Self.implicitTagRows(dialect, in: "installation_tags")]
+                    + (dialect == .postgres ? [postgresWriteInstallation(queried: true, implicitTagRows: false)] : [])
+            ),
         ]
+    }
+
+    /// The DELETE of a tag table's rows for implicit tags, which `Tags.implicit` tells apart:
+    /// `$InstallationId:{…}` or `$UserId:{…}`, and nothing else (SQLite's LIKE ignores case, its
+    /// GLOB does not).
+    private static func implicitTagRows(_ dialect: SQLDialect, in table: String) -> String {
+        "DELETE FROM \(table) WHERE " + implicitTag(dialect, "tag")
+    }
+
+    /// A condition that `column` holds an implicit tag.
+    private static func implicitTag(_ dialect: SQLDialect, _ column: String) -> String {
+        dialect == .postgres
+            ? "(\(column) LIKE '$InstallationId:{%}' OR \(column) LIKE '$UserId:{%}')"
+            : "(\(column) GLOB '$InstallationId:{*}' OR \(column) GLOB '$UserId:{*}')"
     }
 
     /// Version 19 on PostgreSQL: a registration's tag rows deleted with it by their key (its
@@ -530,7 +554,12 @@ public enum Migrations {
     /// its lock, and updated), where every write was an upsert that probed the key for a
     /// conflict first; and tag rows are deleted by their key, the tags stored before naming
     /// them, since the indexes by registration and by installation are gone.
-    static func postgresWriteInstallation(queried: Bool) -> String {
+    ///
+    /// From version 20 (`implicitTagRows` false), it writes no tag rows for implicit tags.
+    static func postgresWriteInstallation(queried: Bool, implicitTagRows: Bool = true) -> String {
+        // Of the tags of `unnest(…) AS tag`, only those that get tag rows (the text of the
+        // versions before 20 unchanged).
+        let rowed = implicitTagRows ? "" : " AND NOT " + implicitTag(.postgres, "tag")
         let parameters = queried ? ", p_platform TEXT, p_user_id TEXT, p_expired BIGINT, p_tags TEXT" : ""
         let columns = queried ? ", platform, user_id, expired, tags" : ""
         let values = queried ? ", p_platform, p_user_id, p_expired, p_tags" : ""
@@ -541,7 +570,7 @@ public enum Migrations {
             ? """
             IF stored_tags IS NULL THEN
                     INSERT INTO installation_tags (hub, tag, installation_id)
-                        SELECT DISTINCT p_hub, tag, p_installation_id FROM unnest(string_to_array(p_tags, ',')) AS tag WHERE tag <> ''
+                        SELECT DISTINCT p_hub, tag, p_installation_id FROM unnest(string_to_array(p_tags, ',')) AS tag WHERE tag <> ''\(rowed)
                         ON CONFLICT DO NOTHING;
                 ELSIF stored_tags <> p_tags THEN
                     old_tags := string_to_array(stored_tags, ',');
@@ -549,7 +578,7 @@ public enum Migrations {
                     DELETE FROM installation_tags WHERE hub = p_hub AND tag = ANY (old_tags) AND tag <> ALL (new_tags)
                         AND installation_id = p_installation_id;
                     INSERT INTO installation_tags (hub, tag, installation_id)
-                        SELECT DISTINCT p_hub, tag, p_installation_id FROM unnest(new_tags) AS tag WHERE tag <> '' AND tag <> ALL (old_tags)
+                        SELECT DISTINCT p_hub, tag, p_installation_id FROM unnest(new_tags) AS tag WHERE tag <> '' AND tag <> ALL (old_tags)\(rowed)
                         ON CONFLICT DO NOTHING;
                 END IF;
             """ : ""
@@ -599,7 +628,7 @@ public enum Migrations {
                         IF new_tags IS DISTINCT FROM old_tags THEN
                             DELETE FROM registration_tags WHERE hub = p_hub AND tag = ANY (old_tags) AND tag <> ALL (new_tags) AND seq = current.seq;
                             INSERT INTO registration_tags (hub, tag, seq) SELECT p_hub, tag, current.seq FROM unnest(new_tags) AS tag
-                                WHERE tag <> ALL (old_tags);
+                                WHERE tag <> ALL (old_tags)\(rowed);
                         END IF;
                     ELSE
                         INSERT INTO registrations (hub, registration_id, format, handle, p256dh, auth, tags, template_name, template_body,
@@ -608,7 +637,7 @@ public enum Migrations {
                             wanted.template_name, wanted.template_body, wanted.template_headers, wanted.template_expiry, p_installation_id,
                             wanted.user_id, wanted.expires_at, 1, p_updated_at)
                         RETURNING seq INTO new_seq;
-                        INSERT INTO registration_tags (hub, tag, seq) SELECT p_hub, tag, new_seq FROM unnest(new_tags) AS tag;
+                        INSERT INTO registration_tags (hub, tag, seq) SELECT p_hub, tag, new_seq FROM unnest(new_tags) AS tag\(implicitTagRows ? "" : " WHERE NOT " + implicitTag(.postgres, "tag"));
                     END IF;
                 END LOOP;
                 DELETE FROM registrations WHERE hub = p_hub AND installation_id = p_installation_id AND registration_id <> ALL (kept);

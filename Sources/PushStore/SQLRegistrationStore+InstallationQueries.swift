@@ -18,27 +18,24 @@ extension SQLRegistrationStore {
                 // Windows follow until the page is full, the candidates end, or
                 // `windowsPerPage` were read (the page is then short, with a next one).
                 let sorted = driving.sorted()
-                let perTag =
-                    "SELECT installation_id FROM (SELECT installation_id FROM installation_tags WHERE hub = ? AND tag = ? AND installation_id > ? ORDER BY installation_id LIMIT ?) AS t"
-                let tags = "tag IN (" + Self.placeholders(sorted.count) + ")"
+                let perTag = sorted.map { Self.carrying([$0], hub: hub, in: .installations)[0] }
+                let sources = Self.carrying(sorted, hub: hub, in: .installations)
                 var found: [SQLRow] = []
                 var position = after
                 for _ in 0..<Self.windowsPerPage {
                     let room = limit - found.count
-                    var binds: [SQLValue] = []
-                    for tag in sorted { binds += [.text(hub), .text(tag), .text(position), .integer(Int64(room))] }
                     let bound = try await connection.query(
-                        "SELECT installation_id FROM (\(Array(repeating: perTag, count: sorted.count).joined(separator: " UNION "))) AS candidates ORDER BY installation_id LIMIT 1 OFFSET ?",
-                        binds + [.integer(Int64(room - 1))]
+                        "SELECT installation_id FROM ("
+                            + perTag.map { "SELECT installation_id FROM (\($0.sql) AND installation_id > ? ORDER BY installation_id LIMIT ?) AS t" }
+                            .joined(separator: " UNION ") + ") AS candidates ORDER BY installation_id LIMIT 1 OFFSET ?",
+                        perTag.flatMap { $0.binds + [.text(position), .integer(Int64(room))] } + [.integer(Int64(room - 1))]
                     ).first?.text("installation_id")
+                    let upTo = bound == nil ? "" : " AND installation_id <= ?"
                     found += try await connection.query(
-                        """
-                        SELECT document FROM installations i WHERE i.hub = ? AND i.installation_id IN
-                            (SELECT installation_id FROM installation_tags WHERE hub = ? AND \(tags) AND installation_id > ?\(bound == nil ? "" : " AND installation_id <= ?"))
-                            \(conditions.sql) ORDER BY i.installation_id
-                        """,
-                        [.text(hub), .text(hub)] + sorted.map(SQLValue.text) + [.text(position)] + (bound.map { [.text($0)] } ?? [])
-                            + conditions.binds)
+                        "SELECT document FROM installations i WHERE i.hub = ? AND i.installation_id IN ("
+                            + sources.map { "\($0.sql) AND installation_id > ?\(upTo)" }.joined(separator: " UNION ALL ") + ")"
+                            + "\(conditions.sql) ORDER BY i.installation_id",
+                        [.text(hub)] + sources.flatMap { $0.binds + [.text(position)] + (bound.map { [.text($0)] } ?? []) } + conditions.binds)
                     next = bound.map(InstallationCursor.init(installationId:))
                     guard let bound, found.count < limit else { break }
                     position = bound
@@ -71,10 +68,9 @@ extension SQLRegistrationStore {
             var tagCondition = ""
             var tagBinds: [SQLValue] = []
             if let driving = filter.tags?.drivingTags(weighedBy: { _ in 0 })?.sorted() {
-                tagCondition =
-                    " AND i.installation_id IN (SELECT installation_id FROM installation_tags WHERE hub = ? AND tag IN ("
-                    + Self.placeholders(driving.count) + "))"
-                tagBinds = [.text(hub)] + driving.map(SQLValue.text)
+                let sources = Self.carrying(driving, hub: hub, in: .installations)
+                tagCondition = " AND i.installation_id IN (" + sources.map(\.sql).joined(separator: " UNION ALL ") + ")"
+                tagBinds = sources.flatMap(\.binds)
             }
             let rows = try await connection.query(
                 "SELECT count(*) AS n FROM installations i WHERE i.hub = ?\(tagCondition)\(conditions.sql)",

@@ -283,6 +283,8 @@ public final class SQLRegistrationStore: RegistrationStore {
 
         var name: String { self == .registrations ? "registration_tags" : "installation_tags" }
         var owner: String { self == .registrations ? "seq" : "installation_id" }
+        /// The table of the rows that own the tags.
+        var owners: String { self == .registrations ? "registrations" : "installations" }
 
         /// An INSERT of `rows` (at least one) tag rows; those of a registration's or an
         /// installation's few rows are made once.
@@ -296,9 +298,42 @@ public final class SQLRegistrationStore: RegistrationStore {
         private static let few = allCases.map { table in (1...fewRows).map(table.statement(rows:)) }
     }
 
+    /// Where the registrations or installations (`table`) of `hub` that carry any of `tags`
+    /// are found: SELECTs of their owner column (`seq` or `installation_id`), each ending in a
+    /// WHERE clause that a caller may extend, to be joined by UNION. The explicit tags'
+    /// rows are read from the tag table in one; an implicit tag (`$InstallationId:{…}`,
+    /// `$UserId:{…}`) has no tag rows, and its owners are found by the column it names, which
+    /// an index covers: the installation's id or the user's (version 20; such a tag's rows
+    /// were most of a new installation's tag rows, and the longest keys).
+    static func carrying(_ tags: [String], hub: String, in table: TagTable) -> [(sql: String, binds: [SQLValue])] {
+        var explicit: [String] = []
+        var selects: [(sql: String, binds: [SQLValue])] = []
+        for tag in tags {
+            switch Tags.implicit(tag) {
+            case nil: explicit.append(tag)
+            case .installation(let id):
+                selects.append(("SELECT \(table.owner) FROM \(table.owners) WHERE hub = ? AND installation_id = ?", [.text(hub), .text(id)]))
+            case .user(let id):
+                selects.append(("SELECT \(table.owner) FROM \(table.owners) WHERE hub = ? AND user_id = ?", [.text(hub), .text(id)]))
+            }
+        }
+        if !explicit.isEmpty {
+            let condition = explicit.count == 1 ? "tag = ?" : "tag IN (" + placeholders(explicit.count) + ")"
+            let rows = "SELECT \(table.owner) FROM \(table.name) WHERE hub = ? AND \(condition)"
+            selects.insert((rows, [.text(hub)] + explicit.map(SQLValue.text)), at: 0)
+        }
+        return selects
+    }
+
     /// Inserts tag rows, given as (hub, tag, owner) triples, in statements of at most 2,000
-    /// rows.
+    /// rows. Implicit tags get none: their registrations and installations are found by the
+    /// column each names (`carrying(_:hub:in:)`).
     static func insertTags(_ triples: [SQLValue], into table: TagTable = .registrations, on connection: any SQLConnection) async throws {
+        let isImplicit = { (value: SQLValue) in if case .text(let tag) = value { Tags.implicit(tag) != nil } else { false } }
+        var triples = triples
+        if stride(from: 1, to: triples.count, by: 3).contains(where: { isImplicit(triples[$0]) }) {
+            triples = stride(from: 0, to: triples.count, by: 3).filter { !isImplicit(triples[$0 + 1]) }.flatMap { triples[$0..<$0 + 3] }
+        }
         let perStatement = 2_000 * 3
         for start in stride(from: 0, to: triples.count, by: perStatement) {
             let binds = Array(triples[start..<min(start + perStatement, triples.count)])
@@ -567,21 +602,23 @@ public final class SQLRegistrationStore: RegistrationStore {
         dialect: SQLDialect, on connection: any SQLConnection
     ) async throws -> PageRead {
         guard let first = driving.first else { return .rows(([], nil)) }
-        let perTag = "SELECT seq FROM registration_tags WHERE hub = ? AND tag = ? AND seq > ? ORDER BY seq"
+        let perTag = driving.map { tag in
+            let source = carrying([tag], hub: hub, in: .registrations)[0]
+            return (sql: source.sql + " AND seq > ? ORDER BY seq", binds: source.binds + [.integer(after)])
+        }
         // Several tags' ranges, a registration with two of them counted once. PostgreSQL merges
         // them in order (`UNION ALL`) and keeps a row that differs from the one before it
         // (0.3–0.7 ms a page of three tags, where `UNION` hashed and sorted them in 1.8 ms);
         // SQLite sorts for a window, and its `UNION` took half as long.
-        let ranges = Array(repeating: "SELECT seq FROM (\(perTag) LIMIT ?) AS t", count: driving.count)
+        let ranges = perTag.map { "SELECT seq FROM (\($0.sql) LIMIT ?) AS t" }
         let candidates =
             driving.count == 1
-            ? perTag
+            ? perTag[0].sql
             : dialect == .sqlite
                 ? ranges.joined(separator: " UNION ") + " ORDER BY seq"
                 : "SELECT seq FROM (SELECT seq, lag(seq) OVER (ORDER BY seq) AS previous FROM ("
                     + ranges.joined(separator: " UNION ALL ") + ") AS merged) AS candidates WHERE previous IS NULL OR previous <> seq ORDER BY seq"
-        var binds: [SQLValue] = []
-        for tag in driving { binds += [.text(hub), .text(tag), .integer(after)] + (driving.count == 1 ? [] : [.integer(Int64(limit))]) }
+        let binds = perTag.flatMap { $0.binds + (driving.count == 1 ? [] : [.integer(Int64(limit))]) }
         let bound = try await connection.query("\(candidates) LIMIT 1 OFFSET ?", binds + [.integer(Int64(limit - 1))]).first?.integer("seq")
         if let bound, bound - after <= Int64(limit) * denseRange(dialect) {
             // The rows that carry no driving tag are in the range too; the tags are tested in
@@ -589,14 +626,12 @@ public final class SQLRegistrationStore: RegistrationStore {
             let carrying = compile(driving.dropFirst().reduce(.tag(first)) { .or($0, .tag($1)) }, dialect: dialect)
             return .range(RangeRead(hub: hub, after: after, bound: bound, columns: columns, condition: both(carrying, filter) ?? carrying))
         }
-        let tags = driving.count == 1 ? "tag = ?" : "tag IN (" + Self.placeholders(driving.count) + ")"
+        let sources = carrying(driving, hub: hub, in: .registrations)
         let condition = filter.map { " AND \($0.sql)" } ?? ""
         let rows = try await connection.query(
-            """
-            SELECT \(columns) FROM registrations r WHERE r.seq IN
-                (SELECT seq FROM registration_tags WHERE hub = ? AND \(tags) AND seq > ? AND seq <= ?)\(condition) ORDER BY r.seq
-            """,
-            [.text(hub)] + driving.map(SQLValue.text) + [.integer(after), .integer(bound ?? Int64.max)] + (filter?.binds ?? []))
+            "SELECT \(columns) FROM registrations r WHERE r.seq IN ("
+                + sources.map { "\($0.sql) AND seq > ? AND seq <= ?" }.joined(separator: " UNION ALL ") + ")\(condition) ORDER BY r.seq",
+            sources.flatMap { $0.binds + [.integer(after), .integer(bound ?? Int64.max)] } + (filter?.binds ?? []))
         return .rows((rows, bound.map(RegistrationCursor.init(position:))))
     }
 

@@ -316,7 +316,7 @@ struct StoreConformanceTests {
 
         for text in [
             "a", "a || b", "a && b", "a && !b", "!a", "(a || b) && !c", "a || b || c || d", "!(a && b) && d", "$InstallationId:{i15}",
-            "$UserId:{u1} || d", "nothing",
+            "$UserId:{u1} || d", "$UserId:{u1} && a", "$InstallationId:{i15} || $UserId:{u2}", "!$UserId:{u0} && b", "nothing",
         ] {
             let expression = try TagExpression.parse(text)
             let found = try await fixture.store.all(hub: fixture.hub, matching: .tagExpression(expression), pageSize: 7)

@@ -22,7 +22,10 @@ struct TagRowTests {
                 var carried: Set<String> = []
                 for row in try await connection.query("SELECT \(key) AS key, tags FROM \(rows) WHERE hub = ?", [.text(hub)]) {
                     let owner = row.text("key") ?? "?"
-                    for tag in SQLRegistrationStore.StoredRow.splitTags(row.text("tags")) { carried.insert("\(owner) \(tag)") }
+                    // Implicit tags have no tag rows (version 20).
+                    for tag in SQLRegistrationStore.StoredRow.splitTags(row.text("tags")) where Tags.implicit(tag) == nil {
+                        carried.insert("\(owner) \(tag)")
+                    }
                 }
                 var stored: Set<String> = []
                 for row in try await connection.query("SELECT \(key) AS key, tag FROM \(tags) WHERE hub = ?", [.text(hub)]) {
@@ -104,9 +107,9 @@ struct TagRowTests {
                 [.text(hub), .text(hub)]
             ).first
         }
-        // r1 (b, e), r4 (d, g); i1's native registration (b, c, and its two implicit tags); i1's
-        // installation rows the same four.
-        #expect(counts?.integer("registrations") == 8 && counts?.integer("installations") == 4, "\(String(describing: counts))")
+        // r1 (b, e), r4 (d, g); i1's native registration (b, c; its two implicit tags have no
+        // rows); i1's installation rows the same two.
+        #expect(counts?.integer("registrations") == 6 && counts?.integer("installations") == 2, "\(String(describing: counts))")
     }
 
     @Test("a PostgreSQL store of version 18 is brought to 19: stray tag rows gone, and a registration's rows deleted with it")
@@ -153,6 +156,59 @@ struct TagRowTests {
         #expect(try await Self.differences(store, hub: hub).isEmpty)
         #expect(try await store.all(hub: hub, matching: .tagExpression(.tag("a"))).isEmpty)
         #expect(try await store.all(hub: hub, matching: .tagExpression(.tag("b"))).map(\.registrationId) == ["r2"])
+        await store.close()
+    }
+
+    @Test("a store of version 19 is brought to 20: implicit tags' rows gone, and what carries them still found", arguments: StoreKind.available)
+    func migratedFrom19(_ kind: StoreKind) async throws {
+        let open = try await StoreFixture.ownDatabase(kind)
+        let hub = "myhub"
+        var store = try await SQLRegistrationStore.open(open())
+        _ = try await store.upsertRegistration(Self.registration("r1", hub: hub, tags: ["x"]), ifMatch: nil)
+        for (id, user) in [("i1", "alice"), ("i2", "bob"), ("i3", nil)] {
+            _ = try await store.upsertInstallation(
+                Installation(installationId: id, userId: user, platform: .apns, pushChannel: "c-\(id)", tags: ["x"]), hub: hub)
+        }
+        await store.close()
+        // The rows version 19 wrote for the implicit tags.
+        let database = try await open()
+        try await database.write { connection in
+            for statement in [
+                "INSERT INTO registration_tags (hub, tag, seq) SELECT hub, '$InstallationId:{' || installation_id || '}', seq FROM registrations WHERE installation_id IS NOT NULL",
+                "INSERT INTO registration_tags (hub, tag, seq) SELECT hub, '$UserId:{' || user_id || '}', seq FROM registrations WHERE user_id IS NOT NULL",
+                "INSERT INTO installation_tags (hub, tag, installation_id) SELECT hub, '$InstallationId:{' || installation_id || '}', installation_id FROM installations",
+                "INSERT INTO installation_tags (hub, tag, installation_id) SELECT hub, '$UserId:{' || user_id || '}', installation_id FROM installations WHERE user_id IS NOT NULL",
+                "DELETE FROM schema_migrations WHERE version = 20",
+            ] {
+                try await connection.execute(statement, [])
+            }
+        }
+        await database.close()
+        store = try await SQLRegistrationStore.open(open())
+        #expect(try await Self.differences(store, hub: hub).isEmpty)
+        let implicit = try await store.database.read { connection in
+            try await connection.query(
+                """
+                SELECT (SELECT count(*) FROM registration_tags WHERE substr(tag, 1, 1) = '$') AS registrations,
+                    (SELECT count(*) FROM installation_tags WHERE substr(tag, 1, 1) = '$') AS installations
+                """, []
+            ).first
+        }
+        #expect(implicit?.integer("registrations") == 0 && implicit?.integer("installations") == 0)
+        // Found by the columns they name, alone, together and beside an explicit tag.
+        for (text, want) in [
+            ("$UserId:{alice}", ["i1"]), ("$InstallationId:{i3}", ["i3"]), ("$UserId:{alice} || $UserId:{bob}", ["i1", "i2"]),
+            ("x && !$UserId:{bob}", ["i1", "i3", "r1"]), ("$InstallationId:{i2} || $UserId:{alice} || x", ["i1", "i2", "i3", "r1"]),
+        ] {
+            let expression = try TagExpression.parse(text)
+            let found = try await store.all(hub: hub, matching: .tagExpression(expression), pageSize: 1)
+            #expect(found.map { $0.installationId ?? $0.registrationId }.sorted() == want, "\(text)")
+            var filter = InstallationFilter()
+            filter.tags = expression
+            let installations = try await InstallationQueryTests.all(store, hub: hub, filter, pageSize: 1).ids
+            #expect(installations == want.filter { $0.hasPrefix("i") }, "\(text)")
+            #expect(try await store.countInstallations(hub: hub, matching: filter) == installations.count, "\(text)")
+        }
         await store.close()
     }
 }

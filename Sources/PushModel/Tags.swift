@@ -40,10 +40,14 @@ public enum Tags {
     }
 
     /// The installation or user `tag` names, if it is an implicit tag; nil for any other tag.
+    /// Compared byte by byte, as the databases' LIKE and GLOB compare it (migration 20): by
+    /// characters, a user id that starts with a combining mark would join the brace before it.
     public static func implicit(_ tag: String) -> Implicit? {
-        guard tag.utf8.first == UInt8(ascii: "$"), tag.utf8.last == UInt8(ascii: "}") else { return nil }
-        for (prefix, make) in [("$InstallationId:{", Implicit.installation), ("$UserId:{", Implicit.user)] where tag.hasPrefix(prefix) {
-            return make(String(tag.dropFirst(prefix.count).dropLast()))
+        let bytes = tag.utf8
+        guard bytes.first == UInt8(ascii: "$"), bytes.last == UInt8(ascii: "}") else { return nil }
+        for (prefix, make) in [("$InstallationId:{", Implicit.installation), ("$UserId:{", Implicit.user)]
+        where bytes.count > prefix.utf8.count && bytes.starts(with: prefix.utf8) {
+            return make(String(decoding: bytes.dropFirst(prefix.utf8.count).dropLast(), as: UTF8.self))
         }
         return nil
     }

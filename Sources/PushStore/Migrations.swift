@@ -414,7 +414,16 @@ public enum Migrations {
             (
                 20,
                 [Self.implicitTagRows(dialect, in: "registration_tags"), Self.implicitTagRows(dialect, in: "installation_tags")]
-                    + (dialect == .postgres ? [postgresWriteInstallation(queried: true, implicitTagRows: false)] : [])
+                    + (dialect == .postgres
+                        ? [
+                            postgresWriteInstallation(queried: true, implicitTagRows: false),
+                            // A user's registrations in `seq` order from the index alone, as a
+                            // tag's are (SQLite's index ends in the rowid, which is `seq`):
+                            // without it a page by `$UserId:{…}` read and sorted every
+                            // registration of the user.
+                            "DROP INDEX registrations_by_user",
+                            "CREATE INDEX registrations_by_user ON registrations (hub, user_id, seq) WHERE user_id IS NOT NULL",
+                        ] : [])
             ),
         ]
     }

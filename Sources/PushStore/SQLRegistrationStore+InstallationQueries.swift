@@ -6,7 +6,8 @@ extension SQLRegistrationStore {
         -> InstallationPage
     {
         let limit = max(1, limit)
-        let conditions = Self.conditions(of: filter, dialect: database.dialect)
+        let dialect = database.dialect
+        let conditions = Self.conditions(of: filter, dialect: dialect)
         let after = cursor?.installationId ?? ""
         return try await database.read { connection in
             let rows: [SQLRow]
@@ -18,8 +19,8 @@ extension SQLRegistrationStore {
                 // Windows follow until the page is full, the candidates end, or
                 // `windowsPerPage` were read (the page is then short, with a next one).
                 let sorted = driving.sorted()
-                let perTag = sorted.map { Self.carrying([$0], hub: hub, in: .installations)[0] }
-                let sources = Self.carrying(sorted, hub: hub, in: .installations)
+                let perTag = sorted.map { Self.carrying([$0], hub: hub, in: .installations, dialect: dialect)[0] }
+                let sources = Self.carrying(sorted, hub: hub, in: .installations, dialect: dialect)
                 var found: [SQLRow] = []
                 var position = after
                 for _ in 0..<Self.windowsPerPage {
@@ -68,7 +69,7 @@ extension SQLRegistrationStore {
             var tagCondition = ""
             var tagBinds: [SQLValue] = []
             if let driving = filter.tags?.drivingTags(weighedBy: { _ in 0 })?.sorted() {
-                let sources = Self.carrying(driving, hub: hub, in: .installations)
+                let sources = Self.carrying(driving, hub: hub, in: .installations, dialect: database.dialect)
                 tagCondition = " AND i.installation_id IN (" + sources.map(\.sql).joined(separator: " UNION ALL ") + ")"
                 tagBinds = sources.flatMap(\.binds)
             }

@@ -303,31 +303,42 @@ public final class SQLRegistrationStore: RegistrationStore {
     /// WHERE clause that a caller may extend, to be joined by UNION. The explicit tags'
     /// rows are read from the tag table in one; an implicit tag (`$InstallationId:{…}`,
     /// `$UserId:{…}`) has no tag rows, and its owners are found by the column it names, which
-    /// an index covers: the installation's id or the user's (version 20; such a tag's rows
-    /// were most of a new installation's tag rows, and the longest keys).
-    static func carrying(_ tags: [String], hub: String, in table: TagTable) -> [(sql: String, binds: [SQLValue])] {
+    /// an index covers: the installation's id or the user's (version 20; such tags' rows were
+    /// 4 of a new installation's 10, with the longest keys). Of those rows, only the ones whose
+    /// `tags` carry one of the tags: a registration imported with a user id answers to a send
+    /// to that user (`RegistrationQuery.user`), but carries no `$UserId:{…}`, as before.
+    static func carrying(_ tags: [String], hub: String, in table: TagTable, dialect: SQLDialect) -> [(sql: String, binds: [SQLValue])] {
         var explicit: [String] = []
-        var selects: [(sql: String, binds: [SQLValue])] = []
+        var installations: [String] = []
+        var users: [String] = []
         for tag in tags {
             switch Tags.implicit(tag) {
             case nil: explicit.append(tag)
-            case .installation(let id):
-                selects.append(("SELECT \(table.owner) FROM \(table.owners) WHERE hub = ? AND installation_id = ?", [.text(hub), .text(id)]))
-            case .user(let id):
-                selects.append(("SELECT \(table.owner) FROM \(table.owners) WHERE hub = ? AND user_id = ?", [.text(hub), .text(id)]))
+            case .installation(let id): installations.append(id)
+            case .user(let id): users.append(id)
             }
         }
-        if !explicit.isEmpty {
-            let condition = explicit.count == 1 ? "tag = ?" : "tag IN (" + placeholders(explicit.count) + ")"
-            let rows = "SELECT \(table.owner) FROM \(table.name) WHERE hub = ? AND \(condition)"
-            selects.insert((rows, [.text(hub)] + explicit.map(SQLValue.text)), at: 0)
+        // One SELECT for each kind: the explicit tags' rows, the installations', the users'.
+        let kinds = [
+            (table.name, "tag", explicit, [String]()), (table.owners, "installation_id", installations, installations.map(Tags.installation)),
+            (table.owners, "user_id", users, users.map(Tags.user)),
+        ]
+        return kinds.filter { !$0.2.isEmpty }.map { from, column, values, implicit in
+            let condition = values.count == 1 ? "= ?" : "IN (" + placeholders(values.count) + ")"
+            var select = (
+                sql: "SELECT \(table.owner) FROM \(from) WHERE hub = ? AND \(column) \(condition)", binds: [.text(hub)] + values.map(SQLValue.text)
+            )
+            if let first = implicit.first {
+                let carried = compile(implicit.dropFirst().reduce(.tag(first)) { .or($0, .tag($1)) }, dialect: dialect, column: "tags")
+                select = (select.sql + " AND " + carried.sql, select.binds + carried.binds)
+            }
+            return select
         }
-        return selects
     }
 
     /// Inserts tag rows, given as (hub, tag, owner) triples, in statements of at most 2,000
     /// rows. Implicit tags get none: their registrations and installations are found by the
-    /// column each names (`carrying(_:hub:in:)`).
+    /// column each names (`carrying(_:hub:in:dialect:)`).
     static func insertTags(_ triples: [SQLValue], into table: TagTable = .registrations, on connection: any SQLConnection) async throws {
         let isImplicit = { (value: SQLValue) in if case .text(let tag) = value { Tags.implicit(tag) != nil } else { false } }
         var triples = triples
@@ -603,7 +614,7 @@ public final class SQLRegistrationStore: RegistrationStore {
     ) async throws -> PageRead {
         guard let first = driving.first else { return .rows(([], nil)) }
         let perTag = driving.map { tag in
-            let source = carrying([tag], hub: hub, in: .registrations)[0]
+            let source = carrying([tag], hub: hub, in: .registrations, dialect: dialect)[0]
             return (sql: source.sql + " AND seq > ? ORDER BY seq", binds: source.binds + [.integer(after)])
         }
         // Several tags' ranges, a registration with two of them counted once. PostgreSQL merges
@@ -626,7 +637,7 @@ public final class SQLRegistrationStore: RegistrationStore {
             let carrying = compile(driving.dropFirst().reduce(.tag(first)) { .or($0, .tag($1)) }, dialect: dialect)
             return .range(RangeRead(hub: hub, after: after, bound: bound, columns: columns, condition: both(carrying, filter) ?? carrying))
         }
-        let sources = carrying(driving, hub: hub, in: .registrations)
+        let sources = carrying(driving, hub: hub, in: .registrations, dialect: dialect)
         let condition = filter.map { " AND \($0.sql)" } ?? ""
         let rows = try await connection.query(
             "SELECT \(columns) FROM registrations r WHERE r.seq IN ("

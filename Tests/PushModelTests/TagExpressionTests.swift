@@ -108,4 +108,19 @@ extension TagExpressionTests {
         #expect(expression.drivingDependsOnCounts == dependsOnCounts)
         #expect(expression.tags == Set(counts.keys))
     }
+
+    @Test("an implicit tag names its installation or user, compared byte by byte as the databases compare it")
+    func implicitTags() {
+        let cases: [(String, Tags.Implicit?)] = [
+            ("$UserId:{bob}", .user("bob")), ("$InstallationId:{i-1$!~}", .installation("i-1$!~")),
+            // A combining mark would join the brace as one character; the bytes still tell.
+            ("$UserId:{\u{301}carol}", .user("\u{301}carol")), ("$UserId:{}", .user("")),
+            ("$UserId:{bob", nil), ("$UserId:bob}", nil), ("$userid:{bob}", nil), ("$Other:{x}", nil), ("Sports", nil), ("$", nil),
+        ]
+        for (tag, want) in cases {
+            #expect(Tags.implicit(tag) == want, "\(tag)")
+        }
+        #expect(Tags.implicit(Tags.user("\u{301}carol")) == .user("\u{301}carol"))
+        #expect(Tags.implicit(Tags.installation("phone-1")) == .installation("phone-1"))
+    }
 }

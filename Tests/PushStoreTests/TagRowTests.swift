@@ -165,7 +165,7 @@ struct TagRowTests {
         let hub = "myhub"
         var store = try await SQLRegistrationStore.open(open())
         _ = try await store.upsertRegistration(Self.registration("r1", hub: hub, tags: ["x"]), ifMatch: nil)
-        for (id, user) in [("i1", "alice"), ("i2", "bob"), ("i3", nil)] {
+        for (id, user) in [("i1", "alice"), ("i2", "bob"), ("i3", nil), ("i4", "alice")] {
             _ = try await store.upsertInstallation(
                 Installation(installationId: id, userId: user, platform: .apns, pushChannel: "c-\(id)", tags: ["x"]), hub: hub)
         }
@@ -195,10 +195,21 @@ struct TagRowTests {
             ).first
         }
         #expect(implicit?.integer("registrations") == 0 && implicit?.integer("installations") == 0)
+        // A registration imported with a user id, past twenty others so that its page is read
+        // by candidates, not as a range: a send to the user reaches it, `$UserId:{…}`, which it
+        // does not carry, does not.
+        try await store.importRegistrations(
+            (0..<20).map { Self.registration("f\($0)", hub: hub, tags: []) }
+                + [
+                    Registration(
+                        registrationId: "r2", hub: hub, format: .apple, handle: "h-r2", tags: [], userId: "alice", updatedAt: Date())
+                ])
+        #expect(try await store.all(hub: hub, matching: .user("alice")).map(\.registrationId).contains("r2"))
         // Found by the columns they name, alone, together and beside an explicit tag.
         for (text, want) in [
-            ("$UserId:{alice}", ["i1"]), ("$InstallationId:{i3}", ["i3"]), ("$UserId:{alice} || $UserId:{bob}", ["i1", "i2"]),
-            ("x && !$UserId:{bob}", ["i1", "i3", "r1"]), ("$InstallationId:{i2} || $UserId:{alice} || x", ["i1", "i2", "i3", "r1"]),
+            ("$UserId:{alice}", ["i1", "i4"]), ("$InstallationId:{i3}", ["i3"]), ("$UserId:{alice} || $UserId:{bob}", ["i1", "i2", "i4"]),
+            ("x && !$UserId:{bob}", ["i1", "i3", "i4", "r1"]), ("$InstallationId:{i2} || $UserId:{alice} || x", ["i1", "i2", "i3", "i4", "r1"]),
+            ("$InstallationId:{i2} || $InstallationId:{i3} || $UserId:{alice} || $UserId:{bob}", ["i1", "i2", "i3", "i4"]),
         ] {
             let expression = try TagExpression.parse(text)
             let found = try await store.all(hub: hub, matching: .tagExpression(expression), pageSize: 1)
@@ -209,6 +220,18 @@ struct TagRowTests {
             #expect(installations == want.filter { $0.hasPrefix("i") }, "\(text)")
             #expect(try await store.countInstallations(hub: hub, matching: filter) == installations.count, "\(text)")
         }
+        // A user id that starts with a combining mark is implicit to the store's writers as it
+        // is to the SQL that deleted the rows: no tag row for it, on either database.
+        _ = try await store.upsertInstallation(
+            Installation(installationId: "i5", userId: "\u{301}carol", platform: .apns, pushChannel: "c-i5", tags: ["x"]), hub: hub)
+        #expect(try await Self.differences(store, hub: hub).isEmpty)
+        let after = try await store.database.read { connection in
+            try await connection.query(
+                "SELECT (SELECT count(*) FROM registration_tags WHERE substr(tag, 1, 1) = '$') + (SELECT count(*) FROM installation_tags WHERE substr(tag, 1, 1) = '$') AS n",
+                []
+            ).first?.integer("n")
+        }
+        #expect(after == 0)
         await store.close()
     }
 }

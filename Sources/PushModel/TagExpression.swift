@@ -277,7 +277,7 @@ private struct Parser {
             }
             index += 1
             let tag = String(characters[start..<index])
-            guard tag.hasPrefix("$InstallationId:{") || tag.hasPrefix("$UserId:{") else {
+            guard Tags.implicit(tag) != nil else {
                 throw TagExpressionError(
                     position: start, message: "unknown implicit tag \"\(tag)\"; PushHub knows $InstallationId:{…} and $UserId:{…}")
             }

@@ -568,7 +568,8 @@ public enum Migrations {
     static func postgresWriteInstallation(queried: Bool, implicitTagRows: Bool = true) -> String {
         // Of the tags of `unnest(…) AS tag`, only those that get tag rows (the text of the
         // versions before 20 unchanged).
-        let rowed = implicitTagRows ? "" : " AND NOT " + implicitTag(.postgres, "tag")
+        let notImplicit = "NOT " + implicitTag(.postgres, "tag")
+        let rowed = implicitTagRows ? "" : " AND " + notImplicit
         let parameters = queried ? ", p_platform TEXT, p_user_id TEXT, p_expired BIGINT, p_tags TEXT" : ""
         let columns = queried ? ", platform, user_id, expired, tags" : ""
         let values = queried ? ", p_platform, p_user_id, p_expired, p_tags" : ""
@@ -646,7 +647,7 @@ public enum Migrations {
                             wanted.template_name, wanted.template_body, wanted.template_headers, wanted.template_expiry, p_installation_id,
                             wanted.user_id, wanted.expires_at, 1, p_updated_at)
                         RETURNING seq INTO new_seq;
-                        INSERT INTO registration_tags (hub, tag, seq) SELECT p_hub, tag, new_seq FROM unnest(new_tags) AS tag\(implicitTagRows ? "" : " WHERE NOT " + implicitTag(.postgres, "tag"));
+                        INSERT INTO registration_tags (hub, tag, seq) SELECT p_hub, tag, new_seq FROM unnest(new_tags) AS tag\(implicitTagRows ? "" : " WHERE " + notImplicit);
                     END IF;
                 END LOOP;
                 DELETE FROM registrations WHERE hub = p_hub AND installation_id = p_installation_id AND registration_id <> ALL (kept);

@@ -634,8 +634,9 @@ public final class SQLRegistrationStore: RegistrationStore {
         if let bound, bound - after <= Int64(limit) * denseRange(dialect) {
             // The rows that carry no driving tag are in the range too; the tags are tested in
             // this order because the fewest rows carry the driving ones.
-            let carrying = compile(driving.dropFirst().reduce(.tag(first)) { .or($0, .tag($1)) }, dialect: dialect)
-            return .range(RangeRead(hub: hub, after: after, bound: bound, columns: columns, condition: both(carrying, filter) ?? carrying))
+            let carriesDriving = compile(driving.dropFirst().reduce(.tag(first)) { .or($0, .tag($1)) }, dialect: dialect)
+            return .range(
+                RangeRead(hub: hub, after: after, bound: bound, columns: columns, condition: both(carriesDriving, filter) ?? carriesDriving))
         }
         let sources = carrying(driving, hub: hub, in: .registrations, dialect: dialect)
         let condition = filter.map { " AND \($0.sql)" } ?? ""

@@ -110,7 +110,7 @@ extension TagExpressionTests {
     }
 
     @Test("an implicit tag names its installation or user, compared byte by byte as the databases compare it")
-    func implicitTags() {
+    func implicitTags() throws {
         let cases: [(String, Tags.Implicit?)] = [
             ("$UserId:{bob}", .user("bob")), ("$InstallationId:{i-1$!~}", .installation("i-1$!~")),
             // A combining mark would join the brace as one character; the bytes still tell.
@@ -122,5 +122,8 @@ extension TagExpressionTests {
         }
         #expect(Tags.implicit(Tags.user("\u{301}carol")) == .user("\u{301}carol"))
         #expect(Tags.implicit(Tags.installation("phone-1")) == .installation("phone-1"))
+        // The parser tells implicit tags apart by the same classifier.
+        #expect(try TagExpression.parse("$UserId:{\u{301}carol}") == .tag("$UserId:{\u{301}carol}"))
+        #expect(throws: TagExpressionError.self) { try TagExpression.parse("$Other:{x}") }
     }
 }

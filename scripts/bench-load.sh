@@ -12,7 +12,8 @@
 # PERF=1 records the ingress, the dispatcher and the APNs worker with `perf record -g` during
 # the registrations, the broadcast, the sends and the first APNs-only broadcast (profiles and
 # reports in OUT, named after the phase); PERF_PROCESSES names others
-# (`PERF_PROCESSES="wns-worker dispatcher"`).
+# (`PERF_PROCESSES="wns-worker dispatcher"`), and PERF_CALLGRAPH how stacks are taken
+# (`PERF_CALLGRAPH="--call-graph dwarf"` unwinds Swift's frames better than the default `-g`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${SCRATCH:-.build}/release
@@ -105,7 +106,7 @@ perf_start() { # phase: records the ingress, the dispatcher and the APNs worker 
   perf_phase=$1
   perf_pids=()
   for name in ${PERF_PROCESSES:-ingress dispatcher apns-worker}; do
-    perf record -F 999 -g -o "$out/$perf_phase-$name.perf" -p "${pids[$name]}" >"$out/$perf_phase-$name.perf.log" 2>&1 &
+    perf record -F 999 ${PERF_CALLGRAPH:--g} -o "$out/$perf_phase-$name.perf" -p "${pids[$name]}" >"$out/$perf_phase-$name.perf.log" 2>&1 &
     perf_pids+=($!)
   done
 }

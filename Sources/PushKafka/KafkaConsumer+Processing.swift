@@ -109,6 +109,101 @@ extension KafkaConsumer {
         }
     }
 
+    /// `processEach`, with the records one poll fetched handed to `run` together: each run
+    /// (records in offset order, their `weight`s summing to at most `maximumWeight`) goes to
+    /// a task of its own, so work that costs per call (a flush to a PNS, a wait for Kafka's
+    /// acknowledgement, a hand-over between threads) is paid once for many small records.
+    ///
+    /// A record whose `weight` is nil, and a run of one, go through `body` alone as in
+    /// `processEach`. Records are admitted one at a time in offset order as there; a run is
+    /// started before a record that would take it past `maximumWeight` is added, so with
+    /// `maximumWeight` below the caller's room a run never waits on room it holds itself.
+    /// A run whose `run` throws is taken apart: each of its records then goes through `body`
+    /// alone, with the retries, budget and dead letters of `processEach`, so `body` must find
+    /// the work `run` finished (and not do it again). The records of a run are marked done
+    /// together once `run` returns.
+    public func processInRuns<Item: Sendable>(
+        maximumWeight: Int, budget: RetryBudget = RetryBudget(), logger: Logger,
+        admit: @escaping @Sendable (KafkaRecord) async -> AdmittedRecord<Item>,
+        weight: @escaping @Sendable (Item) -> Int?,
+        giveUp: @escaping @Sendable (KafkaRecord, Item, String) async throws -> Void,
+        run: @escaping @Sendable ([(record: KafkaRecord, item: Item)]) async throws -> Void,
+        _ body: @escaping @Sendable (KafkaRecord, Item) async throws -> Void
+    ) async {
+        let limiter = LogLimiter()
+        await withDiscardingTaskGroup { group in
+            for await records in recordGroups(maximum: configuration.fetchBatchSize).cancelOnGracefulShutdown() {
+                var pending: [(record: KafkaRecord, admitted: AdmittedRecord<Item>)] = []
+                var pendingWeight = 0
+                for record in records {
+                    let admitted = await admit(record)
+                    guard let weight = weight(admitted.item) else {
+                        group.addTask {
+                            await self.process(record, admitted.item, budget: budget, limiter: limiter, logger: logger, giveUp: giveUp, body)
+                            await admitted.release()
+                        }
+                        continue
+                    }
+                    if !pending.isEmpty, pendingWeight + weight > maximumWeight {
+                        let full = pending
+                        group.addTask {
+                            await self.processRun(full, budget: budget, limiter: limiter, logger: logger, giveUp: giveUp, run: run, body)
+                        }
+                        pending = []
+                        pendingWeight = 0
+                    }
+                    pending.append((record, admitted))
+                    pendingWeight += weight
+                    // A full run starts at once, not after the next record's admission, which
+                    // may wait for room.
+                    if pendingWeight >= maximumWeight {
+                        let full = pending
+                        group.addTask {
+                            await self.processRun(full, budget: budget, limiter: limiter, logger: logger, giveUp: giveUp, run: run, body)
+                        }
+                        pending = []
+                        pendingWeight = 0
+                    }
+                }
+                if !pending.isEmpty {
+                    let last = pending
+                    group.addTask { await self.processRun(last, budget: budget, limiter: limiter, logger: logger, giveUp: giveUp, run: run, body) }
+                }
+            }
+        }
+    }
+
+    private func processRun<Item: Sendable>(
+        _ records: [(record: KafkaRecord, admitted: AdmittedRecord<Item>)], budget: RetryBudget, limiter: LogLimiter, logger: Logger,
+        giveUp: @escaping @Sendable (KafkaRecord, Item, String) async throws -> Void,
+        run: @escaping @Sendable ([(record: KafkaRecord, item: Item)]) async throws -> Void,
+        _ body: @escaping @Sendable (KafkaRecord, Item) async throws -> Void
+    ) async {
+        var ran = false
+        if records.count > 1 {
+            do {
+                try await run(records.map { ($0.record, $0.admitted.item) })
+                for each in records { markDone(each.record) }
+                ran = true
+            } catch {
+                if !Task.isCancelled, let suppressed = limiter.shouldLog("\(records[0].record.topic) run taken apart \(type(of: error))") {
+                    logger.debug(
+                        "a run of records failed; each is processed alone",
+                        metadata: [
+                            "kafka.topic": "\(records[0].record.topic)", "pushhub.records": "\(records.count)", "pushhub.error": "\(error)",
+                            "pushhub.not_logged": "\(suppressed)",
+                        ])
+                }
+            }
+        }
+        if !ran && !Task.isCancelled {
+            for each in records {
+                await process(each.record, each.admitted.item, budget: budget, limiter: limiter, logger: logger, giveUp: giveUp, body)
+            }
+        }
+        for each in records { await each.admitted.release() }
+    }
+
     /// Runs `body` on groups of records (at most `maximum`, those one poll fetched) one group
     /// at a time until graceful shutdown, so work that costs per call (a store transaction) is
     /// paid once per group. A group that fails in any way is taken apart: each of its records

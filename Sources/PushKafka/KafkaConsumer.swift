@@ -22,7 +22,7 @@ public final class KafkaConsumer: Service, Sendable {
     private let state: ConsumerState
     /// Every blocking call on the handle (fetch, close) runs here, one at a time.
     private let fetchQueue = DispatchQueue(label: "pushhub.kafka.consumer.fetch")
-    private let configuration: KafkaConsumerConfiguration
+    let configuration: KafkaConsumerConfiguration
     private let logger: Logger
 
     private init(client: RDKafkaClient, queue: RDKafkaQueue, state: ConsumerState, configuration: KafkaConsumerConfiguration, logger: Logger) {

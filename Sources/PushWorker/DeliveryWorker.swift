@@ -14,6 +14,10 @@ public struct WorkerSettings: Sendable {
     public var topics: PushTopics
     /// Targets in flight at most; intake pauses its partitions while the window is full.
     public var window = 2_000
+    /// Most targets of the small batches one poll fetched that are worked together, as one
+    /// run: their pushes written and flushed together, their results published in one call
+    /// (`KafkaConsumer.processInRuns`). Below `window`, so a run never waits for room it holds.
+    public var runTargets = 500
     /// Retries of one target inside one pass, before the rest of its batch is handed back.
     public var retriesInPlace = 3
     /// How long a target may wait for retries inside one pass.
@@ -61,13 +65,15 @@ public final class DeliveryWorker: Service, Sendable {
 
     public func run() async throws {
         await withGracefulShutdownHandler {
-            await consumer.processEach(
-                budget: settings.recordBudget, logger: logger, admit: { record in await self.admit(record) },
+            await consumer.processInRuns(
+                maximumWeight: settings.runTargets, budget: settings.recordBudget, logger: logger, admit: { record in await self.admit(record) },
+                weight: { work in self.runWeight(work) },
                 giveUp: { record, work, reason in
                     let hub = (try? work.decoded.get())?.hub ?? ""
                     try await RecordRejection.reject(
                         record, hub: hub, reason: reason, topics: self.settings.topics, producer: self.producer, logger: self.logger)
                 },
+                run: { records in try await self.process(records) },
                 { record, work in try await self.process(record, work) })
         } onGracefulShutdown: {
             self.draining.start()
@@ -129,6 +135,37 @@ public final class DeliveryWorker: Service, Sendable {
         throw PublishPending(failure)
     }
 
+    /// How much of a run a batch takes: its targets. Nil, so that it is worked alone, when
+    /// it will not be worked as it stands (it does not decode, it is another platform's, it
+    /// waits for its not-before time), and when tracing, which gives each batch a span.
+    func runWeight(_ work: BatchWork) -> Int? {
+        guard !TraceHeaders.isActive, case .success(let batch) = work.decoded, batch.platform == settings.platform else { return nil }
+        if let notBefore = batch.notBefore, notBefore > Date() { return nil }
+        return batch.targets.count
+    }
+
+    /// Works a run of batches together (`runWeight` let each in): one provider call for
+    /// all their pushes, then their results and hand-backs published in one call. What each
+    /// batch ends with is kept, so that a run taken apart after a failure only publishes.
+    func process(_ run: [(record: KafkaRecord, item: BatchWork)]) async throws {
+        let unworked = run.filter { $0.item.outgoing.withLock { $0 } == nil }
+        if !unworked.isEmpty {
+            if draining.isStarted { throw RecordLeftUnfinished() }
+            var lanes: [Lane] = []
+            lanes.reserveCapacity(unworked.count)
+            for (record, work) in unworked { lanes.append(Lane(try checked(work.decoded), record: record, settings: settings)) }
+            let ends = await deliverAll(lanes)
+            for ((_, work), (lane, ends)) in zip(unworked, zip(lanes, ends)) {
+                let made = try outgoing(of: lane, ends: ends)
+                work.outgoing.withLock { $0 = made }
+            }
+        }
+        var outgoing: [KafkaOutgoingRecord] = []
+        for (_, work) in run { outgoing += work.outgoing.withLock { $0 } ?? [] }
+        guard !outgoing.isEmpty else { return }
+        try await producer.sendAllAcknowledged(outgoing)
+    }
+
     /// Runs a batch's work in a span under the context its record carries, when tracing: its
     /// results and hand-back carry the span on, and its PNS calls are spans under it.
     private func traced(_ record: KafkaRecord, _ body: () async throws -> [KafkaOutgoingRecord]?) async throws -> [KafkaOutgoingRecord]? {
@@ -145,6 +182,20 @@ public final class DeliveryWorker: Service, Sendable {
     /// The records a batch ends with: its results and the hand-back of what must wait. `nil`
     /// when shutdown came before the batch's not-before time (the record stays unfinished).
     func work(_ record: KafkaRecord, _ decoded: Result<DeliveryBatch, WireError>) async throws -> [KafkaOutgoingRecord]? {
+        let batch = try checked(decoded)
+        if let notBefore = batch.notBefore, notBefore > Date() {
+            // A waiting batch gives its targets' room to others; how many may wait is bounded.
+            await window.sleep(batch.targets.count)
+            let rested = await draining.sleep(for: .milliseconds(Int(notBefore.timeIntervalSinceNow * 1000)))
+            await window.wake(batch.targets.count)
+            guard rested else { return nil }
+        }
+        let lane = Lane(batch, record: record, settings: settings)
+        return try outgoing(of: lane, ends: await deliverAll([lane])[0])
+    }
+
+    /// The batch a record holds, when this worker can work it; otherwise why it never will.
+    func checked(_ decoded: Result<DeliveryBatch, WireError>) throws -> DeliveryBatch {
         let batch: DeliveryBatch
         switch decoded {
         case .success(let decoded): batch = decoded
@@ -153,20 +204,35 @@ public final class DeliveryWorker: Service, Sendable {
         guard batch.platform == settings.platform else {
             throw PermanentFailure("platform: \(batch.platform.rawValue) batch on the \(settings.platform.rawValue) worker's topic")
         }
-        if let notBefore = batch.notBefore, notBefore > Date() {
-            // A waiting batch gives its targets' room to others; how many may wait is bounded.
-            await window.sleep(batch.targets.count)
-            let rested = await draining.sleep(for: .milliseconds(Int(notBefore.timeIntervalSinceNow * 1000)))
-            await window.wake(batch.targets.count)
-            guard rested else { return nil }
-        }
-        let enqueuedAt = batch.enqueuedAt ?? record.timestampMilliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) } ?? Date()
-        let expiresAt = batch.expiresAt ?? enqueuedAt.addingTimeInterval(settings.defaultExpiry)
-        let properties = batch.kind == .template ? (try? TemplateProperties.parse(batch.body)) ?? [:] : [:]
-        let renderer = TemplateRenderer(properties: properties)
+        return batch
+    }
 
-        let ends = await deliverAll(batch.targets, of: batch, renderer: renderer, expiresAt: expiresAt)
-        let dwellMs = max(0, Int(Date().timeIntervalSince(enqueuedAt) * 1000))
+    /// A batch as it is worked: what its targets' pushes and results share.
+    struct Lane {
+        let batch: DeliveryBatch
+        /// The targets worked: the batch's.
+        var targets: [DeliveryBatch.Target]
+        /// Its record's key, which a hand-back keeps.
+        let key: Data?
+        let enqueuedAt: Date
+        var expiresAt: Date
+        var renderer: TemplateRenderer
+
+        init(_ batch: DeliveryBatch, record: KafkaRecord?, settings: WorkerSettings) {
+            self.batch = batch
+            targets = batch.targets
+            key = record?.key
+            enqueuedAt = batch.enqueuedAt ?? record?.timestampMilliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) } ?? Date()
+            expiresAt = batch.expiresAt ?? enqueuedAt.addingTimeInterval(settings.defaultExpiry)
+            let properties = batch.kind == .template ? (try? TemplateProperties.parse(batch.body)) ?? [:] : [:]
+            renderer = TemplateRenderer(properties: properties)
+        }
+    }
+
+    /// A worked batch's records: its results, and the hand-back of what must wait.
+    func outgoing(of lane: Lane, ends: [TargetEnd]) throws -> [KafkaOutgoingRecord] {
+        let batch = lane.batch
+        let dwellMs = max(0, Int(Date().timeIntervalSince(lane.enqueuedAt) * 1000))
         var results: [DeliveryResult] = []
         var handBack: [DeliveryBatch.Target] = []
         var wait = Duration.zero
@@ -205,11 +271,11 @@ public final class DeliveryWorker: Service, Sendable {
             next.attempt += 1
             next.notBefore = Date().addingTimeInterval(Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18)
             next.targets = handBack
-            next.enqueuedAt = enqueuedAt
-            next.expiresAt = expiresAt
+            next.enqueuedAt = lane.enqueuedAt
+            next.expiresAt = lane.expiresAt
             outgoing.append(
                 KafkaOutgoingRecord(
-                    topic: settings.topics.deliveries(settings.platform), key: record.key, value: try WireCoding.encode(next),
+                    topic: settings.topics.deliveries(settings.platform), key: lane.key, value: try WireCoding.encode(next),
                     headers: TraceHeaders.headers()))
             logger.info(
                 "targets handed back",
@@ -228,46 +294,77 @@ public final class DeliveryWorker: Service, Sendable {
         case handBack(DeliveryBatch.Target, after: Duration, answer: PNSAnswer?)
     }
 
-    /// A batch's targets: their payloads, then the provider in rounds, all of a round's pushes
-    /// sent together. What is retried in place waits for the longest backoff of its round;
-    /// what runs past the retries in place or the retry budget is handed back. The ends are in
-    /// the targets' order.
+    /// A batch's targets: their payloads, then the provider in rounds (`deliverAll(_:)` of
+    /// one lane). The ends are in the targets' order.
     func deliverAll(_ targets: [DeliveryBatch.Target], of batch: DeliveryBatch, renderer: TemplateRenderer, expiresAt: Date) async
         -> [TargetEnd]
     {
-        var ends = [TargetEnd?](repeating: nil, count: targets.count)
-        var deliveries: [PNSDelivery?] = Array(repeating: nil, count: targets.count)
+        var lane = Lane(batch, record: nil, settings: settings)
+        lane.targets = targets
+        lane.renderer = renderer
+        lane.expiresAt = expiresAt
+        return await deliverAll([lane])[0]
+    }
+
+    /// The targets of one or more batches (a run's): their payloads, then the provider in
+    /// rounds, all of a round's pushes sent together. What is retried in place waits for the
+    /// longest backoff of its round; what runs past the retries in place or the retry budget
+    /// is handed back. Each lane's ends are in its targets' order.
+    func deliverAll(_ lanes: [Lane]) async -> [[TargetEnd]] {
+        // Targets are numbered across the lanes; `laneOf` and `first` map a number back.
+        var laneOf: [Int] = []
+        var first: [Int] = []
+        laneOf.reserveCapacity(lanes.reduce(0) { $0 + $1.targets.count })
+        for (number, lane) in lanes.enumerated() {
+            first.append(laneOf.count)
+            laneOf.append(contentsOf: repeatElement(number, count: lane.targets.count))
+        }
+        let count = laneOf.count
+        var ends = [TargetEnd?](repeating: nil, count: count)
+        var deliveries: [PNSDelivery?] = Array(repeating: nil, count: count)
         var round: [Int] = []
-        round.reserveCapacity(targets.count)
-        var renderings = BatchRenderings()
-        for (index, target) in targets.enumerated() {
-            switch Self.prepare(target, of: batch, renderer: renderer, expiresAt: expiresAt, renderings: &renderings) {
-            case .success(let delivery):
-                deliveries[index] = delivery
-                round.append(index)
-            case .failure(let problem): ends[index] = .final(target, PNSAnswer(.payloadRejected, reason: problem.description), calls: 0)
+        round.reserveCapacity(count)
+        for (number, lane) in lanes.enumerated() {
+            var renderings = BatchRenderings()
+            for (offset, target) in lane.targets.enumerated() {
+                let index = first[number] + offset
+                switch Self.prepare(target, of: lane.batch, renderer: lane.renderer, expiresAt: lane.expiresAt, renderings: &renderings) {
+                case .success(let delivery):
+                    deliveries[index] = delivery
+                    round.append(index)
+                case .failure(let problem): ends[index] = .final(target, PNSAnswer(.payloadRejected, reason: problem.description), calls: 0)
+                }
             }
         }
-        var calls = [Int](repeating: 0, count: targets.count)
-        var renewed = [Bool](repeating: false, count: targets.count)
+        var calls = [Int](repeating: 0, count: count)
+        var renewed = [Bool](repeating: false, count: count)
         let started = ContinuousClock.now
-        // PNS spans, once per batch decided: none when not tracing.
-        var spansLeft = TraceHeaders.isActive && InstrumentationContext.current != nil ? Self.pnsSpansPerBatch : 0
+        // PNS spans, a lane's decided once: none when not tracing.
+        let tracing = TraceHeaders.isActive && InstrumentationContext.current != nil
+        var spansLeft = [Int](repeating: tracing ? Self.pnsSpansPerBatch : 0, count: lanes.count)
         while !round.isEmpty {
-            if Date() >= expiresAt {
-                for index in round { ends[index] = .expired(targets[index], calls: calls[index]) }
-                break
+            let now = Date()
+            if lanes.contains(where: { now >= $0.expiresAt }) {
+                round = round.filter { index in
+                    let lane = lanes[laneOf[index]]
+                    guard now >= lane.expiresAt else { return true }
+                    ends[index] = .expired(lane.targets[index - first[laneOf[index]]], calls: calls[index])
+                    return false
+                }
+                if round.isEmpty { break }
             }
-            let roundStart = spansLeft > 0 ? DefaultTracerClock.now : DefaultTracerClock.Timestamp(nanosecondsSinceEpoch: 0)
+            let roundStart = tracing ? DefaultTracerClock.now : DefaultTracerClock.Timestamp(nanosecondsSinceEpoch: 0)
             let answers = await provider.deliverAll(round.map { deliveries[$0]! })
             var again: [Int] = []
             var pause = Duration.zero
             for (index, answer) in zip(round, answers) {
                 calls[index] += 1
-                if spansLeft > 0, index == 0 || answer.classification != .delivered {
+                let number = laneOf[index]
+                let batch = lanes[number].batch
+                if spansLeft[number] > 0, index == first[number] || answer.classification != .delivered {
                     // The round's requests went together: each span covers the round, its own
                     // time an attribute. No handle or token goes in a span.
-                    spansLeft -= 1
+                    spansLeft[number] -= 1
                     let span = startSpan("pushhub.pns", ofKind: .client, at: roundStart)
                     span.attributes["pushhub.platform"] = batch.platform.rawValue
                     span.attributes["pushhub.attempt"] = batch.attempt - 1 + calls[index]
@@ -282,7 +379,7 @@ public final class DeliveryWorker: Service, Sendable {
                     span.end()
                 }
                 if let latency = answer.latency { metrics.latency.observe(latency) }
-                let target = targets[index]
+                let target = lanes[number].targets[index - first[number]]
                 let retryAfter: Duration?
                 switch answer.classification {
                 case .throttled(let after), .retry(let after): retryAfter = after
@@ -317,11 +414,13 @@ public final class DeliveryWorker: Service, Sendable {
             round = again
             guard !round.isEmpty, pause > .zero else { continue }
             guard await draining.sleep(for: pause) else {
-                for index in round { ends[index] = .handBack(targets[index], after: .zero, answer: nil) }
+                for index in round {
+                    ends[index] = .handBack(lanes[laneOf[index]].targets[index - first[laneOf[index]]], after: .zero, answer: nil)
+                }
                 break
             }
         }
-        return ends.map { $0! }
+        return lanes.indices.map { number in (first[number]..<first[number] + lanes[number].targets.count).map { ends[$0]! } }
     }
 
     /// Between half and all of `duration`, so retries of many targets spread out.

@@ -217,6 +217,89 @@ struct ProcessEachTests {
         #expect(rest.map(\.index) == [200])
     }
 
+    final class RunState: Sendable {
+        let state = Mutex<(runs: [[Int]], alone: [Int], givenUp: [Int: String], done: Set<Int>, room: Int, mostRoom: Int)>(([], [], [:], [], 0, 0))
+    }
+
+    /// How much of a run fixture record `index` takes: nil (alone) for every fiftieth from 7
+    /// on, 5 for those ending in 3, 1 for the others.
+    static func runWeight(_ index: Int) -> Int? { index % 50 == 7 ? nil : index % 10 == 3 ? 5 : 1 }
+
+    @Test(
+        "the records of a poll go to runs within the weight, each run in one call; a record of no weight goes alone; a failing run is taken apart, its records done or given up alone; room given back"
+    )
+    func runs() async throws {
+        let kafka = try KafkaFixture(partitions: 1)
+        let producer = try kafka.producer()
+        for result in await producer.sendAll(kafka.records(300)) { _ = try result.get() }
+        let consumer = try kafka.consumer(group: "runs")
+        let box = RunState()
+
+        try await testGracefulShutdown { trigger in
+            let running = Task { try await consumer.run() }
+            let finished: @Sendable () -> Void = {
+                if box.state.withLock({ $0.done.count + $0.givenUp.count }) == 300 { trigger.triggerGracefulShutdown() }
+            }
+            let processing = Task {
+                await consumer.processInRuns(
+                    maximumWeight: 20, logger: testLogger,
+                    admit: { record in
+                        let weight = Self.runWeight(record.index) ?? 1
+                        box.state.withLock {
+                            $0.room += weight
+                            $0.mostRoom = max($0.mostRoom, $0.room)
+                        }
+                        return AdmittedRecord(record.index, release: { box.state.withLock { $0.room -= weight } })
+                    },
+                    weight: { index in Self.runWeight(index) },
+                    giveUp: { _, index, reason in
+                        box.state.withLock { $0.givenUp[index] = reason }
+                        finished()
+                    },
+                    run: { records in
+                        let indices = records.map(\.item)
+                        #expect(records.map(\.record.index) == indices)
+                        box.state.withLock { $0.runs.append(indices) }
+                        if indices.contains(42) { throw Transient() }
+                        if indices.contains(99) { throw PermanentFailure("record 99 is unreadable") }
+                        box.state.withLock { $0.done.formUnion(indices) }
+                        finished()
+                    },
+                    { _, index in
+                        box.state.withLock { $0.alone.append(index) }
+                        if index == 99 { throw PermanentFailure("record 99 is unreadable") }
+                        box.state.withLock { _ = $0.done.insert(index) }
+                        finished()
+                    })
+            }
+            await processing.value
+            try await running.value
+        }
+        let (runs, alone, givenUp, done, room) = box.state.withLock { ($0.runs, $0.alone, $0.givenUp, $0.done, $0.room) }
+        #expect(runs.allSatisfy { $0.count > 1 }, "a run of one goes alone")
+        #expect(runs.allSatisfy { run in run.reduce(0) { $0 + (Self.runWeight($1) ?? 99) } <= 20 }, "\(runs)")
+        #expect(runs.contains { $0.count >= 10 }, "records ran together: \(runs.map(\.count))")
+        #expect(runs.allSatisfy { run in run == run.sorted() }, "a run is in offset order")
+        let weightless = (0..<300).filter { Self.runWeight($0) == nil }
+        #expect(weightless.allSatisfy { index in !runs.contains { $0.contains(index) } && alone.filter { $0 == index }.count == 1 })
+        for failing in [42, 99] {
+            let run = runs.first { $0.contains(failing) } ?? []
+            #expect(run.count > 1, "\(failing) was in a run")
+            #expect(run.allSatisfy { index in alone.filter { $0 == index }.count == 1 }, "its run's records went through alone, once each")
+        }
+        #expect(givenUp == [99: "record 99 is unreadable"])
+        #expect(done == Set(0..<300).subtracting([99]))
+        #expect(room == 0, "every admitted record's room was given back")
+        #expect(Set(runs.flatMap { $0 }).union(alone).count == 300)
+
+        // Every record was marked done: the group's next member starts after them.
+        for result in await producer.sendAll(kafka.records(301).suffix(1)) { _ = try result.get() }
+        let next = try kafka.consumer(group: "runs")
+        let rest = await take(1, from: next)
+        await next.close()
+        #expect(rest.map(\.index) == [300])
+    }
+
     @Test("a repeating log line is let through once per interval, with a count of those held back")
     func logLimiter() async throws {
         let limiter = LogLimiter(interval: .milliseconds(200))

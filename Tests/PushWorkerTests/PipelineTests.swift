@@ -384,6 +384,74 @@ struct PipelineTests {
         #expect(results.contains { $0.attempts >= 2 }, "handed-back targets were delivered on a later pass")
     }
 
+    @Test(
+        "single-target batches that arrive together are worked in runs: each ends with one result, no push twice; a dead handle, an expired batch, a waiting one and an unreadable record each end their own way"
+    )
+    func runs() async throws {
+        var faults = SimulatorFaults()
+        faults.deadHandles = [SimulatedHandle.apns("runs-dead")]
+        let pipeline = try await PipelineFixture(faults: faults, workers: [])
+        defer { Task { await pipeline.stop() } }
+        let topic = pipeline.topics.deliveries(.apns)
+        let now = Date()
+        func batch(_ seed: String, expiresAt: Date? = nil, notBefore: Date? = nil) -> DeliveryBatch {
+            var batch = DeliveryBatch(
+                notificationId: UUID().uuidString.lowercased(), hub: "myhub", platform: .apns, kind: .native, format: .apple,
+                body: #"{"aps":{"alert":"runs"}}"#, expiresAt: expiresAt, enqueuedAt: now,
+                targets: [.init(registrationId: "r-\(seed)", handle: SimulatedHandle.apns(seed))])
+            batch.notBefore = notBefore
+            return batch
+        }
+        var batches = (0..<300).map { batch("runs-\($0)") }
+        batches[17] = batch("runs-dead")
+        batches[40] = batch("runs-late", expiresAt: now.addingTimeInterval(-1))
+        batches[41] = batch("runs-waiting", notBefore: now.addingTimeInterval(2))
+        let unreadable = UUID().uuidString.lowercased()
+        var records = try batches.map { KafkaOutgoingRecord(topic: topic, key: "\($0.notificationId):0", value: try WireCoding.encode($0)) }
+        records.insert(
+            KafkaOutgoingRecord(topic: topic, key: "\(unreadable):0", value: Data(#"{"schema":"pushhub.delivery-batch.v1","hub":7}"#.utf8)), at: 150)
+        // Produced before the worker starts: its first polls take them by the hundred.
+        try await pipeline.producer.sendAllAcknowledged(records)
+
+        let reader = try PipelineFixture.consumer(pipeline.cluster, "runs-results", [pipeline.topics.results])
+        defer { Task { await reader.close() } }
+        let (group, running) = try pipeline.startWorker(.apns)
+        defer {
+            Task {
+                await group.triggerGracefulShutdown()
+                await running.value
+            }
+        }
+        let wanted = Set(batches.map(\.notificationId) + [unreadable])
+        let collecting = Task {
+            var results: [String: [DeliveryResult]] = [:]
+            for await record in reader.records {
+                guard let batch = try? WireCoding.decode(ResultBatch.self, from: record.value), wanted.contains(batch.notificationId) else {
+                    continue
+                }
+                results[batch.notificationId, default: []] += batch.results ?? []
+                if results.count == wanted.count { break }
+            }
+            return results
+        }
+        let timeout = Task {
+            try? await Task.sleep(for: .seconds(60))
+            collecting.cancel()
+        }
+        let results = await collecting.value
+        timeout.cancel()
+        #expect(results.count == wanted.count, "results for \(results.count) of \(wanted.count) sends")
+        #expect(results.values.allSatisfy { $0.count == 1 }, "one result a send")
+        let outcomes = results.mapValues { $0.first?.outcome }
+        #expect(outcomes[batches[17].notificationId] == .invalidHandle)
+        #expect(outcomes[batches[40].notificationId] == .expired)
+        #expect(outcomes[batches[41].notificationId] == .delivered)
+        #expect(outcomes[unreadable] == .rejected)
+        #expect(outcomes.filter { $0.value == .delivered }.count == 298)
+        // Every target with a request went once: 298 delivered and the dead handle.
+        #expect(try await pipeline.sim.stats(.apns)["requests"] as? Int == 299)
+    }
+
     @Test("past expiresAt a target ends expired without a request; a payload that is too large is not retried; an unreadable batch is rejected")
     func finalOutcomes() async throws {
         let pipeline = try await PipelineFixture(workers: [.apns])

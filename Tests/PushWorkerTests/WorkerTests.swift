@@ -129,6 +129,28 @@ struct WorkerTests {
         #expect(provider.rounds.withLock { $0 } == [4, 2], "one call with every target, then one with the two sent again")
     }
 
+    @Test("batches worked together: one call a round for all of them; each batch's attempt, expiry and order kept in its own ends")
+    func lanes() async throws {
+        let provider = ScriptedProvider(["a1": [Self.throttled, PNSAnswer(.delivered, status: 200)], "a3": [Self.throttled], "b1": [Self.throttled]])
+        let worker = try Self.worker(provider) { $0.retriesInPlace = 1 }
+        let first = Self.batch(["a1", "a2", "a3"])
+        let last = Self.batch(["b1"], attempt: 8)
+        let expired = Self.batch(["c1"], expiresAt: Date().addingTimeInterval(-1))
+        let lanes = [first, last, expired].map { DeliveryWorker.Lane($0, record: nil, settings: worker.settings) }
+        let ends = await worker.deliverAll(lanes).map { lane in
+            lane.map { end -> String in
+                switch end {
+                case .final(let target, let answer, let calls): "\(target.handle) \(answer.classification.finalOutcome.rawValue) \(calls)"
+                case .expired(let target, let calls): "\(target.handle) expired \(calls)"
+                case .handBack(let target, _, _): "\(target.handle) handed back"
+                }
+            }
+        }
+        #expect(ends == [["a1 delivered 2", "a2 delivered 1", "a3 handed back"], ["b1 throttled 2"], ["c1 expired 0"]])
+        #expect(provider.rounds.withLock { $0 } == [4, 3], "one call with the batches' four pushes, then one with the three sent again")
+        #expect(provider.count("c1") == 0)
+    }
+
     @Test("a token renewal is resent once even when the retries in place are used up")
     func renewalPastRetries() async throws {
         let provider = ScriptedProvider([

@@ -115,19 +115,22 @@ extension KafkaConsumer {
     /// acknowledgement, a hand-over between threads) is paid once for many small records.
     ///
     /// A record whose `weight` is nil, and a run of one, go through `body` alone as in
-    /// `processEach`. Records are admitted one at a time in offset order as there; a run is
-    /// started before a record that would take it past `maximumWeight` is added, so with
-    /// `maximumWeight` below the caller's room a run never waits on room it holds itself.
-    /// A run whose `run` throws is taken apart: each of its records then goes through `body`
-    /// alone, with the retries, budget and dead letters of `processEach`, so `body` must find
-    /// the work `run` finished (and not do it again). The records of a run are marked done
-    /// together once `run` returns.
+    /// `processEach`. Records are admitted one at a time in offset order as there. `admit` is
+    /// asked not to wait (`mayWait` false) while a run is pending: when it would, the run
+    /// starts first, so a run never waits on room it holds itself.
+    ///
+    /// `run` says, for each of its records, whether it finished it: those are marked done at
+    /// once; the others go through `body` alone, each in a task of its own, with the retries,
+    /// budget and dead letters of `processEach`, so `body` must go on from where `run` left the
+    /// record (and not do again what it did). A run that throws is taken apart the same way;
+    /// one that throws `RecordLeftUnfinished` leaves all its records to the partition's next
+    /// owner. After graceful shutdown began, the rest of a poll's records are not started.
     public func processInRuns<Item: Sendable>(
         maximumWeight: Int, budget: RetryBudget = RetryBudget(), logger: Logger,
-        admit: @escaping @Sendable (KafkaRecord) async -> AdmittedRecord<Item>,
+        admit: @escaping @Sendable (KafkaRecord, _ mayWait: Bool) async -> AdmittedRecord<Item>?,
         weight: @escaping @Sendable (Item) -> Int?,
         giveUp: @escaping @Sendable (KafkaRecord, Item, String) async throws -> Void,
-        run: @escaping @Sendable ([(record: KafkaRecord, item: Item)]) async throws -> Void,
+        run: @escaping @Sendable ([(record: KafkaRecord, item: Item)]) async throws -> [Bool],
         _ body: @escaping @Sendable (KafkaRecord, Item) async throws -> Void
     ) async {
         let limiter = LogLimiter()
@@ -136,7 +139,19 @@ extension KafkaConsumer {
                 var pending: [(record: KafkaRecord, admitted: AdmittedRecord<Item>)] = []
                 var pendingWeight = 0
                 for record in records {
-                    let admitted = await admit(record)
+                    if Task.isShuttingDownGracefully || Task.isCancelled { break }
+                    var admission = await admit(record, pending.isEmpty)
+                    if admission == nil {
+                        // No room now: what is pending starts before this record waits for room.
+                        let waiting = pending
+                        group.addTask {
+                            await self.processRun(waiting, budget: budget, limiter: limiter, logger: logger, giveUp: giveUp, run: run, body)
+                        }
+                        pending = []
+                        pendingWeight = 0
+                        admission = await admit(record, true)
+                    }
+                    guard let admitted = admission else { continue }
                     guard let weight = weight(admitted.item) else {
                         group.addTask {
                             await self.process(record, admitted.item, budget: budget, limiter: limiter, logger: logger, giveUp: giveUp, body)
@@ -154,8 +169,7 @@ extension KafkaConsumer {
                     }
                     pending.append((record, admitted))
                     pendingWeight += weight
-                    // A full run starts at once, not after the next record's admission, which
-                    // may wait for room.
+                    // A full run starts at once, not after the next record's admission.
                     if pendingWeight >= maximumWeight {
                         let full = pending
                         group.addTask {
@@ -176,17 +190,19 @@ extension KafkaConsumer {
     private func processRun<Item: Sendable>(
         _ records: [(record: KafkaRecord, admitted: AdmittedRecord<Item>)], budget: RetryBudget, limiter: LogLimiter, logger: Logger,
         giveUp: @escaping @Sendable (KafkaRecord, Item, String) async throws -> Void,
-        run: @escaping @Sendable ([(record: KafkaRecord, item: Item)]) async throws -> Void,
+        run: @escaping @Sendable ([(record: KafkaRecord, item: Item)]) async throws -> [Bool],
         _ body: @escaping @Sendable (KafkaRecord, Item) async throws -> Void
     ) async {
-        var ran = false
-        if records.count > 1 {
+        var finished = Array(repeating: false, count: records.count)
+        if records.count > 1, !Task.isCancelled {
             do {
-                try await run(records.map { ($0.record, $0.admitted.item) })
-                for each in records { markDone(each.record) }
-                ran = true
+                let said = try await run(records.map { ($0.record, $0.admitted.item) })
+                if said.count == records.count { finished = said }
+            } catch is RecordLeftUnfinished {
+                for each in records { await each.admitted.release() }
+                return
             } catch {
-                if !Task.isCancelled, let suppressed = limiter.shouldLog("\(records[0].record.topic) run taken apart \(type(of: error))") {
+                if let suppressed = limiter.shouldLog("\(records[0].record.topic) run taken apart \(type(of: error))") {
                     logger.debug(
                         "a run of records failed; each is processed alone",
                         metadata: [
@@ -196,12 +212,19 @@ extension KafkaConsumer {
                 }
             }
         }
-        if !ran && !Task.isCancelled {
-            for each in records {
-                await process(each.record, each.admitted.item, budget: budget, limiter: limiter, logger: logger, giveUp: giveUp, body)
+        for (each, done) in zip(records, finished) where done {
+            markDone(each.record)
+            await each.admitted.release()
+        }
+        // The rest alone, side by side: one that waits (a retry, Kafka away) holds no other.
+        await withDiscardingTaskGroup { group in
+            for (each, done) in zip(records, finished) where !done {
+                group.addTask {
+                    await self.process(each.record, each.admitted.item, budget: budget, limiter: limiter, logger: logger, giveUp: giveUp, body)
+                    await each.admitted.release()
+                }
             }
         }
-        for each in records { await each.admitted.release() }
     }
 
     /// Runs `body` on groups of records (at most `maximum`, those one poll fetched) one group

@@ -613,6 +613,11 @@ public final class SQLRegistrationStore: RegistrationStore {
         dialect: SQLDialect, on connection: any SQLConnection
     ) async throws -> PageRead {
         guard let first = driving.first else { return .rows(([], nil)) }
+        if driving.allSatisfy({ Tags.implicit($0) != nil }) {
+            return .rows(
+                try await pageOfOwners(
+                    hub: hub, driving: driving, among: filter, after: after, limit: limit, columns: columns, dialect: dialect, on: connection))
+        }
         let perTag = driving.map { tag in
             let source = carrying([tag], hub: hub, in: .registrations, dialect: dialect)[0]
             return (sql: source.sql + " AND seq > ? ORDER BY seq", binds: source.binds + [.integer(after)])
@@ -645,6 +650,28 @@ public final class SQLRegistrationStore: RegistrationStore {
                 + sources.map { "\($0.sql) AND seq > ? AND seq <= ?" }.joined(separator: " UNION ALL ") + ")\(condition) ORDER BY r.seq",
             sources.flatMap { $0.binds + [.integer(after), .integer(bound ?? Int64.max)] } + (filter?.binds ?? []))
         return .rows((rows, bound.map(RegistrationCursor.init(position:))))
+    }
+
+    /// A page whose driving tags are all implicit (`$UserId:{…}`, `$InstallationId:{…}`):
+    /// their owners are one user's or one installation's registrations, found through the
+    /// index on the column the tag names, so the page's candidates are read with their rows in
+    /// one statement rather than bounded first and read again. A single-user send's audience
+    /// was those two statements in the writer's transaction (docs/benchmarks.md, fifteenth
+    /// round). At most `limit` candidates are read, matching `among` or not; those that do not
+    /// are dropped here, and a page of `limit` candidates ends at its last.
+    private static func pageOfOwners(
+        hub: String, driving: [String], among filter: (sql: String, binds: [SQLValue])?, after: Int64, limit: Int, columns: String,
+        dialect: SQLDialect, on connection: any SQLConnection
+    ) async throws -> (rows: [SQLRow], next: RegistrationCursor?) {
+        let sources = carrying(driving, hub: hub, in: .registrations, dialect: dialect)
+        let owners = sources.map { "\($0.sql) AND seq > ?" }.joined(separator: " UNION ")
+        let matches = filter.map { "CASE WHEN (\($0.sql)) THEN 1 ELSE 0 END" } ?? "1"
+        let rows = try await connection.query(
+            "SELECT \(columns), \(matches) AS pushhub_matches FROM registrations r WHERE r.seq IN (SELECT seq FROM (\(owners)) AS owners "
+                + "ORDER BY seq LIMIT ?) ORDER BY r.seq",
+            (filter?.binds ?? []) + sources.flatMap { $0.binds + [.integer(after)] } + [.integer(Int64(limit))])
+        let next = rows.count == limit ? rows.last?.integer("seq").map(RegistrationCursor.init(position:)) : nil
+        return (rows.filter { $0.integer("pushhub_matches") == 1 }, next)
     }
 
     /// How many rows a page's range may span for each candidate it holds and still be read

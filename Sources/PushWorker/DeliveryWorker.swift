@@ -66,7 +66,8 @@ public final class DeliveryWorker: Service, Sendable {
     public func run() async throws {
         await withGracefulShutdownHandler {
             await consumer.processInRuns(
-                maximumWeight: settings.runTargets, budget: settings.recordBudget, logger: logger, admit: { record in await self.admit(record) },
+                maximumWeight: min(settings.runTargets, max(1, settings.window / 2)), budget: settings.recordBudget, logger: logger,
+                admit: { record, mayWait in await self.admit(record, mayWait: mayWait) },
                 weight: { work in self.runWeight(work) },
                 giveUp: { record, work, reason in
                     let hub = (try? work.decoded.get())?.hub ?? ""
@@ -86,6 +87,9 @@ public final class DeliveryWorker: Service, Sendable {
     final class BatchWork: Sendable {
         let decoded: Result<DeliveryBatch, WireError>
         let outgoing = Mutex<[KafkaOutgoingRecord]?>(nil)
+        /// A batch whose run went on without it: its targets' state after the run's round, to
+        /// be finished alone.
+        let unfinished = Mutex<Rounds?>(nil)
 
         init(_ decoded: Result<DeliveryBatch, WireError>) { self.decoded = decoded }
     }
@@ -94,6 +98,12 @@ public final class DeliveryWorker: Service, Sendable {
     /// librdkafka keeps its bounded prefetch (`prefetchBytes`) ahead and no more. Pausing the
     /// partitions instead threw that prefetch away, to be fetched again at each resume.
     func admit(_ record: KafkaRecord) async -> AdmittedRecord<BatchWork> {
+        await admit(record, mayWait: true)!
+    }
+
+    /// `admit`, or nil at once, when `mayWait` is false and the window has no room now.
+    func admit(_ record: KafkaRecord, mayWait: Bool) async -> AdmittedRecord<BatchWork>? {
+        if !mayWait, await window.isFull { return nil }
         let work = BatchWork(Result { () throws(WireError) in try WireCoding.decode(DeliveryBatch.self, from: record.value) })
         let size = (try? work.decoded.get())?.targets.count ?? 1
         await window.waitForRoom()
@@ -107,16 +117,18 @@ public final class DeliveryWorker: Service, Sendable {
     func process(_ record: KafkaRecord, _ work: BatchWork) async throws {
         var outgoing = work.outgoing.withLock { $0 }
         if outgoing == nil {
-            // A batch let in after shutdown began is not started: the next owner does it.
-            if draining.isStarted { throw RecordLeftUnfinished() }
+            // A batch let in after shutdown began is not started: the next owner does it. One
+            // its run left after the first round went out is finished (its retries handed back).
+            let started = work.unfinished.withLock { $0 } != nil
+            if draining.isStarted, !started { throw RecordLeftUnfinished() }
             do {
-                guard let made = try await traced(record, { try await self.work(record, work.decoded) }) else { throw RecordLeftUnfinished() }
+                guard let made = try await traced(record, { try await self.work(record, work) }) else { throw RecordLeftUnfinished() }
                 work.outgoing.withLock { $0 = made }
                 outgoing = made
             } catch let error as PermanentFailure {
                 throw error
             } catch {
-                if draining.isStarted { throw RecordLeftUnfinished() }
+                if draining.isStarted, !started { throw RecordLeftUnfinished() }
                 throw error
             }
         }
@@ -144,26 +156,53 @@ public final class DeliveryWorker: Service, Sendable {
         return batch.targets.count
     }
 
-    /// Works a run of batches together (`runWeight` let each in): one provider call for
-    /// all their pushes, then their results and hand-backs published in one call. What each
-    /// batch ends with is kept, so that a run taken apart after a failure only publishes.
-    func process(_ run: [(record: KafkaRecord, item: BatchWork)]) async throws {
-        let unworked = run.filter { $0.item.outgoing.withLock { $0 } == nil }
+    /// Works a run of batches together (`runWeight` let each in): the first round of all their
+    /// pushes in one provider call, then the results and hand-backs of the batches it ended
+    /// published in one call. A batch with targets to retry in place or renew is left to be
+    /// finished alone, from where the round left it (`BatchWork.unfinished`), so it never holds
+    /// its run's other batches or their room; so is one whose records were not acknowledged,
+    /// with only those kept to publish again. Says, per batch, whether it is finished.
+    func process(_ run: [(record: KafkaRecord, item: BatchWork)]) async throws -> [Bool] {
+        let unworked = run.indices.filter { run[$0].item.outgoing.withLock { $0 } == nil && run[$0].item.unfinished.withLock { $0 } == nil }
         if !unworked.isEmpty {
-            if draining.isStarted { throw RecordLeftUnfinished() }
+            if draining.isStarted || Task.isCancelled { throw RecordLeftUnfinished() }
             var lanes: [Lane] = []
             lanes.reserveCapacity(unworked.count)
-            for (record, work) in unworked { lanes.append(Lane(try checked(work.decoded), record: record, settings: settings)) }
-            let ends = await deliverAll(lanes)
-            for ((_, work), (lane, ends)) in zip(unworked, zip(lanes, ends)) {
-                let made = try outgoing(of: lane, ends: ends)
-                work.outgoing.withLock { $0 = made }
+            for index in unworked { lanes.append(Lane(try checked(run[index].item.decoded), record: run[index].record, settings: settings)) }
+            var rounds = prepare(lanes)
+            await deliver(&rounds, once: true)
+            metrics.runs.increment()
+            metrics.batchesInRuns.increment(by: lanes.count)
+            for (number, index) in unworked.enumerated() {
+                let work = run[index].item
+                if rounds.hasEnded(lane: number) {
+                    let made = try outgoing(of: lanes[number], ends: rounds.ends(ofLane: number))
+                    work.outgoing.withLock { $0 = made }
+                } else {
+                    let rest = rounds.lane(number)
+                    work.unfinished.withLock { $0 = rest }
+                }
             }
         }
         var outgoing: [KafkaOutgoingRecord] = []
-        for (_, work) in run { outgoing += work.outgoing.withLock { $0 } ?? [] }
-        guard !outgoing.isEmpty else { return }
-        try await producer.sendAllAcknowledged(outgoing)
+        var owners: [Int] = []
+        for (index, (_, work)) in run.enumerated() {
+            for record in work.outgoing.withLock({ $0 }) ?? [] {
+                outgoing.append(record)
+                owners.append(index)
+            }
+        }
+        var finished = run.map { $0.item.outgoing.withLock { $0 } != nil }
+        guard !outgoing.isEmpty else { return finished }
+        var failed: [Int: [KafkaOutgoingRecord]] = [:]
+        for (offset, result) in await producer.sendAll(outgoing).enumerated() {
+            if case .failure = result { failed[owners[offset], default: []].append(outgoing[offset]) }
+        }
+        for (index, records) in failed {
+            run[index].item.outgoing.withLock { $0 = records }
+            finished[index] = false
+        }
+        return finished
     }
 
     /// Runs a batch's work in a span under the context its record carries, when tracing: its
@@ -181,6 +220,13 @@ public final class DeliveryWorker: Service, Sendable {
 
     /// The records a batch ends with: its results and the hand-back of what must wait. `nil`
     /// when shutdown came before the batch's not-before time (the record stays unfinished).
+    func work(_ record: KafkaRecord, _ work: BatchWork) async throws -> [KafkaOutgoingRecord]? {
+        guard var rest = work.unfinished.withLock({ $0 }) else { return try await self.work(record, work.decoded) }
+        // Left by its run after the first round: the rounds go on from there.
+        await deliver(&rest, once: false)
+        return try outgoing(of: rest.lanes[0], ends: rest.ends(ofLane: 0))
+    }
+
     func work(_ record: KafkaRecord, _ decoded: Result<DeliveryBatch, WireError>) async throws -> [KafkaOutgoingRecord]? {
         let batch = try checked(decoded)
         if let notBefore = batch.notBefore, notBefore > Date() {
@@ -208,7 +254,7 @@ public final class DeliveryWorker: Service, Sendable {
     }
 
     /// A batch as it is worked: what its targets' pushes and results share.
-    struct Lane {
+    struct Lane: Sendable {
         let batch: DeliveryBatch
         /// The targets worked: the batch's.
         var targets: [DeliveryBatch.Target]
@@ -306,68 +352,135 @@ public final class DeliveryWorker: Service, Sendable {
         return await deliverAll([lane])[0]
     }
 
-    /// The targets of one or more batches (a run's): their payloads, then the provider in
-    /// rounds, all of a round's pushes sent together. What is retried in place waits for the
-    /// longest backoff of its round; what runs past the retries in place or the retry budget
-    /// is handed back. Each lane's ends are in its targets' order.
+    /// The targets of one or more batches: their payloads, then the provider in rounds, all of
+    /// a round's pushes sent together. What is retried in place waits for the longest backoff
+    /// of its round; what runs past the retries in place or the retry budget is handed back.
+    /// Each lane's ends are in its targets' order.
     func deliverAll(_ lanes: [Lane]) async -> [[TargetEnd]] {
-        // Targets are numbered across the lanes; `laneOf` and `first` map a number back.
+        var rounds = prepare(lanes)
+        await deliver(&rounds, once: false)
+        return lanes.indices.map { rounds.ends(ofLane: $0) }
+    }
+
+    /// Where the targets of some batches stand between rounds: their pushes, how each ended,
+    /// and what the next round sends. Targets are numbered across the lanes.
+    struct Rounds: Sendable {
+        var lanes: [Lane]
+        /// Each target's lane, and each lane's first target.
         var laneOf: [Int] = []
         var first: [Int] = []
-        laneOf.reserveCapacity(lanes.reduce(0) { $0 + $1.targets.count })
-        for (number, lane) in lanes.enumerated() {
-            first.append(laneOf.count)
-            laneOf.append(contentsOf: repeatElement(number, count: lane.targets.count))
-        }
-        let count = laneOf.count
-        var ends = [TargetEnd?](repeating: nil, count: count)
-        var deliveries: [PNSDelivery?] = Array(repeating: nil, count: count)
+        var ends: [TargetEnd?] = []
+        var deliveries: [PNSDelivery?] = []
+        /// The targets the next round sends.
         var round: [Int] = []
-        round.reserveCapacity(count)
+        var calls: [Int] = []
+        var renewed: [Bool] = []
+        /// How long each lane waits before its next round: the longest backoff of its retries.
+        var pause: [Duration] = []
+        /// PNS spans each lane may still make.
+        var spansLeft: [Int] = []
+        /// When the first round went: retries in place end within the budget from it.
+        var started = ContinuousClock.now
+
+        func target(_ index: Int) -> DeliveryBatch.Target { lanes[laneOf[index]].targets[index - first[laneOf[index]]] }
+
+        func indices(ofLane number: Int) -> Range<Int> { first[number]..<first[number] + lanes[number].targets.count }
+
+        func hasEnded(lane number: Int) -> Bool { indices(ofLane: number).allSatisfy { ends[$0] != nil } }
+
+        func ends(ofLane number: Int) -> [TargetEnd] { indices(ofLane: number).map { ends[$0]! } }
+
+        /// One lane's part, as rounds of its own.
+        func lane(_ number: Int) -> Rounds {
+            let range = indices(ofLane: number)
+            var rest = Rounds(lanes: [lanes[number]])
+            rest.laneOf = Array(repeating: 0, count: range.count)
+            rest.first = [0]
+            rest.ends = Array(ends[range])
+            rest.deliveries = Array(deliveries[range])
+            rest.round = round.filter { range.contains($0) }.map { $0 - range.lowerBound }
+            rest.calls = Array(calls[range])
+            rest.renewed = Array(renewed[range])
+            rest.pause = [pause[number]]
+            rest.spansLeft = [spansLeft[number]]
+            rest.started = started
+            return rest
+        }
+    }
+
+    /// The lanes' pushes made, every target in the first round.
+    func prepare(_ lanes: [Lane]) -> Rounds {
+        var rounds = Rounds(lanes: lanes)
+        let count = lanes.reduce(0) { $0 + $1.targets.count }
+        rounds.laneOf.reserveCapacity(count)
+        for (number, lane) in lanes.enumerated() {
+            rounds.first.append(rounds.laneOf.count)
+            rounds.laneOf.append(contentsOf: repeatElement(number, count: lane.targets.count))
+        }
+        rounds.ends = Array(repeating: nil, count: count)
+        rounds.deliveries = Array(repeating: nil, count: count)
+        rounds.round.reserveCapacity(count)
         for (number, lane) in lanes.enumerated() {
             var renderings = BatchRenderings()
             for (offset, target) in lane.targets.enumerated() {
-                let index = first[number] + offset
+                let index = rounds.first[number] + offset
                 switch Self.prepare(target, of: lane.batch, renderer: lane.renderer, expiresAt: lane.expiresAt, renderings: &renderings) {
                 case .success(let delivery):
-                    deliveries[index] = delivery
-                    round.append(index)
-                case .failure(let problem): ends[index] = .final(target, PNSAnswer(.payloadRejected, reason: problem.description), calls: 0)
+                    rounds.deliveries[index] = delivery
+                    rounds.round.append(index)
+                case .failure(let problem): rounds.ends[index] = .final(target, PNSAnswer(.payloadRejected, reason: problem.description), calls: 0)
                 }
             }
         }
-        var calls = [Int](repeating: 0, count: count)
-        var renewed = [Bool](repeating: false, count: count)
-        let started = ContinuousClock.now
+        rounds.calls = Array(repeating: 0, count: count)
+        rounds.renewed = Array(repeating: false, count: count)
+        rounds.pause = Array(repeating: .zero, count: lanes.count)
         // PNS spans, a lane's decided once: none when not tracing.
         let tracing = TraceHeaders.isActive && InstrumentationContext.current != nil
-        var spansLeft = [Int](repeating: tracing ? Self.pnsSpansPerBatch : 0, count: lanes.count)
-        while !round.isEmpty {
+        rounds.spansLeft = Array(repeating: tracing ? Self.pnsSpansPerBatch : 0, count: lanes.count)
+        return rounds
+    }
+
+    /// Runs `rounds` until every target ended, or, with `once`, one round (its retries' pause
+    /// kept, not waited).
+    func deliver(_ rounds: inout Rounds, once: Bool) async {
+        var sent = false
+        while !rounds.round.isEmpty {
+            if once && sent { return }
+            let pause = rounds.round.reduce(Duration.zero) { max($0, rounds.pause[rounds.laneOf[$1]]) }
+            if pause > .zero {
+                guard await draining.sleep(for: pause) else {
+                    for index in rounds.round { rounds.ends[index] = .handBack(rounds.target(index), after: .zero, answer: nil) }
+                    rounds.round = []
+                    return
+                }
+            }
+            for number in rounds.pause.indices { rounds.pause[number] = .zero }
             let now = Date()
-            if lanes.contains(where: { now >= $0.expiresAt }) {
-                round = round.filter { index in
-                    let lane = lanes[laneOf[index]]
-                    guard now >= lane.expiresAt else { return true }
-                    ends[index] = .expired(lane.targets[index - first[laneOf[index]]], calls: calls[index])
+            if rounds.lanes.contains(where: { now >= $0.expiresAt }) {
+                rounds.round = rounds.round.filter { index in
+                    guard now >= rounds.lanes[rounds.laneOf[index]].expiresAt else { return true }
+                    rounds.ends[index] = .expired(rounds.target(index), calls: rounds.calls[index])
                     return false
                 }
-                if round.isEmpty { break }
+                if rounds.round.isEmpty { return }
             }
+            let tracing = rounds.spansLeft.contains { $0 > 0 }
             let roundStart = tracing ? DefaultTracerClock.now : DefaultTracerClock.Timestamp(nanosecondsSinceEpoch: 0)
-            let answers = await provider.deliverAll(round.map { deliveries[$0]! })
+            let answers = await provider.deliverAll(rounds.round.map { rounds.deliveries[$0]! })
+            sent = true
             var again: [Int] = []
-            var pause = Duration.zero
-            for (index, answer) in zip(round, answers) {
-                calls[index] += 1
-                let number = laneOf[index]
-                let batch = lanes[number].batch
-                if spansLeft[number] > 0, index == first[number] || answer.classification != .delivered {
+            for (index, answer) in zip(rounds.round, answers) {
+                rounds.calls[index] += 1
+                let number = rounds.laneOf[index]
+                let batch = rounds.lanes[number].batch
+                if rounds.spansLeft[number] > 0, index == rounds.first[number] || answer.classification != .delivered {
                     // The round's requests went together: each span covers the round, its own
                     // time an attribute. No handle or token goes in a span.
-                    spansLeft[number] -= 1
+                    rounds.spansLeft[number] -= 1
                     let span = startSpan("pushhub.pns", ofKind: .client, at: roundStart)
                     span.attributes["pushhub.platform"] = batch.platform.rawValue
-                    span.attributes["pushhub.attempt"] = batch.attempt - 1 + calls[index]
+                    span.attributes["pushhub.attempt"] = batch.attempt - 1 + rounds.calls[index]
                     if let status = answer.status { span.attributes["http.response.status_code"] = status }
                     if let latency = answer.latency {
                         span.attributes["pushhub.pns_latency_ms"] = Int(
@@ -379,48 +492,41 @@ public final class DeliveryWorker: Service, Sendable {
                     span.end()
                 }
                 if let latency = answer.latency { metrics.latency.observe(latency) }
-                let target = lanes[number].targets[index - first[number]]
+                let target = rounds.target(index)
+                let calls = rounds.calls[index]
                 let retryAfter: Duration?
                 switch answer.classification {
                 case .throttled(let after), .retry(let after): retryAfter = after
                 case .renewToken:
                     // The provider renewed its token: send again at once, once, whatever the
                     // retries so far. A renewed token refused too means the credentials are wrong.
-                    guard !renewed[index] else {
+                    guard !rounds.renewed[index] else {
                         let refused = Misconfiguration.credentialsRefused(answer.reason ?? "the renewed token was refused")
-                        ends[index] = .final(
-                            target, PNSAnswer(.misconfigured(refused), status: answer.status, reason: answer.reason), calls: calls[index])
+                        rounds.ends[index] = .final(
+                            target, PNSAnswer(.misconfigured(refused), status: answer.status, reason: answer.reason), calls: calls)
                         continue
                     }
-                    renewed[index] = true
+                    rounds.renewed[index] = true
                     again.append(index)
                     continue
                 default:
-                    ends[index] = .final(target, answer, calls: calls[index])
+                    rounds.ends[index] = .final(target, answer, calls: calls)
                     continue
                 }
-                let backoff = retryAfter ?? jittered(settings.baseBackoff * (1 << min(batch.attempt - 1 + calls[index] - 1, 16)))
+                let backoff = retryAfter ?? jittered(settings.baseBackoff * (1 << min(batch.attempt - 1 + calls - 1, 16)))
                 let wait = min(backoff, settings.maximumBackoff)
-                if calls[index] > settings.retriesInPlace || ContinuousClock.now - started + wait > settings.retryBudget || draining.isStarted {
-                    ends[index] =
+                if calls > settings.retriesInPlace || ContinuousClock.now - rounds.started + wait > settings.retryBudget || draining.isStarted {
+                    rounds.ends[index] =
                         batch.attempt >= settings.maximumAttempts
-                        ? .final(target, answer, calls: calls[index]) : .handBack(target, after: wait, answer: answer)
+                        ? .final(target, answer, calls: calls) : .handBack(target, after: wait, answer: answer)
                     continue
                 }
                 metrics.retries.increment()
                 again.append(index)
-                pause = max(pause, wait)
+                rounds.pause[number] = max(rounds.pause[number], wait)
             }
-            round = again
-            guard !round.isEmpty, pause > .zero else { continue }
-            guard await draining.sleep(for: pause) else {
-                for index in round {
-                    ends[index] = .handBack(lanes[laneOf[index]].targets[index - first[laneOf[index]]], after: .zero, answer: nil)
-                }
-                break
-            }
+            rounds.round = again
         }
-        return lanes.indices.map { number in (first[number]..<first[number] + lanes[number].targets.count).map { ends[$0]! } }
     }
 
     /// Between half and all of `duration`, so retries of many targets spread out.
@@ -469,6 +575,9 @@ struct WorkerMetrics: Sendable {
     let latency: Histogram
     let retries: Counter
     let handedBack: Counter
+    /// Runs worked, and the batches in them (`DeliveryWorker.process(_:)` of a run).
+    let runs: Counter
+    let batchesInRuns: Counter
 
     init(platform: Platform, metrics: MetricsRegistry = .shared) {
         let labels = ["platform": platform.rawValue]
@@ -485,6 +594,10 @@ struct WorkerMetrics: Sendable {
         retries = metrics.counter("pushhub_pns_retries_total", help: "Retried PNS requests, by platform.", labels: labels)
         handedBack = metrics.counter(
             "pushhub_targets_handed_back_total", help: "Targets handed back to wait for a later pass, by platform.", labels: labels)
+        runs = metrics.counter(
+            "pushhub_worker_runs_total", help: "Runs of small batches from one poll worked together, by platform.", labels: labels)
+        batchesInRuns = metrics.counter(
+            "pushhub_worker_run_batches_total", help: "Batches worked in runs with others, by platform.", labels: labels)
     }
 }
 

@@ -218,7 +218,9 @@ struct ProcessEachTests {
     }
 
     final class RunState: Sendable {
-        let state = Mutex<(runs: [[Int]], alone: [Int], givenUp: [Int: String], done: Set<Int>, room: Int, mostRoom: Int)>(([], [], [:], [], 0, 0))
+        let state = Mutex<
+            (runs: [[Int]], alone: [Int], givenUp: [Int: String], done: Set<Int>, room: Int, mostRoom: Int, refused: Int, leftByRun: Set<Int>)
+        >(([], [], [:], [], 0, 0, 0, []))
     }
 
     /// How much of a run fixture record `index` takes: nil (alone) for every fiftieth from 7
@@ -226,7 +228,7 @@ struct ProcessEachTests {
     static func runWeight(_ index: Int) -> Int? { index % 50 == 7 ? nil : index % 10 == 3 ? 5 : 1 }
 
     @Test(
-        "the records of a poll go to runs within the weight, each run in one call; a record of no weight goes alone; a failing run is taken apart, its records done or given up alone; room given back"
+        "the records of a poll go to runs within the weight, each run in one call; a record of no weight goes alone; a run starts before admission waits; what a run leaves, or a failing run, is done or given up alone; room given back"
     )
     func runs() async throws {
         let kafka = try KafkaFixture(partitions: 1)
@@ -234,20 +236,37 @@ struct ProcessEachTests {
         for result in await producer.sendAll(kafka.records(300)) { _ = try result.get() }
         let consumer = try kafka.consumer(group: "runs")
         let box = RunState()
+        // Room for 30 (a window): admission waits for it, or says at once that it would.
+        let room = 30
 
         try await testGracefulShutdown { trigger in
             let running = Task { try await consumer.run() }
-            let finished: @Sendable () -> Void = {
-                if box.state.withLock({ $0.done.count + $0.givenUp.count }) == 300 { trigger.triggerGracefulShutdown() }
+            // Shutdown once every record ended, a moment after, so the last run's records are
+            // marked done before the consumer commits and closes.
+            let finished: @Sendable () -> Void = {}
+            let watching = Task {
+                while box.state.withLock({ $0.done.count + $0.givenUp.count }) < 300 { try await Task.sleep(for: .milliseconds(20)) }
+                try await Task.sleep(for: .milliseconds(200))
+                trigger.triggerGracefulShutdown()
             }
             let processing = Task {
                 await consumer.processInRuns(
                     maximumWeight: 20, logger: testLogger,
-                    admit: { record in
+                    admit: { record, mayWait in
                         let weight = Self.runWeight(record.index) ?? 1
-                        box.state.withLock {
-                            $0.room += weight
-                            $0.mostRoom = max($0.mostRoom, $0.room)
+                        while true {
+                            let taken = box.state.withLock { state -> Bool? in
+                                guard state.room + weight > room else {
+                                    state.room += weight
+                                    state.mostRoom = max(state.mostRoom, state.room)
+                                    return true
+                                }
+                                if !mayWait { state.refused += 1 }
+                                return mayWait ? false : nil
+                            }
+                            guard let taken else { return nil }
+                            if taken { break }
+                            try? await Task.sleep(for: .milliseconds(1))
                         }
                         return AdmittedRecord(record.index, release: { box.state.withLock { $0.room -= weight } })
                     },
@@ -260,10 +279,18 @@ struct ProcessEachTests {
                         let indices = records.map(\.item)
                         #expect(records.map(\.record.index) == indices)
                         box.state.withLock { $0.runs.append(indices) }
+                        // Runs take a while, so that admission finds the room taken.
+                        try await Task.sleep(for: .milliseconds(5))
                         if indices.contains(42) { throw Transient() }
                         if indices.contains(99) { throw PermanentFailure("record 99 is unreadable") }
-                        box.state.withLock { $0.done.formUnion(indices) }
+                        // Every eleventh is left by its run, to be finished alone.
+                        let said = indices.map { $0 % 11 != 0 }
+                        box.state.withLock {
+                            $0.done.formUnion(indices.filter { $0 % 11 != 0 })
+                            $0.leftByRun.formUnion(indices.filter { $0 % 11 == 0 })
+                        }
                         finished()
+                        return said
                     },
                     { _, index in
                         box.state.withLock { $0.alone.append(index) }
@@ -274,12 +301,15 @@ struct ProcessEachTests {
             }
             await processing.value
             try await running.value
+            try await watching.value
         }
-        let (runs, alone, givenUp, done, room) = box.state.withLock { ($0.runs, $0.alone, $0.givenUp, $0.done, $0.room) }
+        let (runs, alone, givenUp, done) = box.state.withLock { ($0.runs, $0.alone, $0.givenUp, $0.done) }
+        let (mostRoom, refused, leftByRun, roomLeft) = box.state.withLock { ($0.mostRoom, $0.refused, $0.leftByRun, $0.room) }
         #expect(runs.allSatisfy { $0.count > 1 }, "a run of one goes alone")
         #expect(runs.allSatisfy { run in run.reduce(0) { $0 + (Self.runWeight($1) ?? 99) } <= 20 }, "\(runs)")
         #expect(runs.contains { $0.count >= 10 }, "records ran together: \(runs.map(\.count))")
         #expect(runs.allSatisfy { run in run == run.sorted() }, "a run is in offset order")
+        #expect(mostRoom <= room && refused > 0, "admission was refused at times, and the room never overrun: \(mostRoom), \(refused)")
         let weightless = (0..<300).filter { Self.runWeight($0) == nil }
         #expect(weightless.allSatisfy { index in !runs.contains { $0.contains(index) } && alone.filter { $0 == index }.count == 1 })
         for failing in [42, 99] {
@@ -287,10 +317,10 @@ struct ProcessEachTests {
             #expect(run.count > 1, "\(failing) was in a run")
             #expect(run.allSatisfy { index in alone.filter { $0 == index }.count == 1 }, "its run's records went through alone, once each")
         }
+        #expect(!leftByRun.isEmpty && leftByRun.allSatisfy { index in alone.filter { $0 == index }.count == 1 }, "what a run left went alone, once")
         #expect(givenUp == [99: "record 99 is unreadable"])
         #expect(done == Set(0..<300).subtracting([99]))
-        #expect(room == 0, "every admitted record's room was given back")
-        #expect(Set(runs.flatMap { $0 }).union(alone).count == 300)
+        #expect(roomLeft == 0, "every admitted record's room was given back")
 
         // Every record was marked done: the group's next member starts after them.
         for result in await producer.sendAll(kafka.records(301).suffix(1)) { _ = try result.get() }

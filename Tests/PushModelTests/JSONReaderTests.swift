@@ -48,6 +48,39 @@ struct JSONReaderTests {
         }
     }
 
+    @Test("a body is a JSON object exactly when JSONSerialization makes a dictionary of it, in a corpus and 20,000 mutations of it")
+    func objects() {
+        let corpus = [
+            #"{}"#, #"{"aps":{"alert":"hi","badge":1}}"#, #" {"a":[1,2.5,-3e2,true,false,null,{"b":"\u00e9\n"}]} "#, #"[]"#, #"[{"a":1}]"#,
+            #""text""#, "7", "null", #"{"a":1}x"#, #"{"a":1,}"#, #"{"a"}"#, #"{"a":01}"#, #"{"a":1.}"#, #"{"a":"\x"}"#, #"{"a":"\ud800"}"#,
+            #"{"a":1e999}"#, #"{"a":-1e-999}"#, #"{"a":123456789012345678901234567890}"#, #"{"a":1,"a":2}"#, "", " ", "{", "}",
+            #"{"message":{"token":"t","data":{"k":"v"}}}"#, String(repeating: "[", count: 40) + String(repeating: "]", count: 40),
+            "{\"a\":" + String(repeating: "{\"a\":", count: 31) + "1" + String(repeating: "}", count: 32),
+        ]
+        var generator = SystemRandomNumberGenerator()
+        let alphabet = Array(#"{}[]:,"\ 0123456789.eE+-tfnulasrx"#.utf8) + [0x0A, 0x00, 0xC3, 0xA9]
+        var cases = corpus.map { Data($0.utf8) }
+        for _ in 0..<20_000 {
+            var bytes = Array(corpus.randomElement(using: &generator)!.utf8)
+            for _ in 0..<Int.random(in: 1...3, using: &generator) {
+                let at = Int.random(in: 0...bytes.count, using: &generator)
+                switch Int.random(in: 0..<3, using: &generator) {
+                case 0 where at < bytes.count: bytes.remove(at: at)
+                case 1 where at < bytes.count: bytes[at] = alphabet.randomElement(using: &generator)!
+                default: bytes.insert(alphabet.randomElement(using: &generator)!, at: at)
+                }
+            }
+            cases.append(Data(bytes))
+        }
+        var objects = 0
+        for data in cases {
+            let serialization = JSONLimits.dictionary(data) != nil
+            #expect(JSONLimits.isObject(data) == serialization, "\(String(decoding: data, as: UTF8.self))")
+            if serialization { objects += 1 }
+        }
+        #expect(objects > 1_000, "the mutations keep many objects: \(objects)")
+    }
+
     @Test("integers are what Int(_:) reads, within Int; fractions, exponents and overflow are not integers")
     func integers() {
         var generator = SystemRandomNumberGenerator()

@@ -63,7 +63,7 @@ public struct SendRequestBuilder: Sendable {
         guard let text = String(data: body, encoding: .utf8) else { throw .invalidField(field: "body", reason: "must be UTF-8 text") }
         if format != .windows { try JSONLimits.checkDepth(body, field: "body") }
         if format != .windows, format != .template {
-            guard JSONLimits.dictionary(body) != nil else {
+            guard JSONLimits.isObject(body) else {
                 throw .invalidField(field: "body", reason: "a \(format.rawValue) notification's body must be a JSON object")
             }
         }

@@ -370,7 +370,8 @@ let package = Package(
         .testTarget(
             name: "PushWorkerTests",
             dependencies: [
-                "PushWorker", "PushMetrics", "PushSimulator", "PushProviders", "PushDispatcher", "PushIngress", "PushKafka", "PushModel", "PushOps", "PushStore",
+                "PushWorker", "PushMetrics", "PushSimulator", "PushProviders", "PushDispatcher", "PushIngress", "PushKafka", "PushModel", "PushOps",
+                "PushStore",
                 "PushConfiguration",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),

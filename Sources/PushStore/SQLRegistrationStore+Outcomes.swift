@@ -249,6 +249,8 @@ extension SQLRegistrationStore: OutcomeStore {
     /// were kept for it, so when they fit in one deletion none is looked for after it.
     static func forgetWork(of id: String, counted: Int? = nil, on connection: any SQLConnection) async throws {
         try await connection.execute("DELETE FROM unfinished_sends WHERE notification_id = ?", [.text(id)])
+        // None counted, none kept.
+        if counted == 0 { return }
         if try await deleteTargets(of: id, upTo: targetsDeletedAtEnd, lookForMore: (counted ?? .max) > targetsDeletedAtEnd, on: connection) {
             try await connection.execute(
                 "INSERT INTO ended_sends_with_targets (notification_id) VALUES (?) ON CONFLICT DO NOTHING", [.text(id)])
@@ -373,6 +375,8 @@ extension SQLRegistrationStore: OutcomeStore {
         }
         var tally = Self.tally(of: row)
         var fresh = false
+        // Whether the send counted its targets without keeping a row for any.
+        var keptNoTargets = false
         var dispatchedText: String?
         if let dispatched = batch.dispatched {
             if try await Self.takeDispatchReceipt(id, on: connection) {
@@ -386,11 +390,20 @@ extension SQLRegistrationStore: OutcomeStore {
             // again is dispatched again, and its batches may be cut differently.
             let keys = batch.targetKeys
             var counted = Array(repeating: false, count: keys.count)
-            var start = 0
-            while start < keys.count {
-                let chunk = start..<min(start + Self.targetsPerStatement, keys.count)
-                try await Self.countNew(keys[chunk], of: id, into: &counted, dialect: dialect, on: connection)
-                start = chunk.upperBound
+            if tally.received == 0, tally.expected == keys.count, Set(keys.lazy.map { Array($0.utf8) }).count == keys.count {
+                // The send's first results, and every target it dispatched once each (as a
+                // single-user send's one result is): each counts, and the send ends here, so
+                // no row per target is kept to tell repeats apart, only to be deleted at its
+                // end in the same transaction (two statements of a single-user send's result).
+                for index in keys.indices { counted[index] = true }
+                keptNoTargets = true
+            } else {
+                var start = 0
+                while start < keys.count {
+                    let chunk = start..<min(start + Self.targetsPerStatement, keys.count)
+                    try await Self.countNew(keys[chunk], of: id, into: &counted, dialect: dialect, on: connection)
+                    start = chunk.upperBound
+                }
             }
             var counts: [Outcome: Int] = [:]
             var failed: [(DeliveryResult, String)] = []
@@ -427,7 +440,7 @@ extension SQLRegistrationStore: OutcomeStore {
                 .integer(Int64(tally.expired)), .integer(Int64(tally.rejected)), SQLValue(now), SQLValue(now), .text(settled.rawValue),
                 SQLValue(ended), SQLValue(now), .text(id),
             ])
-        if ended { try await forgetWork(of: id, counted: tally.received, on: connection) }
+        if ended { try await forgetWork(of: id, counted: keptNoTargets ? 0 : tally.received, on: connection) }
         return true
     }
 

@@ -55,26 +55,29 @@ public enum JSONLimits {
     }
 
     /// Whether `data` is one JSON object within the depth limit, as JSONSerialization judges.
-    /// The strict reader (`JSONReader`) answers first, making no value, for a document without
-    /// exponents (JSONSerialization refuses a number such as `1e999`, which the grammar
-    /// allows); what it does not take, and any document with an exponent, JSONSerialization
+    /// The strict reader (`JSONReader`) answers first, making no value, for a document whose
+    /// numbers are plain (no exponent, at most 15 digits in a row): JSONSerialization refuses a
+    /// number it cannot hold, such as `1e999` or a run of 310 digits, which the grammar allows.
+    /// What the reader does not take, and any document with such a number, JSONSerialization
     /// judges. (It made every value of a send's body: a twentieth of what the ingress spent
     /// accepting a send.)
     public static func isObject(_ data: Data) -> Bool {
         let read = data.withUnsafeBytes { raw -> Bool? in
             guard !isTooDeep(raw) else { return false }
             var reader = JSONReader(raw)
-            guard reader.object({ reader, _ in reader.skipValue(depth: 1) }), reader.atEnd(), !hasExponent(raw) else { return nil }
+            guard reader.object({ reader, _ in reader.skipValue(depth: 1) }), reader.atEnd(), !hasLargeNumber(raw) else { return nil }
             return true
         }
         return read ?? (dictionary(data) != nil)
     }
 
-    /// Whether a number outside strings has an exponent (`e` or `E` after a digit or a point).
-    static func hasExponent(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    /// Whether a number outside strings has an exponent (`e` or `E` after a digit or a point)
+    /// or more than 15 digits in a row.
+    static func hasLargeNumber(_ bytes: UnsafeRawBufferPointer) -> Bool {
         var inString = false
         var escaped = false
         var previous: UInt8 = 0
+        var digits = 0
         for byte in bytes {
             if inString {
                 if escaped {
@@ -86,6 +89,9 @@ public enum JSONLimits {
                 }
                 continue
             }
+            let isDigit = (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+            digits = isDigit ? digits + 1 : 0
+            if digits > 15 { return true }
             if byte == UInt8(ascii: "\"") {
                 inString = true
             } else if byte | 0x20 == UInt8(ascii: "e"), previous == UInt8(ascii: ".") || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(previous) {

@@ -613,7 +613,7 @@ public final class SQLRegistrationStore: RegistrationStore {
         dialect: SQLDialect, on connection: any SQLConnection
     ) async throws -> PageRead {
         guard let first = driving.first else { return .rows(([], nil)) }
-        if driving.allSatisfy({ Tags.implicit($0) != nil }) {
+        if driving.count == 1, Tags.implicit(first) != nil {
             return .rows(
                 try await pageOfOwners(
                     hub: hub, driving: driving, among: filter, after: after, limit: limit, columns: columns, dialect: dialect, on: connection))
@@ -652,10 +652,11 @@ public final class SQLRegistrationStore: RegistrationStore {
         return .rows((rows, bound.map(RegistrationCursor.init(position:))))
     }
 
-    /// A page whose driving tags are all implicit (`$UserId:{…}`, `$InstallationId:{…}`):
-    /// their owners are one user's or one installation's registrations, found through the
+    /// A page whose one driving tag is implicit (`$UserId:{…}`, `$InstallationId:{…}`): its
+    /// owners are one user's or one installation's registrations, found in order through the
     /// index on the column the tag names, so the page's candidates are read with their rows in
-    /// one statement rather than bounded first and read again. A single-user send's audience
+    /// one statement rather than bounded first and read again. (Several driving tags keep the
+    /// bound: their owners merged without a limit each would be read whole for every page.) A single-user send's audience
     /// was those two statements in the writer's transaction (docs/benchmarks.md, fifteenth
     /// round). At most `limit` candidates are read, matching `among` or not; those that do not
     /// are dropped here, and a page of `limit` candidates ends at its last.

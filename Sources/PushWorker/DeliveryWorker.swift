@@ -106,8 +106,13 @@ public final class DeliveryWorker: Service, Sendable {
         if !mayWait, await window.isFull { return nil }
         let work = BatchWork(Result { () throws(WireError) in try WireCoding.decode(DeliveryBatch.self, from: record.value) })
         let size = (try? work.decoded.get())?.targets.count ?? 1
-        await window.waitForRoom()
-        await window.take(size)
+        if mayWait {
+            await window.waitForRoom()
+            await window.take(size)
+        } else {
+            // Checked and taken in one step: the window may have filled since (a batch woke).
+            guard await window.takeIfRoom(size) else { return nil }
+        }
         return AdmittedRecord(work, release: { await self.window.give(size) })
     }
 
@@ -641,6 +646,13 @@ actor DeliveryWindow {
     }
 
     func take(_ count: Int) { inFlight += count }
+
+    /// `take`, when the window has room now; false, taking nothing, when it is full.
+    func takeIfRoom(_ count: Int) -> Bool {
+        guard !isFull else { return false }
+        inFlight += count
+        return true
+    }
 
     func give(_ count: Int) {
         inFlight -= count

@@ -56,6 +56,9 @@ struct JSONReaderTests {
             #"{"a":1e999}"#, #"{"a":-1e-999}"#, #"{"a":123456789012345678901234567890}"#, #"{"a":1,"a":2}"#, "", " ", "{", "}",
             #"{"message":{"token":"t","data":{"k":"v"}}}"#, String(repeating: "[", count: 40) + String(repeating: "]", count: 40),
             "{\"a\":" + String(repeating: "{\"a\":", count: 31) + "1" + String(repeating: "}", count: 32),
+            // Numbers JSONSerialization cannot hold, and the longest it can.
+            "{\"a\":1" + String(repeating: "0", count: 320) + "}", "{\"a\":-" + String(repeating: "9", count: 400) + ".5}",
+            #"{"a":1234567890123456}"#, #"{"a":123456789012345}"#, #"{"a":-0.5E+3,"1e":"1e9"}"#,
         ]
         var generator = SystemRandomNumberGenerator()
         let alphabet = Array(#"{}[]:,"\ 0123456789.eE+-tfnulasrx"#.utf8) + [0x0A, 0x00, 0xC3, 0xA9]

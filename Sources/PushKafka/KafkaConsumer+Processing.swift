@@ -202,14 +202,7 @@ extension KafkaConsumer {
                 for each in records { await each.admitted.release() }
                 return
             } catch {
-                if let suppressed = limiter.shouldLog("\(records[0].record.topic) run taken apart \(type(of: error))") {
-                    logger.debug(
-                        "a run of records failed; each is processed alone",
-                        metadata: [
-                            "kafka.topic": "\(records[0].record.topic)", "pushhub.records": "\(records.count)", "pushhub.error": "\(error)",
-                            "pushhub.not_logged": "\(suppressed)",
-                        ])
-                }
+                Self.logTakenApart("run", topic: records[0].record.topic, count: records.count, error: error, limiter: limiter, logger: logger)
             }
         }
         for (each, done) in zip(records, finished) where done {
@@ -246,14 +239,7 @@ extension KafkaConsumer {
                     continue
                 } catch {
                     if Task.isCancelled { return }
-                    if let suppressed = limiter.shouldLog("\(group[0].topic) group taken apart \(type(of: error))") {
-                        logger.debug(
-                            "a group of records failed; each is processed alone",
-                            metadata: [
-                                "kafka.topic": "\(group[0].topic)", "pushhub.records": "\(group.count)", "pushhub.error": "\(error)",
-                                "pushhub.not_logged": "\(suppressed)",
-                            ])
-                    }
+                    Self.logTakenApart("group", topic: group[0].topic, count: group.count, error: error, limiter: limiter, logger: logger)
                 }
             }
             for record in group {
@@ -262,6 +248,17 @@ extension KafkaConsumer {
                     { record, _ in try await body([record]) })
             }
         }
+    }
+
+    /// Says, at most once per interval for each kind, that a group or run of records failed
+    /// and is taken apart.
+    private static func logTakenApart(_ kind: String, topic: String, count: Int, error: any Error, limiter: LogLimiter, logger: Logger) {
+        guard let suppressed = limiter.shouldLog("\(topic) \(kind) taken apart \(type(of: error))") else { return }
+        logger.debug(
+            "a \(kind) of records failed; each is processed alone",
+            metadata: [
+                "kafka.topic": "\(topic)", "pushhub.records": "\(count)", "pushhub.error": "\(error)", "pushhub.not_logged": "\(suppressed)",
+            ])
     }
 
     private func process<Item: Sendable>(

@@ -23,6 +23,22 @@ public enum JSONLimits {
     /// True when `bytes` nest arrays and objects deeper than `maximumDepth` (strings skipped).
     public static func isTooDeep<Bytes: Sequence<UInt8>>(_ bytes: Bytes) -> Bool {
         var depth = 0
+        return !outsideStrings(bytes) { byte in
+            switch byte {
+            case UInt8(ascii: "["), UInt8(ascii: "{"):
+                depth += 1
+                return depth <= maximumDepth
+            case UInt8(ascii: "]"), UInt8(ascii: "}"):
+                depth -= 1
+            default: break
+            }
+            return true
+        }
+    }
+
+    /// Hands `body` each byte of JSON text that is not inside a string (a string's quotes are
+    /// handed over), until it returns false; false then, true when the text ended.
+    static func outsideStrings<Bytes: Sequence<UInt8>>(_ bytes: Bytes, _ body: (UInt8) -> Bool) -> Bool {
         var inString = false
         var escaped = false
         for byte in bytes {
@@ -36,16 +52,10 @@ public enum JSONLimits {
                 }
                 continue
             }
-            switch byte {
-            case UInt8(ascii: "\""): inString = true
-            case UInt8(ascii: "["), UInt8(ascii: "{"):
-                depth += 1
-                if depth > maximumDepth { return true }
-            case UInt8(ascii: "]"), UInt8(ascii: "}"): depth -= 1
-            default: break
-            }
+            if byte == UInt8(ascii: "\"") { inString = true }
+            guard body(byte) else { return false }
         }
-        return false
+        return true
     }
 
     /// `JSONSerialization.jsonObject` after the depth check; nil for JSON too deep or not JSON.
@@ -74,32 +84,16 @@ public enum JSONLimits {
     /// Whether a number outside strings has an exponent (`e` or `E` after a digit or a point)
     /// or more than 15 digits in a row.
     static func hasLargeNumber(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        var inString = false
-        var escaped = false
         var previous: UInt8 = 0
         var digits = 0
-        for byte in bytes {
-            if inString {
-                if escaped {
-                    escaped = false
-                } else if byte == UInt8(ascii: "\\") {
-                    escaped = true
-                } else if byte == UInt8(ascii: "\"") {
-                    inString = false
-                }
-                continue
-            }
-            let isDigit = (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
-            digits = isDigit ? digits + 1 : 0
-            if digits > 15 { return true }
-            if byte == UInt8(ascii: "\"") {
-                inString = true
-            } else if byte | 0x20 == UInt8(ascii: "e"), previous == UInt8(ascii: ".") || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(previous) {
-                return true
-            }
+        let isDigit = { (byte: UInt8) in (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) }
+        return !outsideStrings(bytes) { byte in
+            digits = isDigit(byte) ? digits + 1 : 0
+            // `"` is handed over too: no exponent follows a string.
+            if digits > 15 || (byte | 0x20 == UInt8(ascii: "e") && (previous == UInt8(ascii: ".") || isDigit(previous))) { return false }
             previous = byte
+            return true
         }
-        return false
     }
 
     /// A JSON object (dictionary) after the depth check; nil for anything else.

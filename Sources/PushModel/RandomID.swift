@@ -30,8 +30,9 @@ public enum RandomID {
         // strings and a tenth of what checking a send cost.
         return String(unsafeUninitializedCapacity: 36) { text in
             var at = 0
-            for (word, nibbles) in [(high, 16), (low, 16)] {
-                for nibble in 0..<nibbles {
+            for half in 0..<2 {
+                let word = half == 0 ? high : low
+                for nibble in 0..<16 {
                     if at == 8 || at == 13 || at == 18 || at == 23 {
                         text[at] = UInt8(ascii: "-")
                         at += 1

@@ -616,7 +616,7 @@ public final class SQLRegistrationStore: RegistrationStore {
         if driving.count == 1, Tags.implicit(first) != nil {
             return .rows(
                 try await pageOfOwners(
-                    hub: hub, driving: driving, among: filter, after: after, limit: limit, columns: columns, dialect: dialect, on: connection))
+                    hub: hub, carrying: first, among: filter, after: after, limit: limit, columns: columns, dialect: dialect, on: connection))
         }
         let perTag = driving.map { tag in
             let source = carrying([tag], hub: hub, in: .registrations, dialect: dialect)[0]
@@ -655,22 +655,22 @@ public final class SQLRegistrationStore: RegistrationStore {
     /// A page whose one driving tag is implicit (`$UserId:{…}`, `$InstallationId:{…}`): its
     /// owners are one user's or one installation's registrations, found in order through the
     /// index on the column the tag names, so the page's candidates are read with their rows in
-    /// one statement rather than bounded first and read again. (Several driving tags keep the
-    /// bound: their owners merged without a limit each would be read whole for every page.) A single-user send's audience
+    /// one statement rather than bounded first and read again. A single-user send's audience
     /// was those two statements in the writer's transaction (docs/benchmarks.md, fifteenth
     /// round). At most `limit` candidates are read, matching `among` or not; those that do not
-    /// are dropped here, and a page of `limit` candidates ends at its last.
+    /// are dropped here, and a page of `limit` candidates ends at its last. (Several driving
+    /// tags keep the bound: their owners merged without a limit each would be read whole for
+    /// every page.)
     private static func pageOfOwners(
-        hub: String, driving: [String], among filter: (sql: String, binds: [SQLValue])?, after: Int64, limit: Int, columns: String,
+        hub: String, carrying tag: String, among filter: (sql: String, binds: [SQLValue])?, after: Int64, limit: Int, columns: String,
         dialect: SQLDialect, on connection: any SQLConnection
     ) async throws -> (rows: [SQLRow], next: RegistrationCursor?) {
-        let sources = carrying(driving, hub: hub, in: .registrations, dialect: dialect)
-        let owners = sources.map { "\($0.sql) AND seq > ?" }.joined(separator: " UNION ")
+        let owners = carrying([tag], hub: hub, in: .registrations, dialect: dialect)[0]
         let matches = filter.map { "CASE WHEN (\($0.sql)) THEN 1 ELSE 0 END" } ?? "1"
         let rows = try await connection.query(
-            "SELECT \(columns), \(matches) AS pushhub_matches FROM registrations r WHERE r.seq IN (SELECT seq FROM (\(owners)) AS owners "
+            "SELECT \(columns), \(matches) AS pushhub_matches FROM registrations r WHERE r.seq IN (\(owners.sql) AND seq > ? "
                 + "ORDER BY seq LIMIT ?) ORDER BY r.seq",
-            (filter?.binds ?? []) + sources.flatMap { $0.binds + [.integer(after)] } + [.integer(Int64(limit))])
+            (filter?.binds ?? []) + owners.binds + [.integer(after), .integer(Int64(limit))])
         let next = rows.count == limit ? rows.last?.integer("seq").map(RegistrationCursor.init(position:)) : nil
         return (rows.filter { $0.integer("pushhub_matches") == 1 }, next)
     }

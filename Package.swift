@@ -343,7 +343,8 @@ let package = Package(
         .testTarget(
             name: "PushIngressTests",
             dependencies: [
-                "PushConfiguration", "PushIngress", "PushStore", "PushModel", "PushKafka", "PushDispatcher", "PushOps", "PushTestSupport",
+                "PushConfiguration", "PushIngress", "PushStore", "PushModel", "PushKafka", "PushDispatcher", "PushOps", "PushMetrics",
+                "PushTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import Logging
 import PushMetrics
+import Synchronization
 
 /// Something `/health/ready` asks: Kafka answers, the store answers.
 public struct ReadinessCheck: Sendable {
@@ -54,6 +55,9 @@ public func makeOperationsApplication(
 /// Requests by route and status, and their latency, for the ingress.
 public struct HTTPMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
     let metrics: MetricsRegistry
+    /// The series of each method, route and status, made once: a lookup in the registry builds
+    /// its labels' text, twice a request.
+    private let series = SeriesCache()
 
     public init(metrics: MetricsRegistry = .shared) { self.metrics = metrics }
 
@@ -70,15 +74,45 @@ public struct HTTPMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
         }
     }
 
+    /// The methods a label names; any other is `other`, so a client's made-up methods do not
+    /// make a series each.
+    static func methodLabel(_ method: HTTPRequest.Method) -> String {
+        switch method {
+        case .get, .post, .put, .patch, .delete, .head, .options: method.rawValue
+        default: "other"
+        }
+    }
+
     private func record(_ request: Request, route: String, status: Int, since started: ContinuousClock.Instant) {
-        let labels = ["method": request.method.rawValue, "route": route]
-        metrics.counter(
-            "pushhub_http_requests_total", help: "HTTP requests by method, route and status.",
-            labels: labels.merging(["status": String(status)]) { $1 }
-        )
-        .increment()
-        metrics.histogram("pushhub_http_request_duration_seconds", help: "HTTP request latency by method and route.", labels: labels)
-            .observe(ContinuousClock.now - started)
+        let key = SeriesCache.Key(method: Self.methodLabel(request.method), route: route, status: status)
+        let (requests, latency) = series.series(key) {
+            let labels = ["method": key.method, "route": route]
+            return (
+                metrics.counter(
+                    "pushhub_http_requests_total", help: "HTTP requests by method, route and status.",
+                    labels: labels.merging(["status": String(status)]) { $1 }),
+                metrics.histogram("pushhub_http_request_duration_seconds", help: "HTTP request latency by method and route.", labels: labels)
+            )
+        }
+        requests.increment()
+        latency.observe(ContinuousClock.now - started)
+    }
+
+    final class SeriesCache: Sendable {
+        struct Key: Hashable {
+            var method: String
+            var route: String
+            var status: Int
+        }
+
+        private let made = Mutex<[Key: (Counter, Histogram)]>([:])
+
+        func series(_ key: Key, make: () -> (Counter, Histogram)) -> (Counter, Histogram) {
+            if let known = made.withLock({ $0[key] }) { return known }
+            let series = make()
+            made.withLock { $0[key] = series }
+            return series
+        }
     }
 }
 

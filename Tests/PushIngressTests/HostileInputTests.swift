@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import PushIngress
+import PushMetrics
 import PushModel
 import PushStore
 import PushTestSupport
@@ -35,6 +36,23 @@ struct HostileInputTests {
                 body: ByteBuffer(string: Self.installationJSON("victim", "https://db5.notify.windows.com/?token=v")))
             #expect(installation.status == .ok, "\(installation.text)")
         }
+    }
+
+    @Test("made-up HTTP methods are counted under one `other` series, not a series each")
+    func madeUpMethods() async throws {
+        let fixture = try await IngressFixture()
+        let methods = (0..<20).map { "BREW\($0)X" }
+        try await fixture.app.test(.router) { client in
+            for method in methods {
+                let response = try await client.execute(uri: "/myhub/messages", method: try #require(HTTPRequest.Method(method)))
+                #expect(response.status.code >= 400, "\(method): \(response.status)")
+            }
+            _ = try await client.execute(uri: "/myhub/messages", method: .get)
+        }
+        let text = MetricsRegistry.shared.render()
+        #expect(!methods.contains { text.contains("method=\"\($0)\"") }, "no series for a made-up method")
+        #expect(text.contains(#"pushhub_http_requests_total{method="other""#))
+        #expect(text.contains(#"pushhub_http_requests_total{method="GET""#))
     }
 
     @Test("installation a with template b and installation a.b are different registrations")

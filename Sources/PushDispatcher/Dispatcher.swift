@@ -369,13 +369,19 @@ public struct BatchBuilder {
 
     /// Counts dispatched targets in the metrics.
     public static func count(_ dispatched: [Platform: Int]) {
-        for (platform, count) in dispatched where count > 0 {
-            MetricsRegistry.shared.counter(
-                "pushhub_targets_dispatched_total", help: "Targets dispatched to a platform's deliveries topic.",
-                labels: ["platform": platform.rawValue]
-            ).increment(by: count)
-        }
+        for (platform, count) in dispatched where count > 0 { dispatchedTargets[platform]?.increment(by: count) }
     }
+
+    /// Each platform's series of dispatched targets, made once.
+    static let dispatchedTargets = Dictionary(
+        uniqueKeysWithValues: Platform.allCases.map { platform in
+            (
+                platform,
+                MetricsRegistry.shared.counter(
+                    "pushhub_targets_dispatched_total", help: "Targets dispatched to a platform's deliveries topic.",
+                    labels: ["platform": platform.rawValue])
+            )
+        })
 
     private mutating func close(_ platform: Platform) async throws {
         guard let targets = pending.removeValue(forKey: platform), !targets.isEmpty else { return }

@@ -332,7 +332,7 @@ public final class SQLiteCheckpointer: @unchecked Sendable {
 final class SQLiteConnection: SQLConnection, @unchecked Sendable {
     // @unchecked: a connection is only used by the one task that leased it.
     private var handle: OpaquePointer?
-    private var statements: [String: OpaquePointer] = [:]
+    private var statements: [String: Prepared] = [:]
     private var checkpointer: SQLiteCheckpointer?
     /// Whether a statement that may write ran since it was last set false.
     var wrote = false
@@ -379,7 +379,7 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
     deinit { close() }
 
     func close() {
-        for statement in statements.values { sqlite3_finalize(statement) }
+        for prepared in statements.values { sqlite3_finalize(prepared.statement) }
         statements.removeAll()
         if let handle { sqlite3_close_v2(handle) }
         handle = nil
@@ -457,9 +457,9 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
     /// A prepared statement, and whether it stays in the cache: one with more than
     /// `maximumCachedParameters` parameters (an import's many rows, whose count varies) is
     /// used once and finalized, so the cache never holds large statements no one runs again.
-    private func prepared(_ sql: String) throws -> (OpaquePointer, cached: Bool) {
+    private func prepared(_ sql: String) throws -> (Prepared, cached: Bool) {
         guard let handle else { throw SQLError(message: "the SQLite connection is closed") }
-        if let statement = statements[sql] { return (statement, true) }
+        if let prepared = statements[sql] { return (prepared, true) }
         var statement: OpaquePointer?
         let code = sqlite3_prepare_v2(handle, sql, -1, &statement, nil)
         guard code == SQLITE_OK, let statement else {
@@ -469,19 +469,39 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
             let permanent = code & 0xFF == SQLITE_TOOBIG || Self.refusedShapes.contains { message.contains($0) }
             throw SQLError(message: "\(message) in: \(sql.prefix(200))", isPermanent: permanent)
         }
-        guard sqlite3_bind_parameter_count(statement) <= Self.maximumCachedParameters else { return (statement, false) }
+        let prepared = Prepared(statement)
+        guard sqlite3_bind_parameter_count(statement) <= Self.maximumCachedParameters else { return (prepared, false) }
         // Statements are cached by their text; expressions sent by clients make new texts, so
         // the cache is emptied when it grows past its bound.
         if statements.count >= Self.maximumCachedStatements {
-            for cached in statements.values { sqlite3_finalize(cached) }
+            for cached in statements.values { sqlite3_finalize(cached.statement) }
             statements.removeAll()
         }
-        statements[sql] = statement
-        return (statement, true)
+        statements[sql] = prepared
+        return (prepared, true)
+    }
+
+    /// A compiled statement, and the index of each of its columns by name, read from SQLite at
+    /// its first row and kept until SQLite compiles the statement again (after a change of the
+    /// schema, when `*` may name other columns): each query that returned rows made those
+    /// names again, a string and a dictionary entry a column.
+    final class Prepared {
+        let statement: OpaquePointer
+        private var known: (columns: [String: Int], compiled: Int32)?
+
+        init(_ statement: OpaquePointer) { self.statement = statement }
+
+        var columns: [String: Int]? {
+            guard let known, known.compiled == sqlite3_stmt_status(statement, SQLITE_STMTSTATUS_REPREPARE, 0) else { return nil }
+            return known.columns
+        }
+
+        func keep(_ columns: [String: Int]) { known = (columns, sqlite3_stmt_status(statement, SQLITE_STMTSTATUS_REPREPARE, 0)) }
     }
 
     private func step(_ sql: String, _ binds: [SQLValue], collect: Bool) throws -> (rows: [SQLRow], Void) {
-        let (statement, cached) = try prepared(sql)
+        let (prepared, cached) = try prepared(sql)
+        let statement = prepared.statement
         defer {
             if cached {
                 sqlite3_reset(statement)
@@ -511,7 +531,13 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
             guard collect else { continue }
             let count = Int(sqlite3_column_count(statement))
             if columns == nil {
-                columns = Dictionary(uniqueKeysWithValues: (0..<count).map { (String(cString: sqlite3_column_name(statement, Int32($0))), $0) })
+                // Read after the first step, which compiles the statement again if it must.
+                columns = prepared.columns
+            }
+            if columns == nil {
+                // Of two columns with one name, the first is found (it stopped the process).
+                columns = Dictionary((0..<count).map { (String(cString: sqlite3_column_name(statement, Int32($0))), $0) }) { first, _ in first }
+                prepared.keep(columns!)
             }
             var values: [SQLValue] = []
             values.reserveCapacity(count)

@@ -27,6 +27,28 @@ struct SQLiteConnectionTests {
         await database.close()
     }
 
+    @Test("a statement's columns are read again after the schema changed: `*` finds a column added since, and a name given twice finds the first")
+    func columnsAfterSchemaChange() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-columns-\(UUID().uuidString).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let database = try SQLiteDatabase(path: path, readers: 1)
+        try await database.write { connection in
+            try await connection.execute("CREATE TABLE probe (id INTEGER PRIMARY KEY, name TEXT)", [])
+            try await connection.execute("INSERT INTO probe (id, name) VALUES (1, 'a')", [])
+        }
+        let before = try await database.read { try await $0.query("SELECT * FROM probe", []) }
+        #expect(before.first?.text("name") == "a" && before.first?.text("added") == nil)
+        // Another process's migration adds a column; the reader's cached statement is compiled again.
+        let other = try SQLiteDatabase(path: path, readers: 1)
+        try await other.write { try await $0.execute("ALTER TABLE probe ADD COLUMN added TEXT DEFAULT 'new'", []) }
+        await other.close()
+        let after = try await database.read { try await $0.query("SELECT * FROM probe", []) }
+        #expect(after.first?.text("name") == "a" && after.first?.text("added") == "new")
+        let twice = try await database.read { try await $0.query("SELECT name, id AS name FROM probe", []) }
+        #expect(twice.first?.text("name") == "a")
+        await database.close()
+    }
+
     @Test("a write whose transaction cannot begin (another process holds the database) is not run, and its caller is told")
     func writeNotRunWhenBeginFails() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-busy-\(UUID().uuidString).sqlite").path

@@ -107,6 +107,24 @@ extension MetricsRegistry.Series {
     var histogram: Histogram? { if case .histogram(let h) = self { h } else { nil } }
 }
 
+/// Series found by a key of their user's, made once through the registry and kept. A lookup
+/// in the registry builds its labels' text; a path that counts each request or record and
+/// cannot keep its series as a property (its labels vary) keeps them here.
+public final class SeriesCache<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+    private let made = Mutex<[Key: Value]>([:])
+
+    public init() {}
+
+    /// The series of `key`, made by `make` the first time (the registry gives two makers of
+    /// the same labels one series).
+    public func series(_ key: Key, make: () -> Value) -> Value {
+        if let known = made.withLock({ $0[key] }) { return known }
+        let value = make()
+        made.withLock { $0[key] = value }
+        return value
+    }
+}
+
 public final class Counter: Sendable {
     private let count = Atomic<Int>(0)
     public func increment(by amount: Int = 1) { count.add(amount, ordering: .relaxed) }

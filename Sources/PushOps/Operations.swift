@@ -3,7 +3,6 @@ import Foundation
 import Hummingbird
 import Logging
 import PushMetrics
-import Synchronization
 
 /// Something `/health/ready` asks: Kafka answers, the store answers.
 public struct ReadinessCheck: Sendable {
@@ -57,7 +56,13 @@ public struct HTTPMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
     let metrics: MetricsRegistry
     /// The series of each method, route and status, made once: a lookup in the registry builds
     /// its labels' text, twice a request.
-    private let series = SeriesCache()
+    private let series = SeriesCache<SeriesKey, (Counter, Histogram)>()
+
+    struct SeriesKey: Hashable {
+        var method: String
+        var route: String
+        var status: Int
+    }
 
     public init(metrics: MetricsRegistry = .shared) { self.metrics = metrics }
 
@@ -84,7 +89,7 @@ public struct HTTPMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 
     private func record(_ request: Request, route: String, status: Int, since started: ContinuousClock.Instant) {
-        let key = SeriesCache.Key(method: Self.methodLabel(request.method), route: route, status: status)
+        let key = SeriesKey(method: Self.methodLabel(request.method), route: route, status: status)
         let (requests, latency) = series.series(key) {
             let labels = ["method": key.method, "route": route]
             return (
@@ -98,22 +103,6 @@ public struct HTTPMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
         latency.observe(ContinuousClock.now - started)
     }
 
-    final class SeriesCache: Sendable {
-        struct Key: Hashable {
-            var method: String
-            var route: String
-            var status: Int
-        }
-
-        private let made = Mutex<[Key: (Counter, Histogram)]>([:])
-
-        func series(_ key: Key, make: () -> (Counter, Histogram)) -> (Counter, Histogram) {
-            if let known = made.withLock({ $0[key] }) { return known }
-            let series = make()
-            made.withLock { $0[key] = series }
-            return series
-        }
-    }
 }
 
 /// `--ops-host` and `--ops-port` of processes without an HTTP API of their own.

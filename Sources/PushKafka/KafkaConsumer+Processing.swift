@@ -138,17 +138,20 @@ extension KafkaConsumer {
             for await records in recordGroups(maximum: configuration.fetchBatchSize).cancelOnGracefulShutdown() {
                 var pending: [(record: KafkaRecord, admitted: AdmittedRecord<Item>)] = []
                 var pendingWeight = 0
+                /// Starts the pending run, if any, in a task of its own.
+                func startPending() {
+                    guard !pending.isEmpty else { return }
+                    let started = pending
+                    group.addTask { await self.processRun(started, budget: budget, limiter: limiter, logger: logger, giveUp: giveUp, run: run, body) }
+                    pending = []
+                    pendingWeight = 0
+                }
                 for record in records {
                     if Task.isShuttingDownGracefully || Task.isCancelled { break }
                     var admission = await admit(record, pending.isEmpty)
                     if admission == nil {
                         // No room now: what is pending starts before this record waits for room.
-                        let waiting = pending
-                        group.addTask {
-                            await self.processRun(waiting, budget: budget, limiter: limiter, logger: logger, giveUp: giveUp, run: run, body)
-                        }
-                        pending = []
-                        pendingWeight = 0
+                        startPending()
                         admission = await admit(record, true)
                     }
                     guard let admitted = admission else { continue }
@@ -159,30 +162,13 @@ extension KafkaConsumer {
                         }
                         continue
                     }
-                    if !pending.isEmpty, pendingWeight + weight > maximumWeight {
-                        let full = pending
-                        group.addTask {
-                            await self.processRun(full, budget: budget, limiter: limiter, logger: logger, giveUp: giveUp, run: run, body)
-                        }
-                        pending = []
-                        pendingWeight = 0
-                    }
+                    if pendingWeight + weight > maximumWeight { startPending() }
                     pending.append((record, admitted))
                     pendingWeight += weight
                     // A full run starts at once, not after the next record's admission.
-                    if pendingWeight >= maximumWeight {
-                        let full = pending
-                        group.addTask {
-                            await self.processRun(full, budget: budget, limiter: limiter, logger: logger, giveUp: giveUp, run: run, body)
-                        }
-                        pending = []
-                        pendingWeight = 0
-                    }
+                    if pendingWeight >= maximumWeight { startPending() }
                 }
-                if !pending.isEmpty {
-                    let last = pending
-                    group.addTask { await self.processRun(last, budget: budget, limiter: limiter, logger: logger, giveUp: giveUp, run: run, body) }
-                }
+                startPending()
             }
         }
     }

@@ -496,7 +496,11 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
             return known.columns
         }
 
-        func keep(_ columns: [String: Int]) { known = (columns, sqlite3_stmt_status(statement, SQLITE_STMTSTATUS_REPREPARE, 0)) }
+        /// Keeps `columns` for the statement as compiled now, and returns them.
+        func keep(_ columns: [String: Int]) -> [String: Int] {
+            known = (columns, sqlite3_stmt_status(statement, SQLITE_STMTSTATUS_REPREPARE, 0))
+            return columns
+        }
     }
 
     private func step(_ sql: String, _ binds: [SQLValue], collect: Bool) throws -> (rows: [SQLRow], Void) {
@@ -531,13 +535,12 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
             guard collect else { continue }
             let count = Int(sqlite3_column_count(statement))
             if columns == nil {
-                // Read after the first step, which compiles the statement again if it must.
-                columns = prepared.columns
-            }
-            if columns == nil {
-                // Of two columns with one name, the first is found (it stopped the process).
-                columns = Dictionary((0..<count).map { (String(cString: sqlite3_column_name(statement, Int32($0))), $0) }) { first, _ in first }
-                prepared.keep(columns!)
+                // Read after the first step, which compiles the statement again if it must. Of
+                // two columns with one name, the first is found (it stopped the process).
+                columns =
+                    prepared.columns
+                    ?? prepared.keep(
+                        Dictionary((0..<count).map { (String(cString: sqlite3_column_name(statement, Int32($0))), $0) }) { first, _ in first })
             }
             var values: [SQLValue] = []
             values.reserveCapacity(count)

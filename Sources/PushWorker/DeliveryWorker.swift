@@ -97,11 +97,7 @@ public final class DeliveryWorker: Service, Sendable {
     /// Lets a batch in once the window has room for its targets. Meanwhile intake waits:
     /// librdkafka keeps its bounded prefetch (`prefetchBytes`) ahead and no more. Pausing the
     /// partitions instead threw that prefetch away, to be fetched again at each resume.
-    func admit(_ record: KafkaRecord) async -> AdmittedRecord<BatchWork> {
-        await admit(record, mayWait: true)!
-    }
-
-    /// `admit`, or nil at once, when `mayWait` is false and the window has no room now.
+    /// With `mayWait` false, nil at once instead when the window has no room now.
     func admit(_ record: KafkaRecord, mayWait: Bool) async -> AdmittedRecord<BatchWork>? {
         if !mayWait, await window.isFull { return nil }
         let work = BatchWork(Result { () throws(WireError) in try WireCoding.decode(DeliveryBatch.self, from: record.value) })
@@ -261,17 +257,16 @@ public final class DeliveryWorker: Service, Sendable {
     /// A batch as it is worked: what its targets' pushes and results share.
     struct Lane: Sendable {
         let batch: DeliveryBatch
-        /// The targets worked: the batch's.
-        var targets: [DeliveryBatch.Target]
         /// Its record's key, which a hand-back keeps.
         let key: Data?
         let enqueuedAt: Date
-        var expiresAt: Date
-        var renderer: TemplateRenderer
+        let expiresAt: Date
+        let renderer: TemplateRenderer
+
+        var targets: [DeliveryBatch.Target] { batch.targets }
 
         init(_ batch: DeliveryBatch, record: KafkaRecord?, settings: WorkerSettings) {
             self.batch = batch
-            targets = batch.targets
             key = record?.key
             enqueuedAt = batch.enqueuedAt ?? record?.timestampMilliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) } ?? Date()
             expiresAt = batch.expiresAt ?? enqueuedAt.addingTimeInterval(settings.defaultExpiry)
@@ -343,18 +338,6 @@ public final class DeliveryWorker: Service, Sendable {
         case final(DeliveryBatch.Target, PNSAnswer, calls: Int)
         case expired(DeliveryBatch.Target, calls: Int)
         case handBack(DeliveryBatch.Target, after: Duration, answer: PNSAnswer?)
-    }
-
-    /// A batch's targets: their payloads, then the provider in rounds (`deliverAll(_:)` of
-    /// one lane). The ends are in the targets' order.
-    func deliverAll(_ targets: [DeliveryBatch.Target], of batch: DeliveryBatch, renderer: TemplateRenderer, expiresAt: Date) async
-        -> [TargetEnd]
-    {
-        var lane = Lane(batch, record: nil, settings: settings)
-        lane.targets = targets
-        lane.renderer = renderer
-        lane.expiresAt = expiresAt
-        return await deliverAll([lane])[0]
     }
 
     /// The targets of one or more batches: their payloads, then the provider in rounds, all of

@@ -65,9 +65,14 @@ struct WorkerTests {
     }
 
     static func end(_ worker: DeliveryWorker, _ handle: String, in batch: DeliveryBatch) async -> DeliveryWorker.TargetEnd {
-        let target = batch.targets.first { $0.handle == handle }!
-        return await worker.deliverAll(
-            [target], of: batch, renderer: TemplateRenderer(properties: [:]), expiresAt: batch.expiresAt ?? .distantFuture)[0]
+        var alone = batch
+        alone.targets = batch.targets.filter { $0.handle == handle }
+        return await Self.ends(worker, alone)[0]
+    }
+
+    /// A batch's ends, worked by itself as the worker works it.
+    static func ends(_ worker: DeliveryWorker, _ batch: DeliveryBatch) async -> [DeliveryWorker.TargetEnd] {
+        await worker.deliverAll([DeliveryWorker.Lane(batch, record: nil, settings: worker.settings)])[0]
     }
 
     @Test("retried in place: throttling twice, then delivered, is one final answer after three calls")
@@ -117,7 +122,7 @@ struct WorkerTests {
         ])
         let worker = try Self.worker(provider)
         let batch = Self.batch(["a", "b", "c", "d"])
-        let ends = await worker.deliverAll(batch.targets, of: batch, renderer: TemplateRenderer(properties: [:]), expiresAt: .distantFuture)
+        let ends = await Self.ends(worker, batch)
         let outcomes = ends.map { end -> String in
             switch end {
             case .final(let target, let answer, let calls): "\(target.handle) \(answer.classification.finalOutcome.rawValue) \(calls)"

@@ -5,6 +5,7 @@ import ArgumentParser
 import Foundation
 import Hummingbird
 import Logging
+import NIOCore
 import PushConfiguration
 import PushEnvironment
 import PushIngress
@@ -34,7 +35,32 @@ struct IngressCommand: AsyncParsableCommand {
 
     @OptionGroup var kafka: KafkaOptions
 
+    @Option(
+        help: """
+            NIO event loops that read and write the HTTP connections (default: half the cores, at least one). \
+            A request's own work runs on Swift's pool, not on them.
+            """)
+    var eventLoops: Int?
+
+    func validate() throws {
+        if let eventLoops, !(1...Self.mostEventLoops).contains(eventLoops) {
+            throw ValidationError("--event-loops must be between 1 and \(Self.mostEventLoops), not \(eventLoops)")
+        }
+    }
+
+    static let mostEventLoops = 256
+
+    /// The event loops of the process: those asked for, or half the cores, at least one. The
+    /// loops only read, parse and write HTTP; on two cores, one loop beside Swift's two pool
+    /// threads made fewer threads hand requests to each other, and a single-user send cost the
+    /// ingress 4–10 % less CPU than with a loop per core (docs/benchmarks.md, sixteenth round).
+    static func eventLoopCount(requested: Int?, cores: Int) -> Int {
+        requested ?? max(1, cores / 2)
+    }
+
     func run() async throws {
+        // Before anything uses NIO's shared event loops (it traps once they exist).
+        NIOSingletons.groupLoopCountSuggestion = Self.eventLoopCount(requested: eventLoops, cores: ProcessInfo.processInfo.activeProcessorCount)
         let environment = PushHubEnvironment.current
         let logger = makeLogger("pushhub.ingress")
         let tracing = try ProcessTracing.service(serviceName: "pushhub-ingress", logger: logger)

@@ -15,8 +15,8 @@ import Synchronization
 /// group has not committed.
 ///
 /// A partition's backlog is read from the brokers every `refreshInterval` while anyone asks:
-/// the group's committed offset (`rd_kafka_committed` on a handle that names the group but
-/// never joins it) and the partition's first and next offsets (`rd_kafka_offsets_for_times`).
+/// the group's committed offset (the admin API's `ListConsumerGroupOffsets`, one handle for
+/// every group) and the partition's first and next offsets (`rd_kafka_offsets_for_times`).
 /// Records this process produced count at their size; records others produced (the ingress's
 /// small audiences, other dispatchers) at `otherRecordBytes` each. Records reserved but not
 /// yet acknowledged count as spread evenly over the topic's partitions, as keyed records are.
@@ -99,23 +99,20 @@ public final class ConsumerBacklog: Sendable {
     }
 
     public let settings: Settings
-    private let watchers: [String: RDKafkaClient]
+    /// One handle asks the brokers for every watch: the topics' offsets, and each group's
+    /// commits through the admin API. A handle per group (a consumer naming the group, to
+    /// ask `rd_kafka_committed`) had made eight clients in the dispatcher and eight in the
+    /// ingress, one per platform: each with its threads, timers and connections, which the
+    /// embedded cluster polls on every turn of its loop.
+    private let client: RDKafkaClient
     private let groups: [String: String]
     private let state = Mutex(State())
     private let logger: Logger
 
-    /// Handles for each watch's group; nothing is asked of the brokers until the first wait.
+    /// The handle for every watch; nothing is asked of the brokers until the first wait.
     public init(servers: [String], watches: [Watch], settings: Settings = Settings(), logger: Logger) throws(KafkaError) {
-        var watchers: [String: RDKafkaClient] = [:]
-        for watch in watches {
-            let properties = [
-                "bootstrap.servers": servers.joined(separator: ","), "client.id": "pushhub-backlog", "group.id": watch.group,
-                "enable.auto.commit": "false",
-            ]
-            watchers[watch.topic] = try RDKafkaClient.make(
-                type: RD_KAFKA_CONSUMER, properties: properties, callbacks: ClientCallbacks(logger: logger))
-        }
-        self.watchers = watchers
+        client = try RDKafkaClient.makeAdmin(
+            properties: ["bootstrap.servers": servers.joined(separator: ","), "client.id": "pushhub-backlog"], logger: logger)
         self.groups = Dictionary(watches.map { ($0.topic, $0.group) }, uniquingKeysWith: { first, _ in first })
         self.settings = settings
         self.logger = logger
@@ -126,7 +123,7 @@ public final class ConsumerBacklog: Sendable {
     /// bound still goes. Throws only when the task is cancelled.
     public func reserve(_ records: [KafkaOutgoingRecord]) async throws -> Reservation {
         var bytes: [String: Int] = [:]
-        for record in records where watchers[record.topic] != nil { bytes[record.topic, default: 0] += record.value.count }
+        for record in records where groups[record.topic] != nil { bytes[record.topic, default: 0] += record.value.count }
         guard !bytes.isEmpty else { return Reservation(bytes: [:]) }
         while true {
             await readIfStale()
@@ -171,7 +168,7 @@ public final class ConsumerBacklog: Sendable {
     public func hasRoom(in topics: [String]) -> Bool {
         let (full, claimed) = state.withLock { state -> (Bool, Bool) in
             let full = topics.contains { topic in
-                watchers[topic] != nil && Self.fullTopic(topic, adding: 1, in: state, settings: settings)
+                groups[topic] != nil && Self.fullTopic(topic, adding: 1, in: state, settings: settings)
             }
             return (full, Self.claimReading(&state, interval: settings.refreshInterval))
         }
@@ -187,7 +184,7 @@ public final class ConsumerBacklog: Sendable {
         state.withLock { state in
             for (topic, count) in reservation.bytes { state.topics[topic]?.reserved -= count }
             for (record, result) in zip(records, results) {
-                guard case .success(let report) = result, watchers[report.topic] != nil else { continue }
+                guard case .success(let report) = result, groups[report.topic] != nil else { continue }
                 var partition = state.topics[report.topic, default: Topic()].partitions[report.partition, default: Partition()]
                 if report.offset >= partition.start {
                     partition.own.append((report.offset, record.value.count))
@@ -251,15 +248,15 @@ public final class ConsumerBacklog: Sendable {
 
     /// Reads every watched topic's figures from the brokers; the caller claimed the reading.
     private func read() async {
-        let watchers = self.watchers
+        let (client, groups) = (self.client, self.groups)
         let timeout = Int32(clamping: settings.requestTimeout.milliseconds)
         let readings = await BlockingCalls.run { () -> [String: Result<[Int32: (start: Int64, end: Int64)], KafkaError>] in
             var readings: [String: Result<[Int32: (start: Int64, end: Int64)], KafkaError>] = [:]
-            for (topic, client) in watchers {
-                readings[topic] = client.uncommitted(of: topic, timeout: timeout)
-                // Its error and log events are served (and logged) rather than kept.
-                client.poll(timeoutMilliseconds: 0)
+            for (topic, group) in groups {
+                readings[topic] = client.uncommitted(of: topic, by: group, timeout: timeout)
             }
+            // Its error and log events are served (and logged) rather than kept.
+            client.poll(timeoutMilliseconds: 0)
             return readings
         }
         state.withLock { state in
@@ -314,9 +311,9 @@ public final class ConsumerBacklog: Sendable {
 }
 
 extension RDKafkaClient {
-    /// For each partition of `topic`: where this handle's group's uncommitted records start
-    /// and the partition's next offset. Blocks; call it on a Dispatch thread.
-    func uncommitted(of topic: String, timeout: Int32) -> Result<[Int32: (start: Int64, end: Int64)], KafkaError> {
+    /// For each partition of `topic`: where `group`'s uncommitted records start and the
+    /// partition's next offset. Blocks; call it on a Dispatch thread.
+    func uncommitted(of topic: String, by group: String, timeout: Int32) -> Result<[Int32: (start: Int64, end: Int64)], KafkaError> {
         var metadata: UnsafePointer<rd_kafka_metadata>? = nil
         let topicHandle = rd_kafka_topic_new(handle, topic, nil)
         defer { if let topicHandle { rd_kafka_topic_destroy(topicHandle) } }
@@ -346,7 +343,7 @@ extension RDKafkaClient {
         // offsets_for_times takes timestamps: -2 asks for the first offset, -1 for the next.
         let first = offsets(-2) { rd_kafka_offsets_for_times(handle, $0, timeout) }
         let next = offsets(-1) { rd_kafka_offsets_for_times(handle, $0, timeout) }
-        let committed = offsets(nil) { rd_kafka_committed(handle, $0, timeout) }
+        let committed = offsets(nil) { committedOffsets(of: group, into: $0, timeout: timeout) }
         return first.flatMap { first in
             next.flatMap { next in
                 committed.map { committed in
@@ -362,5 +359,50 @@ extension RDKafkaClient {
                 }
             }
         }
+    }
+}
+
+extension RDKafkaClient {
+    /// Fills `list`'s offsets with those `group` committed (`RD_KAFKA_OFFSET_INVALID` where it
+    /// committed none), through the admin API: any handle asks for any group. Blocks.
+    func committedOffsets(
+        of group: String, into list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>, timeout: Int32
+    ) -> rd_kafka_resp_err_t {
+        var errorText = [CChar](repeating: 0, count: 256)
+        guard let request = rd_kafka_ListConsumerGroupOffsets_new(group, list) else { return RD_KAFKA_RESP_ERR__INVALID_ARG }
+        defer { rd_kafka_ListConsumerGroupOffsets_destroy(request) }
+        let options = rd_kafka_AdminOptions_new(handle, RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS)
+        defer { rd_kafka_AdminOptions_destroy(options) }
+        _ = rd_kafka_AdminOptions_set_request_timeout(options, timeout, &errorText, errorText.count)
+        let queue = rd_kafka_queue_new(handle)
+        defer { rd_kafka_queue_destroy(queue) }
+        var requests: [OpaquePointer?] = [request]
+        rd_kafka_ListConsumerGroupOffsets(handle, &requests, 1, options, queue)
+        // The answer comes by the request time-out at the latest; a little slack on top.
+        guard let event = rd_kafka_queue_poll(queue, timeout + 1000) else { return RD_KAFKA_RESP_ERR__TIMED_OUT }
+        defer { rd_kafka_event_destroy(event) }
+        let eventError = rd_kafka_event_error(event)
+        guard eventError == RD_KAFKA_RESP_ERR_NO_ERROR else { return eventError }
+        var count = 0
+        guard let groups = rd_kafka_ListConsumerGroupOffsets_result_groups(rd_kafka_event_ListConsumerGroupOffsets_result(event), &count),
+            count == 1, let result = groups[0]
+        else { return RD_KAFKA_RESP_ERR__BAD_MSG }
+        if let error = rd_kafka_group_result_error(result) { return rd_kafka_error_code(error) }
+        guard let answered = rd_kafka_group_result_partitions(result), let elements = answered.pointee.elems else {
+            return RD_KAFKA_RESP_ERR__BAD_MSG
+        }
+        // By topic and partition: the answer need not keep the request's order.
+        var offsets: [KafkaTopicPartition: (offset: Int64, error: rd_kafka_resp_err_t)] = [:]
+        for index in 0..<Int(answered.pointee.cnt) {
+            let element = elements[index]
+            offsets[KafkaTopicPartition(topic: String(cString: element.topic), partition: element.partition)] = (element.offset, element.err)
+        }
+        for index in 0..<Int(list.pointee.cnt) {
+            let element = list.pointee.elems[index]
+            let answer = offsets[KafkaTopicPartition(topic: String(cString: element.topic), partition: element.partition)]
+            list.pointee.elems[index].offset = answer?.offset ?? Int64(RD_KAFKA_OFFSET_INVALID)
+            list.pointee.elems[index].err = answer?.error ?? RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION
+        }
+        return RD_KAFKA_RESP_ERR_NO_ERROR
     }
 }

@@ -22,6 +22,32 @@ public indirect enum TagExpression: Sendable, Hashable, CustomStringConvertible 
     /// with it: the parser never recurses deeper than `maximumDepth`, and every tree it returns
     /// is at most `maximumOperators` deep.
     public static func parse(_ text: String) throws(TagExpressionError) -> TagExpression {
+        if let tag = singleTag(text) { return .tag(tag) }
+        return try parseInFull(text)
+    }
+
+    /// `text` when it is one tag and nothing else, as most sends name (`$UserId:{…}` for one
+    /// user): read from its bytes, where the parser first splits the whole text into
+    /// characters (1.3 % of the ingress's time on single-user sends). Nil for anything else,
+    /// which the parser reads, and which it would read to the same tag (a test compares them).
+    static func singleTag(_ text: String) -> String? {
+        let bytes = text.utf8
+        guard let first = bytes.first, bytes.count <= maximumLength else { return nil }
+        // ASCII only: a byte is then a character, as the parser reads them (beyond it, a
+        // character may join a brace to its neighbour).
+        if first == UInt8(ascii: "$") {
+            // An implicit tag runs through its first `}`, which must be its last byte.
+            guard bytes.last == UInt8(ascii: "}"), bytes.firstIndex(of: UInt8(ascii: "}")) == bytes.index(before: bytes.endIndex),
+                bytes.allSatisfy({ $0 < 0x80 }), Tags.implicit(text) != nil
+            else { return nil }
+            return text
+        }
+        guard bytes.count <= Tags.maximumLength, bytes.allSatisfy({ $0 < 0x80 && Tags.isAllowed(Unicode.Scalar($0)) }) else { return nil }
+        return text
+    }
+
+    /// The parser itself, for any expression.
+    static func parseInFull(_ text: String) throws(TagExpressionError) -> TagExpression {
         guard text.utf8.count <= maximumLength else {
             throw TagExpressionError(position: 0, message: "an expression is at most \(maximumLength) bytes, not \(text.utf8.count)")
         }

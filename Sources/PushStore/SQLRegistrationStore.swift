@@ -308,6 +308,15 @@ public final class SQLRegistrationStore: RegistrationStore {
     /// `tags` carry one of the tags: a registration imported with a user id answers to a send
     /// to that user (`RegistrationQuery.user`), but carries no `$UserId:{…}`, as before.
     static func carrying(_ tags: [String], hub: String, in table: TagTable, dialect: SQLDialect) -> [(sql: String, binds: [SQLValue])] {
+        owners(carrying: tags, hub: hub, in: table, dialect: dialect).map { ("SELECT \(table.owner) FROM \($0.from) WHERE \($0.sql)", $0.binds) }
+    }
+
+    /// A condition on `from` that finds owners of tags, with its values.
+    typealias OwnerCondition = (from: String, sql: String, binds: [SQLValue])
+
+    /// The conditions of `carrying(_:hub:in:dialect:)`, each with the table it is on: the tag
+    /// table for explicit tags, `table.owners` for implicit ones.
+    static func owners(carrying tags: [String], hub: String, in table: TagTable, dialect: SQLDialect) -> [OwnerCondition] {
         var explicit: [String] = []
         var installations: [String] = []
         var users: [String] = []
@@ -318,21 +327,20 @@ public final class SQLRegistrationStore: RegistrationStore {
             case .user(let id): users.append(id)
             }
         }
-        // One SELECT for each kind: the explicit tags' rows, the installations', the users'.
+        // One condition for each kind: the explicit tags' rows, the installations', the users'.
         let kinds = [
             (table.name, "tag", explicit, [String]()), (table.owners, "installation_id", installations, installations.map(Tags.installation)),
             (table.owners, "user_id", users, users.map(Tags.user)),
         ]
         return kinds.filter { !$0.2.isEmpty }.map { from, column, values, implicit in
             let condition = values.count == 1 ? "= ?" : "IN (" + placeholders(values.count) + ")"
-            var select = (
-                sql: "SELECT \(table.owner) FROM \(from) WHERE hub = ? AND \(column) \(condition)", binds: [.text(hub)] + values.map(SQLValue.text)
-            )
+            var owners = (from: from, sql: "hub = ? AND \(column) \(condition)", binds: [.text(hub)] + values.map(SQLValue.text))
             if let first = implicit.first {
                 let carried = compile(implicit.dropFirst().reduce(.tag(first)) { .or($0, .tag($1)) }, dialect: dialect, column: "tags")
-                select = (select.sql + " AND " + carried.sql, select.binds + carried.binds)
+                owners.sql += " AND " + carried.sql
+                owners.binds += carried.binds
             }
-            return select
+            return owners
         }
     }
 
@@ -665,11 +673,11 @@ public final class SQLRegistrationStore: RegistrationStore {
         hub: String, carrying tag: String, among filter: (sql: String, binds: [SQLValue])?, after: Int64, limit: Int, columns: String,
         dialect: SQLDialect, on connection: any SQLConnection
     ) async throws -> (rows: [SQLRow], next: RegistrationCursor?) {
-        let owners = carrying([tag], hub: hub, in: .registrations, dialect: dialect)[0]
+        // An implicit tag's owners are rows of `registrations` itself, read here in one pass.
+        let owners = owners(carrying: [tag], hub: hub, in: .registrations, dialect: dialect)[0]
         let matches = filter.map { "CASE WHEN (\($0.sql)) THEN 1 ELSE 0 END" } ?? "1"
         let rows = try await connection.query(
-            "SELECT \(columns), \(matches) AS pushhub_matches FROM registrations r WHERE r.seq IN (\(owners.sql) AND seq > ? "
-                + "ORDER BY seq LIMIT ?) ORDER BY r.seq",
+            "SELECT \(columns), \(matches) AS pushhub_matches FROM registrations r WHERE \(owners.sql) AND r.seq > ? ORDER BY r.seq LIMIT ?",
             (filter?.binds ?? []) + owners.binds + [.integer(after), .integer(Int64(limit))])
         let next = rows.count == limit ? rows.last?.integer("seq").map(RegistrationCursor.init(position:)) : nil
         return (rows.filter { $0.integer("pushhub_matches") == 1 }, next)

@@ -47,6 +47,8 @@ final class ChildProcess: Sendable {
 
     var output: [String] { buffer.lines }
 
+    var pid: pid_t { process.pid }
+
     /// The first output line starting with `prefix`, waiting up to `timeout` for it.
     func line(startingWith prefix: String, after skip: Int = 0, timeout: Duration = .seconds(30)) async -> String? {
         let deadline = ContinuousClock.now + timeout

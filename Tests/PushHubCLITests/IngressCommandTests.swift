@@ -79,6 +79,37 @@ struct IngressCommandTests {
         #expect(await production.exitStatus(within: .seconds(10)) == 0)
     }
 
+    @Test("--event-loops sets how many NIO event loops serve HTTP; half the cores by default; out of range is refused")
+    func eventLoops() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-loops-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let config = directory.appendingPathComponent("pushhub.yaml").path
+        let database = directory.appendingPathComponent("pushhub.sqlite").path
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        for (arguments, expected) in [([], max(1, cores / 2)), (["--event-loops", "1"], 1), (["--event-loops", "3"], 3)] {
+            let ingress = try ChildProcess(
+                Self.ingressExecutable, arguments: ["--port", "0", "--config", config, "--database", database] + arguments,
+                environment: ["PUSHHUB_LOG_LEVEL": "error"])
+            let url = try #require(await ingress.line(startingWith: "PUSHHUB_URL=")).dropFirst("PUSHHUB_URL=".count)
+            // It answers on them.
+            let (_, response) = try await URLSession.shared.data(from: URL(string: "\(url)/health/live")!)
+            #expect((response as? HTTPURLResponse)?.statusCode == 200)
+            let threads = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(ingress.pid)/task").compactMap { task in
+                try? String(contentsOfFile: "/proc/\(ingress.pid)/task/\(task)/comm", encoding: .utf8)
+            }
+            #expect(threads.filter { $0.hasPrefix("NIO-SGLTN") }.count == expected, "\(arguments): \(threads.sorted())")
+            ingress.signal(SIGTERM)
+            #expect(await ingress.exitStatus(within: .seconds(10)) == 0)
+        }
+        for wrong in ["0", "257", "many"] {
+            let refused = try ChildProcess(
+                Self.ingressExecutable, arguments: ["--port", "0", "--config", config, "--database", database, "--event-loops", wrong],
+                error: .merge)
+            #expect(await refused.exitStatus(within: .seconds(30)) == 64)
+            #expect(refused.output.contains { $0.contains("event-loops") }, "\(wrong): \(refused.output)")
+        }
+    }
+
     @Test("users add refuses a short password and a name that cannot be a tag")
     func usersAddRefuses() async throws {
         let database = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path

@@ -1,6 +1,7 @@
 import Foundation
-import PushModel
 import Testing
+
+@testable import PushModel
 
 @Suite("Tag expressions")
 struct TagExpressionTests {
@@ -125,5 +126,42 @@ extension TagExpressionTests {
         // The parser tells implicit tags apart by the same classifier.
         #expect(try TagExpression.parse("$UserId:{\u{301}carol}") == .tag("$UserId:{\u{301}carol}"))
         #expect(throws: TagExpressionError.self) { try TagExpression.parse("$Other:{x}") }
+    }
+
+    @Test("a text that is one tag is read without the parser, to what the parser reads; anything else goes to the parser")
+    func singleTags() {
+        let corpus = [
+            "Sports", "$UserId:{bob}", "$InstallationId:{i-1$!~}", "$UserId:{}", "$UserId:{a}}", "$UserId:{a} ", " Sports", "Sports ",
+            "Sports&&Music", "$UserId:{a && b}", "$UserId:{a}&&x", "$UserId:{a\u{600}}", "$UserId:{\u{301}carol}", "$UserId:{x}\u{301}",
+            "$userid:{bob}", "$Other:{x}", "$", "", "!Sports", "(Sports)", "Spo rts", "Spörts", String(repeating: "a", count: 120),
+            String(repeating: "a", count: 121), "$UserId:{" + String(repeating: "x", count: 5_000) + "}", "a\r\n", "$UserId:{\r\n}",
+        ]
+        var generator = SystemRandomNumberGenerator()
+        let pieces = [
+            "a", "Z", "9", "_", "@", "#", ".", ":", "-", "$", "{", "}", " ", "&", "|", "!", "(", ")", "é", "\u{301}", "\u{600}", "\r", "\n",
+        ]
+        let mutated = (0..<20_000).map { _ in
+            let base = corpus.randomElement(using: &generator)!
+            var text = base.count > 200 ? "" : base
+            for _ in 0..<Int.random(in: 0...3, using: &generator) {
+                let piece = pieces.randomElement(using: &generator)!
+                let at = text.index(text.startIndex, offsetBy: Int.random(in: 0...text.count, using: &generator))
+                text.insert(contentsOf: piece, at: at)
+            }
+            return text
+        }
+        var fast = 0
+        for text in corpus + mutated {
+            let parsed = Result { () throws(TagExpressionError) in try TagExpression.parse(text) }
+            let inFull = Result { () throws(TagExpressionError) in try TagExpression.parseInFull(text) }
+            #expect(parsed == inFull, "\(text.prefix(80).debugDescription)")
+            if let tag = TagExpression.singleTag(text) {
+                fast += 1
+                #expect(inFull == .success(.tag(tag)) && tag == text, "\(text.prefix(80).debugDescription)")
+            }
+        }
+        // Both kinds of single tag took the short way.
+        #expect(TagExpression.singleTag("Sports") == "Sports" && TagExpression.singleTag("$UserId:{bob}") == "$UserId:{bob}")
+        #expect(fast > 1_000, "\(fast) of \(corpus.count + mutated.count)")
     }
 }

@@ -230,10 +230,6 @@ public final class SQLiteDatabase: SQLDatabase {
     /// How the writer's transactions ran, since the database opened.
     public var writeRuns: WriteRuns { pending.withLock { $0.runs } }
 
-    /// The writer's own checkpoints since the database opened: those that finished one made
-    /// beside it, and those that copied the whole log (past twice the threshold).
-    public var writerCheckpoints: (finished: Int, copied: Int) { checkpointer.writerCheckpoints }
-
     /// Writes waiting for the writer.
     public var waitingWrites: Int { pending.withLock { $0.jobs.count } }
 
@@ -302,10 +298,6 @@ public final class SQLiteCheckpointer: @unchecked Sendable {
     private let connection: SQLiteConnection
     private let queue = DispatchQueue(label: "pushhub.sqlite.checkpoint")
     private let running = Atomic(false)
-    /// A checkpoint beside the writer ended since the writer last finished one.
-    private let copiedBeside = Atomic(false)
-    private let finishedByWriter = Atomic(0)
-    private let copiedByWriter = Atomic(0)
 
     init(path: String, threshold: Int) throws {
         connection = try SQLiteConnection(path: path)
@@ -318,35 +310,17 @@ public final class SQLiteCheckpointer: @unchecked Sendable {
     /// Called by the writer after each commit with the log's length in pages; true when the
     /// writer should checkpoint itself, now. The log starts again from its beginning only when
     /// a write begins with all of it copied, and under a steady stream of writes a checkpoint
-    /// beside them never catches up: each one copied what came since the one before, one after
-    /// another for as long as the writes went on. So once a checkpoint beside the writer has
-    /// copied the bulk, the writer copies what came in the meantime (a few commits' pages),
-    /// and the log starts again. Past twice the threshold, the writer copies all of it.
+    /// beside them never catches up: past twice the threshold, the writer copies the rest.
     func logGrew(to pages: Int) -> Bool {
-        if pages >= 2 * threshold {
-            copiedByWriter.add(1, ordering: .relaxed)
-            return true
-        }
-        guard pages >= threshold else { return false }
-        if copiedBeside.exchange(false, ordering: .acquiringAndReleasing) {
-            finishedByWriter.add(1, ordering: .relaxed)
-            return true
-        }
-        guard running.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return false }
+        if pages >= 2 * threshold { return true }
+        guard pages >= threshold, running.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+        else { return false }
         queue.async {
             // A failure (a busy reader) leaves the log for the next commit to hand over again.
-            if (try? self.connection.run("PRAGMA wal_checkpoint(PASSIVE)")) != nil {
-                self.copiedBeside.store(true, ordering: .releasing)
-            }
+            try? self.connection.run("PRAGMA wal_checkpoint(PASSIVE)")
             self.running.store(false, ordering: .releasing)
         }
         return false
-    }
-
-    /// How often the writer finished a checkpoint made beside it, and how often it copied the
-    /// whole log itself (past twice the threshold).
-    var writerCheckpoints: (finished: Int, copied: Int) {
-        (finishedByWriter.load(ordering: .relaxed), copiedByWriter.load(ordering: .relaxed))
     }
 
     func close() {

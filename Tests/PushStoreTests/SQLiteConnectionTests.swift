@@ -280,18 +280,15 @@ struct SQLiteConnectionTests {
         }
     }
 
-    @Test(
-        "the log is copied into the database beside the writer once it passes its threshold, the writer finishes the copy, and the log starts again and stays bounded"
-    )
+    @Test("the log is copied into the database beside the writer once it passes its threshold, so it starts again and stays bounded")
     func checkpointBesideTheWriter() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-checkpoint-\(UUID().uuidString).sqlite").path
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
         let database = try SQLiteDatabase(path: path, readers: 1, checkpointPages: 100)
         try await database.write { try await $0.execute("CREATE TABLE pages (id INTEGER PRIMARY KEY, filler BLOB NOT NULL)", []) }
         // 150 writes of 40 pages, one after the other: 6,000 pages, 25 MB of log without a
-        // checkpoint. One beside the writer never catches up with a steady stream of writes:
-        // once it has copied the bulk, the writer copies what came meanwhile (or, past twice
-        // the threshold, the rest), and the log starts again.
+        // checkpoint. One beside the writer never catches up with a steady stream of writes;
+        // the writer copies the rest past twice the threshold, and the log starts again.
         for round in 0..<150 {
             try await database.write { connection in
                 for id in 0..<40 { try await connection.execute("INSERT INTO pages VALUES (?, zeroblob(3000))", [.integer(Int64(round * 40 + id))]) }
@@ -302,10 +299,6 @@ struct SQLiteConnectionTests {
         // whole suite starves its thread: 1,741 pages once), the writer's own gets SQLITE_BUSY.
         // Half of what 6,000 pages without a checkpoint would be.
         #expect(log < 3_000 * 4_096, "the log holds \(log / 4_096) pages")
-        // Checkpoints beside the writer ended, and the writer finished them: without that, a
-        // checkpoint followed every commit past the threshold until the log held twice it.
-        let checkpoints = database.writerCheckpoints
-        #expect(checkpoints.finished >= 1, "the writer finished \(checkpoints.finished) and copied \(checkpoints.copied)")
         let rows = try await database.read { try await $0.query("SELECT count(*) AS n FROM pages", []).first?.integer("n") }
         #expect(rows == 6_000)
         await database.close()

@@ -37,8 +37,8 @@ struct IngressCommand: AsyncParsableCommand {
 
     @Option(
         help: """
-            NIO event loops that read and write the HTTP connections (default: half the cores, at least one). \
-            A request's own work runs on Swift's pool, not on them.
+            NIO event loops of the process, which read and write its HTTP connections, served and made (default: \
+            $NIO_SINGLETON_GROUP_LOOP_COUNT, else half the cores, at least one). A request's own work runs on Swift's pool.
             """)
     var eventLoops: Int?
 
@@ -53,14 +53,18 @@ struct IngressCommand: AsyncParsableCommand {
     /// The event loops of the process: those asked for, or half the cores, at least one. The
     /// loops only read, parse and write HTTP; on two cores, one loop beside Swift's two pool
     /// threads made fewer threads hand requests to each other, and a single-user send cost the
-    /// ingress 4–10 % less CPU than with a loop per core (docs/benchmarks.md, sixteenth round).
+    /// ingress 2–11 % less CPU than with a loop per core in four pairs of runs
+    /// (docs/benchmarks.md, sixteenth round).
     static func eventLoopCount(requested: Int?, cores: Int) -> Int {
         requested ?? max(1, cores / 2)
     }
 
     func run() async throws {
-        // Before anything uses NIO's shared event loops (it traps once they exist).
-        NIOSingletons.groupLoopCountSuggestion = Self.eventLoopCount(requested: eventLoops, cores: ProcessInfo.processInfo.activeProcessorCount)
+        // Before anything uses NIO's shared event loops (it traps once they exist), and once.
+        // NIO's own variable stands when the option is not given.
+        if eventLoops != nil || ProcessInfo.processInfo.environment["NIO_SINGLETON_GROUP_LOOP_COUNT"] == nil {
+            NIOSingletons.groupLoopCountSuggestion = Self.eventLoopCount(requested: eventLoops, cores: System.coreCount)
+        }
         let environment = PushHubEnvironment.current
         let logger = makeLogger("pushhub.ingress")
         let tracing = try ProcessTracing.service(serviceName: "pushhub-ingress", logger: logger)

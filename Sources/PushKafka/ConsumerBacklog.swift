@@ -111,8 +111,16 @@ public final class ConsumerBacklog: Sendable {
 
     /// The handle for every watch; nothing is asked of the brokers until the first wait.
     public init(servers: [String], watches: [Watch], settings: Settings = Settings(), logger: Logger) throws(KafkaError) {
-        client = try RDKafkaClient.makeAdmin(
-            properties: ["bootstrap.servers": servers.joined(separator: ","), "client.id": "pushhub-backlog"], logger: logger)
+        // A consumer naming a group of its own that it never joins: librdkafka answers a
+        // coordinator error of another group's offsets by asking its handle's own group to find
+        // its coordinator again, and on a handle without a group (a producer) that crashes
+        // (confluentinc/librdkafka#5040).
+        client = try RDKafkaClient.make(
+            type: RD_KAFKA_CONSUMER,
+            properties: [
+                "bootstrap.servers": servers.joined(separator: ","), "client.id": "pushhub-backlog", "group.id": "pushhub-backlog",
+                "enable.auto.commit": "false",
+            ], callbacks: ClientCallbacks(logger: logger))
         self.groups = Dictionary(watches.map { ($0.topic, $0.group) }, uniquingKeysWith: { first, _ in first })
         self.settings = settings
         self.logger = logger
@@ -359,50 +367,5 @@ extension RDKafkaClient {
                 }
             }
         }
-    }
-}
-
-extension RDKafkaClient {
-    /// Fills `list`'s offsets with those `group` committed (`RD_KAFKA_OFFSET_INVALID` where it
-    /// committed none), through the admin API: any handle asks for any group. Blocks.
-    func committedOffsets(
-        of group: String, into list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>, timeout: Int32
-    ) -> rd_kafka_resp_err_t {
-        var errorText = [CChar](repeating: 0, count: 256)
-        guard let request = rd_kafka_ListConsumerGroupOffsets_new(group, list) else { return RD_KAFKA_RESP_ERR__INVALID_ARG }
-        defer { rd_kafka_ListConsumerGroupOffsets_destroy(request) }
-        let options = rd_kafka_AdminOptions_new(handle, RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS)
-        defer { rd_kafka_AdminOptions_destroy(options) }
-        _ = rd_kafka_AdminOptions_set_request_timeout(options, timeout, &errorText, errorText.count)
-        let queue = rd_kafka_queue_new(handle)
-        defer { rd_kafka_queue_destroy(queue) }
-        var requests: [OpaquePointer?] = [request]
-        rd_kafka_ListConsumerGroupOffsets(handle, &requests, 1, options, queue)
-        // The answer comes by the request time-out at the latest; a little slack on top.
-        guard let event = rd_kafka_queue_poll(queue, timeout + 1000) else { return RD_KAFKA_RESP_ERR__TIMED_OUT }
-        defer { rd_kafka_event_destroy(event) }
-        let eventError = rd_kafka_event_error(event)
-        guard eventError == RD_KAFKA_RESP_ERR_NO_ERROR else { return eventError }
-        var count = 0
-        guard let groups = rd_kafka_ListConsumerGroupOffsets_result_groups(rd_kafka_event_ListConsumerGroupOffsets_result(event), &count),
-            count == 1, let result = groups[0]
-        else { return RD_KAFKA_RESP_ERR__BAD_MSG }
-        if let error = rd_kafka_group_result_error(result) { return rd_kafka_error_code(error) }
-        guard let answered = rd_kafka_group_result_partitions(result), let elements = answered.pointee.elems else {
-            return RD_KAFKA_RESP_ERR__BAD_MSG
-        }
-        // By topic and partition: the answer need not keep the request's order.
-        var offsets: [KafkaTopicPartition: (offset: Int64, error: rd_kafka_resp_err_t)] = [:]
-        for index in 0..<Int(answered.pointee.cnt) {
-            let element = elements[index]
-            offsets[KafkaTopicPartition(topic: String(cString: element.topic), partition: element.partition)] = (element.offset, element.err)
-        }
-        for index in 0..<Int(list.pointee.cnt) {
-            let element = list.pointee.elems[index]
-            let answer = offsets[KafkaTopicPartition(topic: String(cString: element.topic), partition: element.partition)]
-            list.pointee.elems[index].offset = answer?.offset ?? Int64(RD_KAFKA_OFFSET_INVALID)
-            list.pointee.elems[index].err = answer?.error ?? RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION
-        }
-        return RD_KAFKA_RESP_ERR_NO_ERROR
     }
 }

@@ -33,42 +33,33 @@ extension RDKafkaClient {
                     _ = rd_kafka_NewTopic_set_config(topic, name, value)
                 }
             }
-            let options = rd_kafka_AdminOptions_new(handle, RD_KAFKA_ADMIN_OP_CREATETOPICS)
-            defer { rd_kafka_AdminOptions_destroy(options) }
-            _ = rd_kafka_AdminOptions_set_request_timeout(options, milliseconds, &errorText, errorText.count)
-            _ = rd_kafka_AdminOptions_set_operation_timeout(options, milliseconds, &errorText, errorText.count)
-            let queue = rd_kafka_queue_new(handle)
-            defer { rd_kafka_queue_destroy(queue) }
             let topicCount = newTopics.count
-            rd_kafka_CreateTopics(handle, &newTopics, topicCount, options, queue)
-            guard let event = rd_kafka_queue_poll(queue, answerMilliseconds) else {
-                return .failure(KafkaError(kind: .operation, code: .timedOut, context: "no answer to CreateTopics"))
-            }
-            defer { rd_kafka_event_destroy(event) }
-            let eventError = rd_kafka_event_error(event)
-            if eventError != RD_KAFKA_RESP_ERR_NO_ERROR {
-                let detail = rd_kafka_event_error_string(event).map { String(cString: $0) }
-                return .failure(KafkaError(kind: .operation, code: KafkaErrorCode(eventError), context: "CreateTopics failed", detail: detail))
-            }
-            var count = 0
-            guard let results = rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(event), &count) else {
-                return .failure(KafkaError(kind: .operation, context: "CreateTopics returned no result"))
-            }
-            var outcomes: [String: KafkaAdmin.CreationOutcome] = [:]
-            for index in 0..<count {
-                let result = results[index]
-                let name = String(cString: rd_kafka_topic_result_name(result))
-                let code = rd_kafka_topic_result_error(result)
-                switch code {
-                case RD_KAFKA_RESP_ERR_NO_ERROR: outcomes[name] = .created
-                case RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS: outcomes[name] = .alreadyExisted
-                default:
-                    let detail = rd_kafka_topic_result_error_string(result).map { String(cString: $0) }
-                    return .failure(
-                        KafkaError(kind: .operation, code: KafkaErrorCode(code), context: "could not create topic \(name)", detail: detail))
+            return adminRequest(
+                RD_KAFKA_ADMIN_OP_CREATETOPICS, named: "CreateTopics", timeout: milliseconds, operationTimeout: true,
+                answerWithin: answerMilliseconds
+            ) { options, queue in
+                rd_kafka_CreateTopics(handle, &newTopics, topicCount, options, queue)
+            } read: { event in
+                var count = 0
+                guard let results = rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(event), &count) else {
+                    return .failure(KafkaError(kind: .operation, context: "CreateTopics returned no result"))
                 }
+                var outcomes: [String: KafkaAdmin.CreationOutcome] = [:]
+                for index in 0..<count {
+                    let result = results[index]
+                    let name = String(cString: rd_kafka_topic_result_name(result))
+                    let code = rd_kafka_topic_result_error(result)
+                    switch code {
+                    case RD_KAFKA_RESP_ERR_NO_ERROR: outcomes[name] = .created
+                    case RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS: outcomes[name] = .alreadyExisted
+                    default:
+                        let detail = rd_kafka_topic_result_error_string(result).map { String(cString: $0) }
+                        return .failure(
+                            KafkaError(kind: .operation, code: KafkaErrorCode(code), context: "could not create topic \(name)", detail: detail))
+                    }
+                }
+                return .success(outcomes)
             }
-            return .success(outcomes)
         }
         return try outcome.get()
     }
@@ -103,5 +94,91 @@ extension RDKafkaClient {
             }
             return .success(KafkaClusterMetadata(brokers: brokers.sorted { $0.id < $1.id }, topics: topics.sorted { $0.name < $1.name }))
         }.get()
+    }
+}
+
+extension RDKafkaClient {
+    /// One admin request: options for `operation` with `timeout` for the request (and for the
+    /// brokers' operation too, with `operationTimeout`), sent by `send` to a queue of its own,
+    /// whose answer `read` takes. The answer's own error, or none within `answerWithin`, is a
+    /// failure. Blocks; call it on a Dispatch thread.
+    func adminRequest<T>(
+        _ operation: rd_kafka_admin_op_t, named name: String, timeout: Int32, operationTimeout: Bool = false, answerWithin: Int32,
+        send: (OpaquePointer?, OpaquePointer?) -> Void, read: (OpaquePointer) -> Result<T, KafkaError>
+    ) -> Result<T, KafkaError> {
+        var errorText = [CChar](repeating: 0, count: 512)
+        let options = rd_kafka_AdminOptions_new(handle, operation)
+        defer { rd_kafka_AdminOptions_destroy(options) }
+        _ = rd_kafka_AdminOptions_set_request_timeout(options, timeout, &errorText, errorText.count)
+        if operationTimeout { _ = rd_kafka_AdminOptions_set_operation_timeout(options, timeout, &errorText, errorText.count) }
+        let queue = rd_kafka_queue_new(handle)
+        defer { rd_kafka_queue_destroy(queue) }
+        send(options, queue)
+        guard let event = rd_kafka_queue_poll(queue, answerWithin) else {
+            return .failure(KafkaError(kind: .operation, code: .timedOut, context: "no answer to \(name)"))
+        }
+        defer { rd_kafka_event_destroy(event) }
+        let eventError = rd_kafka_event_error(event)
+        if eventError != RD_KAFKA_RESP_ERR_NO_ERROR {
+            let detail = rd_kafka_event_error_string(event).map { String(cString: $0) }
+            return .failure(KafkaError(kind: .operation, code: KafkaErrorCode(eventError), context: "\(name) failed", detail: detail))
+        }
+        return read(event)
+    }
+
+    /// Fills `list`'s offsets with those `group` committed (`RD_KAFKA_OFFSET_INVALID` where it
+    /// committed none, or the answer left a partition out), through the admin API: any handle
+    /// asks for any group. Blocks; call it on a Dispatch thread.
+    func committedOffsets(
+        of group: String, into list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>, timeout: Int32
+    ) -> rd_kafka_resp_err_t {
+        guard list.pointee.cnt > 0 else { return RD_KAFKA_RESP_ERR_NO_ERROR }
+        guard let request = rd_kafka_ListConsumerGroupOffsets_new(group, list) else { return RD_KAFKA_RESP_ERR__INVALID_ARG }
+        defer { rd_kafka_ListConsumerGroupOffsets_destroy(request) }
+        var requests: [OpaquePointer?] = [request]
+        let answered = adminRequest(
+            RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS, named: "ListConsumerGroupOffsets", timeout: timeout,
+            // The answer comes by the request time-out at the latest; a little slack on top.
+            answerWithin: Int32(clamping: Int64(timeout) + 1000)
+        ) { options, queue in
+            rd_kafka_ListConsumerGroupOffsets(handle, &requests, 1, options, queue)
+        } read: { event -> Result<[KafkaTopicPartition: (offset: Int64, error: rd_kafka_resp_err_t)], KafkaError> in
+            var count = 0
+            guard let result = rd_kafka_event_ListConsumerGroupOffsets_result(event),
+                let groups = rd_kafka_ListConsumerGroupOffsets_result_groups(result, &count), count == 1, let answer = groups[0]
+            else {
+                return .failure(
+                    KafkaError(
+                        kind: .operation, code: KafkaErrorCode(RD_KAFKA_RESP_ERR__BAD_MSG), context: "ListConsumerGroupOffsets returned no group"))
+            }
+            if let error = rd_kafka_group_result_error(answer) {
+                return .failure(KafkaError(kind: .operation, code: KafkaErrorCode(rd_kafka_error_code(error)), context: "offsets of \(group)"))
+            }
+            guard let partitions = rd_kafka_group_result_partitions(answer), let elements = partitions.pointee.elems else {
+                return .failure(
+                    KafkaError(
+                        kind: .operation, code: KafkaErrorCode(RD_KAFKA_RESP_ERR__BAD_MSG), context: "ListConsumerGroupOffsets returned no partitions"
+                    ))
+            }
+            // By topic and partition: the answer need not keep the request's order. A partition
+            // the brokers could not answer for keeps its error, as rd_kafka_committed's did.
+            var offsets: [KafkaTopicPartition: (offset: Int64, error: rd_kafka_resp_err_t)] = [:]
+            for index in 0..<Int(partitions.pointee.cnt) {
+                let element = elements[index]
+                offsets[KafkaTopicPartition(topic: String(cString: element.topic), partition: element.partition)] = (element.offset, element.err)
+            }
+            return .success(offsets)
+        }
+        switch answered {
+        case .failure(let error): return error.code?.cValue ?? RD_KAFKA_RESP_ERR__FAIL
+        case .success(let offsets):
+            for index in 0..<Int(list.pointee.cnt) {
+                let element = list.pointee.elems[index]
+                let answer = offsets[KafkaTopicPartition(topic: String(cString: element.topic), partition: element.partition)]
+                list.pointee.elems[index].offset = answer?.offset ?? Int64(RD_KAFKA_OFFSET_INVALID)
+                list.pointee.elems[index].err = answer?.error ?? RD_KAFKA_RESP_ERR_NO_ERROR
+            }
+            return RD_KAFKA_RESP_ERR_NO_ERROR
+        }
     }
 }

@@ -675,6 +675,7 @@ public final class SQLRegistrationStore: RegistrationStore {
     ) async throws -> (rows: [SQLRow], next: RegistrationCursor?) {
         // An implicit tag's owners are rows of `registrations` itself, read here in one pass.
         let owners = owners(carrying: [tag], hub: hub, in: .registrations, dialect: dialect)[0]
+        precondition(owners.from == "registrations", "an implicit tag's owners are registrations")
         let matches = filter.map { "CASE WHEN (\($0.sql)) THEN 1 ELSE 0 END" } ?? "1"
         let rows = try await connection.query(
             "SELECT \(columns), \(matches) AS pushhub_matches FROM registrations r WHERE \(owners.sql) AND r.seq > ? ORDER BY r.seq LIMIT ?",

@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import PushIngress
 import Testing
 
@@ -85,11 +86,15 @@ struct IngressCommandTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let config = directory.appendingPathComponent("pushhub.yaml").path
         let database = directory.appendingPathComponent("pushhub.sqlite").path
-        let cores = ProcessInfo.processInfo.activeProcessorCount
-        for (arguments, expected) in [([], max(1, cores / 2)), (["--event-loops", "1"], 1), (["--event-loops", "3"], 3)] {
+        // NIO's own variable stands without the option, and the option over it.
+        let cases: [([String], [String: String], Int)] = [
+            ([], [:], max(1, System.coreCount / 2)), (["--event-loops", "1"], [:], 1), (["--event-loops", "3"], [:], 3),
+            ([], ["NIO_SINGLETON_GROUP_LOOP_COUNT": "2"], 2), (["--event-loops", "1"], ["NIO_SINGLETON_GROUP_LOOP_COUNT": "3"], 1),
+        ]
+        for (arguments, variables, expected) in cases {
             let ingress = try ChildProcess(
                 Self.ingressExecutable, arguments: ["--port", "0", "--config", config, "--database", database] + arguments,
-                environment: ["PUSHHUB_LOG_LEVEL": "error"])
+                environment: ["PUSHHUB_LOG_LEVEL": "error"].merging(variables) { _, new in new })
             let url = try #require(await ingress.line(startingWith: "PUSHHUB_URL=")).dropFirst("PUSHHUB_URL=".count)
             // It answers on them.
             let (_, response) = try await URLSession.shared.data(from: URL(string: "\(url)/health/live")!)
@@ -97,7 +102,7 @@ struct IngressCommandTests {
             let threads = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(ingress.pid)/task").compactMap { task in
                 try? String(contentsOfFile: "/proc/\(ingress.pid)/task/\(task)/comm", encoding: .utf8)
             }
-            #expect(threads.filter { $0.hasPrefix("NIO-SGLTN") }.count == expected, "\(arguments): \(threads.sorted())")
+            #expect(threads.filter { $0.hasPrefix("NIO-SGLTN") }.count == expected, "\(arguments) \(variables): \(threads.sorted())")
             ingress.signal(SIGTERM)
             #expect(await ingress.exitStatus(within: .seconds(10)) == 0)
         }

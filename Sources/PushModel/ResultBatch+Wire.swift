@@ -87,6 +87,9 @@ package struct JSONBytes {
 
     package mutating func integer(_ value: Int) { bytes.append(contentsOf: String(value).utf8) }
 
+    /// JSON text that is JSON already (a document, an array made by another writer), as it is.
+    package mutating func raw(_ json: String) { bytes.append(contentsOf: json.utf8) }
+
     /// Text written as it is: `true`, `false`, `null`.
     package mutating func literal(_ text: StaticString) {
         text.withUTF8Buffer { bytes.append(contentsOf: $0) }

@@ -425,8 +425,32 @@ public enum Migrations {
                             "CREATE INDEX registrations_by_user ON registrations (hub, user_id, seq) WHERE user_id IS NOT NULL",
                         ] : [])
             ),
+            (21, dialect == .postgres ? [postgresWriteInstallations] : []),
         ]
     }
+
+    /// Several installations' writes in one statement (`PostgresInstallationWrites`), each the
+    /// same call of `pushhub_write_installation` as alone, in the order given. `p_writes` is a
+    /// JSON array of objects named by that function's parameters, with the document and the
+    /// registrations as JSON values rather than text. Returns how many it wrote.
+    static let postgresWriteInstallations = """
+        CREATE OR REPLACE FUNCTION pushhub_write_installations(p_writes TEXT) RETURNS BIGINT LANGUAGE plpgsql AS $$
+        DECLARE
+            w RECORD;
+            written BIGINT := 0;
+        BEGIN
+            FOR w IN SELECT * FROM json_to_recordset(p_writes::json) AS x(
+                hub TEXT, installation_id TEXT, document JSON, updated_at BIGINT, registrations JSON,
+                platform TEXT, user_id TEXT, expired BIGINT, tags TEXT)
+            LOOP
+                PERFORM pushhub_write_installation(w.hub, w.installation_id, w.document::text, w.updated_at, w.registrations::text,
+                    w.platform, w.user_id, w.expired, w.tags);
+                written := written + 1;
+            END LOOP;
+            RETURN written;
+        END
+        $$
+        """
 
     /// The DELETE of a tag table's rows for implicit tags, which `Tags.implicit` tells apart:
     /// `$InstallationId:{…}` or `$UserId:{…}`, and nothing else (SQLite's LIKE ignores case, its

@@ -6,10 +6,14 @@ import Synchronization
 public final class SQLRegistrationStore: RegistrationStore {
     let database: any SQLDatabase
     private let remembered: TagCounts
+    /// PostgreSQL's installation writes taken together; none inside a transaction (`within`),
+    /// nor on SQLite, whose one writer takes writes together already.
+    let installationWrites: PostgresInstallationWrites?
 
-    private init(database: any SQLDatabase, remembered: TagCounts = TagCounts()) {
+    private init(database: any SQLDatabase, remembered: TagCounts = TagCounts(), installationWrites: PostgresInstallationWrites? = nil) {
         self.database = database
         self.remembered = remembered
+        self.installationWrites = installationWrites
     }
 
     /// This store inside a transaction that is open on `connection`: what it reads and writes
@@ -21,7 +25,8 @@ public final class SQLRegistrationStore: RegistrationStore {
     /// Opens the store on `database`, running its migrations first.
     public static func open(_ database: any SQLDatabase) async throws -> SQLRegistrationStore {
         try await Migrations.run(on: database)
-        return SQLRegistrationStore(database: database)
+        return SQLRegistrationStore(
+            database: database, installationWrites: database.dialect == .postgres ? PostgresInstallationWrites(database: database) : nil)
     }
 
     public func close() async {
@@ -36,6 +41,10 @@ public final class SQLRegistrationStore: RegistrationStore {
         stored.lastUpdate = RFC3339.truncated(Date())
         // Made before the write: on SQLite one writer runs every write of the database in turn.
         let write = try InstallationWrite(stored, hub: hub)
+        if let installationWrites {
+            try await installationWrites.write(write)
+            return stored
+        }
         let dialect = database.dialect
         // PostgreSQL writes it with one statement (`pushhub_write_installation`).
         try await database.writeStatement { connection in
@@ -129,7 +138,7 @@ public final class SQLRegistrationStore: RegistrationStore {
         }
     }
 
-    private static func writeInstallation(_ write: InstallationWrite, dialect: SQLDialect, on connection: any SQLConnection) async throws {
+    static func writeInstallation(_ write: InstallationWrite, dialect: SQLDialect, on connection: any SQLConnection) async throws {
         let (hub, id) = (SQLValue.text(write.hub), SQLValue.text(write.installationId))
         if dialect == .postgres {
             _ = try await connection.query(
@@ -738,11 +747,7 @@ public final class SQLRegistrationStore: RegistrationStore {
             out.string(row.registration.registrationId)
             for (name, value) in zip(columnNames, row.columns) {
                 out.key(name)
-                switch value {
-                case .null: out.literal("null")
-                case .integer(let number): out.integer(Int(number))
-                case .text(let text): out.string(text)
-                }
+                out.value(value)
             }
             out.byte(UInt8(ascii: "}"))
         }

@@ -142,6 +142,12 @@ public struct Installation: Codable, Sendable, Equatable {
             }
         }
         try FieldCheck.notEmpty(pushChannel, "pushChannel")
+        // As a registration's handle: the store indexes handles (PostgreSQL's index rows hold at
+        // most 2,704 bytes).
+        guard pushChannel.utf8.count <= EndpointPolicy.maximumURLLength else {
+            throw .invalidField(field: "pushChannel", reason: "is longer than \(EndpointPolicy.maximumURLLength) bytes")
+        }
+        try FieldCheck.noControlCharacters(pushChannel, "pushChannel")
         if platform == .baidu {
             guard let hyphen = pushChannel.firstIndex(of: "-"), hyphen != pushChannel.startIndex,
                 pushChannel.index(after: hyphen) != pushChannel.endIndex
@@ -159,7 +165,13 @@ public struct Installation: Codable, Sendable, Equatable {
             guard !name.isEmpty, name.count <= 200 else {
                 throw .invalidField(field: "templates", reason: "a template name must be 1 to 200 characters")
             }
+            try FieldCheck.noControlCharacters(name, "templates")
             try FieldCheck.notEmpty(template.body, "templates.\(name).body")
+            // A body may hold line breaks and tabs, but not U+0000, which PostgreSQL refuses.
+            if template.body.utf8.contains(0) {
+                throw .invalidField(field: "templates.\(name).body", reason: "must not hold U+0000")
+            }
+            if let expiry = template.expiry { try FieldCheck.noControlCharacters(expiry, "templates.\(name).expiry") }
             try TemplateRenderer.validate(
                 body: template.body, headers: template.headers, expiry: template.expiry, format: platform.format, field: "templates.\(name)")
             try Tags.validate(template.tags ?? [], field: "templates.\(name).tags")

@@ -185,6 +185,8 @@ public struct WebPushKeys: Codable, Sendable, Equatable, Hashable {
     func validate(field: @autoclosure () -> String) throws(WireError) {
         try FieldCheck.notEmpty(p256dh, "\(field()).p256dh")
         try FieldCheck.notEmpty(auth, "\(field()).auth")
+        try FieldCheck.noControlCharacters(p256dh, "\(field()).p256dh")
+        try FieldCheck.noControlCharacters(auth, "\(field()).auth")
     }
 }
 

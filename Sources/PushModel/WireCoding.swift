@@ -333,6 +333,15 @@ public enum FieldCheck {
         if value.isEmpty { throw .invalidField(field: field(), reason: "must not be empty") }
     }
 
+    /// `value` holds no control character (U+0000 to U+001F, U+007F): no device handle, key,
+    /// name or header value does, a header value with a line break would end its header, and
+    /// PostgreSQL refuses U+0000 in text (a refusal the store could only answer with 503).
+    public static func noControlCharacters(_ value: String, _ field: @autoclosure () -> String) throws(WireError) {
+        if value.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) {
+            throw .invalidField(field: field(), reason: "must not hold control characters")
+        }
+    }
+
     public static func uuid(_ value: String, _ field: String) throws(WireError) {
         if !isUUID(value) { throw .invalidField(field: field, reason: "must be a UUID, not \"\(value)\"") }
     }
@@ -377,6 +386,10 @@ public enum FieldCheck {
     public static func headers(_ headers: [String: String], _ field: String) throws(WireError) {
         for name in headers.keys where name.isEmpty || name.contains(where: { $0.isWhitespace || $0 == ":" }) {
             throw .invalidField(field: field, reason: "header name \"\(name)\" is not a valid HTTP header name")
+        }
+        for (name, value) in headers {
+            try noControlCharacters(name, "\(field).\(name)")
+            try noControlCharacters(value, "\(field).\(name)")
         }
     }
 }

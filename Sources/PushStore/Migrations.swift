@@ -439,9 +439,10 @@ public enum Migrations {
             w RECORD;
             written BIGINT := 0;
         BEGIN
-            FOR w IN SELECT * FROM json_to_recordset(p_writes::json) AS x(
+            FOR w IN SELECT * FROM ROWS FROM (json_to_recordset(p_writes::json) AS (
                 hub TEXT, installation_id TEXT, document JSON, updated_at BIGINT, registrations JSON,
-                platform TEXT, user_id TEXT, expired BIGINT, tags TEXT)
+                platform TEXT, user_id TEXT, expired BIGINT, tags TEXT)) WITH ORDINALITY
+                AS x(hub, installation_id, document, updated_at, registrations, platform, user_id, expired, tags, n) ORDER BY n
             LOOP
                 PERFORM pushhub_write_installation(w.hub, w.installation_id, w.document::text, w.updated_at, w.registrations::text,
                     w.platform, w.user_id, w.expired, w.tags);

@@ -10,7 +10,7 @@ public final class PostgresDatabase: SQLDatabase {
     public var readsInParallel: Bool { true }
     private let client: PostgresClient
     private let running: Task<Void, Never>
-    private let logger: Logger
+    let logger: Logger
 
     /// Connects to `url` (`postgres://user:password@host:port/database`).
     public init(url: String, logger: Logger) throws {
@@ -172,7 +172,8 @@ struct PostgresSQLConnection: SQLConnection {
             // fails the same way next time; a revoked grant or a missing table may not.
             let permanent = state?.hasPrefix("54") == true || state == "42601"
             return SQLError(
-                message: "\(message) in: \(sql.prefix(200))", isConstraintViolation: state?.hasPrefix("23") == true, isPermanent: permanent)
+                message: "\(message) in: \(sql.prefix(200))", isConstraintViolation: state?.hasPrefix("23") == true, isPermanent: permanent,
+                isServerAnswer: error.serverInfo != nil)
         }
         return SQLError(message: "\(error) in: \(sql.prefix(200))")
     }

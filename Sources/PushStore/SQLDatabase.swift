@@ -139,11 +139,16 @@ public struct SQLError: Error, Sendable, CustomStringConvertible {
     /// True when the database refused the statement itself (its shape, size or a limit), so
     /// running it again fails the same way; false for what may pass later (busy, unreachable).
     public var isPermanent: Bool = false
+    /// True when the server answered the statement with an error (it ran, and was rolled back);
+    /// false when no answer came (the connection lost, the pool closed), after which it may
+    /// have been committed or not.
+    public var isServerAnswer: Bool = false
 
-    public init(message: String, isConstraintViolation: Bool = false, isPermanent: Bool = false) {
+    public init(message: String, isConstraintViolation: Bool = false, isPermanent: Bool = false, isServerAnswer: Bool = false) {
         self.message = message
         self.isConstraintViolation = isConstraintViolation
         self.isPermanent = isPermanent
+        self.isServerAnswer = isServerAnswer
     }
 
     public var description: String { message }

@@ -333,7 +333,12 @@ extension SQLRegistrationStore: JobStore {
     ) async throws -> [JobLineResult] {
         // What is stored now of every id the lines name.
         // Sorted: rows are locked in one order, so two imports into one hub cannot deadlock.
-        let named = Set(lines.compactMap { try? $0.registration.get().registrationId }.filter { !$0.isEmpty }).sorted()
+        // Not an installation's ids, which the lines below refuse anyway: an installation's
+        // writer holds its rows, and a chunk that locked one of them in id order could deadlock
+        // with a call writing several installations (`PostgresInstallationWrites`).
+        let named = Set(
+            lines.compactMap { try? $0.registration.get().registrationId }.filter { !$0.isEmpty && !Registration.isInstallationOwned($0) }
+        ).sorted()
         var stored: [String: (seq: Int64, version: Int64, installation: String?, tags: Set<String>)] = [:]
         for start in stride(from: 0, to: named.count, by: idsPerStatement) {
             let ids = named[start..<min(start + idsPerStatement, named.count)]

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import PushModel
 import Synchronization
 
@@ -26,7 +27,10 @@ public final class SQLRegistrationStore: RegistrationStore {
     public static func open(_ database: any SQLDatabase) async throws -> SQLRegistrationStore {
         try await Migrations.run(on: database)
         return SQLRegistrationStore(
-            database: database, installationWrites: database.dialect == .postgres ? PostgresInstallationWrites(database: database) : nil)
+            database: database,
+            installationWrites: database.dialect == .postgres
+                ? PostgresInstallationWrites(database: database, logger: (database as? PostgresDatabase)?.logger ?? Logger(label: "pushhub.store"))
+                : nil)
     }
 
     public func close() async {
@@ -122,6 +126,8 @@ public final class SQLRegistrationStore: RegistrationStore {
         let tags: [String]
         /// Its registrations with their columns, `version` 1 until a stored row says otherwise.
         let registrations: [(registration: Registration, columns: [SQLValue])]
+        /// About the bytes it adds to `pushhub_write_installations`' argument.
+        let argumentBytes: Int
 
         init(_ installation: Installation, hub: String) throws {
             let now = installation.lastUpdate ?? Date()
@@ -135,6 +141,13 @@ public final class SQLRegistrationStore: RegistrationStore {
                 .integer(installation.pushChannelExpired ? 1 : 0), .text(tags.joined(separator: ",")),
             ]
             registrations = try installation.registrations(hub: hub, now: now).map { ($0, try columns(of: $0)) }
+            argumentBytes =
+                document.utf8.count + 256
+                + registrations.reduce(0) { sum, row in
+                    row.columns.reduce(sum + 256) { sum, value in
+                        if case .text(let text) = value { sum + text.utf8.count } else { sum + 20 }
+                    }
+                }
         }
     }
 

@@ -180,6 +180,51 @@ struct HostileInputTests {
         }
     }
 
+    @Test("control characters in an installation's handle, keys, template names, header values and expiry are 400s naming the field")
+    func controlCharacters() async throws {
+        let fixture = try await IngressFixture()
+        // As JSON escapes: U+0000 (which PostgreSQL refuses in text, once a 503), a line break, DEL.
+        let cases: [(body: String, field: String)] = [
+            (#"{"installationId":"c1","platform":"apns","pushChannel":"aa\u0000bb"}"#, "pushChannel"),
+            (#"{"installationId":"c1","platform":"apns","pushChannel":"aa\nbb"}"#, "pushChannel"),
+            (#"{"installationId":"c1","platform":"apns","pushChannel":"\#(String(repeating: "a", count: 2049))"}"#, "pushChannel"),
+            (#"{"installationId":"c1","platform":"apns","pushChannel":"aa","templates":{"t\u0000":{"body":"{}"}}}"#, "templates"),
+            (
+                #"{"installationId":"c1","platform":"apns","pushChannel":"aa","templates":{"t":{"body":"{\"a\":\"\u0000\"}"}}}"#,
+                "templates.t.body"
+            ),
+            (
+                #"{"installationId":"c1","platform":"apns","pushChannel":"aa","templates":{"t":{"body":"{}","headers":{"x":"a\r\nb: c"}}}}"#,
+                "templates.t.headers.x"
+            ),
+            (
+                #"{"installationId":"c1","platform":"apns","pushChannel":"aa","templates":{"t":{"body":"{}","expiry":"a\u007f"}}}"#,
+                "templates.t.expiry"
+            ),
+            (
+                #"{"installationId":"c1","platform":"browser","pushChannel":{"endpoint":"https://fcm.googleapis.com/fcm/send/x","p256dh":"a\u0001","auth":"b"}}"#,
+                "p256dh"
+            ),
+        ]
+        try await fixture.app.test(.router) { client in
+            for (body, field) in cases {
+                let response = try await client.execute(
+                    uri: "/myhub/installations/c1", method: .put, headers: IngressFixture.listenAccess.withContentType("application/json"),
+                    body: ByteBuffer(string: body))
+                #expect(response.status == .badRequest, "\(field): \(response.text)")
+                #expect(response.text.contains(field), "\(field): \(response.text)")
+            }
+            // A body's own line breaks and tabs are a template's to have.
+            let accepted = try await client.execute(
+                uri: "/myhub/installations/c1", method: .put, headers: IngressFixture.listenAccess.withContentType("application/json"),
+                body: ByteBuffer(
+                    string: #"{"installationId":"c1","platform":"apns","pushChannel":"aa","#
+                        + #""templates":{"t":{"body":"{\n\t\"aps\":{\"alert\":\"$(m)\"}}"}}}"#))
+            #expect(accepted.status == .ok, "\(accepted.text)")
+            #expect(try await fixture.store.installation(hub: "myhub", id: "c1")?.templates["t"]?.body.hasPrefix("{\n\t") == true)
+        }
+    }
+
     @Test("Location comes from the configured public URL, and X-Forwarded-Proto only behind a trusted proxy")
     func locations() async throws {
         var forwarded = IngressFixture.fullAccess

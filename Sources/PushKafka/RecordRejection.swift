@@ -11,7 +11,10 @@ public enum RecordRejection {
     public static func reject(
         _ record: KafkaRecord, hub: String, reason: String, topics: PushTopics, producer: KafkaProducer, logger: Logger
     ) async throws {
-        let notificationId = record.keyString.flatMap { $0.isEmpty ? nil : $0.split(separator: ":").first.map(String.init) } ?? "unknown"
+        // The key's id only when it is one (a UUID, as every notification's): the key of a record
+        // another service produced may hold anything, and the result is kept under it.
+        let notificationId =
+            record.keyString.flatMap { $0.split(separator: ":").first.map(String.init) }.flatMap { FieldCheck.isUUID($0) ? $0 : nil } ?? "unknown"
         let result = ResultBatch(
             notificationId: notificationId, hub: hub,
             results: [DeliveryResult(registrationId: nil, handle: nil, outcome: .rejected, pnsReason: reason, attempts: 0, dwellMs: 0)])

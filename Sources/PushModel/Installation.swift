@@ -162,8 +162,9 @@ public struct Installation: Codable, Sendable, Equatable {
             throw .invalidField(field: "templates", reason: "at most \(Self.maximumTemplates) templates per installation, not \(templates.count)")
         }
         for (name, template) in templates {
-            guard !name.isEmpty, name.count <= 200 else {
-                throw .invalidField(field: "templates", reason: "a template name must be 1 to 200 characters")
+            // In bytes: the name goes into its registration's id, escaped (up to three bytes a byte).
+            guard !name.isEmpty, name.utf8.count <= 200 else {
+                throw .invalidField(field: "templates", reason: "a template name must be 1 to 200 bytes")
             }
             try FieldCheck.noControlCharacters(name, "templates")
             try FieldCheck.notEmpty(template.body, "templates.\(name).body")

@@ -54,6 +54,19 @@ public struct Registration: Sendable, Equatable {
 
     /// True for an id an import job takes: 1 to 256 characters, none a control character (an
     /// id is the last field of an output line, and one a line).
+    /// What every registration written is checked for, whichever way it came (the hub API, the
+    /// app backend): an id as an import's (the store indexes ids), and a handle of at most
+    /// 2,048 bytes without U+0000 (the store indexes handles, and PostgreSQL refuses U+0000 in
+    /// text and an index row over 2,704 bytes).
+    public func validateStored() throws(WireError) {
+        guard Self.isImportableId(registrationId) else {
+            throw .invalidField(field: "RegistrationId", reason: "must be 1 to \(Self.maximumIdLength) characters without control characters")
+        }
+        guard handle.utf8.count <= EndpointPolicy.maximumURLLength, !handle.utf8.contains(0) else {
+            throw .invalidField(field: "handle", reason: "must be at most \(EndpointPolicy.maximumURLLength) bytes, without U+0000")
+        }
+    }
+
     public static func isImportableId(_ id: String) -> Bool {
         !id.isEmpty && id.unicodeScalars.count <= maximumIdLength && id.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value != 0x7F }
     }

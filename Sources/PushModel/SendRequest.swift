@@ -123,7 +123,11 @@ public enum Audience: Codable, Sendable, Equatable {
             break
         case .installationIds(let ids):
             try Self.checkCount(ids.count, "audience.installationIds")
-            for (index, id) in ids.enumerated() { try FieldCheck.notEmpty(id, "audience.installationIds[\(index)]") }
+            for (index, id) in ids.enumerated() where !Installation.isAllowedId(id) {
+                throw .invalidField(
+                    field: "audience.installationIds[\(index)]",
+                    reason: "must be 1 to \(Installation.maximumIdLength) letters, digits and _ @ # . : - $ ! ~")
+            }
         case .handles(let handles):
             try Self.checkCount(handles.count, "audience.handles")
             guard let platform = format.platform else {
@@ -158,6 +162,11 @@ public struct DirectHandle: Codable, Sendable, Equatable {
 
     func validate(field: @autoclosure () -> String, format: NotificationFormat, platform formatPlatform: Platform) throws(WireError) {
         try FieldCheck.notEmpty(handle, "\(field()).handle")
+        // As a registration's handle: its results are keyed and kept by it.
+        guard handle.utf8.count <= EndpointPolicy.maximumURLLength else {
+            throw .invalidField(field: "\(field()).handle", reason: "is longer than \(EndpointPolicy.maximumURLLength) bytes")
+        }
+        try FieldCheck.noControlCharacters(handle, "\(field()).handle")
         guard platform == formatPlatform else {
             throw .invalidField(
                 field: "\(field()).platform",

@@ -154,8 +154,13 @@ extension ResultBatch {
     }
 
     /// The key of a target with a registration or handle, as `targetKeys` names it.
+    /// A key over 512 bytes is its platform and the SHA-256 of the whole: the key is part of
+    /// an index's key, and PostgreSQL refuses an index row over 2,704 bytes (a registration's
+    /// id and a handle can each be a few hundred to 2,048 bytes).
     public static func targetKey(platform: String, registrationId: String?, handle: String?) -> String {
-        "\(platform)\t\(registrationId ?? "")\t\(handle ?? "")"
+        let key = "\(platform)\t\(registrationId ?? "")\t\(handle ?? "")"
+        guard key.utf8.count > 512 else { return key }
+        return "\(platform)\t#" + SHA256.hash(data: Data(key.utf8)).map { String(format: "%02x", $0) }.joined()
     }
 
     /// Identifies a batch's content: the dispatch summary, or a digest of its targets.

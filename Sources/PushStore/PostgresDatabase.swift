@@ -168,9 +168,11 @@ struct PostgresSQLConnection: SQLConnection {
         if let error = error as? PSQLError {
             let state = error.serverInfo?[.sqlState]
             let message = error.serverInfo?[.message] ?? "\(error.code)"
-            // A program limit such as "statement too complex" (54xxx) or a syntax error (42601)
-            // fails the same way next time; a revoked grant or a missing table may not.
-            let permanent = state?.hasPrefix("54") == true || state == "42601"
+            // A program limit such as "statement too complex" or an index row too large (54xxx),
+            // a value the server cannot take (22xxx: U+0000 in text, a number out of range) or a
+            // syntax error (42601) fails the same way next time; a revoked grant or a missing
+            // table may not.
+            let permanent = state?.hasPrefix("54") == true || state?.hasPrefix("22") == true || state == "42601"
             return SQLError(
                 message: "\(message) in: \(sql.prefix(200))", isConstraintViolation: state?.hasPrefix("23") == true, isPermanent: permanent,
                 isServerAnswer: error.serverInfo != nil)

@@ -482,13 +482,22 @@ extension SQLRegistrationStore: OutcomeStore {
     /// How long a pruned handle is kept (`GET /{hub}/feedback`).
     static let feedbackKept: TimeInterval = 30 * 86_400
 
+    /// `text` with each control character (U+0000 to U+001F, U+007F) a space: text that came
+    /// from outside and is only shown (PostgreSQL refuses U+0000 in text).
+    static func printable(_ text: String) -> String {
+        guard text.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) else { return text }
+        return String(String.UnicodeScalarView(text.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? " " : $0 }))
+    }
+
     /// Keeps the targets of a batch that did not end in success (its error details), and the
     /// registrations among them whose handles were reported invalid (the hub's feedback).
     private static func noteFailures(_ failed: [(DeliveryResult, String)], of batch: ResultBatch, now: Date, on connection: any SQLConnection)
         async throws
     {
         let platform = batch.platform?.rawValue ?? "none"
-        func reason(_ result: DeliveryResult) -> SQLValue { result.pnsReason.map { .text(String($0.prefix(500))) } ?? .null }
+        // A push service's words, which a device's own endpoint may choose (Web Push): printable,
+        // and at most 500 characters.
+        func reason(_ result: DeliveryResult) -> SQLValue { result.pnsReason.map { .text(Self.printable(String($0.prefix(500)))) } ?? .null }
         func status(_ result: DeliveryResult) -> SQLValue { result.pnsStatus.map { .integer(Int64($0)) } ?? .null }
         // Several rows a statement, as counted targets are: a broadcast with many dead
         // handles costs a statement per 25 of them, not one each.

@@ -216,7 +216,10 @@ public final class SQLRegistrationStore: RegistrationStore {
     }
 
     public func upsertRegistration(_ registration: Registration, ifMatch: Int64?) async throws -> Registration {
-        do { try Tags.validate(registration.tags, field: "Tags") } catch { throw StoreError.invalid(error) }
+        do {
+            try Tags.validate(registration.tags, field: "Tags")
+            try registration.validateStored()
+        } catch { throw StoreError.invalid(error) }
         let dialect = database.dialect
         return try await database.write { connection in
             // Locked as it is read, on PostgreSQL: a delete beside it (the API's, a prune's, an

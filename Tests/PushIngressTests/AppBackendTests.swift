@@ -37,6 +37,22 @@ struct AppBackendTests {
         }
     }
 
+    @Test("a handle the store would refuse (U+0000, over 2,048 bytes) is a 400, not a 503")
+    func refusedHandles() async throws {
+        let fixture = try await Self.fixtureWithUsers()
+        try await fixture.app.test(.router) { client in
+            let created = try await client.execute(uri: "/api/register", method: .post, headers: Self.alice)
+            let id = try JSONDecoder().decode(String.self, from: Data(buffer: created.body))
+            for handle in [#"a1\u0000b2"#, String(repeating: "a", count: 2049)] {
+                let device = #"{"Platform":"apns","Handle":"\#(handle)","Tags":["Sports"]}"#
+                let put = try await client.execute(
+                    uri: "/api/register/\(id)", method: .put, headers: Self.alice.withContentType("application/json"),
+                    body: ByteBuffer(string: device))
+                #expect(put.status == .badRequest && put.text.contains("handle"), "\(put.text)")
+            }
+        }
+    }
+
     @Test("the tutorial's flow: id, register with the user's tag, update, delete, 410, register again")
     func registerFlow() async throws {
         let fixture = try await Self.fixtureWithUsers()

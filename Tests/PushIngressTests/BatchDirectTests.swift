@@ -49,6 +49,8 @@ struct BatchDirectTests {
             (multipart(notification: "{}", devices: nil), .badRequest, "part named devices"),
             (multipart(notification: "{}", devices: "[]"), .badRequest, "list of device handles"),
             ("no parts at all", .badRequest, "no part delimited"),
+            (multipart(notification: "{}", devices: #"["tok\u0000en"]"#), .badRequest, "handles[0].handle: must not hold control characters"),
+            (multipart(notification: "{}", devices: "['ok', '\(String(repeating: "t", count: 2049))']"), .badRequest, "handles[1].handle: is longer"),
         ] as [(String, HTTPResponse.Status, String)])
     func refused(_ body: String, _ status: HTTPResponse.Status, _ reason: String) async throws {
         let fixture = try await MessagingFixture()

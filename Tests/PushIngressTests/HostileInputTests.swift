@@ -225,6 +225,44 @@ struct HostileInputTests {
         }
     }
 
+    @Test("ids the store would refuse are 400s naming the field: a registration id over 256 characters, a template name over 200 bytes")
+    func overlongIds() async throws {
+        let fixture = try await IngressFixture()
+        try await fixture.app.test(.router) { client in
+            let atom = """
+                <entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml">\
+                <GcmRegistrationDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect">\
+                <GcmRegistrationId>handle-1</GcmRegistrationId></GcmRegistrationDescription></content></entry>
+                """
+            for (id, status) in [(String(repeating: "r", count: 256), HTTPResponse.Status.ok), (String(repeating: "r", count: 257), .badRequest)] {
+                let put = try await client.execute(
+                    uri: "/myhub/registrations/\(id)", method: .put, headers: IngressFixture.fullAccess.withContentType("application/atom+xml"),
+                    body: ByteBuffer(string: atom))
+                #expect(put.status == status, "\(id.count): \(put.text)")
+                if status == .badRequest { #expect(put.text.contains("RegistrationId"), "\(put.text)") }
+            }
+            // 101 two-byte characters: 101 characters, 202 bytes.
+            let name = String(repeating: "\u{E9}", count: 101)
+            let response = try await client.execute(
+                uri: "/myhub/installations/t1", method: .put, headers: IngressFixture.listenAccess.withContentType("application/json"),
+                body: ByteBuffer(string: #"{"installationId":"t1","platform":"apns","pushChannel":"aa","templates":{"\#(name)":{"body":"{}"}}}"#))
+            #expect(response.status == .badRequest && response.text.contains("templates"), "\(response.text)")
+        }
+    }
+
+    @Test("a Windows send whose body holds U+0000 is a 400 naming the body")
+    func windowsBodyNUL() async throws {
+        let fixture = try await MessagingFixture()
+        try await fixture.app.test(.router) { client in
+            var headers = IngressFixture.fullAccess.withContentType("application/octet-stream")
+            headers[HTTPField.Name("ServiceBusNotification-Format")!] = "windows"
+            headers[HTTPField.Name("X-WNS-Type")!] = "wns/raw"
+            let response = try await client.execute(
+                uri: "/myhub/messages", method: .post, headers: headers, body: ByteBuffer(bytes: Array("raw\u{0}text".utf8)))
+            #expect(response.status == .badRequest && response.text.contains("body"), "\(response.status) \(response.text)")
+        }
+    }
+
     @Test("Location comes from the configured public URL, and X-Forwarded-Proto only behind a trusted proxy")
     func locations() async throws {
         var forwarded = IngressFixture.fullAccess

@@ -168,4 +168,13 @@ extension TagExpressionTests {
         #expect(TagExpression.singleTag("Sports") == "Sports" && TagExpression.singleTag("$UserId:{bob}") == "$UserId:{bob}")
         #expect(fast > 1_000, "\(fast) of \(corpus.count + mutated.count)")
     }
+
+    @Test("an implicit tag holds no control characters, through the parser or the one-tag path")
+    func implicitControlCharacters() throws {
+        for text in ["$UserId:{a\u{0}b}", "$InstallationId:{a\tb}", "$UserId:{a\u{7F}}", "Sports && $UserId:{a\u{0}}"] {
+            #expect(throws: TagExpressionError.self, "\(text.debugDescription)") { try TagExpression.parse(text) }
+            #expect(TagExpression.singleTag(text) == nil)
+        }
+        #expect(try TagExpression.parse("$UserId:{a.b@c}") == .tag("$UserId:{a.b@c}"))
+    }
 }

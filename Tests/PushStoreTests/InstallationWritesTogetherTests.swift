@@ -128,6 +128,18 @@ struct InstallationWritesTogetherTests {
         await store.close()
     }
 
+    @Test("a value PostgreSQL cannot take (U+0000 in text) is a permanent refusal the server answered")
+    func refusedValuesArePermanent() async throws {
+        guard let store = try await Self.ownStore() else { return }
+        do {
+            _ = try await store.database.read { connection in try await connection.query("SELECT ? AS v", [.text("a\u{0}b")]) }
+            Issue.record("PostgreSQL took U+0000 in text")
+        } catch let error as SQLError {
+            #expect(error.isPermanent && error.isServerAnswer, "\(error)")
+        }
+        await store.close()
+    }
+
     @Test("a write the server refuses fails alone; the others of its call are written")
     func refusedAlone() async throws {
         guard let store = try await Self.ownStore() else { return }

@@ -82,4 +82,37 @@ struct OutcomeEndingBatchTests {
         let ended = try #require(try await store.notification(hub: hub, id: id))
         #expect(ended.state == .completed && ended.counts == [.apns: [.delivered: 2]])
     }
+
+    @Test(
+        "a push service's reason with U+0000 is kept printable, and a target keyed by a long id and handle is counted once",
+        arguments: StoreKind.available)
+    func hostileResults(_ kind: StoreKind) async throws {
+        let (store, hub) = try await OutcomeStoreTests.outcomes(kind)
+        let id = try await Self.enqueue(store, hub, keep: false, dispatched: [.webpush: 2])
+        // An id of 256 two-byte characters and a handle of 2,048 random bytes' worth: over
+        // PostgreSQL's index-row limit together, and not compressible.
+        var state: UInt64 = 7
+        func next(_ count: UInt64) -> UInt64 {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return (state >> 33) % count
+        }
+        let longId = String((0..<256).map { _ in Character(Unicode.Scalar(UInt32(0xC0 + next(0x190)))!) })
+        let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789")
+        let longHandle = "https://push.example.com/" + String((0..<2_000).map { _ in alphabet[Int(next(36))] })
+        let results = [
+            DeliveryResult(
+                registrationId: longId, handle: longHandle, outcome: .invalidHandle, pnsStatus: 410, pnsReason: "gone\u{0}\u{7}x", attempts: 1,
+                dwellMs: 5),
+            DeliveryResult(registrationId: "short", handle: "h-short", outcome: .delivered, pnsStatus: 201, attempts: 1, dwellMs: 5),
+        ]
+        let batch = ResultBatch(notificationId: id, hub: hub, platform: .webpush, results: results)
+        #expect(try await store.recordOutcomes(batch, now: Date()))
+        _ = try await store.recordOutcomes(batch, now: Date())
+        let ended = try #require(try await store.notification(hub: hub, id: id))
+        #expect(ended.state == .completed && ended.counts == [.webpush: [.invalidHandle: 1, .delivered: 1]])
+        let failed = try await store.failedTargets(hub: hub, notificationId: id, after: nil, limit: 10)
+        #expect(failed.count == 1)
+        #expect(failed.first?.result.pnsReason == "gone  x" && failed.first?.result.handle == longHandle)
+        #expect(failed.first?.target.utf8.count ?? 0 < 100)
+    }
 }

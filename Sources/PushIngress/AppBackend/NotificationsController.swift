@@ -100,6 +100,11 @@ struct NotificationsController: Sendable {
         guard message.utf8.count <= Self.messageLimit, richType.utf8.count <= 64 else {
             throw AppBackendError(.badRequest, "message is at most \(Self.messageLimit) bytes and type at most 64")
         }
+        // Both are kept with the payload (PostgreSQL refuses U+0000 in text); a type is a word.
+        guard !message.utf8.contains(0) else { throw AppBackendError(.badRequest, "message must not hold U+0000") }
+        do { try FieldCheck.noControlCharacters(richType, "type") } catch {
+            throw AppBackendError(.badRequest, "type must not hold control characters")
+        }
         // The send is checked before the payload is kept, and the payload is deleted again if
         // the send is not accepted: a refused send leaves nothing to fetch.
         _ = try richSend(pns: pns, richId: 0, message: message, richType: richType, to: recipient)

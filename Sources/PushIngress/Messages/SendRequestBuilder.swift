@@ -61,6 +61,9 @@ public struct SendRequestBuilder: Sendable {
                 field: "body", reason: "\(body.count) bytes is more than the \(limit) bytes \(format.rawValue) notifications may have")
         }
         guard let text = String(data: body, encoding: .utf8) else { throw .invalidField(field: "body", reason: "must be UTF-8 text") }
+        // JSON's grammar refuses a raw U+0000; a Windows body's XML is not parsed here, and the
+        // body is stored with the send (PostgreSQL refuses U+0000 in text).
+        guard !body.contains(0) else { throw .invalidField(field: "body", reason: "must not hold U+0000") }
         if format != .windows { try JSONLimits.checkDepth(body, field: "body") }
         if format != .windows, format != .template {
             guard JSONLimits.isObject(body) else {

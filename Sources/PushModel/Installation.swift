@@ -121,14 +121,15 @@ public struct Installation: Codable, Sendable, Equatable {
 
     /// True for an id of 1 to 256 letters, digits and `_ @ # . : - $ ! ~`: the ids of
     /// installations, and those an import job may give registrations.
+    /// What `isAllowedId` asks, for errors.
+    public static let idRule = "must be 1 to \(maximumIdLength) letters, digits and _ @ # . : - $ ! ~"
+
     public static func isAllowedId(_ id: String) -> Bool {
         !id.isEmpty && id.count <= maximumIdLength && id.unicodeScalars.allSatisfy({ Tags.isAllowed($0) || $0 == "$" || $0 == "!" || $0 == "~" })
     }
 
     public func validate() throws(WireError) {
-        guard Self.isAllowedId(installationId) else {
-            throw .invalidField(field: "installationId", reason: "must be 1 to \(Self.maximumIdLength) letters, digits and _ @ # . : - $ ! ~")
-        }
+        guard Self.isAllowedId(installationId) else { throw .invalidField(field: "installationId", reason: Self.idRule) }
         // The user id becomes the implicit tag $UserId:{…}, and is stored in a comma-separated
         // tag list: no commas, braces, spaces or control characters, and a tag's length.
         if let userId {
@@ -142,12 +143,7 @@ public struct Installation: Codable, Sendable, Equatable {
             }
         }
         try FieldCheck.notEmpty(pushChannel, "pushChannel")
-        // As a registration's handle: the store indexes handles (PostgreSQL's index rows hold at
-        // most 2,704 bytes).
-        guard pushChannel.utf8.count <= EndpointPolicy.maximumURLLength else {
-            throw .invalidField(field: "pushChannel", reason: "is longer than \(EndpointPolicy.maximumURLLength) bytes")
-        }
-        try FieldCheck.noControlCharacters(pushChannel, "pushChannel")
+        try FieldCheck.handle(pushChannel, "pushChannel")
         if platform == .baidu {
             guard let hyphen = pushChannel.firstIndex(of: "-"), hyphen != pushChannel.startIndex,
                 pushChannel.index(after: hyphen) != pushChannel.endIndex

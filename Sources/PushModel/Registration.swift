@@ -52,8 +52,6 @@ public struct Registration: Sendable, Equatable {
     /// Most characters of a registration id an import takes.
     public static let maximumIdLength = 256
 
-    /// True for an id an import job takes: 1 to 256 characters, none a control character (an
-    /// id is the last field of an output line, and one a line).
     /// What every registration written is checked for, whichever way it came (the hub API, the
     /// app backend): an id as an import's (the store indexes ids), and a handle of at most
     /// 2,048 bytes without U+0000 (the store indexes handles, and PostgreSQL refuses U+0000 in
@@ -67,6 +65,8 @@ public struct Registration: Sendable, Equatable {
         }
     }
 
+    /// True for an id an import job takes: 1 to 256 characters, none a control character (an
+    /// id is the last field of an output line, and one a line).
     public static func isImportableId(_ id: String) -> Bool {
         !id.isEmpty && id.unicodeScalars.count <= maximumIdLength && id.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value != 0x7F }
     }

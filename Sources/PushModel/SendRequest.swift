@@ -124,9 +124,7 @@ public enum Audience: Codable, Sendable, Equatable {
         case .installationIds(let ids):
             try Self.checkCount(ids.count, "audience.installationIds")
             for (index, id) in ids.enumerated() where !Installation.isAllowedId(id) {
-                throw .invalidField(
-                    field: "audience.installationIds[\(index)]",
-                    reason: "must be 1 to \(Installation.maximumIdLength) letters, digits and _ @ # . : - $ ! ~")
+                throw .invalidField(field: "audience.installationIds[\(index)]", reason: Installation.idRule)
             }
         case .handles(let handles):
             try Self.checkCount(handles.count, "audience.handles")
@@ -163,10 +161,7 @@ public struct DirectHandle: Codable, Sendable, Equatable {
     func validate(field: @autoclosure () -> String, format: NotificationFormat, platform formatPlatform: Platform) throws(WireError) {
         try FieldCheck.notEmpty(handle, "\(field()).handle")
         // As a registration's handle: its results are keyed and kept by it.
-        guard handle.utf8.count <= EndpointPolicy.maximumURLLength else {
-            throw .invalidField(field: "\(field()).handle", reason: "is longer than \(EndpointPolicy.maximumURLLength) bytes")
-        }
-        try FieldCheck.noControlCharacters(handle, "\(field()).handle")
+        try FieldCheck.handle(handle, "\(field()).handle")
         guard platform == formatPlatform else {
             throw .invalidField(
                 field: "\(field()).platform",

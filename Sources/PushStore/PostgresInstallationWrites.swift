@@ -133,7 +133,7 @@ final class PostgresInstallationWrites: Sendable {
     /// The writes as `pushhub_write_installations` takes them: a JSON array of objects named by
     /// its parameters. The document and the registrations are JSON already and go in as they are.
     static func argument(_ writes: [SQLRegistrationStore.InstallationWrite]) -> String {
-        var out = JSONBytes(capacity: writes.reduce(0) { $0 + $1.document.utf8.count + 640 * $1.registrations.count + 256 })
+        var out = JSONBytes(capacity: writes.reduce(0) { $0 + $1.argumentBytes })
         out.array(writes) { write, out in
             out.byte(UInt8(ascii: "{"))
             out.key("hub", first: true)

@@ -12,6 +12,13 @@ import Testing
 /// The attacks of issue 12, each through the HTTP API: what worked before must be refused now.
 @Suite("Hostile input: ids, scopes, endpoints, ownership and limits", .timeLimit(.minutes(2)))
 struct HostileInputTests {
+    /// An FCM (GCM) registration's Atom entry, handle `handle-1`.
+    static let gcmAtom = """
+        <entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml">\
+        <GcmRegistrationDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect">\
+        <GcmRegistrationId>handle-1</GcmRegistrationId></GcmRegistrationDescription></content></entry>
+        """
+
     static func installationJSON(_ id: String, _ channel: String) -> String {
         #"{"installationId":"\#(id)","platform":"wns","pushChannel":"\#(channel)"}"#
     }
@@ -20,15 +27,10 @@ struct HostileInputTests {
     func installationIdsAreReserved() async throws {
         let fixture = try await IngressFixture()
         try await fixture.app.test(.router) { client in
-            let atom = """
-                <entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml">\
-                <GcmRegistrationDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect">\
-                <GcmRegistrationId>handle-1</GcmRegistrationId></GcmRegistrationDescription></content></entry>
-                """
             for id in ["installation.victim", "Installation.victim"] {
                 let put = try await client.execute(
                     uri: "/myhub/registrations/\(id)", method: .put, headers: IngressFixture.listenAccess.withContentType("application/atom+xml"),
-                    body: ByteBuffer(string: atom))
+                    body: ByteBuffer(string: Self.gcmAtom))
                 #expect(put.status == .forbidden, "\(id): \(put.text)")
             }
             let installation = try await client.execute(
@@ -229,15 +231,10 @@ struct HostileInputTests {
     func overlongIds() async throws {
         let fixture = try await IngressFixture()
         try await fixture.app.test(.router) { client in
-            let atom = """
-                <entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml">\
-                <GcmRegistrationDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect">\
-                <GcmRegistrationId>handle-1</GcmRegistrationId></GcmRegistrationDescription></content></entry>
-                """
             for (id, status) in [(String(repeating: "r", count: 256), HTTPResponse.Status.ok), (String(repeating: "r", count: 257), .badRequest)] {
                 let put = try await client.execute(
                     uri: "/myhub/registrations/\(id)", method: .put, headers: IngressFixture.fullAccess.withContentType("application/atom+xml"),
-                    body: ByteBuffer(string: atom))
+                    body: ByteBuffer(string: Self.gcmAtom))
                 #expect(put.status == status, "\(id.count): \(put.text)")
                 if status == .badRequest { #expect(put.text.contains("RegistrationId"), "\(put.text)") }
             }

@@ -247,6 +247,18 @@ struct DispatcherTests {
         #expect(dead.header("pushhub-source-topic") == Data(fixture.topics.requests.utf8))
     }
 
+    @Test("a refused record whose key is no notification id has its rejected result under `unknown`, not under the key")
+    func rejectedUnderUnknown() async throws {
+        let fixture = try await DispatcherFixture()
+        // Another service's key: not a UUID, long, with a control character.
+        let key = "not-an-id-\u{1}" + String(repeating: "k", count: 3000)
+        try await fixture.sendRaw(key: key, "{not json")
+        let rejected = try #require(await fixture.summary("unknown"))
+        #expect(rejected.results?.first?.outcome == .rejected)
+        #expect(await fixture.deadLetter(key) != nil)
+        #expect(await fixture.summary(key, timeout: .zero) == nil)
+    }
+
     static func requestJSON(tags: String, id: String = "5f0c8f7e-3b7a-4a53-9d1e-2b8c4f6a9e10") -> String {
         #"{"schema":"pushhub.send-request.v1","notificationId":"\#(id)","hub":"myhub","audience":{"tags":"\#(tags)"},"format":"apple","body":"{}","enqueuedAt":"2026-11-21T08:00:00Z"}"#
     }

@@ -50,6 +50,8 @@ struct AppBackendTests {
                     body: ByteBuffer(string: device))
                 #expect(put.status == .badRequest && put.text.contains("handle"), "\(put.text)")
             }
+            let asked = try await client.execute(uri: "/api/register?handle=a1%00b2", method: .post, headers: Self.alice)
+            #expect(asked.status == .badRequest && asked.text.contains("handle"), "\(asked.status) \(asked.text)")
         }
     }
 

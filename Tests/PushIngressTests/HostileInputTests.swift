@@ -247,6 +247,21 @@ struct HostileInputTests {
         }
     }
 
+    @Test("reads by a handle, user or implicit tag holding U+0000 are 400s naming the parameter, not 503s")
+    func readsWithNUL() async throws {
+        let fixture = try await IngressFixture()
+        try await fixture.app.test(.router) { client in
+            for (uri, field) in [
+                ("/myhub/registrations?$filter=DeviceToken%20eq%20'a%00b'", "$filter"),
+                ("/myhub/installations?userId=a%00b", "userId"),
+                ("/myhub/installations?tag=$UserId:%7Ba%00b%7D", "tag"),
+            ] {
+                let response = try await client.execute(uri: uri, method: .get, headers: IngressFixture.fullAccess)
+                #expect(response.status == .badRequest && response.text.contains(field), "\(uri): \(response.status) \(response.text)")
+            }
+        }
+    }
+
     @Test("a Windows send whose body holds U+0000 is a 400 naming the body")
     func windowsBodyNUL() async throws {
         let fixture = try await MessagingFixture()

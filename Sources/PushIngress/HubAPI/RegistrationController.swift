@@ -132,7 +132,10 @@ struct RegistrationController: Sendable {
             throw HubAPIError(
                 .badRequest, "$filter: PushHub reads \"ChannelUri eq '…'\" or \"DeviceToken eq '…'\" (or another handle element), not \(filter)")
         }
-        return String(parts[2].dropFirst().dropLast()).replacingOccurrences(of: "''", with: "'")
+        let handle = String(parts[2].dropFirst().dropLast()).replacingOccurrences(of: "''", with: "'")
+        // No stored handle holds one, and PostgreSQL refuses U+0000 in text.
+        do { try FieldCheck.handle(handle, "$filter") } catch { throw HubAPIError.invalid(error) }
+        return handle
     }
 
     /// The version in `If-Match` (`"3"`, `W/"3"`, `3`); `nil` for none or `*`.

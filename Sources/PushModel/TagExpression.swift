@@ -38,7 +38,7 @@ public indirect enum TagExpression: Sendable, Hashable, CustomStringConvertible 
         if first == UInt8(ascii: "$") {
             // An implicit tag runs through its first `}`, which must be its last byte.
             guard bytes.last == UInt8(ascii: "}"), bytes.firstIndex(of: UInt8(ascii: "}")) == bytes.index(before: bytes.endIndex),
-                bytes.allSatisfy({ $0 < 0x80 && $0 >= 0x20 && $0 != 0x7F }), Tags.implicit(text) != nil
+                bytes.allSatisfy({ $0 < 0x80 && !FieldCheck.isControl($0) }), Tags.implicit(text) != nil
             else { return nil }
             return text
         }
@@ -308,7 +308,7 @@ private struct Parser {
                     position: start, message: "unknown implicit tag \"\(tag)\"; PushHub knows $InstallationId:{…} and $UserId:{…}")
             }
             // No installation or user id holds one, and PostgreSQL refuses U+0000 in text.
-            guard !tag.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) else {
+            guard !FieldCheck.hasControlCharacters(tag) else {
                 throw TagExpressionError(position: start, message: "an implicit tag holds no control characters")
             }
             return tag

@@ -337,10 +337,19 @@ public enum FieldCheck {
     /// name or header value does, a header value with a line break would end its header, and
     /// PostgreSQL refuses U+0000 in text (a refusal the store could only answer with 503).
     public static func noControlCharacters(_ value: String, _ field: @autoclosure () -> String) throws(WireError) {
-        if value.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) {
+        if hasControlCharacters(value) {
             throw .invalidField(field: field(), reason: "must not hold control characters")
         }
     }
+
+    /// True when `value` holds a control character (U+0000 to U+001F, U+007F): in UTF-8 these
+    /// are single bytes, and no byte of a longer character is one.
+    public static func hasControlCharacters(_ value: String) -> Bool {
+        value.utf8.contains(where: isControl)
+    }
+
+    /// True for a control character's byte (U+0000 to U+001F, U+007F).
+    public static func isControl(_ byte: UInt8) -> Bool { byte < 0x20 || byte == 0x7F }
 
     /// A device's handle as the store keeps it: at most 2,048 bytes (the store indexes handles,
     /// and PostgreSQL's index rows hold at most 2,704 bytes), without control characters.

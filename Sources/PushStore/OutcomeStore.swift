@@ -160,7 +160,7 @@ extension ResultBatch {
     public static func targetKey(platform: String, registrationId: String?, handle: String?) -> String {
         let key = "\(platform)\t\(registrationId ?? "")\t\(handle ?? "")"
         guard key.utf8.count > 512 else { return key }
-        return "\(platform)\t#" + SHA256.hash(data: Data(key.utf8)).map { String(format: "%02x", $0) }.joined()
+        return "\(platform)\t#" + Hex.lowercase(SHA256.hash(data: Data(key.utf8)))
     }
 
     /// Identifies a batch's content: the dispatch summary, or a digest of its targets.

@@ -485,8 +485,8 @@ extension SQLRegistrationStore: OutcomeStore {
     /// `text` with each control character (U+0000 to U+001F, U+007F) a space: text that came
     /// from outside and is only shown (PostgreSQL refuses U+0000 in text).
     static func printable(_ text: String) -> String {
-        guard text.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) else { return text }
-        return String(String.UnicodeScalarView(text.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? " " : $0 }))
+        guard FieldCheck.hasControlCharacters(text) else { return text }
+        return String(String.UnicodeScalarView(text.unicodeScalars.map { $0.isASCII && FieldCheck.isControl(UInt8($0.value)) ? " " : $0 }))
     }
 
     /// Keeps the targets of a batch that did not end in success (its error details), and the

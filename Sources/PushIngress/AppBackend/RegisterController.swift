@@ -28,7 +28,7 @@ struct RegisterController: Sendable {
         var kept: String?
         if let handle = request.uri.queryParameters.get("handle"), !handle.isEmpty {
             // No stored handle holds one, and PostgreSQL refuses U+0000 in text.
-            do { try FieldCheck.handle(handle, "handle") } catch { throw AppBackendError(.badRequest, "handle: \(error)") }
+            do { try FieldCheck.handle(handle, "handle") } catch { throw AppBackendError(.badRequest, "\(error)") }
             let existing = try await store.registrations(hub: hub, matching: .handle(handle), after: nil, limit: 100).registrations
             for registration in existing where registration.installationId == nil && (try? Self.owner(of: registration)) == user {
                 if kept == nil {

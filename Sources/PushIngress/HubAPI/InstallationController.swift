@@ -129,7 +129,7 @@ struct InstallationController: Sendable {
             filter.platform = platform
         }
         if let text = parameters.get("userId") {
-            guard !text.isEmpty, text.utf8.count <= 256, !text.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) else {
+            guard !text.isEmpty, text.utf8.count <= 256, !FieldCheck.hasControlCharacters(text) else {
                 throw HubAPIError(.badRequest, "userId: must be 1 to 256 bytes without control characters")
             }
             filter.userId = text

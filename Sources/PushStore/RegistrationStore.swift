@@ -118,19 +118,37 @@ public enum RegistrationQuery: Sendable, Equatable {
     case user(String)
 }
 
-/// Where a page ended; opaque to callers.
+/// Where a page ended; opaque to callers. Two cursors are the same where their positions are.
 public struct RegistrationCursor: Sendable, Hashable, CustomStringConvertible {
     let position: Int64
+    /// Where the next page of a tag expression ends, read while this page's rows were read;
+    /// not part of the text form, so a continuation token reads it again.
+    let lookahead: Lookahead?
+
+    /// The next page's bound (nil: fewer than a page of candidates are left), for the page
+    /// that `key` names (`SQLRegistrationStore.lookaheadKey`) and no other.
+    struct Lookahead: Sendable {
+        let key: String
+        let bound: Int64?
+    }
 
     /// Reads a cursor from its text form (a continuation token).
     public init?(_ text: String) {
         guard let position = Int64(text), position >= 0 else { return nil }
         self.position = position
+        lookahead = nil
     }
 
-    init(position: Int64) { self.position = position }
+    init(position: Int64, lookahead: Lookahead? = nil) {
+        self.position = position
+        self.lookahead = lookahead
+    }
 
     public var description: String { String(position) }
+
+    public static func == (left: Self, right: Self) -> Bool { left.position == right.position }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(position) }
 }
 
 public struct RegistrationPage: Sendable {

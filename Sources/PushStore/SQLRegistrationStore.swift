@@ -489,17 +489,34 @@ public final class SQLRegistrationStore: RegistrationStore {
                 } else if driving.count == 1 {
                     remaining = expression.assuming(first)
                 }
+                let key = Self.lookaheadKey(hub: hub, driving: driving, limit: limit)
                 return try await Self.pageByTags(
                     hub: hub, driving: driving, among: Self.both(remaining.map { Self.compile($0, dialect: dialect) }, reached), after: after,
-                    limit: limit, columns: columns, dialect: dialect, on: connection)
+                    limit: limit, columns: columns, dialect: dialect, known: cursor?.lookahead.flatMap { $0.key == key ? $0 : nil }, key: key,
+                    on: connection)
             }
             return .rows(
                 try await Self.scan(hub: hub, filter: Self.both(filter, reached), after: after, limit: limit, columns: columns, on: connection))
         }
         switch read {
         case .rows(let page): return page
-        case .range(let range): return (try await rows(in: range), RegistrationCursor(position: range.bound))
+        case .range(let range):
+            guard database.readsInParallel else { return (try await rows(in: range), RegistrationCursor(position: range.bound)) }
+            // The next page's bound is read beside this page's rows, so that the next page
+            // starts with its rows (`… && lang:en` over ten million registrations on
+            // PostgreSQL: docs/benchmarks.md, eighteenth round).
+            async let next = database.read { connection in
+                try await connection.query(range.nextBound.sql, range.nextBound.binds).first?.integer("seq")
+            }
+            let rows = try await rows(in: range)
+            return (rows, RegistrationCursor(position: range.bound, lookahead: .init(key: range.key, bound: try await next)))
         }
+    }
+
+    /// What a cursor's lookahead is good for: the pages of these driving tags in `hub`, of
+    /// `limit` candidates each. Tags and hub names hold no control characters.
+    static func lookaheadKey(hub: String, driving: [String], limit: Int) -> String {
+        ([hub] + driving + [String(limit)]).joined(separator: "\u{1F}")
     }
 
     /// A page read whole, or the range of rows that still has to be read for it.
@@ -508,13 +525,16 @@ public final class SQLRegistrationStore: RegistrationStore {
         case range(RangeRead)
     }
 
-    /// The rows of `registrations r` in `(after, bound]` that meet `condition`, in order.
+    /// The rows of `registrations r` in `(after, bound]` that meet `condition`, in order; and
+    /// the query for the bound of the page after it, valid for the pages `key` names.
     private struct RangeRead: Sendable {
         let hub: String
         let after: Int64
         let bound: Int64
         let columns: String
         let condition: (sql: String, binds: [SQLValue])
+        let nextBound: (sql: String, binds: [SQLValue])
+        let key: String
 
         func rows(after start: Int64, upTo end: Int64, on connection: any SQLConnection) async throws -> [SQLRow] {
             try await connection.query(
@@ -627,7 +647,7 @@ public final class SQLRegistrationStore: RegistrationStore {
         let rows = try await connection.query(
             "SELECT \(columns) FROM registrations r WHERE r.hub = ? AND r.seq > ?\(condition) ORDER BY r.seq LIMIT ?",
             [.text(hub), .integer(after)] + (filter?.binds ?? []) + [.integer(Int64(limit))])
-        return (rows, rows.count == limit ? rows.last?.integer("seq").map(RegistrationCursor.init(position:)) : nil)
+        return (rows, rows.count == limit ? rows.last?.integer("seq").map { RegistrationCursor(position: $0) } : nil)
     }
 
     /// Starts from the tag index: a page covers the next `limit` registrations carrying any
@@ -640,10 +660,11 @@ public final class SQLRegistrationStore: RegistrationStore {
     /// here, found again in the tag index and tested against `among` (what their driving tag
     /// leaves open). A range read in row order is a few rows a
     /// page of the table; the candidates one by one are an index probe each, which cost
-    /// PostgreSQL five times as much a page for `Sports || Music || Weather`.
+    /// PostgreSQL five times as much a page for `Sports || Music || Weather`. The bound is
+    /// `known` where the page before read it ahead.
     private static func pageByTags(
         hub: String, driving: [String], among filter: (sql: String, binds: [SQLValue])?, after: Int64, limit: Int, columns: String,
-        dialect: SQLDialect, on connection: any SQLConnection
+        dialect: SQLDialect, known: RegistrationCursor.Lookahead?, key: String, on connection: any SQLConnection
     ) async throws -> PageRead {
         guard let first = driving.first else { return .rows(([], nil)) }
         if driving.count == 1, Tags.implicit(first) != nil {
@@ -651,14 +672,41 @@ public final class SQLRegistrationStore: RegistrationStore {
                 try await pageOfOwners(
                     hub: hub, carrying: first, among: filter, after: after, limit: limit, columns: columns, dialect: dialect, on: connection))
         }
+        let bound: Int64?
+        if let known {
+            bound = known.bound
+        } else {
+            let query = boundQuery(hub: hub, driving: driving, after: after, limit: limit, dialect: dialect)
+            bound = try await connection.query(query.sql, query.binds).first?.integer("seq")
+        }
+        if let bound, bound - after <= Int64(limit) * denseRange(dialect) {
+            // The rows that carry no driving tag are in the range too; the tags are tested in
+            // this order because the fewest rows carry the driving ones.
+            let carriesDriving = compile(driving.dropFirst().reduce(.tag(first)) { .or($0, .tag($1)) }, dialect: dialect)
+            return .range(
+                RangeRead(
+                    hub: hub, after: after, bound: bound, columns: columns, condition: both(carriesDriving, filter) ?? carriesDriving,
+                    nextBound: boundQuery(hub: hub, driving: driving, after: bound, limit: limit, dialect: dialect), key: key))
+        }
+        let sources = carrying(driving, hub: hub, in: .registrations, dialect: dialect)
+        let condition = filter.map { " AND \($0.sql)" } ?? ""
+        let rows = try await connection.query(
+            "SELECT \(columns) FROM registrations r WHERE r.seq IN ("
+                + sources.map { "\($0.sql) AND seq > ? AND seq <= ?" }.joined(separator: " UNION ALL ") + ")\(condition) ORDER BY r.seq",
+            sources.flatMap { $0.binds + [.integer(after), .integer(bound ?? Int64.max)] } + (filter?.binds ?? []))
+        return .rows((rows, bound.map { RegistrationCursor(position: $0) }))
+    }
+
+    /// The query for the `limit`th candidate after `after` that carries one of `driving`: where
+    /// a page of them ends. Several tags' ranges are merged, a registration with two of them
+    /// counted once. PostgreSQL merges them in order (`UNION ALL`) and keeps a row that differs
+    /// from the one before it (0.3–0.7 ms a page of three tags, where `UNION` hashed and sorted
+    /// them in 1.8 ms); SQLite sorts for a window, and its `UNION` took half as long.
+    static func boundQuery(hub: String, driving: [String], after: Int64, limit: Int, dialect: SQLDialect) -> (sql: String, binds: [SQLValue]) {
         let perTag = driving.map { tag in
             let source = carrying([tag], hub: hub, in: .registrations, dialect: dialect)[0]
             return (sql: source.sql + " AND seq > ? ORDER BY seq", binds: source.binds + [.integer(after)])
         }
-        // Several tags' ranges, a registration with two of them counted once. PostgreSQL merges
-        // them in order (`UNION ALL`) and keeps a row that differs from the one before it
-        // (0.3–0.7 ms a page of three tags, where `UNION` hashed and sorted them in 1.8 ms);
-        // SQLite sorts for a window, and its `UNION` took half as long.
         let ranges = perTag.map { "SELECT seq FROM (\($0.sql) LIMIT ?) AS t" }
         let candidates =
             driving.count == 1
@@ -668,21 +716,7 @@ public final class SQLRegistrationStore: RegistrationStore {
                 : "SELECT seq FROM (SELECT seq, lag(seq) OVER (ORDER BY seq) AS previous FROM ("
                     + ranges.joined(separator: " UNION ALL ") + ") AS merged) AS candidates WHERE previous IS NULL OR previous <> seq ORDER BY seq"
         let binds = perTag.flatMap { $0.binds + (driving.count == 1 ? [] : [.integer(Int64(limit))]) }
-        let bound = try await connection.query("\(candidates) LIMIT 1 OFFSET ?", binds + [.integer(Int64(limit - 1))]).first?.integer("seq")
-        if let bound, bound - after <= Int64(limit) * denseRange(dialect) {
-            // The rows that carry no driving tag are in the range too; the tags are tested in
-            // this order because the fewest rows carry the driving ones.
-            let carriesDriving = compile(driving.dropFirst().reduce(.tag(first)) { .or($0, .tag($1)) }, dialect: dialect)
-            return .range(
-                RangeRead(hub: hub, after: after, bound: bound, columns: columns, condition: both(carriesDriving, filter) ?? carriesDriving))
-        }
-        let sources = carrying(driving, hub: hub, in: .registrations, dialect: dialect)
-        let condition = filter.map { " AND \($0.sql)" } ?? ""
-        let rows = try await connection.query(
-            "SELECT \(columns) FROM registrations r WHERE r.seq IN ("
-                + sources.map { "\($0.sql) AND seq > ? AND seq <= ?" }.joined(separator: " UNION ALL ") + ")\(condition) ORDER BY r.seq",
-            sources.flatMap { $0.binds + [.integer(after), .integer(bound ?? Int64.max)] } + (filter?.binds ?? []))
-        return .rows((rows, bound.map(RegistrationCursor.init(position:))))
+        return ("\(candidates) LIMIT 1 OFFSET ?", binds + [.integer(Int64(limit - 1))])
     }
 
     /// A page whose one driving tag is implicit (`$UserId:{…}`, `$InstallationId:{…}`): its
@@ -705,7 +739,7 @@ public final class SQLRegistrationStore: RegistrationStore {
         let rows = try await connection.query(
             "SELECT \(columns), \(matches) AS pushhub_matches FROM registrations r WHERE \(owners.sql) AND r.seq > ? ORDER BY r.seq LIMIT ?",
             (filter?.binds ?? []) + owners.binds + [.integer(after), .integer(Int64(limit))])
-        let next = rows.count == limit ? rows.last?.integer("seq").map(RegistrationCursor.init(position:)) : nil
+        let next = rows.count == limit ? rows.last?.integer("seq").map { RegistrationCursor(position: $0) } : nil
         return (rows.filter { $0.integer("pushhub_matches") == 1 }, next)
     }
 

@@ -1,7 +1,8 @@
 import Foundation
 import PushModel
-import PushStore
 import Testing
+
+@testable import PushStore
 
 @Suite("Paging plans: the rarest driving tags", .timeLimit(.minutes(2)))
 struct PagingPlanTests {
@@ -109,6 +110,65 @@ struct PagingPlanTests {
                 let reached = matching.filter { format == .template ? $0 % 2 == 1 : $0 % 4 == 0 }
                 #expect(found == reached.map { "r\($0)" }, "\(text), reaching \(format)")
             }
+        }
+    }
+
+    @Test(
+        "a page read ahead where the next page ends, on PostgreSQL; that bound is used for the pages it was read for and no other",
+        arguments: StoreKind.available)
+    func lookahead(_ kind: StoreKind) async throws {
+        let fixture = try await StoreFixture.make(kind)
+        let store = try #require(fixture.store as? SQLRegistrationStore)
+        try await store.importRegistrations(
+            (0..<600).map { index in
+                Registration(
+                    registrationId: "r\(index)", hub: fixture.hub, format: .apple, handle: "h\(index)", tags: Self.rangeTags(index).sorted(),
+                    updatedAt: Date())
+            })
+        try await store.refreshStatistics()
+        for text in ["near", "near || pair", "near && !odd"] {
+            let query = RegistrationQuery.tagExpression(try TagExpression.parse(text))
+            // The same pages through cursors that carry their lookahead and through their text.
+            var carried: [[String]] = []
+            var fromText: [[String]] = []
+            var readAhead = 0
+            var cursor: RegistrationCursor?
+            repeat {
+                let page = try await store.deliveryCandidates(hub: fixture.hub, matching: query, reaching: nil, after: cursor, limit: 7)
+                carried.append(page.candidates.map(\.registrationId))
+                if page.next?.lookahead != nil { readAhead += 1 }
+                cursor = page.next
+            } while cursor != nil
+            repeat {
+                let page = try await store.deliveryCandidates(
+                    hub: fixture.hub, matching: query, reaching: nil, after: cursor.flatMap { RegistrationCursor($0.description) }, limit: 7)
+                fromText.append(page.candidates.map(\.registrationId))
+                cursor = page.next
+            } while cursor != nil
+            #expect(carried == fromText, "\(text)")
+            #expect(carried.count > 10, "\(text)")
+            // The dense pages (the first 150 registrations) are read ahead where reads run in
+            // parallel; SQLite's are not.
+            #expect(kind == .postgres ? readAhead >= 5 : readAhead == 0, "\(text): \(readAhead) pages read ahead")
+        }
+        // A lookahead is taken as the next page's bound for its own pages; for a page size or
+        // tags it was not read for, the bound is read again.
+        let near = RegistrationQuery.tagExpression(.tag("near"))
+        let first = try await store.deliveryCandidates(hub: fixture.hub, matching: near, reaching: nil, after: nil, limit: 7)
+        let position = try #require(first.next).position
+        let key = SQLRegistrationStore.lookaheadKey(hub: fixture.hub, driving: ["near"], limit: 7)
+        let owned = RegistrationCursor(position: position, lookahead: .init(key: key, bound: position + 3))
+        let short = try await store.deliveryCandidates(hub: fixture.hub, matching: near, reaching: nil, after: owned, limit: 7)
+        #expect(short.next?.position == position + 3)
+        #expect(short.candidates.count < 7 && !short.candidates.isEmpty)
+        for other in [
+            SQLRegistrationStore.lookaheadKey(hub: fixture.hub, driving: ["near"], limit: 8),
+            SQLRegistrationStore.lookaheadKey(hub: fixture.hub, driving: ["pair"], limit: 7),
+        ] {
+            let foreign = RegistrationCursor(position: position, lookahead: .init(key: other, bound: position + 3))
+            let page = try await store.deliveryCandidates(hub: fixture.hub, matching: near, reaching: nil, after: foreign, limit: 7)
+            #expect(page.candidates.count == 7)
+            #expect(page.next != nil && page.next?.position != position + 3)
         }
     }
 

@@ -416,7 +416,7 @@ struct HostileInputTests {
             #expect(latin.status == .badRequest)
         }
     }
-    @Test("a store that fails answers 503 with Retry-After, never a bare 500, and never shows its SQL")
+    @Test("a store that fails answers 503 with Retry-After, one that refuses for good 400 without; never a bare 500, never its SQL")
     func storeFailures() async throws {
         let fixture = try await IngressFixture()
         // Reading installation `x` fails as an unreachable database does, `taken` as a unique-key conflict.
@@ -424,6 +424,9 @@ struct HostileInputTests {
             guard case .installation(_, let id) = read else { return }
             if id == "x" { throw SQLError(message: "could not connect in: SELECT * FROM installations") }
             if id == "taken" { throw SQLError(message: "UNIQUE constraint failed in: INSERT …", isConstraintViolation: true) }
+            if id == "refused" {
+                throw SQLError(message: "statement too complex in: SELECT * FROM installations", isPermanent: true, isServerAnswer: true)
+            }
         }
         // Registrations and users only: the intercepting store keeps no outcomes, schedules or rich payloads.
         let stores = IngressStores(registrations: failing, users: failing, outcomes: nil, schedules: nil, richPayloads: nil)
@@ -435,6 +438,10 @@ struct HostileInputTests {
             #expect(!response.text.contains("SELECT"), "\(response.text)")
             let taken = try await client.execute(uri: "/myhub/installations/taken", method: .get, headers: IngressFixture.listenAccess)
             #expect(taken.status == .conflict, "\(taken.text)")
+            let refused = try await client.execute(uri: "/myhub/installations/refused", method: .get, headers: IngressFixture.listenAccess)
+            #expect(refused.status == .badRequest, "\(refused.text)")
+            #expect(refused.headers[.retryAfter] == nil)
+            #expect(refused.text.contains("would refuse it again") && !refused.text.contains("SELECT"), "\(refused.text)")
         }
     }
 }

@@ -56,8 +56,10 @@ enum XML {
 }
 
 /// What the store's failures become when a route did not answer them itself: a conflict is
-/// 409; anything else (the store away, busy or failing) 503 with `Retry-After`, never a bare
-/// 500 and never the SQL. App-backend routes answer in their JSON, the hub API in its XML.
+/// 409; a refusal that would come again (`SQLError.isPermanent`: a value or a statement the
+/// database will not take) 400, with no `Retry-After`, since only a changed request can pass;
+/// anything else (the store away, busy or failing) 503 with `Retry-After`. Never a bare 500
+/// and never the SQL. App-backend routes answer in their JSON, the hub API in its XML.
 struct StoreFailureMiddleware: RouterMiddleware {
     typealias Context = IngressContext
 
@@ -70,6 +72,12 @@ struct StoreFailureMiddleware: RouterMiddleware {
                 let message = "the resource was written at the same time, or its id is taken; try again"
                 if appBackend { throw AppBackendError(.conflict, message) }
                 throw HubAPIError(.conflict, message)
+            }
+            if error.isPermanent {
+                context.logger.warning("store refused a request", metadata: ["pushhub.error": "\(error.message.prefix(300))"])
+                let message = "the registration store refuses what this request holds, and would refuse it again; retrying will not help"
+                if appBackend { throw AppBackendError(.badRequest, message) }
+                throw HubAPIError(.badRequest, message)
             }
             context.logger.warning("store call failed", metadata: ["pushhub.error": "\(error.message.prefix(300))"])
             let message = "the registration store is not available; try again"

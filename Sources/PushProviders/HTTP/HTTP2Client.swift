@@ -1,8 +1,6 @@
 import Foundation
 import NIOCore
-import NIOHPACK
 import NIOHTTP1
-import NIOHTTP2
 import NIOPosix
 import NIOSSL
 import NIOTLS
@@ -118,17 +116,7 @@ final class HTTP2Client: Sendable {
                         // The frames of a flush go to TLS as one write: one record, not one a frame.
                         try channel.pipeline.syncOperations.addHandler(WriteCoalescer())
                         try channel.pipeline.syncOperations.addHandler(
-                            NIOHTTP2Handler(
-                                mode: .client,
-                                initialSettings: [
-                                    HTTP2Setting(parameter: .enablePush, value: 0),
-                                    HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
-                                    HTTP2Setting(parameter: .maxHeaderListSize, value: 16 * 1024),
-                                ],
-                                // The headers are ours and valid; the server's answers are still read with care.
-                                headerBlockValidation: .disabled))
-                        try channel.pipeline.syncOperations.addHandler(
-                            HTTP2StreamsHandler(authority: authority, timeout: timeout, draining: draining))
+                            HTTP2ClientConnection(authority: authority, timeout: timeout, draining: draining))
                     }
                 }
                 .connect(host: host, port: port)
@@ -215,7 +203,7 @@ final class HTTP2Client: Sendable {
     }
 }
 
-/// A request handed to a connection's `HTTP2StreamsHandler`; its answer goes to `sink` at `index`.
+/// A request handed to a connection's `HTTP2ClientConnection`; its answer goes to `sink` at `index`.
 struct StreamRequest: Sendable {
     var path: String
     var headers: PNSHeaderFields
@@ -275,212 +263,6 @@ final class ResponseSink: Sendable {
             }
             if let ready { continuation.resume(returning: ready) }
         }
-    }
-}
-
-/// Turns requests into streams (HEADERS and DATA frames) and frames back into responses; a
-/// request's frames are flushed with the others written in the same tick of the event loop.
-final class HTTP2StreamsHandler: ChannelDuplexHandler {
-    typealias InboundIn = HTTP2Frame
-    typealias OutboundIn = StreamRequests
-    typealias OutboundOut = HTTP2Frame
-
-    private struct Pending {
-        var sink: ResponseSink
-        var index: Int
-        var deadline: NIODeadline
-        var status: Int?
-        var headers = PNSHeaderFields()
-        var body: ByteBuffer?
-    }
-
-    private let authority: String
-    private var nextStreamID: Int32 = 1
-    private var pending: [HTTP2StreamID: Pending] = [:]
-    private var closed = false
-    private var flushScheduled = false
-    private var window = HTTP2ConnectionWindow()
-    /// Fails streams past their deadline: one sweep for the connection, not a timer per stream.
-    private var sweep: Scheduled<Void>?
-
-    private let timeout: TimeAmount
-    private let draining: HTTP2Client.Draining
-
-    init(authority: String, timeout: TimeAmount, draining: HTTP2Client.Draining) {
-        self.authority = authority
-        self.timeout = timeout
-        self.draining = draining
-    }
-
-    func channelActive(context: ChannelHandlerContext) {
-        context.write(wrapOutboundOut(HTTP2ConnectionWindow.opening), promise: nil)
-        context.flush()
-        scheduleSweep(context: context)
-        context.fireChannelActive()
-    }
-
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        let batch = unwrapOutboundIn(data)
-        promise?.succeed(())
-        let deadline = NIODeadline.now() + timeout
-        for request in batch.requests { write(request, deadline: deadline, context: context) }
-        if !flushScheduled {
-            flushScheduled = true
-            context.eventLoop.assumeIsolated().execute { [self] in
-                flushScheduled = false
-                context.flush()
-            }
-        }
-    }
-
-    private func write(_ request: StreamRequest, deadline: NIODeadline, context: ChannelHandlerContext) {
-        guard !closed, nextStreamID < Int32.max - 2 else {
-            // Out of stream ids: the connection takes no more, and closes once its streams end.
-            closed = true
-            draining.set()
-            request.sink.complete(request.index, .failure(HTTP2Client.Failure(description: "the HTTP/2 connection is closing")))
-            closeIfDrained(context: context)
-            return
-        }
-        let id = HTTP2StreamID(nextStreamID)
-        nextStreamID += 2
-        // One allocation for the stream's header list: sized first, then filled.
-        var headers = HPACKHeaders()
-        headers.reserveCapacity(request.headers.fields.count + 4)
-        headers.add(name: ":method", value: "POST")
-        headers.add(name: ":scheme", value: "https")
-        headers.add(name: ":authority", value: authority)
-        // Each device's path is new: kept out of the HPACK table, which then holds what repeats
-        // (the token, the topic) and stays small to search.
-        headers.add(name: ":path", value: request.path, indexing: .nonIndexable)
-        for field in request.headers.fields {
-            // Names are lowercase on HTTP/2; providers already write them so, which saves a copy.
-            let name = field.name
-            headers.add(name: name.utf8.contains(where: { $0 >= 65 && $0 <= 90 }) ? name.lowercased() : name, value: field.value)
-        }
-        let hasBody = request.body.readableBytes > 0
-        pending[id] = Pending(sink: request.sink, index: request.index, deadline: deadline)
-        // No promise per stream (a promise, a future and a callback each): a stream the server
-        // will not take fails through this handler's own books, at GOAWAY (ids past the last it
-        // kept), when the connection closes, or at the deadline sweep.
-        context.write(
-            wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: !hasBody)))), promise: nil)
-        if hasBody {
-            context.write(
-                wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(request.body), endStream: true)))), promise: nil)
-        }
-    }
-
-    /// The next sweep, in a quarter of the time-out (so a stream fails at most a quarter late),
-    /// at most a second.
-    private func scheduleSweep(context: ChannelHandlerContext) {
-        let every = TimeAmount.nanoseconds(min(max(timeout.nanoseconds / 4, 10_000_000), 1_000_000_000))
-        sweep = context.eventLoop.assumeIsolated().scheduleTask(in: every) { [self] in
-            expire(context: context)
-            // After GOAWAY the streams the server kept still get their deadline.
-            if !closed || !pending.isEmpty { scheduleSweep(context: context) }
-        }
-    }
-
-    /// Fails and resets the streams whose deadline passed.
-    private func expire(context: ChannelHandlerContext) {
-        let now = NIODeadline.now()
-        let late = pending.filter { $0.value.deadline <= now }.map(\.key)
-        guard !late.isEmpty else {
-            closeIfDrained(context: context)
-            return
-        }
-        for id in late {
-            fail(id, HTTP2Client.Failure(description: "no answer within \(timeout)"))
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
-        }
-        context.flush()
-        closeIfDrained(context: context)
-    }
-
-    /// Closes a connection whose server said GOAWAY once it has no stream left.
-    private func closeIfDrained(context: ChannelHandlerContext) {
-        if closed, pending.isEmpty, context.channel.isActive { context.close(promise: nil) }
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
-        switch frame.payload {
-        case .headers(let headers):
-            guard var stream = pending[frame.streamID] else { return }
-            if let status = headers.headers.first(name: ":status").flatMap(Int.init) {
-                if (100..<200).contains(status) { return }
-                stream.status = status
-            }
-            for (name, value, _) in headers.headers where !name.hasPrefix(":") { stream.headers.add(name, value) }
-            pending[frame.streamID] = stream
-            if headers.endStream { complete(frame.streamID) }
-        case .data(let payload):
-            guard case .byteBuffer(var bytes) = payload.data else { return }
-            // Padding counts against the window too, with its length byte.
-            window.discard(payload.paddingBytes.map { $0 + 1 } ?? 0)
-            guard var stream = pending[frame.streamID] else {
-                window.discard(bytes.readableBytes)
-                return
-            }
-            window.receive(&bytes, into: &stream.body)
-            // PNS answers are small: a body past 64 KiB fails its stream.
-            guard (stream.body?.readableBytes ?? 0) <= 64 * 1024 else {
-                fail(frame.streamID, HTTP2Client.Failure(description: "an answer over 64 KiB"))
-                context.write(wrapOutboundOut(HTTP2Frame(streamID: frame.streamID, payload: .rstStream(.cancel))), promise: nil)
-                context.flush()
-                return
-            }
-            pending[frame.streamID] = stream
-            if payload.endStream { complete(frame.streamID) }
-        case .rstStream(let code):
-            fail(frame.streamID, HTTP2Client.Failure(description: "stream reset: \(code)"))
-        case .goAway(let lastStreamID, let code, _):
-            closed = true
-            draining.set()
-            for id in pending.keys where id > lastStreamID { fail(id, HTTP2Client.Failure(description: "GOAWAY \(code)")) }
-        default:
-            break
-        }
-        closeIfDrained(context: context)
-    }
-
-    func channelReadComplete(context: ChannelHandlerContext) {
-        if let update = window.update() {
-            context.write(wrapOutboundOut(update), promise: nil)
-            context.flush()
-        }
-        context.fireChannelReadComplete()
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        closed = true
-        draining.set()
-        sweep?.cancel()
-        for id in Array(pending.keys) { fail(id, HTTP2Client.Failure(description: "the connection closed")) }
-        context.fireChannelInactive()
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        closed = true
-        draining.set()
-        for id in Array(pending.keys) { fail(id, HTTP2Client.Failure(description: "\(error)")) }
-        context.close(promise: nil)
-    }
-
-    private func complete(_ id: HTTP2StreamID) {
-        guard let stream = pending.removeValue(forKey: id) else { return }
-        guard let status = stream.status else {
-            stream.sink.complete(stream.index, .failure(HTTP2Client.Failure(description: "an answer without :status")))
-            return
-        }
-        let response = PNSResponse(status: status, headers: stream.headers, body: stream.body.map { Data($0.readableBytesView) } ?? Data())
-        stream.sink.complete(stream.index, .success(response))
-    }
-
-    private func fail(_ id: HTTP2StreamID, _ error: any Error) {
-        guard let stream = pending.removeValue(forKey: id) else { return }
-        stream.sink.complete(stream.index, .failure(error))
     }
 }
 

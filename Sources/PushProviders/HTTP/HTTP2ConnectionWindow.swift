@@ -29,8 +29,13 @@ public struct HTTP2ConnectionWindow {
 
     /// The WINDOW_UPDATE to send after a read, once a sixteenth of the window was consumed.
     public mutating func update() -> HTTP2Frame? {
+        increment().map { HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: $0)) }
+    }
+
+    /// The increment of that WINDOW_UPDATE, for a connection that writes its own frames.
+    public mutating func increment() -> Int? {
         guard consumed > Self.size / 16 else { return nil }
         defer { consumed = 0 }
-        return HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: consumed))
+        return consumed
     }
 }

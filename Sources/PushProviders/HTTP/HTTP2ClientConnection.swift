@@ -1,0 +1,683 @@
+import Foundation
+import NIOCore
+import NIOHPACK
+
+/// The client side of one HTTP/2 connection, on the bytes TLS gives and takes: a request is a
+/// stream, written as its HEADERS and DATA frames into the buffer of its batch, and an answer
+/// is read from the frames as they come. It takes the place of NIOHTTP2's connection handler,
+/// whose state machines per stream and per frame were three fifths of the APNs worker's CPU
+/// (docs/benchmarks.md, eighteenth round of issue 13).
+///
+/// What a PNS client needs of HTTP/2 and no more: no server push (`SETTINGS_ENABLE_PUSH` 0),
+/// no priorities, no dynamic table for what it sends (each header is a literal, never indexed:
+/// a request's fields are mostly the same as the one before, and a literal costs a copy).
+/// What the server says is read as hostile: every frame's length, every window and every
+/// setting is checked, a header block is bounded (`maximumHeaderBlock`), an answer's body too
+/// (64 KiB), and a connection error is answered with GOAWAY and the connection closed, its
+/// streams failed. The server's `SETTINGS_MAX_CONCURRENT_STREAMS` is kept: requests past it
+/// wait for a stream to end. Its flow-control windows too: a body the windows do not take waits
+/// for WINDOW_UPDATE.
+final class HTTP2ClientConnection: ChannelDuplexHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundIn = StreamRequests
+    typealias OutboundOut = IOData
+
+    /// A connection error: the code GOAWAY gives (RFC 9113, section 7) and what was wrong.
+    struct ConnectionError: Error, CustomStringConvertible {
+        var code: UInt32
+        var reason: String
+        var description: String { "HTTP/2 connection error \(code): \(reason)" }
+
+        static func protocolError(_ reason: String) -> Self { Self(code: 0x1, reason: reason) }
+        static func flowControl(_ reason: String) -> Self { Self(code: 0x3, reason: reason) }
+        static func frameSize(_ reason: String) -> Self { Self(code: 0x6, reason: reason) }
+    }
+
+    /// The frame types and flags read or written here.
+    enum Frame {
+        static let data: UInt8 = 0x0
+        static let headers: UInt8 = 0x1
+        static let priority: UInt8 = 0x2
+        static let rstStream: UInt8 = 0x3
+        static let settings: UInt8 = 0x4
+        static let pushPromise: UInt8 = 0x5
+        static let ping: UInt8 = 0x6
+        static let goAway: UInt8 = 0x7
+        static let windowUpdate: UInt8 = 0x8
+        static let continuation: UInt8 = 0x9
+
+        static let endStream: UInt8 = 0x1
+        static let ack: UInt8 = 0x1
+        static let endHeaders: UInt8 = 0x4
+        static let padded: UInt8 = 0x8
+        static let priorityFlag: UInt8 = 0x20
+    }
+
+    /// The largest frame payload this client takes (`SETTINGS_MAX_FRAME_SIZE`, left at its
+    /// default), and the largest header block, over its frames, before decoding.
+    static let maximumFrame = 16_384
+    static let maximumHeaderBlock = 64 * 1024
+    /// The settings this client sends: no push, 1 MiB a stream to answer in, header lists of
+    /// at most 16 KiB (PNS answers are a status and a few fields).
+    static let streamWindow = 1 << 20
+    static let maximumHeaderList = 16 * 1024
+    /// Most bytes of an answer's body.
+    static let maximumBody = 64 * 1024
+
+    private struct Stream {
+        var sink: ResponseSink
+        var index: Int
+        var deadline: NIODeadline
+        var status: Int?
+        var headers = PNSHeaderFields()
+        var body: ByteBuffer?
+        /// What the server's window for this stream still takes.
+        var sendWindow: Int
+        /// The part of the request's body the windows did not take yet.
+        var unsent: ByteBuffer?
+    }
+
+    private let authority: String
+    private let timeout: TimeAmount
+    private let draining: HTTP2Client.Draining
+    /// `:method POST`, `:scheme https` and `:authority`, the same for every request here.
+    private let commonFields: [UInt8]
+
+    private var nextStreamID: UInt32 = 1
+    private var streams: [UInt32: Stream] = [:]
+    /// Requests past the server's concurrent streams, in order.
+    private var waiting = CircularBuffer<(request: StreamRequest, deadline: NIODeadline)>()
+    /// Streams with body bytes that a window held back, in order.
+    private var blocked: [UInt32] = []
+    private var closed = false
+    /// The connection failed: its streams are failed, and what it reads is dropped.
+    private var failed = false
+    private var flushScheduled = false
+    /// Bytes to write with the next flush (frames made while reading: acknowledgements,
+    /// window updates, bodies a window update let go).
+    private var pendingOutput: ByteBuffer?
+
+    // What the server allows.
+    private var sendWindow = 65_535
+    private var peerInitialWindow = 65_535
+    private var peerMaximumFrame = 16_384
+    private var peerMaximumStreams = Int.max
+
+    // What is read.
+    private var input: ByteBuffer?
+    /// A header block that goes on in CONTINUATION frames: its stream, whether it ends the
+    /// stream, and its bytes so far.
+    private var headerBlock: (stream: UInt32, endStream: Bool, bytes: ByteBuffer)?
+    private var decoder: HPACKDecoder
+    private var window = HTTP2ConnectionWindow()
+    /// Fails streams past their deadline: one sweep for the connection, not a timer per stream.
+    private var sweep: Scheduled<Void>?
+
+    init(authority: String, timeout: TimeAmount, draining: HTTP2Client.Draining) {
+        self.authority = authority
+        self.timeout = timeout
+        self.draining = draining
+        var common: [UInt8] = [0x83, 0x87]  // :method POST, :scheme https (static table 3 and 7)
+        HPACKLiteral.field(nameIndex: 1, value: authority, into: &common)  // :authority
+        commonFields = common
+        decoder = HPACKDecoder(allocator: ByteBufferAllocator(), maxDynamicTableSize: 4096, maxHeaderListSize: Self.maximumHeaderList)
+    }
+
+    // MARK: Writing
+
+    func channelActive(context: ChannelHandlerContext) {
+        // The preface, the settings and the connection's receive window opened wide; TLS holds
+        // them until its handshake is done.
+        var out = context.channel.allocator.buffer(capacity: 64)
+        out.writeString("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        Self.frameHeader(length: 18, type: Frame.settings, flags: 0, stream: 0, into: &out)
+        for (parameter, value) in [(UInt16(0x2), UInt32(0)), (0x4, UInt32(Self.streamWindow)), (0x6, UInt32(Self.maximumHeaderList))] {
+            out.writeInteger(parameter)
+            out.writeInteger(value)
+        }
+        Self.windowUpdate(stream: 0, increment: HTTP2ConnectionWindow.size - 65_535, into: &out)
+        context.writeAndFlush(wrapOutboundOut(.byteBuffer(out)), promise: nil)
+        scheduleSweep(context: context)
+        context.fireChannelActive()
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let batch = unwrapOutboundIn(data)
+        promise?.succeed(())
+        let deadline = context.eventLoop.now + timeout
+        var out = output(context, capacity: batch.requests.reduce(0) { $0 + Self.estimatedSize($1) })
+        for request in batch.requests { open(request, deadline: deadline, into: &out, context: context) }
+        pendingOutput = out
+        scheduleFlush(context: context)
+    }
+
+    /// The buffer frames are gathered in until the next flush.
+    private func output(_ context: ChannelHandlerContext, capacity: Int) -> ByteBuffer {
+        if var pending = pendingOutput {
+            pendingOutput = nil
+            pending.reserveCapacity(minimumWritableBytes: capacity)
+            return pending
+        }
+        return context.channel.allocator.buffer(capacity: max(capacity, 256))
+    }
+
+    /// Writes and flushes what was gathered after the current tick of the event loop, so that
+    /// the requests written in it leave together.
+    private func scheduleFlush(context: ChannelHandlerContext) {
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        context.eventLoop.assumeIsolated().execute { [self] in
+            flushScheduled = false
+            flushOutput(context: context)
+        }
+    }
+
+    private func flushOutput(context: ChannelHandlerContext) {
+        guard let out = pendingOutput else { return }
+        pendingOutput = nil
+        guard out.readableBytes > 0 else { return }
+        context.writeAndFlush(wrapOutboundOut(.byteBuffer(out)), promise: nil)
+    }
+
+    private static func estimatedSize(_ request: StreamRequest) -> Int {
+        64 + request.path.utf8.count + request.body.readableBytes
+            + request.headers.fields.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 8 }
+    }
+
+    /// Opens `request`'s stream, or keeps it waiting while the server's concurrent streams are
+    /// all taken.
+    private func open(_ request: StreamRequest, deadline: NIODeadline, into out: inout ByteBuffer, context: ChannelHandlerContext) {
+        guard !closed, nextStreamID < UInt32(Int32.max) - 2 else {
+            // Out of stream ids: the connection takes no more, and closes once its streams end.
+            closed = true
+            draining.set()
+            request.sink.complete(request.index, .failure(HTTP2Client.Failure(description: "the HTTP/2 connection is closing")))
+            return
+        }
+        guard streams.count < peerMaximumStreams else {
+            waiting.append((request, deadline))
+            return
+        }
+        let id = nextStreamID
+        nextStreamID += 2
+        var block = commonFields
+        block.reserveCapacity(commonFields.count + request.path.utf8.count + 8 + request.headers.fields.count * 48)
+        HPACKLiteral.field(nameIndex: 4, value: request.path, into: &block)  // :path
+        for field in request.headers.fields {
+            // Names are lowercase on HTTP/2; providers already write them so, which saves a copy.
+            let name = field.name
+            HPACKLiteral.field(
+                name: name.utf8.contains(where: { $0 >= 65 && $0 <= 90 }) ? name.lowercased() : name, value: field.value, into: &block)
+        }
+        let hasBody = request.body.readableBytes > 0
+        // A header block larger than a frame goes on in CONTINUATION frames.
+        var offset = 0
+        repeat {
+            let length = min(block.count - offset, peerMaximumFrame)
+            let last = offset + length == block.count
+            let type = offset == 0 ? Frame.headers : Frame.continuation
+            let flags = (last ? Frame.endHeaders : 0) | (offset == 0 && !hasBody ? Frame.endStream : 0)
+            Self.frameHeader(length: length, type: type, flags: flags, stream: id, into: &out)
+            block.withUnsafeBytes { _ = out.writeBytes(UnsafeRawBufferPointer(rebasing: $0[offset..<offset + length])) }
+            offset += length
+        } while offset < block.count
+        var stream = Stream(sink: request.sink, index: request.index, deadline: deadline, sendWindow: peerInitialWindow)
+        if hasBody { stream.unsent = request.body }
+        streams[id] = stream
+        if hasBody { sendBody(of: id, into: &out) }
+    }
+
+    /// Writes as much of a stream's body as the windows take; what is left waits in `blocked`.
+    @discardableResult
+    private func sendBody(of id: UInt32, into out: inout ByteBuffer) -> Bool {
+        guard var stream = streams[id], var unsent = stream.unsent else { return true }
+        while unsent.readableBytes > 0 {
+            let length = min(unsent.readableBytes, stream.sendWindow, sendWindow, peerMaximumFrame)
+            guard length > 0 else { break }
+            let last = length == unsent.readableBytes
+            Self.frameHeader(length: length, type: Frame.data, flags: last ? Frame.endStream : 0, stream: id, into: &out)
+            var chunk = unsent.readSlice(length: length)!
+            out.writeBuffer(&chunk)
+            stream.sendWindow -= length
+            sendWindow -= length
+        }
+        let done = unsent.readableBytes == 0
+        stream.unsent = done ? nil : unsent
+        streams[id] = stream
+        if !done, !blocked.contains(id) { blocked.append(id) }
+        return done
+    }
+
+    /// Sends what the windows now take of the held-back bodies, in order.
+    private func sendBlocked(context: ChannelHandlerContext) {
+        guard !blocked.isEmpty, sendWindow > 0 else { return }
+        var out = output(context, capacity: 1024)
+        // Those the windows still hold back go back in, in order.
+        let held = blocked
+        blocked = []
+        for id in held { sendBody(of: id, into: &out) }
+        pendingOutput = out
+    }
+
+    /// Opens waiting requests while the server takes more streams.
+    private func openWaiting(context: ChannelHandlerContext) {
+        guard !waiting.isEmpty, streams.count < peerMaximumStreams, !closed else { return }
+        var out = output(context, capacity: 1024)
+        while streams.count < peerMaximumStreams, !closed, let next = waiting.popFirst() {
+            open(next.request, deadline: next.deadline, into: &out, context: context)
+        }
+        pendingOutput = out
+    }
+
+    static func frameHeader(length: Int, type: UInt8, flags: UInt8, stream: UInt32, into out: inout ByteBuffer) {
+        out.writeInteger(UInt8(truncatingIfNeeded: length >> 16))
+        out.writeInteger(UInt16(truncatingIfNeeded: length))
+        out.writeInteger(type)
+        out.writeInteger(flags)
+        out.writeInteger(stream & 0x7FFF_FFFF)
+    }
+
+    static func windowUpdate(stream: UInt32, increment: Int, into out: inout ByteBuffer) {
+        frameHeader(length: 4, type: Frame.windowUpdate, flags: 0, stream: stream, into: &out)
+        out.writeInteger(UInt32(increment))
+    }
+
+    // MARK: Deadlines and closing
+
+    /// The next sweep, in a quarter of the time-out (so a stream fails at most a quarter late),
+    /// at most a second.
+    private func scheduleSweep(context: ChannelHandlerContext) {
+        let every = TimeAmount.nanoseconds(min(max(timeout.nanoseconds / 4, 10_000_000), 1_000_000_000))
+        sweep = context.eventLoop.assumeIsolated().scheduleTask(in: every) { [self] in
+            expire(context: context)
+            // After GOAWAY the streams the server kept still get their deadline.
+            if !closed || !streams.isEmpty { scheduleSweep(context: context) }
+        }
+    }
+
+    /// Fails and resets the streams whose deadline passed, and fails the waiting requests whose
+    /// deadline passed.
+    private func expire(context: ChannelHandlerContext) {
+        let now = context.eventLoop.now
+        let failure = HTTP2Client.Failure(description: "no answer within \(timeout)")
+        while let first = waiting.first, first.deadline <= now {
+            waiting.removeFirst()
+            first.request.sink.complete(first.request.index, .failure(failure))
+        }
+        let late = streams.filter { $0.value.deadline <= now }.map(\.key)
+        if !late.isEmpty {
+            var out = output(context, capacity: late.count * 13)
+            for id in late {
+                fail(id, failure)
+                Self.frameHeader(length: 4, type: Frame.rstStream, flags: 0, stream: id, into: &out)
+                out.writeInteger(UInt32(0x8))  // CANCEL
+            }
+            pendingOutput = out
+            openWaiting(context: context)
+            flushOutput(context: context)
+        }
+        closeIfDrained(context: context)
+    }
+
+    /// Closes a connection whose server said GOAWAY once it has no stream left.
+    private func closeIfDrained(context: ChannelHandlerContext) {
+        if closed, streams.isEmpty, context.channel.isActive {
+            flushOutput(context: context)
+            context.close(promise: nil)
+        }
+    }
+
+    /// Ends the connection for an error of the server's: GOAWAY with its code, then close.
+    private func connectionError(_ error: ConnectionError, context: ChannelHandlerContext) {
+        guard context.channel.isActive else { return }
+        var out = output(context, capacity: 17 + 64)
+        Self.frameHeader(length: 8, type: Frame.goAway, flags: 0, stream: 0, into: &out)
+        out.writeInteger(UInt32(0))  // this client takes no streams of the server's
+        out.writeInteger(error.code)
+        pendingOutput = out
+        flushOutput(context: context)
+        failAll(error)
+        context.close(promise: nil)
+    }
+
+    private func failAll(_ error: any Error) {
+        failed = true
+        closed = true
+        draining.set()
+        input = nil
+        headerBlock = nil
+        blocked = []
+        for id in Array(streams.keys) { fail(id, error) }
+        while let next = waiting.popFirst() { next.request.sink.complete(next.request.index, .failure(error)) }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        sweep?.cancel()
+        failAll(HTTP2Client.Failure(description: "the connection closed"))
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        failAll(HTTP2Client.Failure(description: "\(error)"))
+        context.close(promise: nil)
+    }
+
+    private func complete(_ id: UInt32) {
+        guard let stream = streams.removeValue(forKey: id) else { return }
+        guard let status = stream.status else {
+            stream.sink.complete(stream.index, .failure(HTTP2Client.Failure(description: "an answer without :status")))
+            return
+        }
+        let response = PNSResponse(status: status, headers: stream.headers, body: stream.body.map { Data($0.readableBytesView) } ?? Data())
+        stream.sink.complete(stream.index, .success(response))
+    }
+
+    private func fail(_ id: UInt32, _ error: any Error) {
+        guard let stream = streams.removeValue(forKey: id) else { return }
+        stream.sink.complete(stream.index, .failure(error))
+    }
+
+    // MARK: Reading
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var bytes = unwrapInboundIn(data)
+        // After a connection error, nothing more is read.
+        guard !failed else { return }
+        if input == nil {
+            input = bytes
+        } else {
+            input!.writeBuffer(&bytes)
+        }
+        do {
+            while !failed, let frame = try nextFrame() {
+                try handle(type: frame.type, flags: frame.flags, stream: frame.stream, payload: frame.payload, context: context)
+            }
+        } catch let error as ConnectionError {
+            connectionError(error, context: context)
+            return
+        } catch {
+            connectionError(.protocolError("\(error)"), context: context)
+            return
+        }
+        // What is left is part of a frame; it moves to the front of its buffer, so the buffer
+        // stays within a frame and a read.
+        if input?.readableBytes == 0 { input = nil } else { input?.discardReadBytes() }
+        openWaiting(context: context)
+        closeIfDrained(context: context)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if let increment = window.increment() {
+            var out = output(context, capacity: 13)
+            Self.windowUpdate(stream: 0, increment: increment, into: &out)
+            pendingOutput = out
+        }
+        flushOutput(context: context)
+        context.fireChannelReadComplete()
+    }
+
+    /// The next whole frame of the input, nil until one is there.
+    private func nextFrame() throws(ConnectionError) -> (type: UInt8, flags: UInt8, stream: UInt32, payload: ByteBuffer)? {
+        guard var buffer = input, buffer.readableBytes >= 9 else { return nil }
+        let start = buffer.readerIndex
+        let high = Int(buffer.getInteger(at: start, as: UInt8.self)!)
+        let length = high << 16 | Int(buffer.getInteger(at: start + 1, as: UInt16.self)!)
+        guard length <= Self.maximumFrame else { throw .frameSize("a frame of \(length) bytes, past \(Self.maximumFrame)") }
+        guard buffer.readableBytes >= 9 + length else { return nil }
+        let type = buffer.getInteger(at: start + 3, as: UInt8.self)!
+        let flags = buffer.getInteger(at: start + 4, as: UInt8.self)!
+        let stream = buffer.getInteger(at: start + 5, as: UInt32.self)! & 0x7FFF_FFFF
+        buffer.moveReaderIndex(forwardBy: 9)
+        let payload = buffer.readSlice(length: length)!
+        input = buffer
+        return (type, flags, stream, payload)
+    }
+
+    private func handle(type: UInt8, flags: UInt8, stream id: UInt32, payload: ByteBuffer, context: ChannelHandlerContext) throws {
+        var payload = payload
+        if let block = headerBlock {
+            // A header block that goes on takes CONTINUATION frames of its stream and nothing else.
+            guard type == Frame.continuation, id == block.stream else {
+                throw ConnectionError.protocolError("a header block cut off by another frame")
+            }
+            headerBlock = nil
+            var bytes = block.bytes
+            guard bytes.readableBytes + payload.readableBytes <= Self.maximumHeaderBlock else {
+                throw ConnectionError.protocolError("a header block past \(Self.maximumHeaderBlock) bytes")
+            }
+            bytes.writeBuffer(&payload)
+            if flags & Frame.endHeaders != 0 {
+                try headers(bytes, stream: id, endStream: block.endStream)
+            } else {
+                headerBlock = (id, block.endStream, bytes)
+            }
+            return
+        }
+        switch type {
+        case Frame.data:
+            guard id != 0 else { throw ConnectionError.protocolError("DATA on stream 0") }
+            let total = payload.readableBytes
+            try Self.unpad(&payload, flags: flags)
+            // Padding counts against the window too, with its length byte.
+            window.discard(total - payload.readableBytes)
+            guard var stream = streams[id] else {
+                window.discard(payload.readableBytes)
+                return
+            }
+            window.receive(&payload, into: &stream.body)
+            // PNS answers are small: a body past 64 KiB fails its stream.
+            guard (stream.body?.readableBytes ?? 0) <= Self.maximumBody else {
+                fail(id, HTTP2Client.Failure(description: "an answer over 64 KiB"))
+                reset(id, context: context)
+                return
+            }
+            streams[id] = stream
+            if flags & Frame.endStream != 0 { complete(id) }
+        case Frame.headers:
+            guard id != 0 else { throw ConnectionError.protocolError("HEADERS on stream 0") }
+            try Self.unpad(&payload, flags: flags)
+            if flags & Frame.priorityFlag != 0 {
+                guard payload.readableBytes >= 5 else { throw ConnectionError.frameSize("HEADERS too short for its priority") }
+                payload.moveReaderIndex(forwardBy: 5)
+            }
+            let endStream = flags & Frame.endStream != 0
+            if flags & Frame.endHeaders != 0 {
+                try headers(payload, stream: id, endStream: endStream)
+            } else {
+                guard payload.readableBytes <= Self.maximumHeaderBlock else {
+                    throw ConnectionError.protocolError("a header block past \(Self.maximumHeaderBlock) bytes")
+                }
+                headerBlock = (id, endStream, payload)
+            }
+        case Frame.priority:
+            guard id != 0 else { throw ConnectionError.protocolError("PRIORITY on stream 0") }
+        case Frame.rstStream:
+            guard id != 0 else { throw ConnectionError.protocolError("RST_STREAM on stream 0") }
+            guard let code = payload.readInteger(as: UInt32.self), payload.readableBytes == 0 else {
+                throw ConnectionError.frameSize("RST_STREAM of other than 4 bytes")
+            }
+            blocked.removeAll { $0 == id }
+            fail(id, HTTP2Client.Failure(description: "stream reset: \(Self.errorName(code))"))
+        case Frame.settings:
+            guard id == 0 else { throw ConnectionError.protocolError("SETTINGS on a stream") }
+            if flags & Frame.ack != 0 {
+                guard payload.readableBytes == 0 else { throw ConnectionError.frameSize("a SETTINGS acknowledgement with a payload") }
+                return
+            }
+            guard payload.readableBytes % 6 == 0 else { throw ConnectionError.frameSize("SETTINGS of \(payload.readableBytes) bytes") }
+            while let parameter = payload.readInteger(as: UInt16.self), let value = payload.readInteger(as: UInt32.self) {
+                try apply(parameter, value)
+            }
+            var out = output(context, capacity: 9)
+            Self.frameHeader(length: 0, type: Frame.settings, flags: Frame.ack, stream: 0, into: &out)
+            pendingOutput = out
+            sendBlocked(context: context)
+        case Frame.pushPromise:
+            throw ConnectionError.protocolError("PUSH_PROMISE, though push is off")
+        case Frame.ping:
+            guard id == 0 else { throw ConnectionError.protocolError("PING on a stream") }
+            guard payload.readableBytes == 8 else { throw ConnectionError.frameSize("PING of other than 8 bytes") }
+            guard flags & Frame.ack == 0 else { return }
+            var out = output(context, capacity: 17)
+            Self.frameHeader(length: 8, type: Frame.ping, flags: Frame.ack, stream: 0, into: &out)
+            out.writeBuffer(&payload)
+            pendingOutput = out
+        case Frame.goAway:
+            guard id == 0 else { throw ConnectionError.protocolError("GOAWAY on a stream") }
+            guard payload.readableBytes >= 8, let last = payload.readInteger(as: UInt32.self), let code = payload.readInteger(as: UInt32.self) else {
+                throw ConnectionError.frameSize("GOAWAY shorter than 8 bytes")
+            }
+            let lastStream = last & 0x7FFF_FFFF
+            closed = true
+            draining.set()
+            let failure = HTTP2Client.Failure(description: "GOAWAY \(Self.errorName(code))")
+            for stream in streams.keys where stream > lastStream { fail(stream, failure) }
+            blocked.removeAll { streams[$0] == nil }
+            while let next = waiting.popFirst() { next.request.sink.complete(next.request.index, .failure(failure)) }
+        case Frame.windowUpdate:
+            guard let raw = payload.readInteger(as: UInt32.self), payload.readableBytes == 0 else {
+                throw ConnectionError.frameSize("WINDOW_UPDATE of other than 4 bytes")
+            }
+            let increment = Int(raw & 0x7FFF_FFFF)
+            if id == 0 {
+                guard increment > 0 else { throw ConnectionError.protocolError("a WINDOW_UPDATE of 0 for the connection") }
+                sendWindow += increment
+                guard sendWindow <= Int(Int32.max) else { throw ConnectionError.flowControl("the connection's window past 2^31-1") }
+            } else if var stream = streams[id] {
+                stream.sendWindow += increment
+                guard increment > 0, stream.sendWindow <= Int(Int32.max) else {
+                    streams[id] = stream
+                    fail(id, HTTP2Client.Failure(description: "a stream's window update of 0 or past 2^31-1"))
+                    reset(id, context: context)
+                    return
+                }
+                streams[id] = stream
+            }
+            sendBlocked(context: context)
+        case Frame.continuation:
+            throw ConnectionError.protocolError("CONTINUATION without a header block")
+        default:
+            // Frames of unknown types are ignored (RFC 9113, section 4.1).
+            break
+        }
+    }
+
+    /// A stream's header block, decoded whatever the stream, so that the HPACK table stays as
+    /// the server keeps it: its status, then its fields (trailers too); the stream ends with it
+    /// when `endStream`.
+    private func headers(_ block: ByteBuffer, stream id: UInt32, endStream: Bool) throws {
+        var block = block
+        let fields: HPACKHeaders
+        do { fields = try decoder.decodeHeaders(from: &block) } catch {
+            throw ConnectionError(code: 0x9, reason: "a header block HPACK cannot read: \(error)")  // COMPRESSION_ERROR
+        }
+        guard var stream = streams[id] else { return }
+        if let status = fields.first(name: ":status").flatMap(Int.init) {
+            // An informational answer (1xx) is not the answer.
+            if (100..<200).contains(status) {
+                if endStream { complete(id) }
+                return
+            }
+            stream.status = status
+        }
+        for (name, value, _) in fields where !name.hasPrefix(":") { stream.headers.add(name, value) }
+        streams[id] = stream
+        if endStream {
+            blocked.removeAll { $0 == id }
+            complete(id)
+        }
+    }
+
+    private func reset(_ id: UInt32, context: ChannelHandlerContext) {
+        blocked.removeAll { $0 == id }
+        var out = output(context, capacity: 13)
+        Self.frameHeader(length: 4, type: Frame.rstStream, flags: 0, stream: id, into: &out)
+        out.writeInteger(UInt32(0x8))  // CANCEL
+        pendingOutput = out
+    }
+
+    /// One setting of the server's, checked.
+    private func apply(_ parameter: UInt16, _ value: UInt32) throws(ConnectionError) {
+        switch parameter {
+        case 0x2:
+            guard value <= 1 else { throw .protocolError("SETTINGS_ENABLE_PUSH of \(value)") }
+        case 0x3:
+            peerMaximumStreams = Int(value)
+        case 0x4:
+            guard value <= UInt32(Int32.max) else { throw .flowControl("SETTINGS_INITIAL_WINDOW_SIZE of \(value)") }
+            let delta = Int(value) - peerInitialWindow
+            peerInitialWindow = Int(value)
+            for id in Array(streams.keys) {
+                streams[id]!.sendWindow += delta
+                guard streams[id]!.sendWindow <= Int(Int32.max) else { throw .flowControl("a stream's window past 2^31-1") }
+            }
+        case 0x5:
+            guard (16_384...16_777_215).contains(value) else { throw .protocolError("SETTINGS_MAX_FRAME_SIZE of \(value)") }
+            peerMaximumFrame = Int(value)
+        default:
+            // The header table (this client's fields are never indexed), the header list's
+            // size (advisory) and unknown settings.
+            break
+        }
+    }
+
+    /// Strips a padded frame's padding.
+    private static func unpad(_ payload: inout ByteBuffer, flags: UInt8) throws(ConnectionError) {
+        guard flags & Frame.padded != 0 else { return }
+        guard let padding = payload.readInteger(as: UInt8.self), Int(padding) <= payload.readableBytes else {
+            throw .protocolError("padding longer than its frame")
+        }
+        payload.moveWriterIndex(to: payload.writerIndex - Int(padding))
+    }
+
+    /// An error code's name (RFC 9113, section 7), or its number.
+    static func errorName(_ code: UInt32) -> String {
+        let names = [
+            "NO_ERROR", "PROTOCOL_ERROR", "INTERNAL_ERROR", "FLOW_CONTROL_ERROR", "SETTINGS_TIMEOUT", "STREAM_CLOSED", "FRAME_SIZE_ERROR",
+            "REFUSED_STREAM", "CANCEL", "COMPRESSION_ERROR", "CONNECT_ERROR", "ENHANCE_YOUR_CALM", "INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED",
+        ]
+        return code < names.count ? names[Int(code)] : "error \(code)"
+    }
+}
+
+/// HPACK's literal header fields without indexing (RFC 7541, section 6.2.2), and no Huffman
+/// coding: what a client that keeps no dynamic table sends.
+enum HPACKLiteral {
+    /// A field whose name is the static table's entry `nameIndex`.
+    static func field(nameIndex: Int, value: String, into out: inout [UInt8]) {
+        integer(nameIndex, prefixBits: 4, first: 0x00, into: &out)
+        string(value, into: &out)
+    }
+
+    /// A field with its name written out.
+    static func field(name: String, value: String, into out: inout [UInt8]) {
+        out.append(0x00)
+        string(name, into: &out)
+        string(value, into: &out)
+    }
+
+    static func string(_ text: String, into out: inout [UInt8]) {
+        var text = text
+        text.withUTF8 { bytes in
+            integer(bytes.count, prefixBits: 7, first: 0x00, into: &out)
+            out.append(contentsOf: bytes)
+        }
+    }
+
+    /// An integer in a prefix of `prefixBits` bits of a byte whose other bits are `first`
+    /// (RFC 7541, section 5.1).
+    static func integer(_ value: Int, prefixBits: Int, first: UInt8, into out: inout [UInt8]) {
+        let maximum = (1 << prefixBits) - 1
+        guard value >= maximum else {
+            out.append(first | UInt8(value))
+            return
+        }
+        out.append(first | UInt8(maximum))
+        var rest = value - maximum
+        while rest >= 128 {
+            out.append(UInt8(rest & 0x7F) | 0x80)
+            rest >>= 7
+        }
+        out.append(UInt8(rest))
+    }
+}

@@ -1,0 +1,453 @@
+import Foundation
+import NIOCore
+import NIOEmbedded
+import NIOHPACK
+import Synchronization
+import Testing
+
+@testable import PushProviders
+
+/// The client side of HTTP/2 driven byte by byte: what it writes is read as a server reads it
+/// (frames, and header blocks through NIOHPACK's decoder), and what a server would answer,
+/// well-formed or hostile, is written to it.
+@Suite("HTTP/2 client connection: frames written and read, windows, limits, hostile answers", .timeLimit(.minutes(2)))
+struct HTTP2ClientConnectionTests {
+    typealias C = HTTP2ClientConnection
+
+    /// The requests whose answers are in, by index.
+    final class Answered: Sendable {
+        let indexes = Mutex<Set<Int>>([])
+        var all: Set<Int> { indexes.withLock { $0 } }
+    }
+
+    struct Frame {
+        var type: UInt8
+        var flags: UInt8
+        var stream: UInt32
+        var payload: ByteBuffer
+    }
+
+    /// A connection on an embedded channel, what it wrote as a server reads it, and requests.
+    final class Harness {
+        let channel: EmbeddedChannel
+        let draining = HTTP2Client.Draining()
+        let answered = Answered()
+        var sinks: [Int: ResponseSink] = [:]
+        private var written = ByteBuffer()
+        private var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
+        private var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
+        var prefaceRead = false
+
+        init(timeout: TimeAmount = .seconds(10)) throws {
+            channel = EmbeddedChannel(handler: C(authority: "pns.example", timeout: timeout, draining: draining))
+            try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+        }
+
+        /// Requests `indexes`, each with its own sink, written together.
+        func request(_ indexes: [Int], body: String = #"{"aps":{}}"#, headers: PNSHeaderFields = [("apns-topic", "app")]) {
+            var requests: [StreamRequest] = []
+            for index in indexes {
+                let sink = ResponseSink(count: 1) { [answered] in answered.indexes.withLock { _ = $0.insert(index) } }
+                sinks[index] = sink
+                requests.append(StreamRequest(path: "/3/device/\(index)", headers: headers, body: ByteBuffer(string: body), sink: sink, index: 0))
+            }
+            channel.write(StreamRequests(requests: requests), promise: nil)
+            channel.embeddedEventLoop.run()
+        }
+
+        /// The frames written since the last call (the preface's magic checked and skipped).
+        func frames() throws -> [Frame] {
+            while let data = try channel.readOutbound(as: IOData.self) {
+                guard case .byteBuffer(var buffer) = data else { throw Failure("a file region came out") }
+                written.writeBuffer(&buffer)
+            }
+            if !prefaceRead {
+                guard written.readString(length: 24) == "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" else { throw Failure("no preface") }
+                prefaceRead = true
+            }
+            var frames: [Frame] = []
+            while written.readableBytes >= 9 {
+                let length =
+                    Int(written.getInteger(at: written.readerIndex, as: UInt8.self)!) << 16
+                    | Int(written.getInteger(at: written.readerIndex + 1, as: UInt16.self)!)
+                guard written.readableBytes >= 9 + length else { break }
+                written.moveReaderIndex(forwardBy: 3)
+                let type = written.readInteger(as: UInt8.self)!
+                let flags = written.readInteger(as: UInt8.self)!
+                let stream = written.readInteger(as: UInt32.self)!
+                frames.append(Frame(type: type, flags: flags, stream: stream, payload: written.readSlice(length: length)!))
+            }
+            written.discardReadBytes()
+            return frames
+        }
+
+        /// A request's header block as the server reads it.
+        func fields(_ frame: Frame) throws -> [(String, String)] {
+            var block = frame.payload
+            return try decoder.decodeHeaders(from: &block).map { ($0.name, $0.value) }
+        }
+
+        /// What the server writes.
+        func receive(_ bytes: ByteBuffer) throws {
+            try channel.writeInbound(bytes)
+            channel.pipeline.fireChannelReadComplete()
+            channel.embeddedEventLoop.run()
+        }
+
+        func frame(_ type: UInt8, flags: UInt8 = 0, stream: UInt32, _ payload: ByteBuffer = ByteBuffer()) -> ByteBuffer {
+            var out = ByteBuffer()
+            C.frameHeader(length: payload.readableBytes, type: type, flags: flags, stream: stream, into: &out)
+            var payload = payload
+            out.writeBuffer(&payload)
+            return out
+        }
+
+        /// A header block, encoded with indexing (the server's table grows as a PNS's would).
+        func block(_ fields: [(String, String)]) throws -> ByteBuffer {
+            var out = ByteBuffer()
+            try encoder.encode(headers: HPACKHeaders(fields), to: &out)
+            return out
+        }
+
+        func answer(_ stream: UInt32, status: Int = 200, body: String? = nil) throws -> ByteBuffer {
+            var out = frame(
+                C.Frame.headers, flags: C.Frame.endHeaders | (body == nil ? C.Frame.endStream : 0), stream: stream,
+                try block([(":status", String(status)), ("apns-id", "id-\(stream)")]))
+            if let body {
+                var data = frame(C.Frame.data, flags: C.Frame.endStream, stream: stream, ByteBuffer(string: body))
+                out.writeBuffer(&data)
+            }
+            return out
+        }
+
+        func settings(_ pairs: [(UInt16, UInt32)]) -> ByteBuffer {
+            var payload = ByteBuffer()
+            for (parameter, value) in pairs {
+                payload.writeInteger(parameter)
+                payload.writeInteger(value)
+            }
+            return frame(C.Frame.settings, stream: 0, payload)
+        }
+
+        func result(_ index: Int) async -> Result<PNSResponse, any Error> { await sinks[index]!.answers()[0].result }
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    static func integer(_ value: UInt32) -> ByteBuffer {
+        var out = ByteBuffer()
+        out.writeInteger(value)
+        return out
+    }
+
+    @Test("the preface, then each request a stream of HEADERS and DATA; answers, with the server's HPACK table, complete them")
+    func requestsAndAnswers() async throws {
+        let harness = try Harness()
+        let opening = try harness.frames()
+        // SETTINGS (push off, 1 MiB a stream, 16 KiB header lists), then the connection's window opened.
+        #expect(opening.map(\.type) == [C.Frame.settings, C.Frame.windowUpdate])
+        var settings = opening[0].payload
+        var pairs: [UInt16: UInt32] = [:]
+        while let parameter = settings.readInteger(as: UInt16.self), let value = settings.readInteger(as: UInt32.self) { pairs[parameter] = value }
+        #expect(pairs == [0x2: 0, 0x4: 1 << 20, 0x6: 16 * 1024])
+        try harness.receive(harness.settings([(0x3, 100)]))
+        let acknowledged = try harness.frames()
+        #expect(acknowledged.map(\.type) == [C.Frame.settings] && acknowledged.map(\.flags) == [C.Frame.ack])
+
+        harness.request([0, 1, 2], headers: [("apns-topic", "app"), ("Apns-Push-Type", "alert"), ("authorization", "bearer x")])
+        let frames = try harness.frames()
+        #expect(frames.map(\.type) == [1, 0, 1, 0, 1, 0])
+        #expect(frames.map(\.stream) == [1, 1, 3, 3, 5, 5])
+        for (index, headers) in frames.enumerated() where headers.type == C.Frame.headers {
+            #expect(headers.flags == C.Frame.endHeaders)
+            let fields = try harness.fields(headers)
+            #expect(fields.map(\.0) == [":method", ":scheme", ":authority", ":path", "apns-topic", "apns-push-type", "authorization"])
+            #expect(fields.map(\.1) == ["POST", "https", "pns.example", "/3/device/\(index / 2)", "app", "alert", "bearer x"])
+            let data = frames[index + 1]
+            #expect(data.flags == C.Frame.endStream && String(buffer: data.payload) == #"{"aps":{}}"#)
+        }
+        // Answers out of order; the second and third through the server's table (indexed fields).
+        var answers = try harness.answer(3, status: 410, body: #"{"reason":"Unregistered"}"#)
+        var more = try harness.answer(1)
+        answers.writeBuffer(&more)
+        more = try harness.answer(5)
+        answers.writeBuffer(&more)
+        try harness.receive(answers)
+        let first = try await harness.result(0).get()
+        #expect(first.status == 200 && first.headers.first(name: "apns-id") == "id-1" && first.body.isEmpty)
+        let gone = try await harness.result(1).get()
+        #expect(gone.status == 410 && String(decoding: gone.body, as: UTF8.self) == #"{"reason":"Unregistered"}"#)
+        #expect(try await harness.result(2).get().headers.first(name: "apns-id") == "id-5")
+        #expect(harness.channel.isActive && !harness.draining.isSet)
+    }
+
+    @Test("past the server's concurrent streams, requests wait and open as streams end, in order")
+    func concurrentStreams() async throws {
+        let harness = try Harness()
+        _ = try harness.frames()
+        try harness.receive(harness.settings([(0x3, 1)]))
+        _ = try harness.frames()
+        harness.request([0, 1, 2])
+        #expect(try harness.frames().filter { $0.type == C.Frame.headers }.map(\.stream) == [1])
+        try harness.receive(try harness.answer(1))
+        #expect(try harness.frames().filter { $0.type == C.Frame.headers }.map(\.stream) == [3])
+        #expect(harness.answered.all == [0])
+        // The server allows two now: the last request opens at once.
+        try harness.receive(harness.settings([(0x3, 2)]))
+        #expect(try harness.frames().filter { $0.type == C.Frame.headers }.map(\.stream) == [5])
+        var both = try harness.answer(5)
+        var other = try harness.answer(3)
+        both.writeBuffer(&other)
+        try harness.receive(both)
+        #expect(harness.answered.all == [0, 1, 2])
+        #expect(try await harness.result(2).get().status == 200)
+    }
+
+    @Test("a body waits for the stream's window and for the connection's, and goes on as they open")
+    func windows() async throws {
+        let harness = try Harness()
+        _ = try harness.frames()
+        try harness.receive(harness.settings([(0x4, 10)]))
+        _ = try harness.frames()
+        harness.request([0], body: String(repeating: "a", count: 25))
+        var frames = try harness.frames()
+        #expect(frames.map(\.type) == [C.Frame.headers, C.Frame.data])
+        #expect(frames[1].payload.readableBytes == 10 && frames[1].flags == 0)
+        try harness.receive(harness.frame(C.Frame.windowUpdate, stream: 1, Self.integer(10)))
+        frames = try harness.frames()
+        #expect(frames.map(\.payload.readableBytes) == [10] && frames[0].flags == 0)
+        // A larger window for every stream (SETTINGS) lets the rest go, and ends the stream.
+        try harness.receive(harness.settings([(0x4, 100)]))
+        frames = try harness.frames()
+        #expect(frames.map(\.type) == [C.Frame.settings, C.Frame.data])
+        #expect(frames[1].payload.readableBytes == 5 && frames[1].flags == C.Frame.endStream)
+
+        // The connection's window: 65,535 bytes at the start, for three bodies of 30,000.
+        let other = try Harness()
+        _ = try other.frames()
+        other.request(Array(0..<3), body: String(repeating: "b", count: 30_000))
+        frames = try other.frames().filter { $0.type == C.Frame.data }
+        #expect(frames.map(\.payload.readableBytes).reduce(0, +) == 65_535)
+        #expect(frames.last?.flags == 0)
+        try other.receive(other.frame(C.Frame.windowUpdate, stream: 0, Self.integer(100_000)))
+        frames = try other.frames().filter { $0.type == C.Frame.data }
+        #expect(frames.map(\.payload.readableBytes).reduce(0, +) == 90_000 - 65_535)
+        #expect(frames.last?.flags == C.Frame.endStream && frames.last?.stream == 5)
+    }
+
+    @Test("CONTINUATION, padding, PING, informational answers and trailers are read as HTTP/2 has them")
+    func framesOfAnswers() async throws {
+        let harness = try Harness()
+        _ = try harness.frames()
+        harness.request([0, 1])
+        _ = try harness.frames()
+        // A PING is answered with its payload.
+        try harness.receive(harness.frame(C.Frame.ping, stream: 0, ByteBuffer(string: "12345678")))
+        let pong = try harness.frames()
+        #expect(pong.map(\.type) == [C.Frame.ping] && pong[0].flags == C.Frame.ack && String(buffer: pong[0].payload) == "12345678")
+        // 100 first; then the answer's header block in three frames; a padded body; trailers.
+        var bytes = harness.frame(C.Frame.headers, flags: C.Frame.endHeaders, stream: 1, try harness.block([(":status", "100")]))
+        var block = try harness.block([(":status", "200"), ("apns-id", "x"), ("long", String(repeating: "v", count: 100))])
+        let head = block.readSlice(length: 10)!
+        let middle = block.readSlice(length: 10)!
+        var frames = [
+            harness.frame(C.Frame.headers, stream: 1, head), harness.frame(C.Frame.continuation, stream: 1, middle),
+            harness.frame(C.Frame.continuation, flags: C.Frame.endHeaders, stream: 1, block),
+        ]
+        var padded = ByteBuffer()
+        padded.writeInteger(UInt8(4))
+        padded.writeString("body")
+        padded.writeString("\0\0\0\0")
+        frames.append(harness.frame(C.Frame.data, flags: C.Frame.padded, stream: 1, padded))
+        frames.append(
+            harness.frame(C.Frame.headers, flags: C.Frame.endHeaders | C.Frame.endStream, stream: 1, try harness.block([("trailer", "t")])))
+        for var frame in frames { bytes.writeBuffer(&frame) }
+        try harness.receive(bytes)
+        let answer = try await harness.result(0).get()
+        #expect(answer.status == 200 && String(decoding: answer.body, as: UTF8.self) == "body")
+        #expect(answer.headers.first(name: "long")?.count == 100 && answer.headers.first(name: "trailer") == "t")
+        #expect(harness.answered.all == [0])
+    }
+
+    @Test("GOAWAY fails the streams past its last and those waiting; RST_STREAM fails its stream; the rest still complete")
+    func goAwayAndReset() async throws {
+        let harness = try Harness()
+        _ = try harness.frames()
+        try harness.receive(harness.settings([(0x3, 3)]))
+        harness.request([0, 1, 2, 3])
+        _ = try harness.frames()
+        try harness.receive(harness.frame(C.Frame.rstStream, stream: 3, Self.integer(0x7)))
+        await #expect(throws: HTTP2Client.Failure.self) { try await harness.result(1).get() }
+        if case .failure(let error) = await harness.result(1) { #expect("\(error)".contains("REFUSED_STREAM")) }
+        var goAway = ByteBuffer()
+        goAway.writeInteger(UInt32(1))
+        goAway.writeInteger(UInt32(0))
+        try harness.receive(harness.frame(C.Frame.goAway, stream: 0, goAway))
+        #expect(harness.draining.isSet)
+        // Streams 5 and 7 (request 3's, opened when stream 3 ended) are past the last the server kept.
+        await #expect(throws: HTTP2Client.Failure.self) { try await harness.result(2).get() }
+        await #expect(throws: HTTP2Client.Failure.self) { try await harness.result(3).get() }
+        #expect(harness.answered.all == [1, 2, 3] && harness.channel.isActive)
+        // Stream 1 is answered, and then the connection closes.
+        try harness.receive(try harness.answer(1))
+        #expect(try await harness.result(0).get().status == 200)
+        #expect(!harness.channel.isActive)
+    }
+
+    @Test("a stream past its deadline fails and is cancelled; a request still waiting for a stream fails too")
+    func deadlines() async throws {
+        let harness = try Harness(timeout: .seconds(4))
+        _ = try harness.frames()
+        try harness.receive(harness.settings([(0x3, 1)]))
+        harness.request([0, 1])
+        _ = try harness.frames()
+        harness.channel.embeddedEventLoop.advanceTime(by: .seconds(5))
+        let reset = try harness.frames().filter { $0.type == C.Frame.rstStream }
+        #expect(reset.map(\.stream) == [1])
+        #expect(harness.answered.all == [0, 1])
+        for index in [0, 1] {
+            if case .failure(let error) = await harness.result(index) { #expect("\(error)".contains("no answer within")) }
+        }
+        // A late answer of the cancelled stream is dropped.
+        try harness.receive(try harness.answer(1))
+        #expect(harness.channel.isActive)
+    }
+
+    /// Hostile answers that end the connection, each with the GOAWAY code it earns.
+    static let hostile: [(name: String, code: UInt32, bytes: @Sendable (Harness) throws -> ByteBuffer)] = [
+        (
+            "a frame past 16,384 bytes", 0x6,
+            { $0.frame(C.Frame.data, stream: 1, ByteBuffer(repeating: 0, count: 16_385)) }
+        ),
+        ("PUSH_PROMISE", 0x1, { $0.frame(C.Frame.pushPromise, flags: C.Frame.endHeaders, stream: 1, Self.integer(2)) }),
+        ("SETTINGS on a stream", 0x1, { $0.frame(C.Frame.settings, stream: 1) }),
+        ("SETTINGS of 5 bytes", 0x6, { $0.frame(C.Frame.settings, stream: 0, ByteBuffer(repeating: 0, count: 5)) }),
+        ("an initial window past 2^31-1", 0x3, { $0.settings([(0x4, 1 << 31)]) }),
+        ("a frame size below 16,384", 0x1, { $0.settings([(0x5, 100)]) }),
+        ("a WINDOW_UPDATE of 0 for the connection", 0x1, { $0.frame(C.Frame.windowUpdate, stream: 0, Self.integer(0)) }),
+        ("the connection's window past 2^31-1", 0x3, { $0.frame(C.Frame.windowUpdate, stream: 0, Self.integer(0x7FFF_FFFF)) }),
+        ("CONTINUATION without HEADERS", 0x1, { $0.frame(C.Frame.continuation, flags: C.Frame.endHeaders, stream: 1) }),
+        (
+            "a header block cut off by DATA", 0x1,
+            { harness in
+                var bytes = harness.frame(C.Frame.headers, stream: 1, ByteBuffer(bytes: [0x88]))
+                var data = harness.frame(C.Frame.data, stream: 1, ByteBuffer(string: "x"))
+                bytes.writeBuffer(&data)
+                return bytes
+            }
+        ),
+        (
+            "a header block past 64 KiB", 0x1,
+            { harness in
+                var bytes = harness.frame(C.Frame.headers, stream: 1, ByteBuffer(repeating: 0x40, count: 16_000))
+                for _ in 0..<4 {
+                    var more = harness.frame(C.Frame.continuation, stream: 1, ByteBuffer(repeating: 0x40, count: 16_000))
+                    bytes.writeBuffer(&more)
+                }
+                return bytes
+            }
+        ),
+        (
+            "padding longer than its frame", 0x1,
+            { $0.frame(C.Frame.data, flags: C.Frame.padded, stream: 1, ByteBuffer(bytes: [9, 1, 2])) }
+        ),
+        (
+            "a header block HPACK cannot read", 0x9,
+            { $0.frame(C.Frame.headers, flags: C.Frame.endHeaders, stream: 1, ByteBuffer(bytes: [0xFF, 0xFF])) }
+        ),
+        ("PING of 4 bytes", 0x6, { $0.frame(C.Frame.ping, stream: 0, Self.integer(1)) }),
+        ("GOAWAY of 4 bytes", 0x6, { $0.frame(C.Frame.goAway, stream: 0, Self.integer(1)) }),
+    ]
+
+    @Test("a hostile answer ends the connection with GOAWAY and its code, and fails every stream", arguments: 0..<hostile.count)
+    func hostileAnswers(_ which: Int) async throws {
+        let (name, code, bytes) = Self.hostile[which]
+        let harness = try Harness()
+        _ = try harness.frames()
+        harness.request([0, 1])
+        _ = try harness.frames()
+        try harness.receive(try bytes(harness))
+        let goAway = try harness.frames().filter { $0.type == C.Frame.goAway }
+        #expect(goAway.count == 1, "\(name)")
+        var payload = goAway.first?.payload ?? ByteBuffer()
+        payload.moveReaderIndex(forwardBy: 4)
+        #expect(payload.readInteger(as: UInt32.self) == code, "\(name)")
+        #expect(!harness.channel.isActive, "\(name)")
+        #expect(harness.answered.all == [0, 1], "\(name)")
+        #expect(harness.draining.isSet, "\(name)")
+    }
+
+    @Test("an answer's body past 64 KiB fails its stream and resets it; the connection goes on")
+    func largeBody() async throws {
+        let harness = try Harness()
+        _ = try harness.frames()
+        harness.request([0, 1])
+        _ = try harness.frames()
+        var bytes = harness.frame(C.Frame.headers, flags: C.Frame.endHeaders, stream: 1, try harness.block([(":status", "200")]))
+        for _ in 0..<5 {
+            var data = harness.frame(C.Frame.data, stream: 1, ByteBuffer(repeating: 0x61, count: 16_000))
+            bytes.writeBuffer(&data)
+        }
+        try harness.receive(bytes)
+        if case .failure(let error) = await harness.result(0) { #expect("\(error)".contains("64 KiB")) } else { Issue.record("answered") }
+        #expect(try harness.frames().contains { $0.type == C.Frame.rstStream && $0.stream == 1 })
+        try harness.receive(try harness.answer(3))
+        #expect(try await harness.result(1).get().status == 200)
+    }
+
+    @Test("mutated and random answers never crash the connection; a closed one has failed every request")
+    func mutatedAnswers() async throws {
+        var generator = SplitMix(seed: 13)
+        let template = try Harness()
+        var valid = template.settings([(0x3, 10), (0x4, 1000)])
+        var part = try template.answer(1, body: #"{"reason":"BadDeviceToken"}"#)
+        valid.writeBuffer(&part)
+        part = template.frame(C.Frame.ping, stream: 0, ByteBuffer(string: "abcdefgh"))
+        valid.writeBuffer(&part)
+        part = try template.answer(3)
+        valid.writeBuffer(&part)
+        let original = Array(valid.readableBytesView)
+        for round in 0..<3_000 {
+            var bytes = original
+            switch round % 4 {
+            case 0:
+                for _ in 0..<(1 + Int(generator.next() % 4)) {
+                    bytes[Int(generator.next() % UInt64(bytes.count))] = UInt8(truncatingIfNeeded: generator.next())
+                }
+            case 1: bytes = Array(bytes.prefix(Int(generator.next() % UInt64(bytes.count))))
+            case 2:
+                bytes.insert(
+                    contentsOf: (0..<Int(generator.next() % 16)).map { _ in UInt8(truncatingIfNeeded: generator.next()) },
+                    at: Int(generator.next() % UInt64(bytes.count)))
+            default: bytes = (0..<Int(generator.next() % 200)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+            }
+            let harness = try Harness()
+            harness.request([0, 1])
+            // In pieces, as TCP may cut them.
+            var offset = 0
+            while offset < bytes.count, harness.channel.isActive {
+                let length = min(bytes.count - offset, 1 + Int(generator.next() % 64))
+                try harness.receive(ByteBuffer(bytes: bytes[offset..<offset + length]))
+                offset += length
+            }
+            if !harness.channel.isActive { #expect(harness.answered.all == [0, 1], "round \(round)") }
+            _ = try? harness.frames()
+        }
+    }
+
+    /// A small deterministic generator for the mutations.
+    struct SplitMix {
+        var state: UInt64
+        init(seed: UInt64) { state = seed }
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+}

@@ -34,7 +34,7 @@ struct HTTP2ClientConnectionTests {
         let answered = Answered()
         var sinks: [Int: ResponseSink] = [:]
         private var written = ByteBuffer()
-        private var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
+        private var decoder = HPACKDecoder(allocator: ByteBufferAllocator(), maxDynamicTableSize: 4096, maxHeaderListSize: 1 << 20)
         private var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
         var prefaceRead = false
 
@@ -184,6 +184,27 @@ struct HTTP2ClientConnectionTests {
         #expect(harness.channel.isActive && !harness.draining.isSet)
     }
 
+    @Test("a header block larger than the server's frames goes in HEADERS and CONTINUATION frames; the next request's fields are its own")
+    func longHeaderBlock() async throws {
+        let harness = try Harness()
+        _ = try harness.frames()
+        let long = String(repeating: "t", count: 40_000)
+        harness.request([0], headers: [("authorization", "bearer " + long)])
+        harness.request([1], headers: [("apns-topic", "other")])
+        let frames = try harness.frames()
+        #expect(frames.map(\.type) == [C.Frame.headers, C.Frame.continuation, C.Frame.continuation, C.Frame.data, C.Frame.headers, C.Frame.data])
+        #expect(frames.map(\.flags) == [0, 0, C.Frame.endHeaders, C.Frame.endStream, C.Frame.endHeaders, C.Frame.endStream])
+        #expect(frames.prefix(3).allSatisfy { $0.payload.readableBytes <= 16_384 && $0.stream == 1 })
+        var block = frames[0].payload
+        var rest = frames[1].payload
+        block.writeBuffer(&rest)
+        rest = frames[2].payload
+        block.writeBuffer(&rest)
+        let fields = try harness.fields(Frame(type: C.Frame.headers, flags: C.Frame.endHeaders, stream: 1, payload: block))
+        #expect(fields.last?.0 == "authorization" && fields.last?.1 == "bearer " + long)
+        #expect(try harness.fields(frames[4]).last.map { [$0.0, $0.1] } == ["apns-topic", "other"])
+    }
+
     @Test("past the server's concurrent streams, requests wait and open as streams end, in order")
     func concurrentStreams() async throws {
         let harness = try Harness()
@@ -309,11 +330,137 @@ struct HTTP2ClientConnectionTests {
         #expect(reset.map(\.stream) == [1])
         #expect(harness.answered.all == [0, 1])
         for index in [0, 1] {
-            if case .failure(let error) = await harness.result(index) { #expect("\(error)".contains("no answer within")) }
+            if case .failure(let error) = await harness.result(index) {
+                #expect("\(error)".contains("no answer within"))
+            } else {
+                Issue.record("request \(index) was answered")
+            }
         }
-        // A late answer of the cancelled stream is dropped.
-        try harness.receive(try harness.answer(1))
+        // A late answer of the cancelled stream is dropped, but its header block is read: the
+        // next answer refers to a field it put in the server's table.
+        try harness.receive(
+            harness.frame(
+                C.Frame.headers, flags: C.Frame.endHeaders | C.Frame.endStream, stream: 1,
+                try harness.block([(":status", "200"), ("x-shared", "v1")])))
         #expect(harness.channel.isActive)
+        harness.request([2])
+        #expect(try harness.frames().first?.stream == 3)
+        var indexed = try harness.block([(":status", "200"), ("x-shared", "v1")])
+        #expect(indexed.readableBytes <= 3, "the field is a reference to the server's table")
+        try harness.receive(harness.frame(C.Frame.headers, flags: C.Frame.endHeaders | C.Frame.endStream, stream: 3, indexed))
+        #expect(try await harness.result(2).get().headers.first(name: "x-shared") == "v1")
+    }
+
+    @Test("a second header block that does not end the stream fails it; trailers end it, and their :status is not the answer's")
+    func headerBlocksOfAStream() async throws {
+        let harness = try Harness()
+        _ = try harness.frames()
+        harness.request([0, 1])
+        _ = try harness.frames()
+        var bytes = harness.frame(C.Frame.headers, flags: C.Frame.endHeaders, stream: 1, try harness.block([(":status", "200"), ("a", "1")]))
+        var again = harness.frame(C.Frame.headers, flags: C.Frame.endHeaders, stream: 1, try harness.block([("b", "2")]))
+        bytes.writeBuffer(&again)
+        var other = harness.frame(C.Frame.headers, flags: C.Frame.endHeaders, stream: 3, try harness.block([(":status", "200")]))
+        bytes.writeBuffer(&other)
+        var trailers = harness.frame(
+            C.Frame.headers, flags: C.Frame.endHeaders | C.Frame.endStream, stream: 3, try harness.block([(":status", "500"), ("t", "x")]))
+        bytes.writeBuffer(&trailers)
+        try harness.receive(bytes)
+        if case .failure(let error) = await harness.result(0) {
+            #expect("\(error)".contains("second header block"))
+        } else {
+            Issue.record("answered")
+        }
+        #expect(try harness.frames().contains { $0.type == C.Frame.rstStream && $0.stream == 1 })
+        let answer = try await harness.result(1).get()
+        #expect(answer.status == 200 && answer.headers.first(name: "t") == "x")
+        // A status that is not three digits is no answer.
+        harness.request([2])
+        _ = try harness.frames()
+        try harness.receive(
+            harness.frame(C.Frame.headers, flags: C.Frame.endHeaders | C.Frame.endStream, stream: 5, try harness.block([(":status", "+20")])))
+        await #expect(throws: HTTP2Client.Failure.self) { try await harness.result(2).get() }
+    }
+
+    @Test("answered before its body went, a stream is reset with NO_ERROR, and a held-back body of a failed stream is never sent")
+    func earlyAnswers() async throws {
+        let harness = try Harness()
+        _ = try harness.frames()
+        try harness.receive(harness.settings([(0x4, 5)]))
+        _ = try harness.frames()
+        harness.request([0, 1], body: String(repeating: "c", count: 20))
+        #expect(try harness.frames().filter { $0.type == C.Frame.data }.map(\.payload.readableBytes) == [5, 5])
+        try harness.receive(try harness.answer(1, status: 400))
+        let reset = try harness.frames().filter { $0.type == C.Frame.rstStream }
+        #expect(reset.map(\.stream) == [1] && reset.first.map { $0.payload.getInteger(at: $0.payload.readerIndex, as: UInt32.self) } == 0)
+        #expect(try await harness.result(0).get().status == 400)
+        // Stream 3 is reset by the server; a window for every stream then sends nothing of it.
+        try harness.receive(harness.frame(C.Frame.rstStream, stream: 3, Self.integer(0x8)))
+        try harness.receive(harness.settings([(0x4, 1000)]))
+        #expect(try harness.frames().filter { $0.type == C.Frame.data }.isEmpty)
+        #expect(harness.answered.all == [0, 1])
+    }
+
+    @Test("the first header block, and the first after the server's SETTINGS_HEADER_TABLE_SIZE, set the table to 0; the rest do not")
+    func tableSizeUpdates() async throws {
+        let harness = try Harness()
+        _ = try harness.frames()
+        func firstBytes() throws -> [UInt8] {
+            try harness.frames().filter { $0.type == C.Frame.headers }.map { $0.payload.getInteger(at: $0.payload.readerIndex, as: UInt8.self)! }
+        }
+        harness.request([0, 1])
+        #expect(try firstBytes() == [0x20, 0x83])
+        try harness.receive(harness.settings([(0x1, 0)]))
+        harness.request([2, 3])
+        #expect(try firstBytes() == [0x20, 0x83])
+    }
+
+    @Test("while the server reads nothing, requests wait and its PINGs are answered at most 10,000 times; then the connection ends")
+    func serverThatDoesNotRead() async throws {
+        let harness = try Harness(timeout: .seconds(8))
+        _ = try harness.frames()
+        harness.channel.isWritable = false
+        harness.channel.pipeline.fireChannelWritabilityChanged()
+        harness.request([0])
+        #expect(try harness.frames().filter { $0.type == C.Frame.headers }.isEmpty)
+        harness.channel.isWritable = true
+        harness.channel.pipeline.fireChannelWritabilityChanged()
+        #expect(try harness.frames().filter { $0.type == C.Frame.headers }.map(\.stream) == [1])
+        harness.channel.isWritable = false
+        harness.channel.pipeline.fireChannelWritabilityChanged()
+        var pings = ByteBuffer()
+        for _ in 0..<10_001 {
+            var ping = harness.frame(C.Frame.ping, stream: 0, ByteBuffer(string: "pingpong"))
+            pings.writeBuffer(&ping)
+        }
+        try harness.receive(pings)
+        var goAway = try harness.frames().filter { $0.type == C.Frame.goAway }.first?.payload
+        goAway?.moveReaderIndex(forwardBy: 4)
+        #expect(goAway?.readInteger(as: UInt32.self) == 0xB)
+        #expect(!harness.channel.isActive && harness.answered.all == [0])
+
+        // One that reads nothing for as long as a request may take is closed, its requests failed.
+        let still = try Harness(timeout: .seconds(8))
+        _ = try still.frames()
+        still.request([0])
+        still.channel.isWritable = false
+        still.channel.pipeline.fireChannelWritabilityChanged()
+        still.request([1])
+        still.channel.embeddedEventLoop.advanceTime(by: .seconds(10))
+        #expect(!still.channel.isActive && still.answered.all == [0, 1])
+    }
+
+    @Test("a header block left unfinished past the streams' deadline ends the connection")
+    func unfinishedHeaderBlock() async throws {
+        let harness = try Harness(timeout: .seconds(4))
+        _ = try harness.frames()
+        harness.request([0, 1])
+        _ = try harness.frames()
+        var block = try harness.block([(":status", "200")])
+        try harness.receive(harness.frame(C.Frame.headers, stream: 1, block.readSlice(length: 1)!))
+        harness.channel.embeddedEventLoop.advanceTime(by: .seconds(5))
+        #expect(try harness.frames().contains { $0.type == C.Frame.goAway })
+        #expect(!harness.channel.isActive && harness.answered.all == [0, 1])
     }
 
     /// Hostile answers that end the connection, each with the GOAWAY code it earns.
@@ -434,6 +581,9 @@ struct HTTP2ClientConnectionTests {
                 offset += length
             }
             if !harness.channel.isActive { #expect(harness.answered.all == [0, 1], "round \(round)") }
+            // Whatever was said, every request has its answer or its failure by the deadline.
+            harness.channel.embeddedEventLoop.advanceTime(by: .seconds(11))
+            #expect(harness.answered.all == [0, 1], "round \(round)")
             _ = try? harness.frames()
         }
     }

@@ -75,20 +75,36 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         var sendWindow: Int
         /// The part of the request's body the windows did not take yet.
         var unsent: ByteBuffer?
+        /// Whether the stream is in `blocked`.
+        var isBlocked = false
     }
 
     private let authority: String
     private let timeout: TimeAmount
     private let draining: HTTP2Client.Draining
     /// `:method POST`, `:scheme https` and `:authority`, the same for every request here.
-    private let commonFields: [UInt8]
+    private let commonFields: ByteBuffer
+    /// The last request's fields as HPACK writes them, kept with the fields (so their storage
+    /// is not freed and used again): a batch's requests share one array of fields.
+    private var encodedFields: (fields: PNSHeaderFields, bytes: ByteBuffer)?
 
     private var nextStreamID: UInt32 = 1
     private var streams: [UInt32: Stream] = [:]
     /// Requests past the server's concurrent streams, in order.
     private var waiting = CircularBuffer<(request: StreamRequest, deadline: NIODeadline)>()
-    /// Streams with body bytes that a window held back, in order.
-    private var blocked: [UInt32] = []
+    /// Streams with body bytes that a window held back, in order; an id whose stream ended
+    /// stays until the next pass drops it (`blockedCount` counts those that did not end).
+    private var blocked = CircularBuffer<UInt32>()
+    private var blockedCount = 0
+    /// Control frames (acknowledgements) answered while the channel could not write: a server
+    /// that does not read and keeps asking is cut off past `maximumUnwritten`.
+    private var unwrittenControlFrames = 0
+    static let maximumUnwritten = 10_000
+    /// Since when the channel could not write, if it cannot.
+    private var unwritableSince: NIODeadline?
+    /// The next header block starts with a dynamic table size update to 0 (RFC 7541, 4.2):
+    /// the first, and the first after the server set `SETTINGS_HEADER_TABLE_SIZE`.
+    private var tableSizeUpdate = true
     private var closed = false
     /// The connection failed: its streams are failed, and what it reads is dropped.
     private var failed = false
@@ -112,12 +128,13 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
     private var window = HTTP2ConnectionWindow()
     /// Fails streams past their deadline: one sweep for the connection, not a timer per stream.
     private var sweep: Scheduled<Void>?
+    private let allocator = ByteBufferAllocator()
 
     init(authority: String, timeout: TimeAmount, draining: HTTP2Client.Draining) {
         self.authority = authority
         self.timeout = timeout
         self.draining = draining
-        var common: [UInt8] = [0x83, 0x87]  // :method POST, :scheme https (static table 3 and 7)
+        var common = ByteBuffer(bytes: [0x83, 0x87])  // :method POST, :scheme https (static table 3 and 7)
         HPACKLiteral.field(nameIndex: 1, value: authority, into: &common)  // :authority
         commonFields = common
         decoder = HPACKDecoder(allocator: ByteBufferAllocator(), maxDynamicTableSize: 4096, maxHeaderListSize: Self.maximumHeaderList)
@@ -145,20 +162,20 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         let batch = unwrapOutboundIn(data)
         promise?.succeed(())
         let deadline = context.eventLoop.now + timeout
-        var out = output(context, capacity: batch.requests.reduce(0) { $0 + Self.estimatedSize($1) })
+        var out = output(capacity: batch.requests.reduce(0) { $0 + Self.estimatedSize($1) })
         for request in batch.requests { open(request, deadline: deadline, into: &out, context: context) }
         pendingOutput = out
         scheduleFlush(context: context)
     }
 
     /// The buffer frames are gathered in until the next flush.
-    private func output(_ context: ChannelHandlerContext, capacity: Int) -> ByteBuffer {
+    private func output(capacity: Int) -> ByteBuffer {
         if var pending = pendingOutput {
             pendingOutput = nil
             pending.reserveCapacity(minimumWritableBytes: capacity)
             return pending
         }
-        return context.channel.allocator.buffer(capacity: max(capacity, 256))
+        return allocator.buffer(capacity: max(capacity, 256))
     }
 
     /// Writes and flushes what was gathered after the current tick of the event loop, so that
@@ -194,75 +211,140 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
             request.sink.complete(request.index, .failure(HTTP2Client.Failure(description: "the HTTP/2 connection is closing")))
             return
         }
-        guard streams.count < peerMaximumStreams else {
+        // Past the server's streams, or while the channel cannot write (the server does not
+        // read), a request waits.
+        guard streams.count < peerMaximumStreams, unwritableSince == nil else {
             waiting.append((request, deadline))
             return
         }
         let id = nextStreamID
         nextStreamID += 2
-        var block = commonFields
-        block.reserveCapacity(commonFields.count + request.path.utf8.count + 8 + request.headers.fields.count * 48)
-        HPACKLiteral.field(nameIndex: 4, value: request.path, into: &block)  // :path
-        for field in request.headers.fields {
+        let hasBody = request.body.readableBytes > 0
+        // The header block is written in place after room for its frame's header, which is
+        // filled in once the block's length is known.
+        let start = out.writerIndex
+        out.writeRepeatingByte(0, count: 9)
+        if tableSizeUpdate {
+            out.writeInteger(UInt8(0x20))
+            tableSizeUpdate = false
+        }
+        var common = commonFields
+        out.writeBuffer(&common)
+        HPACKLiteral.field(nameIndex: 4, value: request.path, into: &out)  // :path
+        var fields = encoded(request.headers)
+        out.writeBuffer(&fields)
+        let length = out.writerIndex - start - 9
+        let endStream = hasBody ? 0 : Frame.endStream
+        if length <= peerMaximumFrame {
+            out.setInteger(UInt8(truncatingIfNeeded: length >> 16), at: start)
+            out.setInteger(UInt16(truncatingIfNeeded: length), at: start + 1)
+            out.setInteger(Frame.headers, at: start + 3)
+            out.setInteger(Frame.endHeaders | endStream, at: start + 4)
+            out.setInteger(id, at: start + 5)
+        } else {
+            // A header block larger than a frame goes on in CONTINUATION frames.
+            var block = out.getSlice(at: start + 9, length: length)!
+            out.moveWriterIndex(to: start)
+            var first = true
+            while block.readableBytes > 0 {
+                var part = block.readSlice(length: min(block.readableBytes, peerMaximumFrame))!
+                let flags = (block.readableBytes == 0 ? Frame.endHeaders : 0) | (first ? endStream : 0)
+                Self.frameHeader(length: part.readableBytes, type: first ? Frame.headers : Frame.continuation, flags: flags, stream: id, into: &out)
+                out.writeBuffer(&part)
+                first = false
+            }
+        }
+        streams[id] = Stream(
+            sink: request.sink, index: request.index, deadline: deadline, sendWindow: peerInitialWindow, unsent: hasBody ? request.body : nil)
+        if hasBody { sendBody(of: id, into: &out) }
+    }
+
+    /// `fields` as HPACK literals; the same array as the request before is not written again.
+    private func encoded(_ fields: PNSHeaderFields) -> ByteBuffer {
+        if let last = encodedFields, Self.sameStorage(last.fields.fields, fields.fields) { return last.bytes }
+        var bytes = ByteBuffer()
+        bytes.reserveCapacity(fields.fields.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 8 })
+        for field in fields.fields {
             // Names are lowercase on HTTP/2; providers already write them so, which saves a copy.
             let name = field.name
             HPACKLiteral.field(
-                name: name.utf8.contains(where: { $0 >= 65 && $0 <= 90 }) ? name.lowercased() : name, value: field.value, into: &block)
+                name: name.utf8.contains(where: { $0 >= 65 && $0 <= 90 }) ? name.lowercased() : name, value: field.value, into: &bytes)
         }
-        let hasBody = request.body.readableBytes > 0
-        // A header block larger than a frame goes on in CONTINUATION frames.
-        var offset = 0
-        repeat {
-            let length = min(block.count - offset, peerMaximumFrame)
-            let last = offset + length == block.count
-            let type = offset == 0 ? Frame.headers : Frame.continuation
-            let flags = (last ? Frame.endHeaders : 0) | (offset == 0 && !hasBody ? Frame.endStream : 0)
-            Self.frameHeader(length: length, type: type, flags: flags, stream: id, into: &out)
-            block.withUnsafeBytes { _ = out.writeBytes(UnsafeRawBufferPointer(rebasing: $0[offset..<offset + length])) }
-            offset += length
-        } while offset < block.count
-        var stream = Stream(sink: request.sink, index: request.index, deadline: deadline, sendWindow: peerInitialWindow)
-        if hasBody { stream.unsent = request.body }
-        streams[id] = stream
-        if hasBody { sendBody(of: id, into: &out) }
+        encodedFields = (fields, bytes)
+        return bytes
+    }
+
+    /// Whether two arrays are one storage (so one content): compared by address and count,
+    /// which is sound while one of them is kept.
+    private static func sameStorage(_ first: [PNSHeaderFields.Field], _ second: [PNSHeaderFields.Field]) -> Bool {
+        first.count == second.count
+            && first.withUnsafeBufferPointer { a in second.withUnsafeBufferPointer { b in a.baseAddress == b.baseAddress } }
     }
 
     /// Writes as much of a stream's body as the windows take; what is left waits in `blocked`.
     @discardableResult
     private func sendBody(of id: UInt32, into out: inout ByteBuffer) -> Bool {
-        guard var stream = streams[id], var unsent = stream.unsent else { return true }
+        guard let index = streams.index(forKey: id), var unsent = streams.values[index].unsent else { return true }
+        var streamWindow = streams.values[index].sendWindow
         while unsent.readableBytes > 0 {
-            let length = min(unsent.readableBytes, stream.sendWindow, sendWindow, peerMaximumFrame)
+            let length = min(unsent.readableBytes, streamWindow, sendWindow, peerMaximumFrame)
             guard length > 0 else { break }
             let last = length == unsent.readableBytes
             Self.frameHeader(length: length, type: Frame.data, flags: last ? Frame.endStream : 0, stream: id, into: &out)
             var chunk = unsent.readSlice(length: length)!
             out.writeBuffer(&chunk)
-            stream.sendWindow -= length
+            streamWindow -= length
             sendWindow -= length
         }
         let done = unsent.readableBytes == 0
-        stream.unsent = done ? nil : unsent
-        streams[id] = stream
-        if !done, !blocked.contains(id) { blocked.append(id) }
+        streams.values[index].sendWindow = streamWindow
+        streams.values[index].unsent = done ? nil : unsent
+        if done, streams.values[index].isBlocked {
+            streams.values[index].isBlocked = false
+            blockedCount -= 1
+        } else if !done, !streams.values[index].isBlocked {
+            streams.values[index].isBlocked = true
+            blockedCount += 1
+            blocked.append(id)
+        }
         return done
     }
 
-    /// Sends what the windows now take of the held-back bodies, in order.
+    /// Sends what the windows now take of the held-back bodies, in order; those still held
+    /// back go back in, and the ids of streams that ended are dropped.
     private func sendBlocked(context: ChannelHandlerContext) {
-        guard !blocked.isEmpty, sendWindow > 0 else { return }
-        var out = output(context, capacity: 1024)
-        // Those the windows still hold back go back in, in order.
-        let held = blocked
-        blocked = []
-        for id in held { sendBody(of: id, into: &out) }
+        guard blockedCount > 0, sendWindow > 0 else { return }
+        var out = output(capacity: 1024)
+        for _ in 0..<blocked.count {
+            let id = blocked.removeFirst()
+            guard let index = streams.index(forKey: id), streams.values[index].isBlocked else { continue }
+            streams.values[index].isBlocked = false
+            blockedCount -= 1
+            sendBody(of: id, into: &out)
+            if sendWindow <= 0 { break }
+        }
+        pendingOutput = out
+        compactBlocked()
+    }
+
+    /// Drops the ids of streams that ended from `blocked` once they are most of it.
+    private func compactBlocked() {
+        guard blocked.count > 2 * blockedCount + 64 else { return }
+        blocked = CircularBuffer(blocked.filter { streams[$0]?.isBlocked == true })
+    }
+
+    /// A stream's own window opened: its body goes on, if it waits.
+    private func sendBlocked(stream id: UInt32, context: ChannelHandlerContext) {
+        guard sendWindow > 0, streams[id]?.isBlocked == true else { return }
+        var out = output(capacity: 1024)
+        sendBody(of: id, into: &out)
         pendingOutput = out
     }
 
     /// Opens waiting requests while the server takes more streams.
     private func openWaiting(context: ChannelHandlerContext) {
-        guard !waiting.isEmpty, streams.count < peerMaximumStreams, !closed else { return }
-        var out = output(context, capacity: 1024)
+        guard !waiting.isEmpty, streams.count < peerMaximumStreams, !closed, unwritableSince == nil else { return }
+        var out = output(capacity: 1024)
         while streams.count < peerMaximumStreams, !closed, let next = waiting.popFirst() {
             open(next.request, deadline: next.deadline, into: &out, context: context)
         }
@@ -304,9 +386,21 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
             waiting.removeFirst()
             first.request.sink.complete(first.request.index, .failure(failure))
         }
+        // A server that reads nothing for as long as a request may take, or leaves a header
+        // block unfinished while streams wait past their deadline, holds every stream here:
+        // the connection ends, and its requests go elsewhere.
+        if let since = unwritableSince, now - since > timeout {
+            failAll(HTTP2Client.Failure(description: "the server read nothing for \(timeout)"))
+            context.close(promise: nil)
+            return
+        }
         let late = streams.filter { $0.value.deadline <= now }.map(\.key)
+        if !late.isEmpty, headerBlock != nil {
+            connectionError(.protocolError("a header block left unfinished past the streams' deadline"), context: context)
+            return
+        }
         if !late.isEmpty {
-            var out = output(context, capacity: late.count * 13)
+            var out = output(capacity: late.count * 13)
             for id in late {
                 fail(id, failure)
                 Self.frameHeader(length: 4, type: Frame.rstStream, flags: 0, stream: id, into: &out)
@@ -330,7 +424,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
     /// Ends the connection for an error of the server's: GOAWAY with its code, then close.
     private func connectionError(_ error: ConnectionError, context: ChannelHandlerContext) {
         guard context.channel.isActive else { return }
-        var out = output(context, capacity: 17 + 64)
+        var out = output(capacity: 17 + 64)
         Self.frameHeader(length: 8, type: Frame.goAway, flags: 0, stream: 0, into: &out)
         out.writeInteger(UInt32(0))  // this client takes no streams of the server's
         out.writeInteger(error.code)
@@ -347,6 +441,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         input = nil
         headerBlock = nil
         blocked = []
+        blockedCount = 0
         for id in Array(streams.keys) { fail(id, error) }
         while let next = waiting.popFirst() { next.request.sink.complete(next.request.index, .failure(error)) }
     }
@@ -364,6 +459,14 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
 
     private func complete(_ id: UInt32) {
         guard let stream = streams.removeValue(forKey: id) else { return }
+        if stream.isBlocked { blockedCount -= 1 }
+        if stream.unsent != nil {
+            // Answered before the whole body went: the stream is closed on this side too.
+            var out = output(capacity: 13)
+            Self.frameHeader(length: 4, type: Frame.rstStream, flags: 0, stream: id, into: &out)
+            out.writeInteger(UInt32(0x0))  // NO_ERROR
+            pendingOutput = out
+        }
         guard let status = stream.status else {
             stream.sink.complete(stream.index, .failure(HTTP2Client.Failure(description: "an answer without :status")))
             return
@@ -374,6 +477,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
 
     private func fail(_ id: UInt32, _ error: any Error) {
         guard let stream = streams.removeValue(forKey: id) else { return }
+        if stream.isBlocked { blockedCount -= 1 }
         stream.sink.complete(stream.index, .failure(error))
     }
 
@@ -408,7 +512,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
 
     func channelReadComplete(context: ChannelHandlerContext) {
         if let increment = window.increment() {
-            var out = output(context, capacity: 13)
+            var out = output(capacity: 13)
             Self.windowUpdate(stream: 0, increment: increment, into: &out)
             pendingOutput = out
         }
@@ -447,7 +551,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
             }
             bytes.writeBuffer(&payload)
             if flags & Frame.endHeaders != 0 {
-                try headers(bytes, stream: id, endStream: block.endStream)
+                try headers(bytes, stream: id, endStream: block.endStream, context: context)
             } else {
                 headerBlock = (id, block.endStream, bytes)
             }
@@ -460,18 +564,17 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
             try Self.unpad(&payload, flags: flags)
             // Padding counts against the window too, with its length byte.
             window.discard(total - payload.readableBytes)
-            guard var stream = streams[id] else {
+            guard let index = streams.index(forKey: id) else {
                 window.discard(payload.readableBytes)
                 return
             }
-            window.receive(&payload, into: &stream.body)
+            window.receive(&payload, into: &streams.values[index].body)
             // PNS answers are small: a body past 64 KiB fails its stream.
-            guard (stream.body?.readableBytes ?? 0) <= Self.maximumBody else {
+            guard (streams.values[index].body?.readableBytes ?? 0) <= Self.maximumBody else {
                 fail(id, HTTP2Client.Failure(description: "an answer over 64 KiB"))
                 reset(id, context: context)
                 return
             }
-            streams[id] = stream
             if flags & Frame.endStream != 0 { complete(id) }
         case Frame.headers:
             guard id != 0 else { throw ConnectionError.protocolError("HEADERS on stream 0") }
@@ -482,7 +585,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
             }
             let endStream = flags & Frame.endStream != 0
             if flags & Frame.endHeaders != 0 {
-                try headers(payload, stream: id, endStream: endStream)
+                try headers(payload, stream: id, endStream: endStream, context: context)
             } else {
                 guard payload.readableBytes <= Self.maximumHeaderBlock else {
                     throw ConnectionError.protocolError("a header block past \(Self.maximumHeaderBlock) bytes")
@@ -496,7 +599,6 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
             guard let code = payload.readInteger(as: UInt32.self), payload.readableBytes == 0 else {
                 throw ConnectionError.frameSize("RST_STREAM of other than 4 bytes")
             }
-            blocked.removeAll { $0 == id }
             fail(id, HTTP2Client.Failure(description: "stream reset: \(Self.errorName(code))"))
         case Frame.settings:
             guard id == 0 else { throw ConnectionError.protocolError("SETTINGS on a stream") }
@@ -505,23 +607,20 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
                 return
             }
             guard payload.readableBytes % 6 == 0 else { throw ConnectionError.frameSize("SETTINGS of \(payload.readableBytes) bytes") }
+            // The streams' window is set once a frame, to its last value.
+            var initialWindow: UInt32?
             while let parameter = payload.readInteger(as: UInt16.self), let value = payload.readInteger(as: UInt32.self) {
-                try apply(parameter, value)
+                if parameter == 0x4 { initialWindow = value } else { try apply(parameter, value) }
             }
-            var out = output(context, capacity: 9)
-            Self.frameHeader(length: 0, type: Frame.settings, flags: Frame.ack, stream: 0, into: &out)
-            pendingOutput = out
-            sendBlocked(context: context)
+            try control(Frame.settings, flags: Frame.ack, context: context)
+            if let initialWindow, try setInitialWindow(initialWindow) { sendBlocked(context: context) }
         case Frame.pushPromise:
             throw ConnectionError.protocolError("PUSH_PROMISE, though push is off")
         case Frame.ping:
             guard id == 0 else { throw ConnectionError.protocolError("PING on a stream") }
             guard payload.readableBytes == 8 else { throw ConnectionError.frameSize("PING of other than 8 bytes") }
             guard flags & Frame.ack == 0 else { return }
-            var out = output(context, capacity: 17)
-            Self.frameHeader(length: 8, type: Frame.ping, flags: Frame.ack, stream: 0, into: &out)
-            out.writeBuffer(&payload)
-            pendingOutput = out
+            try control(Frame.ping, flags: Frame.ack, payload: payload, context: context)
         case Frame.goAway:
             guard id == 0 else { throw ConnectionError.protocolError("GOAWAY on a stream") }
             guard payload.readableBytes >= 8, let last = payload.readInteger(as: UInt32.self), let code = payload.readInteger(as: UInt32.self) else {
@@ -532,7 +631,6 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
             draining.set()
             let failure = HTTP2Client.Failure(description: "GOAWAY \(Self.errorName(code))")
             for stream in streams.keys where stream > lastStream { fail(stream, failure) }
-            blocked.removeAll { streams[$0] == nil }
             while let next = waiting.popFirst() { next.request.sink.complete(next.request.index, .failure(failure)) }
         case Frame.windowUpdate:
             guard let raw = payload.readInteger(as: UInt32.self), payload.readableBytes == 0 else {
@@ -541,19 +639,20 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
             let increment = Int(raw & 0x7FFF_FFFF)
             if id == 0 {
                 guard increment > 0 else { throw ConnectionError.protocolError("a WINDOW_UPDATE of 0 for the connection") }
+                let wasClosed = sendWindow <= 0
                 sendWindow += increment
                 guard sendWindow <= Int(Int32.max) else { throw ConnectionError.flowControl("the connection's window past 2^31-1") }
-            } else if var stream = streams[id] {
-                stream.sendWindow += increment
-                guard increment > 0, stream.sendWindow <= Int(Int32.max) else {
-                    streams[id] = stream
+                // Held-back bodies go on when the connection's window opens again, not at every update.
+                if wasClosed { sendBlocked(context: context) }
+            } else if let index = streams.index(forKey: id) {
+                streams.values[index].sendWindow += increment
+                guard increment > 0, streams.values[index].sendWindow <= Int(Int32.max) else {
                     fail(id, HTTP2Client.Failure(description: "a stream's window update of 0 or past 2^31-1"))
                     reset(id, context: context)
                     return
                 }
-                streams[id] = stream
+                sendBlocked(stream: id, context: context)
             }
-            sendBlocked(context: context)
         case Frame.continuation:
             throw ConnectionError.protocolError("CONTINUATION without a header block")
         default:
@@ -565,32 +664,47 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
     /// A stream's header block, decoded whatever the stream, so that the HPACK table stays as
     /// the server keeps it: its status, then its fields (trailers too); the stream ends with it
     /// when `endStream`.
-    private func headers(_ block: ByteBuffer, stream id: UInt32, endStream: Bool) throws {
+    /// An answer's headers: a status (after any informational answers, 1xx, which are not the
+    /// answer) and its fields; then at most trailers, which end the stream and whose
+    /// pseudo-fields are not the answer's. Anything else fails the stream and resets it, so a
+    /// server cannot grow one stream's fields block by block.
+    private func headers(_ block: ByteBuffer, stream id: UInt32, endStream: Bool, context: ChannelHandlerContext) throws {
         var block = block
         let fields: HPACKHeaders
         do { fields = try decoder.decodeHeaders(from: &block) } catch {
             throw ConnectionError(code: 0x9, reason: "a header block HPACK cannot read: \(error)")  // COMPRESSION_ERROR
         }
-        guard var stream = streams[id] else { return }
-        if let status = fields.first(name: ":status").flatMap(Int.init) {
-            // An informational answer (1xx) is not the answer.
-            if (100..<200).contains(status) {
-                if endStream { complete(id) }
+        guard let index = streams.index(forKey: id) else { return }
+        if streams.values[index].status == nil {
+            guard let status = Self.status(fields) else { return refuse(id, "an answer without a valid :status", context: context) }
+            if status < 200 {
+                if endStream { refuse(id, "an informational answer that ends its stream", context: context) }
                 return
             }
-            stream.status = status
+            streams.values[index].status = status
+        } else if !endStream {
+            return refuse(id, "a second header block that does not end its stream", context: context)
         }
-        for (name, value, _) in fields where !name.hasPrefix(":") { stream.headers.add(name, value) }
-        streams[id] = stream
-        if endStream {
-            blocked.removeAll { $0 == id }
-            complete(id)
-        }
+        for (name, value, _) in fields where !name.hasPrefix(":") { streams.values[index].headers.add(name, value) }
+        if endStream { complete(id) }
+    }
+
+    /// `:status` as HTTP/2 has it: three digits, 100 to 599.
+    static func status(_ fields: HPACKHeaders) -> Int? {
+        guard let text = fields.first(name: ":status"), text.utf8.count == 3, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+            let value = Int(text), (100...599).contains(value)
+        else { return nil }
+        return value
+    }
+
+    /// Fails a stream the server answered wrongly, and resets it.
+    private func refuse(_ id: UInt32, _ reason: String, context: ChannelHandlerContext) {
+        fail(id, HTTP2Client.Failure(description: reason))
+        reset(id, context: context)
     }
 
     private func reset(_ id: UInt32, context: ChannelHandlerContext) {
-        blocked.removeAll { $0 == id }
-        var out = output(context, capacity: 13)
+        var out = output(capacity: 13)
         Self.frameHeader(length: 4, type: Frame.rstStream, flags: 0, stream: id, into: &out)
         out.writeInteger(UInt32(0x8))  // CANCEL
         pendingOutput = out
@@ -603,14 +717,9 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
             guard value <= 1 else { throw .protocolError("SETTINGS_ENABLE_PUSH of \(value)") }
         case 0x3:
             peerMaximumStreams = Int(value)
-        case 0x4:
-            guard value <= UInt32(Int32.max) else { throw .flowControl("SETTINGS_INITIAL_WINDOW_SIZE of \(value)") }
-            let delta = Int(value) - peerInitialWindow
-            peerInitialWindow = Int(value)
-            for id in Array(streams.keys) {
-                streams[id]!.sendWindow += delta
-                guard streams[id]!.sendWindow <= Int(Int32.max) else { throw .flowControl("a stream's window past 2^31-1") }
-            }
+        case 0x1:
+            // The server's decoder table changed: the next block says this client uses none.
+            tableSizeUpdate = true
         case 0x5:
             guard (16_384...16_777_215).contains(value) else { throw .protocolError("SETTINGS_MAX_FRAME_SIZE of \(value)") }
             peerMaximumFrame = Int(value)
@@ -619,6 +728,49 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
             // size (advisory) and unknown settings.
             break
         }
+    }
+
+    /// The streams' send window set to `value` (`SETTINGS_INITIAL_WINDOW_SIZE`), each open
+    /// stream's moved by the difference; whether it grew.
+    private func setInitialWindow(_ value: UInt32) throws(ConnectionError) -> Bool {
+        guard value <= UInt32(Int32.max) else { throw .flowControl("SETTINGS_INITIAL_WINDOW_SIZE of \(value)") }
+        let delta = Int(value) - peerInitialWindow
+        peerInitialWindow = Int(value)
+        guard delta != 0 else { return false }
+        for index in streams.indices {
+            streams.values[index].sendWindow += delta
+            guard streams.values[index].sendWindow <= Int(Int32.max) else { throw .flowControl("a stream's window past 2^31-1") }
+        }
+        return delta > 0
+    }
+
+    /// An acknowledgement (of SETTINGS, of a PING). While the channel cannot write, the
+    /// server is not reading: past `maximumUnwritten` of them, the connection ends
+    /// (ENHANCE_YOUR_CALM), as NIOHTTP2 bounded its buffered control frames.
+    private func control(_ type: UInt8, flags: UInt8, payload: ByteBuffer? = nil, context: ChannelHandlerContext) throws(ConnectionError) {
+        if unwritableSince != nil {
+            unwrittenControlFrames += 1
+            guard unwrittenControlFrames <= Self.maximumUnwritten else {
+                throw ConnectionError(code: 0xB, reason: "more than \(Self.maximumUnwritten) control frames to answer while the server reads nothing")
+            }
+        }
+        var payload = payload ?? ByteBuffer()
+        var out = output(capacity: 9 + payload.readableBytes)
+        Self.frameHeader(length: payload.readableBytes, type: type, flags: flags, stream: 0, into: &out)
+        out.writeBuffer(&payload)
+        pendingOutput = out
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            unwritableSince = nil
+            unwrittenControlFrames = 0
+            openWaiting(context: context)
+            flushOutput(context: context)
+        } else if unwritableSince == nil {
+            unwritableSince = context.eventLoop.now
+        }
+        context.fireChannelWritabilityChanged()
     }
 
     /// Strips a padded frame's padding.
@@ -644,40 +796,37 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
 /// coding: what a client that keeps no dynamic table sends.
 enum HPACKLiteral {
     /// A field whose name is the static table's entry `nameIndex`.
-    static func field(nameIndex: Int, value: String, into out: inout [UInt8]) {
+    static func field(nameIndex: Int, value: String, into out: inout ByteBuffer) {
         integer(nameIndex, prefixBits: 4, first: 0x00, into: &out)
         string(value, into: &out)
     }
 
     /// A field with its name written out.
-    static func field(name: String, value: String, into out: inout [UInt8]) {
-        out.append(0x00)
+    static func field(name: String, value: String, into out: inout ByteBuffer) {
+        out.writeInteger(UInt8(0x00))
         string(name, into: &out)
         string(value, into: &out)
     }
 
-    static func string(_ text: String, into out: inout [UInt8]) {
-        var text = text
-        text.withUTF8 { bytes in
-            integer(bytes.count, prefixBits: 7, first: 0x00, into: &out)
-            out.append(contentsOf: bytes)
-        }
+    static func string(_ text: String, into out: inout ByteBuffer) {
+        integer(text.utf8.count, prefixBits: 7, first: 0x00, into: &out)
+        out.writeString(text)
     }
 
     /// An integer in a prefix of `prefixBits` bits of a byte whose other bits are `first`
     /// (RFC 7541, section 5.1).
-    static func integer(_ value: Int, prefixBits: Int, first: UInt8, into out: inout [UInt8]) {
+    static func integer(_ value: Int, prefixBits: Int, first: UInt8, into out: inout ByteBuffer) {
         let maximum = (1 << prefixBits) - 1
         guard value >= maximum else {
-            out.append(first | UInt8(value))
+            out.writeInteger(first | UInt8(value))
             return
         }
-        out.append(first | UInt8(maximum))
+        out.writeInteger(first | UInt8(maximum))
         var rest = value - maximum
         while rest >= 128 {
-            out.append(UInt8(rest & 0x7F) | 0x80)
+            out.writeInteger(UInt8(rest & 0x7F) | 0x80)
             rest >>= 7
         }
-        out.append(UInt8(rest))
+        out.writeInteger(UInt8(rest))
     }
 }

@@ -14,14 +14,12 @@ public struct HTTP2ConnectionWindow {
         HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: size - 65_535))
     }
 
-    /// Adds a DATA frame's bytes to a stream's body and counts them against the window.
+    /// Adds a DATA frame's bytes to a stream's body and counts them against the window. The
+    /// bytes are copied: a slice would keep the whole buffer of the read alive with the body.
     public mutating func receive(_ bytes: inout ByteBuffer, into body: inout ByteBuffer?) {
         consumed += bytes.readableBytes
-        if body == nil {
-            body = bytes
-        } else {
-            body!.writeBuffer(&bytes)
-        }
+        if body == nil { body = ByteBufferAllocator().buffer(capacity: bytes.readableBytes) }
+        body!.writeBuffer(&bytes)
     }
 
     /// Counts the bytes of a DATA frame that is dropped (its stream is gone) against the window.

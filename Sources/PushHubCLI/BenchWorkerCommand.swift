@@ -47,6 +47,10 @@ extension BenchCommand {
             let notificationId = UUID().uuidString.lowercased()
             var configuration = KafkaConsumerConfiguration(bootstrapServers: servers, groupID: "pushhub-bench-\(notificationId)")
             configuration.offsetReset = .latest
+            // The embedded cluster holds a fetch that finds nothing for the whole fetch wait
+            // (Kafka answers as soon as a record arrives): at the default 50 ms, the clock
+            // stopped up to 50 ms after the last result, counted against the worker.
+            configuration.fetchWait = .milliseconds(5)
             let results = try KafkaConsumer.make(configuration: configuration, topics: [topics.results], logger: logger)
             // The results consumer must be in place before the first result can arrive.
             let wanted = targets

@@ -233,17 +233,17 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         HPACKLiteral.field(nameIndex: 4, value: request.path, into: &out)  // :path
         var fields = encoded(request.headers)
         out.writeBuffer(&fields)
-        let length = out.writerIndex - start - 9
+        let blockLength = out.writerIndex - start - 9
         let endStream = hasBody ? 0 : Frame.endStream
-        if length <= peerMaximumFrame {
-            out.setInteger(UInt8(truncatingIfNeeded: length >> 16), at: start)
-            out.setInteger(UInt16(truncatingIfNeeded: length), at: start + 1)
+        if blockLength <= peerMaximumFrame {
+            out.setInteger(UInt8(truncatingIfNeeded: blockLength >> 16), at: start)
+            out.setInteger(UInt16(truncatingIfNeeded: blockLength), at: start + 1)
             out.setInteger(Frame.headers, at: start + 3)
             out.setInteger(Frame.endHeaders | endStream, at: start + 4)
             out.setInteger(id, at: start + 5)
         } else {
             // A header block larger than a frame goes on in CONTINUATION frames.
-            var block = out.getSlice(at: start + 9, length: length)!
+            var block = out.getSlice(at: start + 9, length: blockLength)!
             out.moveWriterIndex(to: start)
             var first = true
             while block.readableBytes > 0 {
@@ -253,6 +253,16 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
                 out.writeBuffer(&part)
                 first = false
             }
+        }
+        let length = request.body.readableBytes
+        if hasBody, length <= min(peerInitialWindow, sendWindow, peerMaximumFrame) {
+            // The whole body in one DATA frame, as nearly every push's is.
+            Self.frameHeader(length: length, type: Frame.data, flags: Frame.endStream, stream: id, into: &out)
+            var body = request.body
+            out.writeBuffer(&body)
+            sendWindow -= length
+            streams[id] = Stream(sink: request.sink, index: request.index, deadline: deadline, sendWindow: peerInitialWindow - length)
+            return
         }
         streams[id] = Stream(
             sink: request.sink, index: request.index, deadline: deadline, sendWindow: peerInitialWindow, unsent: hasBody ? request.body : nil)

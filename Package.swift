@@ -364,7 +364,7 @@ let package = Package(
         .testTarget(
             name: "PushProvidersTests",
             dependencies: [
-                "PushProviders", "PushConfiguration", "PushModel", .product(name: "Crypto", package: "swift-crypto"),
+                "PushProviders", "PushConfiguration", "PushModel", "PushTestSupport", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"), .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"), .product(name: "NIOHPACK", package: "swift-nio-http2"),

@@ -1,2 +1,3 @@
 // PushTestSupport: helpers shared by the test targets: children started with `posix_spawn`
-// (`SpawnedProcess`, `ProcessLaunch`) and a store that fails on demand (`InterceptedStore`).
+// (`SpawnedProcess`, `ProcessLaunch`), a store that fails on demand (`InterceptedStore`) and a
+// seeded generator for inputs made at random (`SeededGenerator`).

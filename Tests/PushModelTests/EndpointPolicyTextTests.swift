@@ -1,4 +1,5 @@
 import Foundation
+import PushTestSupport
 import Testing
 
 @testable import PushModel
@@ -100,20 +101,5 @@ struct EndpointPolicyTextTests {
         #expect((try? policy.checkedText("https://db5.notify.windows.com.evil.example/", platform: .wns).get()) == nil)
         #expect(
             policy.checkedText("https://127.0.0.1/", platform: .webpush) == .failure(.init("is a loopback, private or reserved address (127.0.0.1)")))
-    }
-}
-
-/// splitmix64 from a fixed seed: the same strings every run, so a failure can be run again.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import PushModel
+import PushTestSupport
 import Testing
 
 @Suite("Wire message validation")

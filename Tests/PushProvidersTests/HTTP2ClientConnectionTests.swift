@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NIOEmbedded
 import NIOHPACK
+import PushTestSupport
 import Synchronization
 import Testing
 
@@ -547,7 +548,7 @@ struct HTTP2ClientConnectionTests {
 
     @Test("mutated and random answers never crash the connection; a closed one has failed every request")
     func mutatedAnswers() async throws {
-        var generator = SplitMix(seed: 13)
+        var generator = SeededGenerator(seed: 13)
         let template = try Harness()
         var valid = template.settings([(0x3, 10), (0x4, 1000)])
         var part = try template.answer(1, body: #"{"reason":"BadDeviceToken"}"#)
@@ -585,19 +586,6 @@ struct HTTP2ClientConnectionTests {
             harness.channel.embeddedEventLoop.advanceTime(by: .seconds(11))
             #expect(harness.answered.all == [0, 1], "round \(round)")
             _ = try? harness.frames()
-        }
-    }
-
-    /// A small deterministic generator for the mutations.
-    struct SplitMix {
-        var state: UInt64
-        init(seed: UInt64) { state = seed }
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
         }
     }
 }

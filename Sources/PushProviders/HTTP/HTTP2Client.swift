@@ -113,8 +113,8 @@ final class HTTP2Client: Sendable {
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: isAddress ? nil : host))
                         try channel.pipeline.syncOperations.addHandler(NegotiatedProtocol(negotiated))
-                        // The frames of a flush go to TLS as one write: one record, not one a frame.
-                        try channel.pipeline.syncOperations.addHandler(WriteCoalescer())
+                        // The frames of a flush go to TLS as one write (one record, not one a frame):
+                        // the connection gathers them in one buffer itself.
                         try channel.pipeline.syncOperations.addHandler(
                             HTTP2ClientConnection(authority: authority, timeout: timeout, draining: draining))
                     }

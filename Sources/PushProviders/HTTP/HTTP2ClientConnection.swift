@@ -20,7 +20,7 @@ import NIOHPACK
 final class HTTP2ClientConnection: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundIn = StreamRequests
-    typealias OutboundOut = IOData
+    typealias OutboundOut = ByteBuffer
 
     /// A connection error: the code GOAWAY gives (RFC 9113, section 7) and what was wrong.
     struct ConnectionError: Error, CustomStringConvertible {
@@ -153,7 +153,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
             out.writeInteger(value)
         }
         Self.windowUpdate(stream: 0, increment: HTTP2ConnectionWindow.size - 65_535, into: &out)
-        context.writeAndFlush(wrapOutboundOut(.byteBuffer(out)), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(out), promise: nil)
         scheduleSweep(context: context)
         context.fireChannelActive()
     }
@@ -193,7 +193,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         guard let out = pendingOutput else { return }
         pendingOutput = nil
         guard out.readableBytes > 0 else { return }
-        context.writeAndFlush(wrapOutboundOut(.byteBuffer(out)), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(out), promise: nil)
     }
 
     private static func estimatedSize(_ request: StreamRequest) -> Int {

@@ -1,10 +1,11 @@
 import NIOCore
 
 /// Gathers the bytes written between two flushes into one buffer, so that TLS below seals one
-/// record for many HTTP/2 frames. NIOHTTP2Handler writes each frame on its own (a DATA frame
-/// as its 9-byte header and its payload), and NIOSSL seals each write it is given as a record
-/// of its own: a push was three records to seal and, at the other end, three to open, each
-/// with its own 29 bytes of framing.
+/// record for many HTTP/2 frames: under the simulator's NIOHTTP2Handler, which writes each
+/// frame on its own (a DATA frame as its 9-byte header and its payload), where NIOSSL seals
+/// each write it is given as a record of its own: a push was three records to seal and, at the
+/// other end, three to open, each with its own 29 bytes of framing. (The workers' HTTP/2
+/// connection, `HTTP2ClientConnection`, gathers its frames in one buffer itself.)
 ///
 /// A lone write between flushes goes on as it is; a file region goes on in its place in the
 /// order, and so does a write of `limit` bytes or more. Gathered bytes are written on at most

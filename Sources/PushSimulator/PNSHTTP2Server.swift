@@ -194,3 +194,15 @@ final class PNSFrameHandler: ChannelInboundHandler {
         }
     }
 }
+
+extension HTTP2ConnectionWindow {
+    /// The WINDOW_UPDATE that opens the connection's window (65,535 bytes by default) at the start.
+    static var opening: HTTP2Frame {
+        HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: size - 65_535))
+    }
+
+    /// The WINDOW_UPDATE to send after a read, once a sixteenth of the window was consumed.
+    mutating func update() -> HTTP2Frame? {
+        increment().map { HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: $0)) }
+    }
+}

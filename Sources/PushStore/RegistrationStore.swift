@@ -125,8 +125,9 @@ public struct RegistrationCursor: Sendable, Hashable, CustomStringConvertible {
     /// not part of the text form, so a continuation token reads it again.
     let lookahead: Lookahead?
 
-    /// The next page's bound (nil: fewer than a page of candidates are left), for the page
-    /// that `key` names (`SQLRegistrationStore.lookaheadKey`) and no other.
+    /// The next page's bound (nil: fewer than a page of candidates were left, which the next
+    /// page reads again), for the page that `key` names (`SQLRegistrationStore.lookaheadKey`)
+    /// and no other.
     struct Lookahead: Sendable {
         let key: String
         let bound: Int64?

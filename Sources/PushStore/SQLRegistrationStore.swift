@@ -492,8 +492,8 @@ public final class SQLRegistrationStore: RegistrationStore {
                 let key = Self.lookaheadKey(hub: hub, driving: driving, limit: limit)
                 return try await Self.pageByTags(
                     hub: hub, driving: driving, among: Self.both(remaining.map { Self.compile($0, dialect: dialect) }, reached), after: after,
-                    limit: limit, columns: columns, dialect: dialect, known: cursor?.lookahead.flatMap { $0.key == key ? $0 : nil }, key: key,
-                    on: connection)
+                    limit: limit, columns: columns, dialect: dialect, known: cursor?.lookahead.flatMap { $0.key == key ? $0.bound : nil },
+                    key: key, on: connection)
             }
             return .rows(
                 try await Self.scan(hub: hub, filter: Self.both(filter, reached), after: after, limit: limit, columns: columns, on: connection))
@@ -505,11 +505,11 @@ public final class SQLRegistrationStore: RegistrationStore {
             // The next page's bound is read beside this page's rows, so that the next page
             // starts with its rows (`… && lang:en` over ten million registrations on
             // PostgreSQL: docs/benchmarks.md, eighteenth round).
-            async let next = database.read { connection in
-                try await connection.query(range.nextBound.sql, range.nextBound.binds).first?.integer("seq")
-            }
+            async let next = database.read { try await Self.bound(range.nextBound, on: $0) }
             let rows = try await rows(in: range)
-            return (rows, RegistrationCursor(position: range.bound, lookahead: .init(key: range.key, bound: try await next)))
+            // The lookahead saves the next page a query; a failure to read it costs only that.
+            let lookahead = (try? await next).map { RegistrationCursor.Lookahead(key: range.key, bound: $0) }
+            return (rows, RegistrationCursor(position: range.bound, lookahead: lookahead))
         }
     }
 
@@ -661,10 +661,11 @@ public final class SQLRegistrationStore: RegistrationStore {
     /// leaves open). A range read in row order is a few rows a
     /// page of the table; the candidates one by one are an index probe each, which cost
     /// PostgreSQL five times as much a page for `Sports || Music || Weather`. The bound is
-    /// `known` where the page before read it ahead.
+    /// `known` where the page before read it ahead and found one; where it found none (fewer
+    /// than a page left then), it is read again, since rows may have come since.
     private static func pageByTags(
         hub: String, driving: [String], among filter: (sql: String, binds: [SQLValue])?, after: Int64, limit: Int, columns: String,
-        dialect: SQLDialect, known: RegistrationCursor.Lookahead?, key: String, on connection: any SQLConnection
+        dialect: SQLDialect, known: Int64?, key: String, on connection: any SQLConnection
     ) async throws -> PageRead {
         guard let first = driving.first else { return .rows(([], nil)) }
         if driving.count == 1, Tags.implicit(first) != nil {
@@ -674,10 +675,9 @@ public final class SQLRegistrationStore: RegistrationStore {
         }
         let bound: Int64?
         if let known {
-            bound = known.bound
+            bound = known
         } else {
-            let query = boundQuery(hub: hub, driving: driving, after: after, limit: limit, dialect: dialect)
-            bound = try await connection.query(query.sql, query.binds).first?.integer("seq")
+            bound = try await Self.bound(boundQuery(hub: hub, driving: driving, after: after, limit: limit, dialect: dialect), on: connection)
         }
         if let bound, bound - after <= Int64(limit) * denseRange(dialect) {
             // The rows that carry no driving tag are in the range too; the tags are tested in
@@ -695,6 +695,11 @@ public final class SQLRegistrationStore: RegistrationStore {
                 + sources.map { "\($0.sql) AND seq > ? AND seq <= ?" }.joined(separator: " UNION ALL ") + ")\(condition) ORDER BY r.seq",
             sources.flatMap { $0.binds + [.integer(after), .integer(bound ?? Int64.max)] } + (filter?.binds ?? []))
         return .rows((rows, bound.map { RegistrationCursor(position: $0) }))
+    }
+
+    /// Where a page ends, by its `boundQuery`; nil when fewer than a page of candidates are left.
+    static func bound(_ query: (sql: String, binds: [SQLValue]), on connection: any SQLConnection) async throws -> Int64? {
+        try await connection.query(query.sql, query.binds).first?.integer("seq")
     }
 
     /// The query for the `limit`th candidate after `after` that carries one of `driving`: where

@@ -392,11 +392,22 @@ struct HTTP2ClientConnectionTests {
         let reset = try harness.frames().filter { $0.type == C.Frame.rstStream }
         #expect(reset.map(\.stream) == [1] && reset.first.map { $0.payload.getInteger(at: $0.payload.readerIndex, as: UInt32.self) } == 0)
         #expect(try await harness.result(0).get().status == 400)
-        // Stream 3 is reset by the server; a window for every stream then sends nothing of it.
+        // Stream 3 is reset by the server; a window for every stream then sends nothing of it,
+        // and the rest of stream 5's body, held back beside it, goes.
+        harness.request([2], body: String(repeating: "d", count: 20))
+        #expect(try harness.frames().filter { $0.type == C.Frame.data }.map(\.stream) == [5])
         try harness.receive(harness.frame(C.Frame.rstStream, stream: 3, Self.integer(0x8)))
         try harness.receive(harness.settings([(0x4, 1000)]))
-        #expect(try harness.frames().filter { $0.type == C.Frame.data }.isEmpty)
+        let data = try harness.frames().filter { $0.type == C.Frame.data }
+        #expect(data.map(\.stream) == [5] && data.map(\.payload.readableBytes) == [15] && data.first?.flags == C.Frame.endStream)
         #expect(harness.answered.all == [0, 1])
+        // Stream 5's own window: its next body is held back, then let go by its WINDOW_UPDATE.
+        try harness.receive(harness.settings([(0x4, 3)]))
+        harness.request([3], body: "0123456789")
+        #expect(try harness.frames().filter { $0.type == C.Frame.data }.map(\.payload.readableBytes) == [3])
+        try harness.receive(harness.frame(C.Frame.windowUpdate, stream: 7, Self.integer(100)))
+        let rest = try harness.frames().filter { $0.type == C.Frame.data }
+        #expect(rest.map(\.stream) == [7] && rest.map(\.payload.readableBytes) == [7] && rest.first?.flags == C.Frame.endStream)
     }
 
     @Test("the first header block, and the first after the server's SETTINGS_HEADER_TABLE_SIZE, set the table to 0; the rest do not")

@@ -161,6 +161,11 @@ struct PagingPlanTests {
         let short = try await store.deliveryCandidates(hub: fixture.hub, matching: near, reaching: nil, after: owned, limit: 7)
         #expect(short.next?.position == position + 3)
         #expect(short.candidates.count < 7 && !short.candidates.isEmpty)
+        // A lookahead that found no bound (fewer than a page left then) is read again: rows may
+        // have come since, and a page still holds at most its size.
+        let empty = RegistrationCursor(position: position, lookahead: .init(key: key, bound: nil))
+        let again = try await store.deliveryCandidates(hub: fixture.hub, matching: near, reaching: nil, after: empty, limit: 7)
+        #expect(again.candidates.count == 7 && again.next != nil)
         for other in [
             SQLRegistrationStore.lookaheadKey(hub: fixture.hub, driving: ["near"], limit: 8),
             SQLRegistrationStore.lookaheadKey(hub: fixture.hub, driving: ["pair"], limit: 7),

@@ -7,7 +7,7 @@ import NIOTLS
 import Synchronization
 
 /// HTTP/2 over TLS to one origin (APNs, FCM, WNS, a Web Push service): a few connections,
-/// each request a stream written frame by frame on its connection, and the frames of requests
+/// each request a stream on its connection (`HTTP2ClientConnection`), and the frames of requests
 /// sent in the same event-loop tick flushed together (one TLS write for many pushes).
 final class HTTP2Client: Sendable {
     struct Failure: Error, CustomStringConvertible {

@@ -117,7 +117,9 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
     private var sendWindow = 65_535
     private var peerInitialWindow = 65_535
     private var peerMaximumFrame = 16_384
-    private var peerMaximumStreams = Int.max
+    /// 100 until the server's SETTINGS say otherwise (unlimited by RFC 9113, but a server that
+    /// enforces its own limit before its settings arrive refuses the streams past it).
+    private var peerMaximumStreams = 100
 
     // What is read.
     private var input: ByteBuffer?
@@ -311,7 +313,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         streams.values[index].unsent = done ? nil : unsent
         if done, streams.values[index].isBlocked {
             streams.values[index].isBlocked = false
-            blockedCount -= 1
+            unblocked()
         } else if !done, !streams.values[index].isBlocked {
             streams.values[index].isBlocked = true
             blockedCount += 1
@@ -325,22 +327,41 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
     private func sendBlocked(context: ChannelHandlerContext) {
         guard blockedCount > 0, sendWindow > 0 else { return }
         var out = output(capacity: 1024)
-        for _ in 0..<blocked.count {
-            let id = blocked.removeFirst()
+        let held = blocked
+        blocked.removeAll(keepingCapacity: true)
+        blockedCount = 0
+        // An id can be in the queue twice (held back, let go, held back again): once a pass.
+        var seen = Set<UInt32>()
+        for id in held where seen.insert(id).inserted {
             guard let index = streams.index(forKey: id), streams.values[index].isBlocked else { continue }
+            // Still held back once the connection's window is spent: back in the queue, in order.
+            if sendWindow <= 0 {
+                blockedCount += 1
+                blocked.append(id)
+                continue
+            }
             streams.values[index].isBlocked = false
-            blockedCount -= 1
             sendBody(of: id, into: &out)
-            if sendWindow <= 0 { break }
         }
         pendingOutput = out
-        compactBlocked()
     }
 
     /// Drops the ids of streams that ended from `blocked` once they are most of it.
     private func compactBlocked() {
         guard blocked.count > 2 * blockedCount + 64 else { return }
         blocked = CircularBuffer(blocked.filter { streams[$0]?.isBlocked == true })
+    }
+
+    /// A stream left `blocked` (its body went, or it ended): its id stays in the queue until a
+    /// pass or a compaction drops it, so the queue holds at most about twice the streams
+    /// still held back.
+    private func unblocked() {
+        blockedCount -= 1
+        if blockedCount == 0 {
+            blocked.removeAll(keepingCapacity: true)
+        } else {
+            compactBlocked()
+        }
     }
 
     /// A stream's own window opened: its body goes on, if it waits.
@@ -367,6 +388,11 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         out.writeInteger(type)
         out.writeInteger(flags)
         out.writeInteger(stream & 0x7FFF_FFFF)
+    }
+
+    static func rstStream(_ stream: UInt32, code: UInt32, into out: inout ByteBuffer) {
+        frameHeader(length: 4, type: Frame.rstStream, flags: 0, stream: stream, into: &out)
+        out.writeInteger(code)
     }
 
     static func windowUpdate(stream: UInt32, increment: Int, into out: inout ByteBuffer) {
@@ -413,8 +439,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
             var out = output(capacity: late.count * 13)
             for id in late {
                 fail(id, failure)
-                Self.frameHeader(length: 4, type: Frame.rstStream, flags: 0, stream: id, into: &out)
-                out.writeInteger(UInt32(0x8))  // CANCEL
+                Self.rstStream(id, code: 0x8, into: &out)  // CANCEL
             }
             pendingOutput = out
             openWaiting(context: context)
@@ -433,14 +458,14 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
 
     /// Ends the connection for an error of the server's: GOAWAY with its code, then close.
     private func connectionError(_ error: ConnectionError, context: ChannelHandlerContext) {
+        failAll(error)
         guard context.channel.isActive else { return }
-        var out = output(capacity: 17 + 64)
+        var out = output(capacity: 17)
         Self.frameHeader(length: 8, type: Frame.goAway, flags: 0, stream: 0, into: &out)
         out.writeInteger(UInt32(0))  // this client takes no streams of the server's
         out.writeInteger(error.code)
         pendingOutput = out
         flushOutput(context: context)
-        failAll(error)
         context.close(promise: nil)
     }
 
@@ -450,10 +475,9 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         draining.set()
         input = nil
         headerBlock = nil
-        blocked = []
-        blockedCount = 0
         for id in Array(streams.keys) { fail(id, error) }
         while let next = waiting.popFirst() { next.request.sink.complete(next.request.index, .failure(error)) }
+        blocked.removeAll()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -469,12 +493,11 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
 
     private func complete(_ id: UInt32) {
         guard let stream = streams.removeValue(forKey: id) else { return }
-        if stream.isBlocked { blockedCount -= 1 }
+        if stream.isBlocked { unblocked() }
         if stream.unsent != nil {
             // Answered before the whole body went: the stream is closed on this side too.
             var out = output(capacity: 13)
-            Self.frameHeader(length: 4, type: Frame.rstStream, flags: 0, stream: id, into: &out)
-            out.writeInteger(UInt32(0x0))  // NO_ERROR
+            Self.rstStream(id, code: 0x0, into: &out)  // NO_ERROR
             pendingOutput = out
         }
         guard let status = stream.status else {
@@ -487,7 +510,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
 
     private func fail(_ id: UInt32, _ error: any Error) {
         guard let stream = streams.removeValue(forKey: id) else { return }
-        if stream.isBlocked { blockedCount -= 1 }
+        if stream.isBlocked { unblocked() }
         stream.sink.complete(stream.index, .failure(error))
     }
 
@@ -672,9 +695,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
     }
 
     /// A stream's header block, decoded whatever the stream, so that the HPACK table stays as
-    /// the server keeps it: its status, then its fields (trailers too); the stream ends with it
-    /// when `endStream`.
-    /// An answer's headers: a status (after any informational answers, 1xx, which are not the
+    /// the server keeps it. An answer's headers: a status (after any informational answers, 1xx, which are not the
     /// answer) and its fields; then at most trailers, which end the stream and whose
     /// pseudo-fields are not the answer's. Anything else fails the stream and resets it, so a
     /// server cannot grow one stream's fields block by block.
@@ -715,8 +736,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
 
     private func reset(_ id: UInt32, context: ChannelHandlerContext) {
         var out = output(capacity: 13)
-        Self.frameHeader(length: 4, type: Frame.rstStream, flags: 0, stream: id, into: &out)
-        out.writeInteger(UInt32(0x8))  // CANCEL
+        Self.rstStream(id, code: 0x8, into: &out)  // CANCEL
         pendingOutput = out
     }
 
@@ -734,8 +754,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
             guard (16_384...16_777_215).contains(value) else { throw .protocolError("SETTINGS_MAX_FRAME_SIZE of \(value)") }
             peerMaximumFrame = Int(value)
         default:
-            // The header table (this client's fields are never indexed), the header list's
-            // size (advisory) and unknown settings.
+            // The header list's size (advisory) and unknown settings.
             break
         }
     }

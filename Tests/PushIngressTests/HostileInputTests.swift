@@ -419,8 +419,12 @@ struct HostileInputTests {
     @Test("a store that fails answers 503 with Retry-After, one that refuses for good 400 without; never a bare 500, never its SQL")
     func storeFailures() async throws {
         let fixture = try await IngressFixture()
+        try await fixture.store.setUser(name: "alice", passwordHash: hashPassword("alice-secret"))
         // Reading installation `x` fails as an unreachable database does, `taken` as a unique-key conflict.
         let failing = InterceptedStore(inner: fixture.store) { read in
+            if case .registrations(_, .handle("refused")) = read {
+                throw SQLError(message: "value out of range in: SELECT * FROM registrations", isPermanent: true, isServerAnswer: true)
+            }
             guard case .installation(_, let id) = read else { return }
             if id == "x" { throw SQLError(message: "could not connect in: SELECT * FROM installations") }
             if id == "taken" { throw SQLError(message: "UNIQUE constraint failed in: INSERT …", isConstraintViolation: true) }
@@ -442,6 +446,10 @@ struct HostileInputTests {
             #expect(refused.status == .badRequest, "\(refused.text)")
             #expect(refused.headers[.retryAfter] == nil)
             #expect(refused.text.contains("would refuse it again") && !refused.text.contains("SELECT"), "\(refused.text)")
+            // The app backend answers the same in its JSON.
+            let api = try await client.execute(uri: "/api/register?handle=refused", method: .post, headers: basic("alice", "alice-secret"))
+            #expect(api.status == .badRequest && api.headers[.retryAfter] == nil, "\(api.text)")
+            #expect(api.text.hasPrefix(#"{"error":"#) && api.text.contains("would refuse it again") && !api.text.contains("SELECT"), "\(api.text)")
         }
     }
 }

@@ -10,8 +10,11 @@ struct GracefulShutdownTests {
     func producerFlushes() async throws {
         let kafka = try KafkaFixture(partitions: 2)
         let producer = try kafka.producer()
-        // Slow brokers keep the records in flight when the shutdown comes.
-        for broker in 1...3 { try kafka.cluster.setBrokerLatency(Int32(broker), .milliseconds(300)) }
+        // Slow brokers keep the records in flight when the shutdown comes: slow enough that all
+        // 1,000 are handed over before the first is acknowledged, even while the suite's other
+        // tests hold both cores (at 300 ms, a `make test` once had the first acknowledged
+        // before the last was handed over, and the count never read 1,000).
+        for broker in 1...3 { try kafka.cluster.setBrokerLatency(Int32(broker), .seconds(2)) }
 
         try await testGracefulShutdown { trigger in
             let running = Task { try await producer.run() }

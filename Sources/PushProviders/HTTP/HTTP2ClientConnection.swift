@@ -165,7 +165,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         promise?.succeed(())
         let deadline = context.eventLoop.now + timeout
         var out = output(capacity: batch.requests.reduce(0) { $0 + Self.estimatedSize($1) })
-        for request in batch.requests { open(request, deadline: deadline, into: &out, context: context) }
+        for request in batch.requests { open(request, deadline: deadline, into: &out) }
         pendingOutput = out
         scheduleFlush(context: context)
     }
@@ -205,7 +205,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
 
     /// Opens `request`'s stream, or keeps it waiting while the server's concurrent streams are
     /// all taken.
-    private func open(_ request: StreamRequest, deadline: NIODeadline, into out: inout ByteBuffer, context: ChannelHandlerContext) {
+    private func open(_ request: StreamRequest, deadline: NIODeadline, into out: inout ByteBuffer) {
         guard !closed, nextStreamID < UInt32(Int32.max) - 2 else {
             // Out of stream ids: the connection takes no more, and closes once its streams end.
             closed = true
@@ -256,13 +256,10 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
                 first = false
             }
         }
-        let length = request.body.readableBytes
-        if hasBody, length <= min(peerInitialWindow, sendWindow, peerMaximumFrame) {
-            // The whole body in one DATA frame, as nearly every push's is.
-            Self.frameHeader(length: length, type: Frame.data, flags: Frame.endStream, stream: id, into: &out)
+        if hasBody, request.body.readableBytes <= min(peerInitialWindow, sendWindow, peerMaximumFrame) {
+            // The whole body in one DATA frame, as nearly every push's is: no stream lookup.
             var body = request.body
-            out.writeBuffer(&body)
-            sendWindow -= length
+            let length = data(&body, stream: id, into: &out)
             streams[id] = Stream(sink: request.sink, index: request.index, deadline: deadline, sendWindow: peerInitialWindow - length)
             return
         }
@@ -298,15 +295,8 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
     private func sendBody(of id: UInt32, into out: inout ByteBuffer) -> Bool {
         guard let index = streams.index(forKey: id), var unsent = streams.values[index].unsent else { return true }
         var streamWindow = streams.values[index].sendWindow
-        while unsent.readableBytes > 0 {
-            let length = min(unsent.readableBytes, streamWindow, sendWindow, peerMaximumFrame)
-            guard length > 0 else { break }
-            let last = length == unsent.readableBytes
-            Self.frameHeader(length: length, type: Frame.data, flags: last ? Frame.endStream : 0, stream: id, into: &out)
-            var chunk = unsent.readSlice(length: length)!
-            out.writeBuffer(&chunk)
-            streamWindow -= length
-            sendWindow -= length
+        while unsent.readableBytes > 0, min(streamWindow, sendWindow) > 0 {
+            streamWindow -= data(&unsent, stream: id, upTo: streamWindow, into: &out)
         }
         let done = unsent.readableBytes == 0
         streams.values[index].sendWindow = streamWindow
@@ -322,9 +312,22 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         return done
     }
 
+    /// One DATA frame of `body`'s next bytes, as many as `limit`, the connection's window and
+    /// the server's frame size take (at least one; the caller checks the windows), ending the
+    /// stream with the last byte; the connection's window is charged. Returns the bytes sent.
+    private func data(_ body: inout ByteBuffer, stream id: UInt32, upTo limit: Int = .max, into out: inout ByteBuffer) -> Int {
+        let length = min(body.readableBytes, limit, sendWindow, peerMaximumFrame)
+        let last = length == body.readableBytes
+        Self.frameHeader(length: length, type: Frame.data, flags: last ? Frame.endStream : 0, stream: id, into: &out)
+        var chunk = body.readSlice(length: length)!
+        out.writeBuffer(&chunk)
+        sendWindow -= length
+        return length
+    }
+
     /// Sends what the windows now take of the held-back bodies, in order; those still held
     /// back go back in, and the ids of streams that ended are dropped.
-    private func sendBlocked(context: ChannelHandlerContext) {
+    private func sendBlocked() {
         guard blockedCount > 0, sendWindow > 0 else { return }
         var out = output(capacity: 1024)
         let held = blocked
@@ -365,7 +368,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
     }
 
     /// A stream's own window opened: its body goes on, if it waits.
-    private func sendBlocked(stream id: UInt32, context: ChannelHandlerContext) {
+    private func sendBlocked(stream id: UInt32) {
         guard sendWindow > 0, streams[id]?.isBlocked == true else { return }
         var out = output(capacity: 1024)
         sendBody(of: id, into: &out)
@@ -373,11 +376,11 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
     }
 
     /// Opens waiting requests while the server takes more streams.
-    private func openWaiting(context: ChannelHandlerContext) {
+    private func openWaiting() {
         guard !waiting.isEmpty, streams.count < peerMaximumStreams, !closed, unwritableSince == nil else { return }
         var out = output(capacity: 1024)
         while streams.count < peerMaximumStreams, !closed, let next = waiting.popFirst() {
-            open(next.request, deadline: next.deadline, into: &out, context: context)
+            open(next.request, deadline: next.deadline, into: &out)
         }
         pendingOutput = out
     }
@@ -442,7 +445,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
                 Self.rstStream(id, code: 0x8, into: &out)  // CANCEL
             }
             pendingOutput = out
-            openWaiting(context: context)
+            openWaiting()
             flushOutput(context: context)
         }
         closeIfDrained(context: context)
@@ -527,7 +530,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         }
         do {
             while !failed, let frame = try nextFrame() {
-                try handle(type: frame.type, flags: frame.flags, stream: frame.stream, payload: frame.payload, context: context)
+                try handle(type: frame.type, flags: frame.flags, stream: frame.stream, payload: frame.payload)
             }
         } catch let error as ConnectionError {
             connectionError(error, context: context)
@@ -539,7 +542,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         // What is left is part of a frame; it moves to the front of its buffer, so the buffer
         // stays within a frame and a read.
         if input?.readableBytes == 0 { input = nil } else { input?.discardReadBytes() }
-        openWaiting(context: context)
+        openWaiting()
         closeIfDrained(context: context)
     }
 
@@ -570,7 +573,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         return (type, flags, stream, payload)
     }
 
-    private func handle(type: UInt8, flags: UInt8, stream id: UInt32, payload: ByteBuffer, context: ChannelHandlerContext) throws {
+    private func handle(type: UInt8, flags: UInt8, stream id: UInt32, payload: ByteBuffer) throws {
         var payload = payload
         if let block = headerBlock {
             // A header block that goes on takes CONTINUATION frames of its stream and nothing else.
@@ -584,7 +587,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
             }
             bytes.writeBuffer(&payload)
             if flags & Frame.endHeaders != 0 {
-                try headers(bytes, stream: id, endStream: block.endStream, context: context)
+                try headers(bytes, stream: id, endStream: block.endStream)
             } else {
                 headerBlock = (id, block.endStream, bytes)
             }
@@ -605,7 +608,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
             // PNS answers are small: a body past 64 KiB fails its stream.
             guard (streams.values[index].body?.readableBytes ?? 0) <= Self.maximumBody else {
                 fail(id, HTTP2Client.Failure(description: "an answer over 64 KiB"))
-                reset(id, context: context)
+                reset(id)
                 return
             }
             if flags & Frame.endStream != 0 { complete(id) }
@@ -618,7 +621,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
             }
             let endStream = flags & Frame.endStream != 0
             if flags & Frame.endHeaders != 0 {
-                try headers(payload, stream: id, endStream: endStream, context: context)
+                try headers(payload, stream: id, endStream: endStream)
             } else {
                 guard payload.readableBytes <= Self.maximumHeaderBlock else {
                     throw ConnectionError.protocolError("a header block past \(Self.maximumHeaderBlock) bytes")
@@ -645,15 +648,15 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
             while let parameter = payload.readInteger(as: UInt16.self), let value = payload.readInteger(as: UInt32.self) {
                 if parameter == 0x4 { initialWindow = value } else { try apply(parameter, value) }
             }
-            try control(Frame.settings, flags: Frame.ack, context: context)
-            if let initialWindow, try setInitialWindow(initialWindow) { sendBlocked(context: context) }
+            try control(Frame.settings, flags: Frame.ack)
+            if let initialWindow, try setInitialWindow(initialWindow) { sendBlocked() }
         case Frame.pushPromise:
             throw ConnectionError.protocolError("PUSH_PROMISE, though push is off")
         case Frame.ping:
             guard id == 0 else { throw ConnectionError.protocolError("PING on a stream") }
             guard payload.readableBytes == 8 else { throw ConnectionError.frameSize("PING of other than 8 bytes") }
             guard flags & Frame.ack == 0 else { return }
-            try control(Frame.ping, flags: Frame.ack, payload: payload, context: context)
+            try control(Frame.ping, flags: Frame.ack, payload: payload)
         case Frame.goAway:
             guard id == 0 else { throw ConnectionError.protocolError("GOAWAY on a stream") }
             guard payload.readableBytes >= 8, let last = payload.readInteger(as: UInt32.self), let code = payload.readInteger(as: UInt32.self) else {
@@ -676,15 +679,15 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
                 sendWindow += increment
                 guard sendWindow <= Int(Int32.max) else { throw ConnectionError.flowControl("the connection's window past 2^31-1") }
                 // Held-back bodies go on when the connection's window opens again, not at every update.
-                if wasClosed { sendBlocked(context: context) }
+                if wasClosed { sendBlocked() }
             } else if let index = streams.index(forKey: id) {
                 streams.values[index].sendWindow += increment
                 guard increment > 0, streams.values[index].sendWindow <= Int(Int32.max) else {
                     fail(id, HTTP2Client.Failure(description: "a stream's window update of 0 or past 2^31-1"))
-                    reset(id, context: context)
+                    reset(id)
                     return
                 }
-                sendBlocked(stream: id, context: context)
+                sendBlocked(stream: id)
             }
         case Frame.continuation:
             throw ConnectionError.protocolError("CONTINUATION without a header block")
@@ -699,7 +702,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
     /// answer) and its fields; then at most trailers, which end the stream and whose
     /// pseudo-fields are not the answer's. Anything else fails the stream and resets it, so a
     /// server cannot grow one stream's fields block by block.
-    private func headers(_ block: ByteBuffer, stream id: UInt32, endStream: Bool, context: ChannelHandlerContext) throws {
+    private func headers(_ block: ByteBuffer, stream id: UInt32, endStream: Bool) throws {
         var block = block
         let fields: HPACKHeaders
         do { fields = try decoder.decodeHeaders(from: &block) } catch {
@@ -707,14 +710,14 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         }
         guard let index = streams.index(forKey: id) else { return }
         if streams.values[index].status == nil {
-            guard let status = Self.status(fields) else { return refuse(id, "an answer without a valid :status", context: context) }
+            guard let status = Self.status(fields) else { return refuse(id, "an answer without a valid :status") }
             if status < 200 {
-                if endStream { refuse(id, "an informational answer that ends its stream", context: context) }
+                if endStream { refuse(id, "an informational answer that ends its stream") }
                 return
             }
             streams.values[index].status = status
         } else if !endStream {
-            return refuse(id, "a second header block that does not end its stream", context: context)
+            return refuse(id, "a second header block that does not end its stream")
         }
         for (name, value, _) in fields where !name.hasPrefix(":") { streams.values[index].headers.add(name, value) }
         if endStream { complete(id) }
@@ -729,12 +732,12 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
     }
 
     /// Fails a stream the server answered wrongly, and resets it.
-    private func refuse(_ id: UInt32, _ reason: String, context: ChannelHandlerContext) {
+    private func refuse(_ id: UInt32, _ reason: String) {
         fail(id, HTTP2Client.Failure(description: reason))
-        reset(id, context: context)
+        reset(id)
     }
 
-    private func reset(_ id: UInt32, context: ChannelHandlerContext) {
+    private func reset(_ id: UInt32) {
         var out = output(capacity: 13)
         Self.rstStream(id, code: 0x8, into: &out)  // CANCEL
         pendingOutput = out
@@ -776,7 +779,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
     /// An acknowledgement (of SETTINGS, of a PING). While the channel cannot write, the
     /// server is not reading: past `maximumUnwritten` of them, the connection ends
     /// (ENHANCE_YOUR_CALM), as NIOHTTP2 bounded its buffered control frames.
-    private func control(_ type: UInt8, flags: UInt8, payload: ByteBuffer? = nil, context: ChannelHandlerContext) throws(ConnectionError) {
+    private func control(_ type: UInt8, flags: UInt8, payload: ByteBuffer? = nil) throws(ConnectionError) {
         if unwritableSince != nil {
             unwrittenControlFrames += 1
             guard unwrittenControlFrames <= Self.maximumUnwritten else {
@@ -794,7 +797,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         if context.channel.isWritable {
             unwritableSince = nil
             unwrittenControlFrames = 0
-            openWaiting(context: context)
+            openWaiting()
             flushOutput(context: context)
         } else if unwritableSince == nil {
             unwritableSince = context.eventLoop.now

@@ -302,7 +302,19 @@ public final class DeliveryWorker: Service, Sendable {
                 lastAnswer = answer ?? lastAnswer
             }
         }
-        for result in results { metrics.outcomes[result.outcome]?.increment() }
+        // Counted by outcome first: one counter update an outcome, not one a target.
+        var byOutcome: [Outcome: Int] = [:]
+        var last: (outcome: Outcome, count: Int)?
+        for result in results {
+            if last?.outcome == result.outcome {
+                last!.count += 1
+            } else {
+                if let last { byOutcome[last.outcome, default: 0] += last.count }
+                last = (result.outcome, 1)
+            }
+        }
+        if let last { byOutcome[last.outcome, default: 0] += last.count }
+        for (outcome, count) in byOutcome { metrics.outcomes[outcome]?.increment(by: count) }
         metrics.handedBack.increment(by: handBack.count)
         var outgoing: [KafkaOutgoingRecord] = []
         if !results.isEmpty {
@@ -458,11 +470,13 @@ public final class DeliveryWorker: Service, Sendable {
             let answers = await provider.deliverAll(rounds.round.map { rounds.deliveries[$0]! })
             sent = true
             var again: [Int] = []
+            var latencies = Histogram.Tally(metrics.latency)
+            defer { latencies.record() }
             for (index, answer) in zip(rounds.round, answers) {
                 rounds.calls[index] += 1
                 let number = rounds.laneOf[index]
-                let batch = rounds.lanes[number].batch
                 if rounds.spansLeft[number] > 0, index == rounds.first[number] || answer.classification != .delivered {
+                    let batch = rounds.lanes[number].batch
                     // The round's requests went together: each span covers the round, its own
                     // time an attribute. No handle or token goes in a span.
                     rounds.spansLeft[number] -= 1
@@ -479,9 +493,15 @@ public final class DeliveryWorker: Service, Sendable {
                     }
                     span.end()
                 }
-                if let latency = answer.latency { metrics.latency.observe(latency) }
+                if let latency = answer.latency { latencies.observe(latency) }
+                if answer.classification == .delivered {
+                    // Nearly every answer: ends here, with nothing more to decide.
+                    rounds.ends[index] = .final(rounds.target(index), answer, calls: rounds.calls[index])
+                    continue
+                }
                 let target = rounds.target(index)
                 let calls = rounds.calls[index]
+                let attempt = rounds.lanes[number].batch.attempt
                 let retryAfter: Duration?
                 switch answer.classification {
                 case .throttled(let after), .retry(let after): retryAfter = after
@@ -501,11 +521,11 @@ public final class DeliveryWorker: Service, Sendable {
                     rounds.ends[index] = .final(target, answer, calls: calls)
                     continue
                 }
-                let backoff = retryAfter ?? jittered(settings.baseBackoff * (1 << min(batch.attempt - 1 + calls - 1, 16)))
+                let backoff = retryAfter ?? jittered(settings.baseBackoff * (1 << min(attempt - 1 + calls - 1, 16)))
                 let wait = min(backoff, settings.maximumBackoff)
                 if calls > settings.retriesInPlace || ContinuousClock.now - rounds.started + wait > settings.retryBudget || draining.isStarted {
                     rounds.ends[index] =
-                        batch.attempt >= settings.maximumAttempts
+                        attempt >= settings.maximumAttempts
                         ? .final(target, answer, calls: calls) : .handBack(target, after: wait, answer: answer)
                     continue
                 }

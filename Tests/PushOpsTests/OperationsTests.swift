@@ -38,6 +38,29 @@ struct OperationsTests {
                 """)
     }
 
+    @Test("a tally adds its observations to the histogram in one step, as observing each would, and counts again from nothing")
+    func tally() {
+        let metrics = MetricsRegistry()
+        let histogram = metrics.histogram("pns_seconds", help: "PNS.", buckets: [0.1, 1])
+        var tally = Histogram.Tally(histogram)
+        for microseconds in [62_500, 500_000, 4_000_000] { tally.observe(.microseconds(microseconds)) }
+        #expect(metrics.render().contains("pns_seconds_count 0"), "nothing before it is recorded")
+        tally.record()
+        tally.observe(.microseconds(31_250))
+        tally.record()
+        tally.record()
+        #expect(
+            metrics.render().hasSuffix(
+                """
+                pns_seconds_bucket{le="0.1"} 2
+                pns_seconds_bucket{le="1.0"} 3
+                pns_seconds_bucket{le="+Inf"} 4
+                pns_seconds_sum 4.59375
+                pns_seconds_count 4
+
+                """), "\(metrics.render())")
+    }
+
     @Test("/health/live, /health/ready (503 naming what fails) and /metrics")
     func endpoints() async throws {
         let router = Router()

@@ -48,7 +48,7 @@ struct HTTP2ClientConnectionTests {
         func request(_ indexes: [Int], body: String = #"{"aps":{}}"#, headers: PNSHeaderFields = [("apns-topic", "app")]) {
             var requests: [StreamRequest] = []
             for index in indexes {
-                let sink = ResponseSink(count: 1) { [answered] in answered.indexes.withLock { _ = $0.insert(index) } }
+                let sink = ResponseSink(count: 1) { [answered] _ in answered.indexes.withLock { _ = $0.insert(index) } }
                 sinks[index] = sink
                 requests.append(StreamRequest(path: "/3/device/\(index)", headers: headers, body: ByteBuffer(string: body), sink: sink, index: 0))
             }
@@ -180,6 +180,33 @@ struct HTTP2ClientConnectionTests {
         #expect(gone.status == 410 && String(decoding: gone.body, as: UTF8.self) == #"{"reason":"Unregistered"}"#)
         #expect(try await harness.result(2).get().headers.first(name: "apns-id") == "id-5")
         #expect(harness.channel.isActive && !harness.draining.isSet)
+    }
+
+    @Test("the answers of one read reach their sink in one call, its slots freed together; a later read's in another")
+    func answersTogether() async throws {
+        let harness = try Harness()
+        _ = try harness.frames()
+        final class Calls: Sendable { let counts = Mutex<[Int]>([]) }
+        let calls = Calls()
+        let sink = ResponseSink(count: 4) { count in calls.counts.withLock { $0.append(count) } }
+        let requests = (0..<4).map {
+            StreamRequest(path: "/3/device/\($0)", headers: [("apns-topic", "app")], body: ByteBuffer(string: "{}"), sink: sink, index: $0)
+        }
+        harness.channel.write(StreamRequests(requests: requests), promise: nil)
+        harness.channel.embeddedEventLoop.run()
+        #expect(try harness.frames().filter { $0.type == C.Frame.headers }.map(\.stream) == [1, 3, 5, 7])
+        // Three answers in one read, out of order; the fourth in the next.
+        var answers = try harness.answer(5)
+        for stream: UInt32 in [1, 7] {
+            var more = try harness.answer(stream, status: stream == 7 ? 410 : 200)
+            answers.writeBuffer(&more)
+        }
+        try harness.receive(answers)
+        #expect(calls.counts.withLock { $0 } == [3])
+        try harness.receive(try harness.answer(3))
+        #expect(calls.counts.withLock { $0 } == [3, 1])
+        let all = await sink.answers()
+        #expect(try all.map { try $0.result.get().status } == [200, 200, 200, 410])
     }
 
     @Test("a header block larger than the server's frames goes in HEADERS and CONTINUATION frames; the next request's fields are its own")

@@ -20,8 +20,9 @@ struct RequestSlotsTests {
     @Test("a waiter for three wakes at the third free slot with three; one for up to five takes what is free")
     func severalAtOnce() async throws {
         let slots = RequestSlots(8)
-        for _ in 0..<8 { #expect(slots.tryAcquire()) }
-        #expect(!slots.tryAcquire())
+        #expect(slots.tryAcquire(upTo: 6) == 6)
+        #expect(slots.tryAcquire(upTo: 6) == 2, "what is free, when less than asked for")
+        #expect(slots.tryAcquire(upTo: 1) == 0)
         let woken = Woken()
         let first = Task { woken.note("first", await slots.acquire(atLeast: 3, upTo: 5)) }
         try await Task.sleep(for: .milliseconds(50))
@@ -37,13 +38,13 @@ struct RequestSlotsTests {
         slots.release(5)
         #expect(await slots.acquire(atLeast: 2, upTo: 4) == 4)
         await slots.acquire()
-        #expect(!slots.tryAcquire())
+        #expect(slots.tryAcquire(upTo: 1) == 0)
     }
 
     @Test("waiters are served in order: one for one waits behind one for four, and a need past the count is the count")
     func inOrder() async throws {
         let slots = RequestSlots(4)
-        for _ in 0..<4 { #expect(slots.tryAcquire()) }
+        #expect(slots.tryAcquire(upTo: 4) == 4)
         let woken = Woken()
         let large = Task { woken.note("large", await slots.acquire(atLeast: 100, upTo: 100)) }
         try await Task.sleep(for: .milliseconds(50))
@@ -52,6 +53,7 @@ struct RequestSlotsTests {
         slots.release()
         try await Task.sleep(for: .milliseconds(50))
         #expect(woken.now.isEmpty, "the first waiter needs all four; the second waits behind it")
+        #expect(slots.tryAcquire(upTo: 1) == 0, "a free slot is not taken past the waiters")
         slots.release(3)
         try await Self.until(woken) { $0["large"] != nil }
         #expect(woken.now == ["large": 4])

@@ -33,7 +33,7 @@ public final class APNsProvider: PushProvider {
     }
 
     /// What pushes of one shape share, so a native batch builds its headers once.
-    private struct Shape: Equatable {
+    private struct Shape {
         var hub: String
         var notificationId: String
         var body: String
@@ -49,6 +49,23 @@ public final class APNsProvider: PushProvider {
             expiresAt = delivery.expiresAt
             collapseVariant = delivery.collapseVariant
         }
+
+        /// Whether `delivery` has this shape: compared in place, not copied into a shape of its
+        /// own (a copy a push was four retains and releases more).
+        func fits(_ delivery: PNSDelivery) -> Bool {
+            hub == delivery.hub && notificationId == delivery.notificationId && body == delivery.body && headers == delivery.headers
+                && expiresAt == delivery.expiresAt && collapseVariant == delivery.collapseVariant
+        }
+    }
+
+    /// A shape's requests as built: the headers with the provider token, the payload, and where
+    /// they go.
+    private struct Built {
+        var fields: PNSHeaderFields
+        var payload: Data
+        var origin: String
+        var tokens: APNsTokenManager
+        var jwt: String
     }
 
     /// Builds every request (the headers once per shape, the provider token once per hub), sends
@@ -56,39 +73,51 @@ public final class APNsProvider: PushProvider {
     public func deliverAll(_ deliveries: [PNSDelivery]) async -> [PNSAnswer] {
         var answers = [PNSAnswer?](repeating: nil, count: deliveries.count)
         var requests: [PNSRequest] = []
-        var sent: [(index: Int, tokens: APNsTokenManager, jwt: String)] = []
+        // Each request's delivery, and the shape it was built from (in `shapes`).
+        var sent: [(index: Int, shape: Int)] = []
+        var shapes: [Built] = []
         requests.reserveCapacity(deliveries.count)
         sent.reserveCapacity(deliveries.count)
         var jwts: [String: String] = [:]
-        var last: (shape: Shape, built: Result<(PNSHeaderFields, Data, String), NotSent>)?
-        var hubNames = HubNames()
+        var last: (shape: Shape, built: Result<Int, NotSent>)?
         for (index, delivery) in deliveries.enumerated() {
             if let refused = APNsRequest.checkToken(delivery.handle) {
                 answers[index] = APNsRequest.notSent(refused)
                 continue
             }
-            let shape = Shape(delivery)
-            if last?.shape != shape {
-                last = (shape, await build(delivery, jwts: &jwts))
+            if last?.shape.fits(delivery) != true {
+                let built = await build(delivery, jwts: &jwts).map { built in
+                    shapes.append(built)
+                    return shapes.count - 1
+                }
+                last = (Shape(delivery), built)
             }
             switch last!.built {
             case .failure(let notSent):
                 answers[index] = notSent.answer
-            case .success(let (fields, payload, jwt)):
-                let (credentials, tokens) = hubs[hubNames.key(delivery.hub)]!
-                requests.append(APNsRequest.request(to: delivery.handle, origin: credentials.resolvedEndpoint, headers: fields, payload: payload))
-                sent.append((index, tokens, jwt))
+            case .success(let shape):
+                requests.append(
+                    APNsRequest.request(
+                        to: delivery.handle, origin: shapes[shape].origin, headers: shapes[shape].fields, payload: shapes[shape].payload))
+                sent.append((index, shape))
             }
         }
         let exchanges = await transport.sendAll(requests)
         var renewed: Set<String> = []
         for (exchange, request) in zip(exchanges, sent) {
-            answers[request.index] = await .reading(exchange) { response in
-                let reason = response.status == 200 ? nil : (response.json?["reason"] as? String).map(APNsReason.init)
+            switch exchange.result {
+            case .success(let response) where response.status == 200:
+                // Nearly every answer: nothing in it to read.
+                answers[request.index] = PNSAnswer(.delivered, status: 200, latency: exchange.latency)
+            case .success(let response):
+                let reason = (response.json?["reason"] as? String).map(APNsReason.init)
                 let classification = APNsResponse.classify(status: response.status, reason: reason, retryAfter: response.retryAfter)
                 // The token is renewed here, once per token; resending is the worker's.
-                if classification == .renewToken, renewed.insert(request.jwt).inserted { await request.tokens.expired(request.jwt) }
-                return PNSAnswer(classification, status: response.status, reason: reason?.description)
+                let built = shapes[request.shape]
+                if classification == .renewToken, renewed.insert(built.jwt).inserted { await built.tokens.expired(built.jwt) }
+                answers[request.index] = PNSAnswer(classification, status: response.status, reason: reason?.description, latency: exchange.latency)
+            case .failure(let error):
+                answers[request.index] = .transportFailed(error)
             }
         }
         return answers.map { $0! }
@@ -96,7 +125,7 @@ public final class APNsProvider: PushProvider {
 
     /// The headers with the hub's provider token, and the payload, for pushes shaped like
     /// `delivery`; or why none of them is sent.
-    private func build(_ delivery: PNSDelivery, jwts: inout [String: String]) async -> Result<(PNSHeaderFields, Data, String), NotSent> {
+    private func build(_ delivery: PNSDelivery, jwts: inout [String: String]) async -> Result<Built, NotSent> {
         let hub = delivery.hub.lowercased()
         guard let (credentials, tokens) = hubs[hub] else {
             return .failure(NotSent(.notSent(.noCredentials(hub: delivery.hub, platform: .apns))))
@@ -116,6 +145,6 @@ public final class APNsProvider: PushProvider {
         }
         var fields = headers.fields
         fields.add("authorization", "bearer \(jwt)")
-        return .success((fields, payload, jwt))
+        return .success(Built(fields: fields, payload: payload, origin: credentials.resolvedEndpoint, tokens: tokens, jwt: jwt))
     }
 }

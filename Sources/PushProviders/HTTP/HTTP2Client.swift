@@ -230,26 +230,36 @@ final class ResponseSink: Sendable {
 
     private let state: Mutex<State>
     private let started = ContinuousClock.now
-    /// Called once per answer (frees an in-flight slot).
-    private let onEach: @Sendable () -> Void
+    /// Called with how many first answers came at once (frees in-flight slots).
+    private let onAnswers: @Sendable (Int) -> Void
 
-    init(count: Int, onEach: @escaping @Sendable () -> Void = {}) {
+    init(count: Int, onAnswers: @escaping @Sendable (Int) -> Void = { _ in }) {
         state = Mutex(State(answers: Array(repeating: nil, count: count), remaining: count))
-        self.onEach = onEach
+        self.onAnswers = onAnswers
     }
 
     /// The answer for `index`; later ones for the same index are ignored.
     func complete(_ index: Int, _ result: Result<PNSResponse, any Error>) {
+        complete(CollectionOfOne((index: index, result: result)))
+    }
+
+    /// Answers that came together (a connection's read): one lock, one clock reading and one
+    /// `onAnswers` for all of them. Later answers for an index already answered are ignored.
+    func complete(_ results: some Collection<(index: Int, result: Result<PNSResponse, any Error>)>) {
+        guard !results.isEmpty else { return }
         let latency = ContinuousClock.now - started
-        let (first, done) = state.withLock { state -> (Bool, (CheckedContinuation<[Answer], Never>, [Answer])?) in
-            guard state.answers[index] == nil else { return (false, nil) }
-            state.answers[index] = (result, latency)
-            state.remaining -= 1
-            guard state.remaining == 0, let waiter = state.waiter else { return (true, nil) }
+        let (firsts, done) = state.withLock { state -> (Int, (CheckedContinuation<[Answer], Never>, [Answer])?) in
+            var firsts = 0
+            for (index, result) in results where state.answers[index] == nil {
+                state.answers[index] = (result, latency)
+                firsts += 1
+            }
+            state.remaining -= firsts
+            guard state.remaining == 0, firsts > 0, let waiter = state.waiter else { return (firsts, nil) }
             state.waiter = nil
-            return (true, (waiter, state.answers.map { $0! }))
+            return (firsts, (waiter, state.answers.map { $0! }))
         }
-        if first { onEach() }
+        if firsts > 0 { onAnswers(firsts) }
         if let (waiter, answers) = done { waiter.resume(returning: answers) }
     }
 

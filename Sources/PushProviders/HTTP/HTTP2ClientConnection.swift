@@ -89,6 +89,8 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
     private var encodedFields: (fields: PNSHeaderFields, bytes: ByteBuffer)?
 
     private var nextStreamID: UInt32 = 1
+    /// Streams answered in the current read, given to their sinks together at its end.
+    private var answered: [(sink: ResponseSink, index: Int, result: Result<PNSResponse, any Error>)] = []
     private var streams: [UInt32: Stream] = [:]
     /// Requests past the server's concurrent streams, in order.
     private var waiting = CircularBuffer<(request: StreamRequest, deadline: NIODeadline)>()
@@ -508,7 +510,21 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
             return
         }
         let response = PNSResponse(status: status, headers: stream.headers, body: stream.body.map { Data($0.readableBytesView) } ?? Data())
-        stream.sink.complete(stream.index, .success(response))
+        answered.append((stream.sink, stream.index, .success(response)))
+    }
+
+    /// Gives the answers of this read to their sinks, each sink's run of them in one call.
+    private func deliverAnswered() {
+        guard !answered.isEmpty else { return }
+        var start = 0
+        while start < answered.count {
+            let sink = answered[start].sink
+            var end = start + 1
+            while end < answered.count, answered[end].sink === sink { end += 1 }
+            sink.complete(answered[start..<end].lazy.map { (index: $0.index, result: $0.result) })
+            start = end
+        }
+        answered.removeAll(keepingCapacity: true)
     }
 
     private func fail(_ id: UInt32, _ error: any Error) {
@@ -523,6 +539,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         var bytes = unwrapInboundIn(data)
         // After a connection error, nothing more is read.
         guard !failed else { return }
+        defer { deliverAnswered() }
         if input == nil {
             input = bytes
         } else {

@@ -111,7 +111,7 @@ public final class PNSHTTPClient: PNSTransport {
     /// through async-http-client, a task each.
     public func sendAll(_ requests: [PNSRequest]) async -> [PNSExchange] {
         let slots = self.slots
-        let sink = ResponseSink(count: requests.count) { slots.release() }
+        let sink = ResponseSink(count: requests.count) { slots.release($0) }
         var runs: [(client: HTTP2Client, requests: [StreamRequest])] = []
         var elsewhere: [Int] = []
         // A native batch's pushes share one payload: one buffer for all of them.
@@ -142,9 +142,9 @@ public final class PNSHTTPClient: PNSTransport {
             }
             let path = route.path
             if held == 0 {
-                if slots.tryAcquire() {
-                    held = 1
-                } else {
+                // As many free slots as the batch has requests left, in one step.
+                held = slots.tryAcquire(upTo: requests.count - index)
+                if held == 0 {
                     for run in runs { await run.client.submit(run.requests) }
                     runs.removeAll(keepingCapacity: true)
                     lastRun = nil
@@ -195,7 +195,7 @@ public final class PNSHTTPClient: PNSTransport {
         // places from working services); the next batch for it makes a new one.
         for origin in unreachable { forgetIfFull(origin) }
         if !refused.isEmpty {
-            let again = ResponseSink(count: refused.count) { slots.release() }
+            let again = ResponseSink(count: refused.count) { slots.release($0) }
             await sendHTTP1(Array(refused.indices), of: refused.map { requests[$0] }, to: again)
             for (index, exchange) in zip(refused, await again.answers()) { answers[index] = exchange }
         }
@@ -322,13 +322,9 @@ final class RequestSlots: Sendable {
         state = Mutex(State(available: max(1, count)))
     }
 
-    /// Takes a free slot; false when none is free.
-    func tryAcquire() -> Bool {
-        state.withLock { state -> Bool in
-            guard state.available > 0 else { return false }
-            state.available -= 1
-            return true
-        }
+    /// Takes up to `most` free slots when nobody waits ahead; how many it took (0 when none).
+    func tryAcquire(upTo most: Int) -> Int {
+        state.withLock { state in Self.take(1, upTo: max(1, most), from: &state) ?? 0 }
     }
 
     func acquire() async {

@@ -137,7 +137,10 @@ public final class KafkaConsumer: Service, Sendable {
     /// One poll of librdkafka's queue (≤ 100 ms); serves rebalances as a side effect.
     private func fetchBatch() -> (generation: UInt64, records: [KafkaRecord]) {
         guard !state.machine.withLock({ $0.isClosed }) else { return (0, []) }
-        let capacity = fetchCapacity.withLock { $0 } ?? configuration.fetchBatchSize
+        // With a byte budget, the first poll takes one record: its size is not known yet, and
+        // librdkafka's batch poll waits for a whole batch (500, maybe 30 MB of broadcast
+        // batches) or its 100 ms, so a worker's first batch waited the 100 ms.
+        let capacity = fetchCapacity.withLock { $0 } ?? (configuration.fetchBytes == nil ? configuration.fetchBatchSize : 1)
         let batch = client.consumeBatch(
             queue, timeoutMilliseconds: 100, capacity: capacity, generation: { state.machine.withLock { $0.generation } }
         ) { error in

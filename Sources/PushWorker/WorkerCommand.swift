@@ -32,8 +32,12 @@ public struct WorkerOptions: ParsableArguments {
     @Option(help: "HTTP/1.1 connections per PNS host at most (WNS, Web Push).")
     public var http1Connections = 16
 
+    /// Twice the streams of the default connections at APNs' and the simulator's 100 each:
+    /// the connections hold the second half and open each as a stream ends. At 400, each stream
+    /// that ended waited for a round trip through the worker's task (a slot freed, the task
+    /// woken, the next request written) before the next went.
     @Option(help: "PNS requests in flight at most.")
-    public var maxRequests = 400
+    public var maxRequests = 800
 
     public init() {}
 

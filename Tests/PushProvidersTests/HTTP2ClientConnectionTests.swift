@@ -437,18 +437,115 @@ struct HTTP2ClientConnectionTests {
         #expect(rest.map(\.stream) == [7] && rest.map(\.payload.readableBytes) == [7] && rest.first?.flags == C.Frame.endStream)
     }
 
-    @Test("the first header block, and the first after the server's SETTINGS_HEADER_TABLE_SIZE, set the table to 0; the rest do not")
+    @Test(
+        "the table: empty until the server's SETTINGS, then 4,096 (or what it says, emptied first); a batch's fields are added by its second request and indexed from its third; a request's own fields are not"
+    )
     func tableSizeUpdates() async throws {
         let harness = try Harness()
         _ = try harness.frames()
-        func firstBytes() throws -> [UInt8] {
-            try harness.frames().filter { $0.type == C.Frame.headers }.map { $0.payload.getInteger(at: $0.payload.readerIndex, as: UInt8.self)! }
+        func blocks() throws -> [ByteBuffer] { try harness.frames().filter { $0.type == C.Frame.headers }.map(\.payload) }
+        func fields(_ block: ByteBuffer) throws -> [(String, String)] {
+            try harness.fields(Frame(type: C.Frame.headers, flags: 0, stream: 0, payload: block))
         }
-        harness.request([0, 1])
-        #expect(try firstBytes() == [0x20, 0x83])
+        func first(_ block: ByteBuffer, _ count: Int) -> [UInt8] { block.getBytes(at: block.readerIndex, length: count)! }
+        let token = "bearer " + String(repeating: "j", count: 180)
+        let batch: PNSHeaderFields = [("apns-topic", "app"), ("authorization", token)]
+        // Before the server's SETTINGS: the table is set to 0 and nothing is added.
+        harness.request([0, 1, 2], headers: batch)
+        var sent = try blocks()
+        #expect(sent.map { first($0, 2) } == [[0x20, 0x83], [0x83, 0x87], [0x83, 0x87]])
+        #expect(sent.allSatisfy { !$0.readableBytesView.contains(0x40) }, "nothing added")
+        // SETTINGS without a table size: the next block empties the table and sets 4,096.
+        try harness.receive(harness.settings([(0x3, 100)]))
+        _ = try harness.frames()
+        harness.request([3, 4, 5, 6], headers: batch)
+        sent = try blocks()
+        #expect(first(sent[0], 5) == [0x20, 0x3F, 0xE1, 0x1F, 0x83])
+        for (offset, block) in sent.enumerated() {
+            let fields = try fields(block)
+            #expect(fields.map(\.1) == ["POST", "https", "pns.example", "/3/device/\(offset + 3)", "app", token])
+        }
+        // The batch's array was seen before: the first block after the SETTINGS adds its fields
+        // (and :authority), the rest index them, a few bytes beside the path.
+        #expect(sent[0].readableBytes > token.utf8.count, "\(sent.map(\.readableBytes))")
+        #expect(sent.dropFirst().allSatisfy { $0.readableBytes < 30 }, "\(sent.map(\.readableBytes))")
+        // A new batch's array: literals in its first request, added by its second.
+        let other: PNSHeaderFields = [("apns-topic", "other"), ("authorization", token + "2")]
+        harness.request([90, 91, 92], headers: other)
+        sent = try blocks()
+        #expect(sent[0].readableBytes > token.utf8.count && !sent[0].readableBytesView.contains(0x40))
+        #expect(
+            sent[1].readableBytes > token.utf8.count && sent[2].readableBytes < 30,
+            "\(sent.map(\.readableBytes)) \(sent.map { Array($0.readableBytesView.prefix(12)) })")
+        // A request's own fields (an array not seen before) stay literals, and push nothing out.
+        for index in 7..<10 { harness.request([index], headers: [("apns-topic", "app"), ("apns-id", "id-\(index)")]) }
+        sent = try blocks()
+        #expect(sent.allSatisfy { !$0.readableBytesView.contains(0x40) })
+        harness.request([10, 11], headers: batch)
+        sent = try blocks()
+        #expect(sent.map(\.readableBytes).allSatisfy { $0 < 30 }, "the batch's fields are still in the table")
+        // The server's SETTINGS_HEADER_TABLE_SIZE: emptied, then its size; a field larger than
+        // half of it stays a literal.
+        try harness.receive(harness.settings([(0x1, 200)]))
+        _ = try harness.frames()
+        harness.request([12, 13, 14], headers: batch)
+        sent = try blocks()
+        #expect(first(sent[0], 4) == [0x20, 0x3F, 0xA9, 0x01])
+        #expect(sent[2].readableBytes > token.utf8.count, "the token does not fit in half of 200")
+        for (offset, block) in sent.enumerated() {
+            let fields = try fields(block)
+            #expect(fields.map(\.1).suffix(3) == ["/3/device/\(offset + 12)", "app", token])
+        }
         try harness.receive(harness.settings([(0x1, 0)]))
-        harness.request([2, 3])
-        #expect(try firstBytes() == [0x20, 0x83])
+        _ = try harness.frames()
+        harness.request([15, 16, 17], headers: batch)
+        sent = try blocks()
+        #expect(sent.map { first($0, 2) } == [[0x20, 0x83], [0x83, 0x87], [0x83, 0x87]])
+        #expect(sent.allSatisfy { !$0.readableBytesView.contains(0x40) })
+    }
+
+    @Test(
+        "batches of random fields, many more than the table holds, with its size changed now and then: the server's decoder reads every field as sent"
+    )
+    func tableEvictions() async throws {
+        let harness = try Harness()
+        _ = try harness.frames()
+        try harness.receive(harness.settings([(0x3, 1000)]))
+        _ = try harness.frames()
+        var random = SeededGenerator(seed: 7)
+        var next = 0
+        // Requests whose block is shorter than their values: the table had their fields.
+        var indexed = 0
+        for round in 0..<300 {
+            if round % 50 == 49 {
+                try harness.receive(harness.settings([(0x1, [0, 300, 1000, 4096, 65536][Int.random(in: 0..<5, using: &random)])]))
+                _ = try harness.frames()
+            }
+            let batch = PNSHeaderFields(
+                (0..<Int.random(in: 1...6, using: &random)).map { _ in
+                    ("x-\(Int.random(in: 0..<20, using: &random))", String(repeating: "v", count: Int.random(in: 0...400, using: &random)))
+                })
+            let indexes = Array(next..<next + Int.random(in: 1...5, using: &random))
+            next += indexes.count
+            harness.request(indexes, headers: batch)
+            let sent = try harness.frames().filter { $0.type == C.Frame.headers }
+            #expect(sent.count == indexes.count)
+            for (index, frame) in zip(indexes, sent) {
+                if frame.payload.readableBytes < batch.fields.reduce(0, { $0 + $1.value.utf8.count }) { indexed += 1 }
+                let fields = try harness.fields(frame)
+                #expect(fields.dropFirst(4).map { "\($0.0): \($0.1)" } == batch.fields.map { "\($0.name): \($0.value)" }, "round \(round)")
+                #expect(fields[3].1 == "/3/device/\(index)")
+            }
+            // Answered, so the streams do not pile up past the server's limit.
+            var answers = ByteBuffer()
+            for frame in sent {
+                var answer = try harness.answer(frame.stream)
+                answers.writeBuffer(&answer)
+            }
+            try harness.receive(answers)
+        }
+        #expect(harness.channel.isActive)
+        #expect(indexed > next / 4, "\(indexed) of \(next) requests used the table")
     }
 
     @Test("while the server reads nothing, requests wait and its PINGs are answered at most 10,000 times; then the connection ends")

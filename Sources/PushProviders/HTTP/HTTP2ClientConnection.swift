@@ -82,11 +82,15 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
     private let authority: String
     private let timeout: TimeAmount
     private let draining: HTTP2Client.Draining
-    /// `:method POST`, `:scheme https` and `:authority`, the same for every request here.
-    private let commonFields: ByteBuffer
-    /// The last request's fields as HPACK writes them, kept with the fields (so their storage
-    /// is not freed and used again): a batch's requests share one array of fields.
-    private var encodedFields: (fields: PNSHeaderFields, bytes: ByteBuffer)?
+    /// The server's HPACK table as this side fills it.
+    private var table = HPACKEncoderTable()
+    /// The last request's fields as HPACK wrote them without adding to the table, with the
+    /// table's generation then, kept with the fields (so their storage is not freed and used
+    /// again): a batch's requests share one array of fields.
+    private var encodedFields: (fields: PNSHeaderFields, generation: Int, bytes: ByteBuffer)?
+    /// The last request's fields: an array seen again is a batch's, whose fields go into the
+    /// table; a request's own fields stay literals, so they do not push the batch's out.
+    private var lastFields: PNSHeaderFields?
 
     private var nextStreamID: UInt32 = 1
     /// Streams answered in the current read, given to their sinks together at its end.
@@ -104,9 +108,14 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
     static let maximumUnwritten = 10_000
     /// Since when the channel could not write, if it cannot.
     private var unwritableSince: NIODeadline?
-    /// The next header block starts with a dynamic table size update to 0 (RFC 7541, 4.2):
-    /// the first, and the first after the server set `SETTINGS_HEADER_TABLE_SIZE`.
-    private var tableSizeUpdate = true
+    /// The table size the next header block starts with (RFC 7541, 4.2), after emptying the
+    /// table: 0 in the first, until the server's SETTINGS say what its decoder keeps (at most
+    /// `HPACKEncoderTable.largest`), and again after its `SETTINGS_HEADER_TABLE_SIZE`.
+    private var tableSizeUpdate: Int? = 0
+    /// Whether the server's first SETTINGS came.
+    private var settingsReceived = false
+    /// The server's `SETTINGS_HEADER_TABLE_SIZE` (4,096 until it says).
+    private var serverTableSize = 4_096
     private var closed = false
     /// The connection failed: its streams are failed, and what it reads is dropped.
     private var failed = false
@@ -138,9 +147,6 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         self.authority = authority
         self.timeout = timeout
         self.draining = draining
-        var common = ByteBuffer(bytes: [0x83, 0x87])  // :method POST, :scheme https (static table 3 and 7)
-        HPACKLiteral.field(nameIndex: 1, value: authority, into: &common)  // :authority
-        commonFields = common
         decoder = HPACKDecoder(allocator: ByteBufferAllocator(), maxDynamicTableSize: 4096, maxHeaderListSize: Self.maximumHeaderList)
     }
 
@@ -228,15 +234,17 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         // filled in once the block's length is known.
         let start = out.writerIndex
         out.writeRepeatingByte(0, count: 9)
-        if tableSizeUpdate {
+        if let size = tableSizeUpdate {
+            // Emptied, then its size: at most two updates, the smaller first (RFC 7541, 4.2).
             out.writeInteger(UInt8(0x20))
-            tableSizeUpdate = false
+            if size > 0 { HPACKLiteral.integer(size, prefixBits: 5, first: 0x20, into: &out) }
+            table.reset(maximumSize: size)
+            tableSizeUpdate = nil
         }
-        var common = commonFields
-        out.writeBuffer(&common)
-        HPACKLiteral.field(nameIndex: 4, value: request.path, into: &out)  // :path
-        var fields = encoded(request.headers)
-        out.writeBuffer(&fields)
+        out.writeBytes([0x83, 0x87])  // :method POST, :scheme https (static table 3 and 7)
+        table.encode(name: ":authority", nameIndex: 1, value: authority, indexing: true, into: &out)
+        HPACKLiteral.field(nameIndex: 4, value: request.path, into: &out)  // :path, never the same twice
+        encode(request.headers, into: &out)
         let blockLength = out.writerIndex - start - 9
         let endStream = hasBody ? 0 : Frame.endStream
         if blockLength <= peerMaximumFrame {
@@ -270,19 +278,30 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         if hasBody { sendBody(of: id, into: &out) }
     }
 
-    /// `fields` as HPACK literals; the same array as the request before is not written again.
-    private func encoded(_ fields: PNSHeaderFields) -> ByteBuffer {
-        if let last = encodedFields, Self.sameStorage(last.fields.fields, fields.fields) { return last.bytes }
+    /// Writes `fields`: a batch's (the array of the request before) through the table, so from
+    /// its third request on each field is an index of a byte or two; a request's own as
+    /// literals. What the table did not change since is not encoded again.
+    private func encode(_ fields: PNSHeaderFields, into out: inout ByteBuffer) {
+        let shared = lastFields.map { Self.sameStorage($0.fields, fields.fields) } ?? false
+        if shared, let last = encodedFields, last.generation == table.generation, Self.sameStorage(last.fields.fields, fields.fields) {
+            var bytes = last.bytes
+            out.writeBuffer(&bytes)
+            return
+        }
+        lastFields = fields
+        let generation = table.generation
         var bytes = ByteBuffer()
         bytes.reserveCapacity(fields.fields.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 8 })
         for field in fields.fields {
             // Names are lowercase on HTTP/2; providers already write them so, which saves a copy.
             let name = field.name
-            HPACKLiteral.field(
-                name: name.utf8.contains(where: { $0 >= 65 && $0 <= 90 }) ? name.lowercased() : name, value: field.value, into: &bytes)
+            let lowercase = name.utf8.contains(where: { $0 >= 65 && $0 <= 90 }) ? name.lowercased() : name
+            table.encode(name: lowercase, value: field.value, indexing: shared, into: &bytes)
         }
-        encodedFields = (fields, bytes)
-        return bytes
+        // Bytes that added to the table must not be sent again: the server would add twice.
+        // Nor literals of a batch's first request: its second adds its fields.
+        encodedFields = shared && table.generation == generation ? (fields, generation, bytes) : nil
+        out.writeBuffer(&bytes)
     }
 
     /// Whether two arrays are one storage (so one content): compared by address and count,
@@ -666,6 +685,11 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
                 if parameter == 0x4 { initialWindow = value } else { try apply(parameter, value) }
             }
             try control(Frame.settings, flags: Frame.ack)
+            if !settingsReceived {
+                // Until now, the table stayed empty: the server had not said what it keeps.
+                settingsReceived = true
+                tableSizeUpdate = min(serverTableSize, HPACKEncoderTable.largest)
+            }
             if let initialWindow, try setInitialWindow(initialWindow) { sendBlocked() }
         case Frame.pushPromise:
             throw ConnectionError.protocolError("PUSH_PROMISE, though push is off")
@@ -768,8 +792,10 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         case 0x3:
             peerMaximumStreams = Int(value)
         case 0x1:
-            // The server's decoder table changed: the next block says this client uses none.
-            tableSizeUpdate = true
+            // The server's decoder table changed: the next block empties the table and sets it
+            // to what the server keeps, up to this side's largest.
+            serverTableSize = Int(value)
+            tableSizeUpdate = min(Int(value), HPACKEncoderTable.largest)
         case 0x5:
             guard (16_384...16_777_215).contains(value) else { throw .protocolError("SETTINGS_MAX_FRAME_SIZE of \(value)") }
             peerMaximumFrame = Int(value)
@@ -843,6 +869,71 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
 
 /// HPACK's literal header fields without indexing (RFC 7541, section 6.2.2), and no Huffman
 /// coding: what a client that keeps no dynamic table sends.
+/// The server's HPACK decoder table as this side's encoder fills it (RFC 7541, 2.3.2 and 4):
+/// the fields added, newest last, within the size the server allows.
+struct HPACKEncoderTable {
+    /// The most this side uses, whatever the server allows.
+    static let largest = 4_096
+
+    private var entries: [(name: String, value: String)] = []
+    private(set) var size = 0
+    private(set) var maximumSize = 0
+    /// Moves at each addition and reset: an encoding made at another may not hold.
+    private(set) var generation = 0
+
+    static func entrySize(name: String, value: String) -> Int { name.utf8.count + value.utf8.count + 32 }
+
+    /// The index of `name: value` in the table (62 for the newest), if it is there.
+    func index(name: String, value: String) -> Int? {
+        for position in entries.indices.reversed() where entries[position].value == value && entries[position].name == name {
+            return 62 + entries.count - 1 - position
+        }
+        return nil
+    }
+
+    /// Adds an entry, first evicting the oldest until it fits (section 4.4). Only entries of at
+    /// most half the table are added, so one large field cannot empty it.
+    mutating func add(name: String, value: String) {
+        let entrySize = Self.entrySize(name: name, value: value)
+        precondition(entrySize * 2 <= maximumSize)
+        var evicted = 0
+        while size + entrySize > maximumSize {
+            size -= Self.entrySize(name: entries[evicted].name, value: entries[evicted].value)
+            evicted += 1
+        }
+        if evicted > 0 { entries.removeFirst(evicted) }
+        entries.append((name, value))
+        size += entrySize
+        generation += 1
+    }
+
+    /// Empties the table and sets its size, as a size update of 0 and then `maximumSize` does.
+    mutating func reset(maximumSize: Int) {
+        entries.removeAll(keepingCapacity: true)
+        size = 0
+        self.maximumSize = maximumSize
+        generation += 1
+    }
+
+    /// Writes one field: an index when the table has it; with `indexing`, a literal that adds
+    /// it (when it fits in half the table); else a literal the table does not keep. `nameIndex`
+    /// is its name's entry in the static table, when it has one.
+    mutating func encode(name: String, nameIndex: Int = 0, value: String, indexing: Bool, into out: inout ByteBuffer) {
+        if let index = index(name: name, value: value) {
+            HPACKLiteral.integer(index, prefixBits: 7, first: 0x80, into: &out)
+        } else if indexing, Self.entrySize(name: name, value: value) * 2 <= maximumSize {
+            HPACKLiteral.integer(nameIndex, prefixBits: 6, first: 0x40, into: &out)
+            if nameIndex == 0 { HPACKLiteral.string(name, into: &out) }
+            HPACKLiteral.string(value, into: &out)
+            add(name: name, value: value)
+        } else if nameIndex > 0 {
+            HPACKLiteral.field(nameIndex: nameIndex, value: value, into: &out)
+        } else {
+            HPACKLiteral.field(name: name, value: value, into: &out)
+        }
+    }
+}
+
 enum HPACKLiteral {
     /// A field whose name is the static table's entry `nameIndex`.
     static func field(nameIndex: Int, value: String, into out: inout ByteBuffer) {

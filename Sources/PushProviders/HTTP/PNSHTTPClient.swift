@@ -32,7 +32,7 @@ public final class PNSHTTPClient: PNSTransport {
     /// `trustRootsFile` adds a PEM CA (e.g. `pushhub sim`'s) to the system's roots. HTTP/2
     /// hosts get `connections` connections; HTTP/1.1 hosts up to `connectionsPerHost`.
     public init(
-        trustRootsFile: String? = nil, connections: Int = 4, connectionsPerHost: Int = 16, maximumInFlight: Int = 400,
+        trustRootsFile: String? = nil, connections: Int = 4, connectionsPerHost: Int = 16, maximumInFlight: Int = 800,
         requestTimeout: Duration = .seconds(15), connectTimeout: Duration = .seconds(5),
         maximumHTTP2Origins: Int = PNSHTTPClient.maximumHTTP2Origins
     ) {

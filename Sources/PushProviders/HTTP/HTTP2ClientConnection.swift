@@ -84,6 +84,9 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
     private let draining: HTTP2Client.Draining
     /// The server's HPACK table as this side fills it.
     private var table = HPACKEncoderTable()
+    /// `:method`, `:scheme` and `:authority` as written at a generation of the table that
+    /// added nothing.
+    private var commonFields: (generation: Int, bytes: [UInt8])?
     /// The last request's fields as HPACK wrote them without adding to the table, with the
     /// table's generation then, kept with the fields (so their storage is not freed and used
     /// again): a batch's requests share one array of fields.
@@ -241,8 +244,17 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
             table.reset(maximumSize: size)
             tableSizeUpdate = nil
         }
-        out.writeBytes([0x83, 0x87])  // :method POST, :scheme https (static table 3 and 7)
-        table.encode(name: ":authority", nameIndex: 1, value: authority, indexing: true, into: &out)
+        // :method POST, :scheme https (static table 3 and 7) and :authority, whose encoding
+        // holds while the table does not change.
+        if let common = commonFields, common.generation == table.generation {
+            out.writeBytes(common.bytes)
+        } else {
+            let start = out.writerIndex
+            out.writeBytes([0x83, 0x87])
+            let generation = table.generation
+            table.encode(name: ":authority", nameIndex: 1, value: authority, indexing: true, into: &out)
+            commonFields = table.generation == generation ? (generation, out.getBytes(at: start, length: out.writerIndex - start)!) : nil
+        }
         HPACKLiteral.field(nameIndex: 4, value: request.path, into: &out)  // :path, never the same twice
         encode(request.headers, into: &out)
         let blockLength = out.writerIndex - start - 9

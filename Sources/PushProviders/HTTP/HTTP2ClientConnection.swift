@@ -514,6 +514,8 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         for id in Array(streams.keys) { fail(id, error) }
         while let next = waiting.popFirst() { next.request.sink.complete(next.request.index, .failure(error)) }
         blocked.removeAll()
+        // Answers read before the failure are answers.
+        deliverAnswered()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -545,17 +547,23 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
     }
 
     /// Gives the answers of this read to their sinks, each sink's run of them in one call.
+    /// `complete` runs only inside a read, whose end (or `failAll`) gives them out.
     private func deliverAnswered() {
         guard !answered.isEmpty else { return }
+        // Taken out first: a sink that called back in would find none to give twice.
+        var given: [(sink: ResponseSink, index: Int, result: Result<PNSResponse, any Error>)] = []
+        swap(&given, &answered)
         var start = 0
-        while start < answered.count {
-            let sink = answered[start].sink
+        while start < given.count {
+            let sink = given[start].sink
             var end = start + 1
-            while end < answered.count, answered[end].sink === sink { end += 1 }
-            sink.complete(answered[start..<end].lazy.map { (index: $0.index, result: $0.result) })
+            while end < given.count, given[end].sink === sink { end += 1 }
+            sink.complete(given[start..<end].lazy.map { (index: $0.index, result: $0.result) })
             start = end
         }
-        answered.removeAll(keepingCapacity: true)
+        // The buffer's room serves the next read.
+        given.removeAll(keepingCapacity: true)
+        if answered.isEmpty { answered = given }
     }
 
     private func fail(_ id: UInt32, _ error: any Error) {
@@ -805,9 +813,11 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
             peerMaximumStreams = Int(value)
         case 0x1:
             // The server's decoder table changed: the next block empties the table and sets it
-            // to what the server keeps, up to this side's largest.
+            // to what the server keeps, up to this side's largest. The same value again (a
+            // server that sends all its settings each time) changes nothing.
+            guard Int(value) != serverTableSize else { break }
             serverTableSize = Int(value)
-            tableSizeUpdate = min(Int(value), HPACKEncoderTable.largest)
+            if settingsReceived { tableSizeUpdate = min(Int(value), HPACKEncoderTable.largest) }
         case 0x5:
             guard (16_384...16_777_215).contains(value) else { throw .protocolError("SETTINGS_MAX_FRAME_SIZE of \(value)") }
             peerMaximumFrame = Int(value)
@@ -895,9 +905,12 @@ struct HPACKEncoderTable {
 
     static func entrySize(name: String, value: String) -> Int { name.utf8.count + value.utf8.count + 32 }
 
-    /// The index of `name: value` in the table (62 for the newest), if it is there.
+    /// The index of `name: value` in the table (62 for the newest), if it is there. Compared
+    /// byte for byte: `String`'s `==` takes canonically equivalent text as equal, and the
+    /// server would read the entry's bytes, not the request's.
     func index(name: String, value: String) -> Int? {
-        for position in entries.indices.reversed() where entries[position].value == value && entries[position].name == name {
+        for position in entries.indices.reversed()
+        where entries[position].value.utf8.elementsEqual(value.utf8) && entries[position].name.utf8.elementsEqual(name.utf8) {
             return 62 + entries.count - 1 - position
         }
         return nil
@@ -905,9 +918,9 @@ struct HPACKEncoderTable {
 
     /// Adds an entry, first evicting the oldest until it fits (section 4.4). Only entries of at
     /// most half the table are added, so one large field cannot empty it.
-    mutating func add(name: String, value: String) {
+    private mutating func add(name: String, value: String) {
         let entrySize = Self.entrySize(name: name, value: value)
-        precondition(entrySize * 2 <= maximumSize)
+        guard entrySize * 2 <= maximumSize else { return }
         var evicted = 0
         while size + entrySize > maximumSize {
             size -= Self.entrySize(name: entries[evicted].name, value: entries[evicted].value)
@@ -927,11 +940,13 @@ struct HPACKEncoderTable {
         generation += 1
     }
 
-    /// Writes one field: an index when the table has it; with `indexing`, a literal that adds
-    /// it (when it fits in half the table); else a literal the table does not keep. `nameIndex`
-    /// is its name's entry in the static table, when it has one.
+    /// Writes one field. With `indexing`: an index when the table has it, else a literal that
+    /// adds it (when it fits in half the table). Without, or when it does not fit, a literal the
+    /// table does not keep; a request's own fields are not even looked up, so what one tenant
+    /// sends never shows, by its length, what another's batch put in the table (RFC 7541,
+    /// 7.1). `nameIndex` is its name's entry in the static table, when it has one.
     mutating func encode(name: String, nameIndex: Int = 0, value: String, indexing: Bool, into out: inout ByteBuffer) {
-        if let index = index(name: name, value: value) {
+        if indexing, let index = index(name: name, value: value) {
             HPACKLiteral.integer(index, prefixBits: 7, first: 0x80, into: &out)
         } else if indexing, Self.entrySize(name: name, value: value) * 2 <= maximumSize {
             HPACKLiteral.integer(nameIndex, prefixBits: 6, first: 0x40, into: &out)

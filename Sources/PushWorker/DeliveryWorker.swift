@@ -467,7 +467,10 @@ public final class DeliveryWorker: Service, Sendable {
             }
             let tracing = rounds.spansLeft.contains { $0 > 0 }
             let roundStart = tracing ? DefaultTracerClock.now : DefaultTracerClock.Timestamp(nanosecondsSinceEpoch: 0)
-            let answers = await provider.deliverAll(rounds.round.map { rounds.deliveries[$0]! })
+            // The round's pushes are moved out, not copied (seven retains and releases a push):
+            // those sent again are put back below.
+            let sending = rounds.round.map { rounds.deliveries[$0].take()! }
+            let answers = await provider.deliverAll(sending)
             sent = true
             var again: [Int] = []
             var latencies = Histogram.Tally(metrics.latency)
@@ -532,6 +535,10 @@ public final class DeliveryWorker: Service, Sendable {
                 metrics.retries.increment()
                 again.append(index)
                 rounds.pause[number] = max(rounds.pause[number], wait)
+            }
+            if !again.isEmpty {
+                let position = Dictionary(uniqueKeysWithValues: rounds.round.enumerated().map { ($1, $0) })
+                for index in again { rounds.deliveries[index] = sending[position[index]!] }
             }
             rounds.round = again
         }

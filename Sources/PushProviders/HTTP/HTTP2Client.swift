@@ -65,19 +65,20 @@ final class HTTP2Client: Sendable {
         let first = next.add(runs, ordering: .relaxed).oldValue
         // One run (a batch of one target, as a single-user send's is) is written by this
         // task: no group and child task for it.
-        guard runs > 1 else { return await write(requests, on: connections[first % connections.count]) }
+        guard runs > 1 else { return await write(requests[...], on: connections[first % connections.count]) }
         // The runs' connections are made (when they must be) side by side: a server slow to
         // connect or to finish TLS holds up only its own run.
         await withTaskGroup(of: Void.self) { group in
             for run in 0..<runs {
-                let slice = Array(requests[(requests.count * run / runs)..<(requests.count * (run + 1) / runs)])
+                // A slice of the batch's array: its requests are not copied.
+                let slice = requests[(requests.count * run / runs)..<(requests.count * (run + 1) / runs)]
                 let connection = connections[(first + run) % connections.count]
                 group.addTask { await self.write(slice, on: connection) }
             }
         }
     }
 
-    private func write(_ slice: [StreamRequest], on connection: Connection) async {
+    private func write(_ slice: ArraySlice<StreamRequest>, on connection: Connection) async {
         let channel: any Channel
         do { channel = try await connection.channel { try await self.connect() } } catch {
             let failure: any Error = error is NotHTTP2 ? error : ConnectFailed(origin: origin, reason: "\(error)")
@@ -214,7 +215,11 @@ struct StreamRequest: Sendable {
 
 /// Requests written to one connection together.
 struct StreamRequests: Sendable {
-    var requests: [StreamRequest]
+    var requests: ArraySlice<StreamRequest>
+
+    init(requests: ArraySlice<StreamRequest>) { self.requests = requests }
+
+    init(requests: [StreamRequest]) { self.requests = requests[...] }
 }
 
 /// Collects the answers of one `send` or `sendAll`, each with the time it took, and wakes the

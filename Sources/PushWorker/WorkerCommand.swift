@@ -32,10 +32,12 @@ public struct WorkerOptions: ParsableArguments {
     @Option(help: "HTTP/1.1 connections per PNS host at most (WNS, Web Push).")
     public var http1Connections = 16
 
-    /// Twice the streams of the default connections at APNs' and the simulator's 100 each:
-    /// the connections hold the second half and open each as a stream ends. At 400, each stream
-    /// that ended waited for a round trip through the worker's task (a slot freed, the task
-    /// woken, the next request written) before the next went.
+    /// At 400 (100 streams on each of the four connections), a stream that ended left its
+    /// place empty for a round trip through the worker's task (slots freed, the task woken,
+    /// the next requests written); with 800 open, the places the task has not filled again yet
+    /// are fewer of them (0.66× → 0.71× of h2load, docs/benchmarks.md, nineteenth round). A
+    /// server that allows fewer streams has the rest wait in their connection, which opens one
+    /// as a stream ends.
     @Option(help: "PNS requests in flight at most.")
     public var maxRequests = 800
 

@@ -21,7 +21,7 @@ extension BenchCommand {
         static let configuration = CommandConfiguration(
             abstract: "Produce DeliveryBatches of simulator handles for a running worker and count its results.",
             discussion:
-                "Start pushhub sim --attach HUB and the platform's worker first. One batch of other devices warms the worker up first; then prints deliveries/s from the first batch produced to the last result.\n\nExamples:\n  pushhub bench worker --platform apns --targets 200000\n  pushhub bench worker --platform fcm --targets 50000 --sim-url \"$PUSHHUB_SIM_URL\""
+                "Start pushhub sim --attach HUB and the platform's worker first. A batch of other devices warms the worker up first (WARM_UP_TARGETS=); then prints deliveries/s from the first batch produced to the last result.\n\nExamples:\n  pushhub bench worker --platform apns --targets 200000\n  pushhub bench worker --platform fcm --targets 50000 --sim-url \"$PUSHHUB_SIM_URL\""
         )
 
         @OptionGroup var kafka: KafkaOptions
@@ -122,6 +122,7 @@ extension BenchCommand {
             // end of the topic once it has joined its group, and may not have yet.
             let warmUpStarted = ContinuousClock.now
             var warmUpSent = ContinuousClock.now - .seconds(1)
+            var warmUpBatches = 0
             while !progress.warmedUp.load(ordering: .relaxed) {
                 guard ContinuousClock.now - warmUpStarted < Self.quietLimit, !counter.isCancelled else {
                     throw ValidationError("the warm-up batches had no result within \(Self.quietLimit): is the worker running?")
@@ -129,9 +130,13 @@ extension BenchCommand {
                 if ContinuousClock.now - warmUpSent >= .seconds(1) {
                     try await producer.sendAllAcknowledged([record(warmUpId, 0, DeliveryBatch.maximumTargets, prefix: "bench-warm-up")])
                     warmUpSent = .now
+                    warmUpBatches += 1
                 }
                 try await Task.sleep(for: .milliseconds(5))
             }
+            // What the worker delivered besides the measured targets (one batch whose result came;
+            // those before it were delivered before the results consumer read).
+            emit("WARM_UP_TARGETS=\(warmUpBatches * DeliveryBatch.maximumTargets)")
             // The batches are made before the clock starts.
             var records: [KafkaOutgoingRecord] = []
             var index = 0

@@ -150,8 +150,11 @@ public final class Histogram: Sendable {
         state = Mutex((Array(repeating: 0, count: buckets.count), 0, 0))
     }
 
+    /// The bucket `value` falls in; nil past the last.
+    func bucket(of value: Double) -> Int? { buckets.firstIndex { value <= $0 } }
+
     public func observe(_ value: Double) {
-        let index = buckets.firstIndex { value <= $0 }
+        let index = bucket(of: value)
         state.withLock {
             if let index { $0.counts[index] += 1 }
             $0.sum += value
@@ -182,7 +185,7 @@ public final class Histogram: Sendable {
 
         public mutating func observe(_ duration: Duration) {
             let value = Histogram.seconds(duration)
-            if let index = histogram.buckets.firstIndex(where: { value <= $0 }) { counts[index] += 1 }
+            if let index = histogram.bucket(of: value) { counts[index] += 1 }
             sum += value
             count += 1
         }

@@ -302,19 +302,17 @@ public final class DeliveryWorker: Service, Sendable {
                 lastAnswer = answer ?? lastAnswer
             }
         }
-        // Counted by outcome first: one counter update an outcome, not one a target.
-        var byOutcome: [Outcome: Int] = [:]
-        var last: (outcome: Outcome, count: Int)?
+        // Counted by runs of one outcome: one counter update a run, not one a target.
+        var run: (outcome: Outcome, count: Int)?
         for result in results {
-            if last?.outcome == result.outcome {
-                last!.count += 1
+            if run?.outcome == result.outcome {
+                run!.count += 1
             } else {
-                if let last { byOutcome[last.outcome, default: 0] += last.count }
-                last = (result.outcome, 1)
+                if let run { metrics.outcomes[run.outcome]?.increment(by: run.count) }
+                run = (result.outcome, 1)
             }
         }
-        if let last { byOutcome[last.outcome, default: 0] += last.count }
-        for (outcome, count) in byOutcome { metrics.outcomes[outcome]?.increment(by: count) }
+        if let run { metrics.outcomes[run.outcome]?.increment(by: run.count) }
         metrics.handedBack.increment(by: handBack.count)
         var outgoing: [KafkaOutgoingRecord] = []
         if !results.isEmpty {
@@ -468,14 +466,14 @@ public final class DeliveryWorker: Service, Sendable {
             let tracing = rounds.spansLeft.contains { $0 > 0 }
             let roundStart = tracing ? DefaultTracerClock.now : DefaultTracerClock.Timestamp(nanosecondsSinceEpoch: 0)
             // The round's pushes are moved out, not copied (seven retains and releases a push):
-            // those sent again are put back below.
+            // those sent again are put back where they are.
             let sending = rounds.round.map { rounds.deliveries[$0].take()! }
             let answers = await provider.deliverAll(sending)
             sent = true
             var again: [Int] = []
             var latencies = Histogram.Tally(metrics.latency)
             defer { latencies.record() }
-            for (index, answer) in zip(rounds.round, answers) {
+            for (position, (index, answer)) in zip(rounds.round, answers).enumerated() {
                 rounds.calls[index] += 1
                 let number = rounds.laneOf[index]
                 if rounds.spansLeft[number] > 0, index == rounds.first[number] || answer.classification != .delivered {
@@ -519,6 +517,7 @@ public final class DeliveryWorker: Service, Sendable {
                     }
                     rounds.renewed[index] = true
                     again.append(index)
+                    rounds.deliveries[index] = sending[position]
                     continue
                 default:
                     rounds.ends[index] = .final(target, answer, calls: calls)
@@ -534,11 +533,8 @@ public final class DeliveryWorker: Service, Sendable {
                 }
                 metrics.retries.increment()
                 again.append(index)
+                rounds.deliveries[index] = sending[position]
                 rounds.pause[number] = max(rounds.pause[number], wait)
-            }
-            if !again.isEmpty {
-                let position = Dictionary(uniqueKeysWithValues: rounds.round.enumerated().map { ($1, $0) })
-                for index in again { rounds.deliveries[index] = sending[position[index]!] }
             }
             rounds.round = again
         }

@@ -198,18 +198,19 @@ struct HTTP2ClientConnectionTests {
         harness.channel.write(StreamRequests(requests: requests), promise: nil)
         harness.channel.embeddedEventLoop.run()
         #expect(try harness.frames().filter { $0.type == C.Frame.headers }.map(\.stream) == [1, 3, 5, 7])
-        // Three answers in one read, out of order; the fourth in the next.
-        var answers = try harness.answer(5)
-        for stream: UInt32 in [1, 7] {
-            var more = try harness.answer(stream, status: stream == 7 ? 410 : 200)
+        // Three answers in one read, out of order; the fourth in the next. Each its own status,
+        // so an answer given to another index shows.
+        var answers = try harness.answer(5, status: 202)
+        for (stream, status): (UInt32, Int) in [(1, 200), (7, 410)] {
+            var more = try harness.answer(stream, status: status)
             answers.writeBuffer(&more)
         }
         try harness.receive(answers)
         #expect(calls.counts.withLock { $0 } == [3])
-        try harness.receive(try harness.answer(3))
+        try harness.receive(try harness.answer(3, status: 201))
         #expect(calls.counts.withLock { $0 } == [3, 1])
         let all = await sink.answers()
-        #expect(try all.map { try $0.result.get().status } == [200, 200, 200, 410])
+        #expect(try all.map { try $0.result.get().status } == [200, 201, 202, 410])
     }
 
     @Test("a header block larger than the server's frames goes in HEADERS and CONTINUATION frames; the next request's fields are its own")

@@ -324,7 +324,8 @@ final class RequestSlots: Sendable {
 
     /// Takes up to `most` free slots when nobody waits ahead; how many it took (0 when none).
     func tryAcquire(upTo most: Int) -> Int {
-        state.withLock { state in Self.take(1, upTo: max(1, most), from: &state) ?? 0 }
+        guard most > 0 else { return 0 }
+        return state.withLock { state in Self.take(1, upTo: most, from: &state) ?? 0 }
     }
 
     func acquire() async {

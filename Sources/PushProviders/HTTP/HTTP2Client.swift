@@ -66,15 +66,24 @@ final class HTTP2Client: Sendable {
         // One run (a batch of one target, as a single-user send's is) is written by this
         // task: no group and child task for it.
         guard runs > 1 else { return await write(requests[...], on: connections[first % connections.count]) }
-        // The runs' connections are made (when they must be) side by side: a server slow to
-        // connect or to finish TLS holds up only its own run.
-        await withTaskGroup(of: Void.self) { group in
-            for run in 0..<runs {
-                // A slice of the batch's array: its requests are not copied.
-                let slice = requests[(requests.count * run / runs)..<(requests.count * (run + 1) / runs)]
-                let connection = connections[(first + run) % connections.count]
-                group.addTask { await self.write(slice, on: connection) }
+        // Runs whose connection is up (nearly always) are written by this task; the others'
+        // connections are made side by side, a child task each, so that a server slow to
+        // connect or to finish TLS holds up only its own run. A child task a run had been four
+        // tasks and hops a batch's every write.
+        var unconnected: [(slice: ArraySlice<StreamRequest>, connection: Connection)] = []
+        for run in 0..<runs {
+            // A slice of the batch's array: its requests are not copied.
+            let slice = requests[(requests.count * run / runs)..<(requests.count * (run + 1) / runs)]
+            let connection = connections[(first + run) % connections.count]
+            if let channel = connection.ready {
+                write(slice, to: channel)
+            } else {
+                unconnected.append((slice, connection))
             }
+        }
+        guard !unconnected.isEmpty else { return }
+        await withTaskGroup(of: Void.self) { group in
+            for (slice, connection) in unconnected { group.addTask { await self.write(slice, on: connection) } }
         }
     }
 
@@ -85,6 +94,10 @@ final class HTTP2Client: Sendable {
             for request in slice { request.sink.complete(request.index, .failure(failure)) }
             return
         }
+        write(slice, to: channel)
+    }
+
+    private func write(_ slice: ArraySlice<StreamRequest>, to channel: any Channel) {
         // A write that never reaches the handler (the connection closed meanwhile) fails its requests.
         let written = channel.eventLoop.makePromise(of: Void.self)
         written.futureResult.whenFailure { error in
@@ -161,6 +174,15 @@ final class HTTP2Client: Sendable {
     /// One connection, made when first needed and again after it closed.
     final class Connection: Sendable {
         private let current = Mutex<Task<Connected, any Error>?>(nil)
+        /// The connection once made, while it is the current one.
+        private let established = Mutex<Connected?>(nil)
+
+        /// The channel, when the connection is made, open and not told GOAWAY: a write needs
+        /// no wait for it.
+        var ready: (any Channel)? {
+            guard let connected = established.withLock({ $0 }), connected.channel.isActive, !connected.draining.isSet else { return nil }
+            return connected.channel
+        }
 
         /// The connection's channel, made anew when there is none, it closed, or its server
         /// said GOAWAY (that one finishes its streams on its own and then closes).
@@ -179,12 +201,20 @@ final class HTTP2Client: Sendable {
             }
             do {
                 let connected = try await task.value
-                if connected.channel.isActive, !connected.draining.isSet { return connected.channel }
+                if connected.channel.isActive, !connected.draining.isSet {
+                    current.withLock { if $0 == task { established.withLock { $0 = connected } } }
+                    return connected.channel
+                }
             } catch {
                 current.withLock { if $0 == task { $0 = nil } }
                 throw error
             }
-            current.withLock { if $0 == task { $0 = nil } }
+            current.withLock {
+                if $0 == task {
+                    $0 = nil
+                    established.withLock { $0 = nil }
+                }
+            }
             // A connection closed or told GOAWAY since it was made: connect again, once. One
             // that is so as soon as it is made (a server that hangs up or says GOAWAY at once)
             // fails, rather than being made again and again.
@@ -196,7 +226,10 @@ final class HTTP2Client: Sendable {
 
         func close() async {
             let task = current.withLock { current -> Task<Connected, any Error>? in
-                defer { current = nil }
+                defer {
+                    current = nil
+                    established.withLock { $0 = nil }
+                }
                 return current
             }
             if let connected = try? await task?.value { try? await connected.channel.close() }

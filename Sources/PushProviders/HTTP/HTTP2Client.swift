@@ -173,14 +173,25 @@ final class HTTP2Client: Sendable {
 
     /// One connection, made when first needed and again after it closed.
     final class Connection: Sendable {
-        private let current = Mutex<Task<Connected, any Error>?>(nil)
-        /// The connection once made, while it is the current one.
-        private let established = Mutex<Connected?>(nil)
+        /// The making of the current connection, and the connection once made.
+        private struct State {
+            var task: Task<Connected, any Error>?
+            var made: Connected?
+
+            /// Forgets `task`'s connection, if it is still the current one.
+            mutating func forget(_ ended: Task<Connected, any Error>) {
+                guard task == ended else { return }
+                task = nil
+                made = nil
+            }
+        }
+
+        private let state = Mutex(State())
 
         /// The channel, when the connection is made, open and not told GOAWAY: a write needs
         /// no wait for it.
         var ready: (any Channel)? {
-            guard let connected = established.withLock({ $0 }), connected.channel.isActive, !connected.draining.isSet else { return nil }
+            guard let connected = state.withLock({ $0.made }), connected.channel.isActive, !connected.draining.isSet else { return nil }
             return connected.channel
         }
 
@@ -192,29 +203,24 @@ final class HTTP2Client: Sendable {
 
         private func channel(_ connect: @escaping @Sendable () async throws -> Connected, reconnected: Bool) async throws -> any Channel {
             var made = false
-            let task = current.withLock { current -> Task<Connected, any Error> in
-                if let existing = current { return existing }
+            let task = state.withLock { state -> Task<Connected, any Error> in
+                if let existing = state.task { return existing }
                 let task = Task { try await connect() }
-                current = task
+                state.task = task
                 made = true
                 return task
             }
             do {
                 let connected = try await task.value
                 if connected.channel.isActive, !connected.draining.isSet {
-                    current.withLock { if $0 == task { established.withLock { $0 = connected } } }
+                    state.withLock { if $0.task == task { $0.made = connected } }
                     return connected.channel
                 }
             } catch {
-                current.withLock { if $0 == task { $0 = nil } }
+                state.withLock { $0.forget(task) }
                 throw error
             }
-            current.withLock {
-                if $0 == task {
-                    $0 = nil
-                    established.withLock { $0 = nil }
-                }
-            }
+            state.withLock { $0.forget(task) }
             // A connection closed or told GOAWAY since it was made: connect again, once. One
             // that is so as soon as it is made (a server that hangs up or says GOAWAY at once)
             // fails, rather than being made again and again.
@@ -225,12 +231,9 @@ final class HTTP2Client: Sendable {
         }
 
         func close() async {
-            let task = current.withLock { current -> Task<Connected, any Error>? in
-                defer {
-                    current = nil
-                    established.withLock { $0 = nil }
-                }
-                return current
+            let task = state.withLock { state -> Task<Connected, any Error>? in
+                defer { state = State() }
+                return state.task
             }
             if let connected = try? await task?.value { try? await connected.channel.close() }
         }

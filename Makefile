@@ -30,7 +30,7 @@ test:
 	SWIFT=$(SWIFT) python3 scripts/check-dependencies.py
 	python3 scripts/check-observability.py
 	$(SWIFT) build $(SWIFTFLAGS) --build-tests
-	SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(TEST_WIDTH) PUSHHUB_REQUIRE_POSTGRES=1 scripts/with-postgres.sh $(SWIFT) test $(SWIFTFLAGS) --skip-build
+	SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(TEST_WIDTH) PUSHHUB_REQUIRE_POSTGRES=1 scripts/with-postgres.sh scripts/swift-test.sh $(SWIFT) test $(SWIFTFLAGS) --skip-build
 	FUZZ_SECONDS=$(CI_FUZZ_SECONDS) FUZZ_SEED=1 scripts/fuzz.sh
 	python3 scripts/schemathesis-dev.py --pushhub $(SCRATCH)/debug/pushhub --examples 10 --max-time 60
 

@@ -19,6 +19,8 @@ public final class KafkaConsumer: Service, Sendable {
     /// How many records the next fetch takes: `fetchBatchSize`, or fewer when the records
     /// of the last fetch were so large that that many would pass `fetchBytes`.
     private let fetchCapacity = Mutex<Int?>(nil)
+    /// Whether records come in faster than they are taken (`fetchBatch`).
+    private let underLoad = Atomic<Bool>(false)
     private let state: ConsumerState
     /// Every blocking call on the handle (fetch, close) runs here, one at a time.
     private let fetchQueue = DispatchQueue(label: "pushhub.kafka.consumer.fetch")
@@ -135,16 +137,39 @@ public final class KafkaConsumer: Service, Sendable {
     }
 
     /// One poll of librdkafka's queue (≤ 100 ms); serves rebalances as a side effect.
+    ///
+    /// librdkafka's batch poll returns once it holds the whole batch it was asked for, or after
+    /// its time. Under light load that gathers what comes in 100 ms into one group, which the
+    /// workers work as one run. Under load it stalled intake: a worker waited up to 60 ms for
+    /// a whole fetch while the records it could have worked were there and its PNS connections
+    /// emptied. So after a poll that came back full, polls take what is there without waiting,
+    /// and, when nothing is, wait for the first record and take what came with it. Once the
+    /// records come one at a time, or not at all, polls gather again.
     private func fetchBatch() -> (generation: UInt64, records: [KafkaRecord]) {
         guard !state.machine.withLock({ $0.isClosed }) else { return (0, []) }
         // With a byte budget, the first poll takes one record: its size is not known yet, and
         // librdkafka's batch poll waits for a whole batch (500, maybe 30 MB of broadcast
         // batches) or its 100 ms, so a worker's first batch waited the 100 ms.
         let capacity = fetchCapacity.withLock { $0 } ?? (configuration.fetchBytes == nil ? configuration.fetchBatchSize : 1)
-        let batch = client.consumeBatch(
-            queue, timeoutMilliseconds: 100, capacity: capacity, generation: { state.machine.withLock { $0.generation } }
-        ) { error in
-            logger.warning("Kafka consumer error", metadata: ["kafka.error": "\(error)"])
+        var batch: (generation: UInt64, records: [KafkaRecord])
+        if underLoad.load(ordering: .relaxed) {
+            batch = poll(waiting: 0, capacity: capacity)
+            if batch.records.isEmpty {
+                batch = poll(waiting: 100, capacity: 1)
+                if !batch.records.isEmpty, capacity > 1 {
+                    let rest = poll(waiting: 0, capacity: capacity - 1)
+                    if rest.generation == batch.generation {
+                        batch.records += rest.records
+                    } else {
+                        // A rebalance between the two polls: the first record is from before it.
+                        batch = rest
+                    }
+                }
+                if batch.records.count <= 1 { underLoad.store(false, ordering: .relaxed) }
+            }
+        } else {
+            batch = poll(waiting: 100, capacity: capacity)
+            if batch.records.count >= capacity, capacity > 1 { underLoad.store(true, ordering: .relaxed) }
         }
         if !batch.records.isEmpty {
             observe(batch.records)
@@ -154,6 +179,15 @@ public final class KafkaConsumer: Service, Sendable {
             }
         }
         return batch
+    }
+
+    /// One call of librdkafka's batch poll: up to `capacity` records, waiting for them at most
+    /// `waiting` milliseconds.
+    private func poll(waiting: Int32, capacity: Int) -> (generation: UInt64, records: [KafkaRecord]) {
+        client.consumeBatch(queue, timeoutMilliseconds: waiting, capacity: capacity, generation: { state.machine.withLock { $0.generation } }) {
+            error in
+            logger.warning("Kafka consumer error", metadata: ["kafka.error": "\(error)"])
+        }
     }
 
     /// Says the caller is finished with `record`. Its offset is stored (and later committed)

@@ -12,7 +12,8 @@ import Tracing
 public struct WorkerSettings: Sendable {
     public var platform: Platform
     public var topics: PushTopics
-    /// Targets in flight at most; intake pauses its partitions while the window is full.
+    /// Targets being delivered at most; intake waits while the window is full. As many again
+    /// may wait for Kafka to acknowledge their results (`DeliveryWindow`).
     public var window = 2_000
     /// Most targets of the small batches one poll fetched that are worked together, as one
     /// run: their pushes written and flushed together, their results published in one call
@@ -86,12 +87,28 @@ public final class DeliveryWorker: Service, Sendable {
     /// (kept, so a retry only publishes again and never delivers twice).
     final class BatchWork: Sendable {
         let decoded: Result<DeliveryBatch, WireError>
+        /// The room it takes in the window: its targets.
+        let size: Int
         let outgoing = Mutex<[KafkaOutgoingRecord]?>(nil)
         /// A batch whose run went on without it: its targets' state after the run's round, to
         /// be finished alone.
         let unfinished = Mutex<Rounds?>(nil)
+        /// Whether its room moved to the publishing part of the window (`publishing(_:)`).
+        let publishing = Atomic<Bool>(false)
 
-        init(_ decoded: Result<DeliveryBatch, WireError>) { self.decoded = decoded }
+        init(_ decoded: Result<DeliveryBatch, WireError>) {
+            self.decoded = decoded
+            size = (try? decoded.get())?.targets.count ?? 1
+        }
+    }
+
+    /// Batches whose pushes all ended and whose records are made: their room moves to the
+    /// window's publishing part while Kafka acknowledges the records, so the next batches are
+    /// delivered meanwhile. Holding it instead emptied the PNS connections every few
+    /// milliseconds: the batches in the window all waited for their acknowledgements at once.
+    func publishing(_ works: some Sequence<BatchWork>) async {
+        let moved = works.reduce(0) { sum, work in work.publishing.exchange(true, ordering: .relaxed) ? sum : sum + work.size }
+        if moved > 0 { await window.startPublishing(moved) }
     }
 
     /// Lets a batch in once the window has room for its targets. Meanwhile intake waits:
@@ -101,7 +118,7 @@ public final class DeliveryWorker: Service, Sendable {
     func admit(_ record: KafkaRecord, mayWait: Bool) async -> AdmittedRecord<BatchWork>? {
         if !mayWait, await window.isFull { return nil }
         let work = BatchWork(Result { () throws(WireError) in try WireCoding.decode(DeliveryBatch.self, from: record.value) })
-        let size = (try? work.decoded.get())?.targets.count ?? 1
+        let size = work.size
         if mayWait {
             await window.waitForRoom()
             await window.take(size)
@@ -109,7 +126,7 @@ public final class DeliveryWorker: Service, Sendable {
             // Checked and taken in one step: the window may have filled since (a batch woke).
             guard await window.takeIfRoom(size) else { return nil }
         }
-        return AdmittedRecord(work, release: { await self.window.give(size) })
+        return AdmittedRecord(work, release: { await self.window.give(size, publishing: work.publishing.load(ordering: .relaxed)) })
     }
 
     /// Works one record and publishes its results (and hand-back); the consume loop marks it
@@ -126,6 +143,7 @@ public final class DeliveryWorker: Service, Sendable {
                 guard let made = try await traced(record, { try await self.work(record, work) }) else { throw RecordLeftUnfinished() }
                 work.outgoing.withLock { $0 = made }
                 outgoing = made
+                await publishing(CollectionOfOne(work))
             } catch let error as PermanentFailure {
                 throw error
             } catch {
@@ -185,6 +203,7 @@ public final class DeliveryWorker: Service, Sendable {
                 }
             }
         }
+        await publishing(run.lazy.map(\.item).filter { work in work.outgoing.withLock { $0 != nil } })
         var outgoing: [KafkaOutgoingRecord] = []
         var owners: [Int] = []
         for (index, (_, work)) in run.enumerated() {
@@ -631,12 +650,15 @@ final class Draining: Sendable {
     }
 }
 
-/// How many targets are in flight, and how many handed-back batches wait for their
-/// not-before time (they hold no room meanwhile, but only `sleepingLimit` may wait).
+/// How many targets are in flight (being delivered, or their results being published), and how
+/// many handed-back batches wait for their not-before time (they hold no room meanwhile, but
+/// only `sleepingLimit` may wait).
 actor DeliveryWindow {
     let limit: Int
     let sleepingLimit: Int
     private var inFlight = 0
+    /// Targets of batches whose pushes ended, while their records are published.
+    private var publishing = 0
     private var sleeping = 0
     private var waiters: [CheckedContinuation<Void, Never>] = []
 
@@ -645,7 +667,10 @@ actor DeliveryWindow {
         self.sleepingLimit = sleepingLimit
     }
 
-    var isFull: Bool { inFlight >= limit || sleeping >= sleepingLimit }
+    var isFull: Bool { inFlight >= limit || publishing >= limit || sleeping >= sleepingLimit }
+
+    /// The targets each part holds.
+    var held: (delivering: Int, publishing: Int) { (inFlight, publishing) }
 
     func waitForRoom() async {
         while isFull { await withCheckedContinuation { waiters.append($0) } }
@@ -663,6 +688,25 @@ actor DeliveryWindow {
     func give(_ count: Int) {
         inFlight -= count
         wakeWaiters()
+    }
+
+    /// Targets whose results wait for Kafka's acknowledgement leave the delivering part for the
+    /// publishing part, which bounds them apart: intake waits while either is full, so at most
+    /// about twice `limit` targets are held.
+    func startPublishing(_ count: Int) {
+        inFlight -= count
+        publishing += count
+        wakeWaiters()
+    }
+
+    /// A batch is done: its room is given back to the part that held it.
+    func give(_ count: Int, publishing wasPublishing: Bool) {
+        if wasPublishing {
+            publishing -= count
+            wakeWaiters()
+        } else {
+            give(count)
+        }
     }
 
     /// A batch starts waiting for its not-before time.

@@ -168,6 +168,57 @@ struct ProcessEachTests {
         #expect(small.contains { $0 > 100 }, "\(small)")
     }
 
+    @Test("after a poll that came back full, records already fetched are taken at once, not after waiting for a whole batch")
+    func takenAtOnceUnderLoad() async throws {
+        // Each round: a full fetch of 20; while it is worked, 3 more are produced and fetched.
+        // librdkafka's batch poll held those 3 for its 100 ms, waiting for 17 more.
+        let kafka = try KafkaFixture(partitions: 1)
+        let producer = try kafka.producer()
+        let consumer = try kafka.consumer(group: "load", fetchBatchSize: 20)
+        final class Rounds: Sendable {
+            let state = Mutex<(sizes: [Int], returned: ContinuousClock.Instant?, gaps: [Duration])>(([], nil, []))
+        }
+        let rounds = Rounds()
+        let total = 3 * 23
+        for result in await producer.sendAll(kafka.records(20)) { _ = try result.get() }
+        try await testGracefulShutdown { trigger in
+            let running = Task { try await consumer.run() }
+            let processing = Task {
+                await consumer.processGroups(maximum: 20, logger: testLogger, giveUp: { _, _ in }) { records in
+                    let (count, round) = rounds.state.withLock { state in
+                        if let returned = state.returned { state.gaps.append(.now - returned) }
+                        state.sizes.append(records.count)
+                        return (state.sizes.reduce(0, +), state.sizes.count)
+                    }
+                    if count == total { trigger.triggerGracefulShutdown() }
+                    if records.count == 20 {
+                        // Three more, acknowledged, and time for the consumer's fetch (50 ms) to take them.
+                        let more = kafka.records(count + 3).suffix(3)
+                        for result in await producer.sendAll(Array(more)) { _ = try? result.get() }
+                        try await Task.sleep(for: .milliseconds(300))
+                        rounds.state.withLock { $0.returned = .now }
+                    } else {
+                        rounds.state.withLock { $0.returned = nil }
+                        if round < 6 {
+                            // The next full fetch, all fetched before the next poll takes it.
+                            let more = kafka.records(count + 20).suffix(20)
+                            for result in await producer.sendAll(Array(more)) { _ = try? result.get() }
+                            try await Task.sleep(for: .milliseconds(300))
+                        }
+                    }
+                }
+            }
+            await processing.value
+            try await running.value
+        }
+        let (sizes, gaps) = rounds.state.withLock { ($0.sizes, $0.gaps) }
+        #expect(sizes.reduce(0, +) == total, "\(sizes)")
+        #expect(sizes.filter { $0 == 3 }.count == 3, "\(sizes)")
+        // Waiting for a whole batch took at least the poll's 100 ms each time.
+        let quickest = try #require(gaps.min(), "\(sizes)")
+        #expect(quickest < .milliseconds(60), "\(gaps)")
+    }
+
     @Test("records come in groups of at most `maximum`; a group with a bad record is taken apart, the bad one given up alone and its neighbours done")
     func groups() async throws {
         let kafka = try KafkaFixture(partitions: 1)

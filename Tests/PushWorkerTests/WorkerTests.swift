@@ -242,6 +242,50 @@ struct WorkerTests {
         await window.wake(3)
         #expect(await !window.isFull)
     }
+
+    @Test("the window's publishing part: ended batches give their delivering room to the next while their results are published, bounded apart")
+    func publishingPart() async {
+        let window = DeliveryWindow(limit: 10)
+        await window.take(6)
+        await window.take(4)
+        #expect(await window.isFull)
+        let woke = Task {
+            await window.waitForRoom()
+            return true
+        }
+        try? await Task.sleep(for: .milliseconds(50))
+        await window.startPublishing(6)
+        #expect(await woke.value, "a waiter wakes once a batch's pushes ended")
+        #expect(await window.held == (4, 6))
+        await window.take(6)
+        await window.startPublishing(4)
+        #expect(await window.held == (6, 10))
+        #expect(await window.isFull, "the publishing part is full: intake waits")
+        await window.give(6, publishing: true)
+        #expect(await !window.isFull)
+        await window.give(6, publishing: false)
+        await window.give(4, publishing: true)
+        #expect(await window.held == (0, 0))
+    }
+
+    @Test("an admitted batch's room moves to publishing once, and its release gives it back to the part that holds it")
+    func admittedRoom() async throws {
+        let worker = try Self.worker(ScriptedProvider([:])) { $0.window = 1_000 }
+        func record(_ handles: [String]) throws -> KafkaRecord {
+            KafkaRecord(
+                topic: Self.topics.deliveries(.apns), partition: 0, offset: 1, key: nil, value: try WireCoding.encode(Self.batch(handles)),
+                headers: [], timestampMilliseconds: nil, generation: 0)
+        }
+        let published = try #require(await worker.admit(try record(["a", "b", "c"]), mayWait: true))
+        let working = try #require(await worker.admit(try record(["d", "e"]), mayWait: true))
+        #expect(await worker.window.held == (5, 0))
+        await worker.publishing([published.item])
+        await worker.publishing([published.item, working.item].prefix(1))
+        #expect(await worker.window.held == (2, 3), "moved once")
+        await published.release()
+        await working.release()
+        #expect(await worker.window.held == (0, 0))
+    }
 }
 
 @Suite("A batch's templates rendered once")

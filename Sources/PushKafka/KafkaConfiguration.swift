@@ -50,6 +50,10 @@ public struct KafkaConsumerConfiguration: Sendable {
     /// nil for no bound but `fetchBatchSize`. Records handed out wait in the process for
     /// their turn, beside what librdkafka keeps ahead (`prefetchBytes`).
     public var fetchBytes: Int?
+    /// Whether, after a fetch that came back full, fetches take what librdkafka holds without
+    /// waiting for a whole batch (`KafkaConsumer.fetchBatch`): the workers', whose PNS
+    /// connections emptied while a fetch waited. Others gather what comes in 100 ms.
+    public var takesWhatIsThereUnderLoad = false
     /// How long a broker may hold a fetch that finds no new record. Kafka answers as soon as a
     /// record arrives; librdkafka's embedded cluster always waits this long, so on it every
     /// hop of the pipeline costs up to this much latency (librdkafka's default is 500 ms).

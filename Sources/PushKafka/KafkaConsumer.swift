@@ -140,11 +140,12 @@ public final class KafkaConsumer: Service, Sendable {
     ///
     /// librdkafka's batch poll returns once it holds the whole batch it was asked for, or after
     /// its time. Under light load that gathers what comes in 100 ms into one group, which the
-    /// workers work as one run. Under load it stalled intake: a worker waited up to 60 ms for
-    /// a whole fetch while the records it could have worked were there and its PNS connections
-    /// emptied. So after a poll that came back full, polls take what is there without waiting,
-    /// and, when nothing is, wait for the first record and take what came with it. Once the
-    /// records come one at a time, or not at all, polls gather again.
+    /// workers work as one run. Under load it stalled a worker's intake: it waited up to 60 ms
+    /// for a whole fetch while the records it could have worked were there, and its PNS
+    /// connections emptied. So with `takesWhatIsThereUnderLoad`, after a poll that came back
+    /// full, polls take what is there without waiting; when nothing is, they wait for the
+    /// first record and take what came with it. A wait that brings one record or none ends
+    /// that: polls gather again.
     private func fetchBatch() -> (generation: UInt64, records: [KafkaRecord]) {
         guard !state.machine.withLock({ $0.isClosed }) else { return (0, []) }
         // With a byte budget, the first poll takes one record: its size is not known yet, and
@@ -152,7 +153,7 @@ public final class KafkaConsumer: Service, Sendable {
         // batches) or its 100 ms, so a worker's first batch waited the 100 ms.
         let capacity = fetchCapacity.withLock { $0 } ?? (configuration.fetchBytes == nil ? configuration.fetchBatchSize : 1)
         var batch: (generation: UInt64, records: [KafkaRecord])
-        if underLoad.load(ordering: .relaxed) {
+        if configuration.takesWhatIsThereUnderLoad, underLoad.load(ordering: .relaxed) {
             batch = poll(waiting: 0, capacity: capacity)
             if batch.records.isEmpty {
                 batch = poll(waiting: 100, capacity: 1)

@@ -143,7 +143,6 @@ public final class DeliveryWorker: Service, Sendable {
                 guard let made = try await traced(record, { try await self.work(record, work) }) else { throw RecordLeftUnfinished() }
                 work.outgoing.withLock { $0 = made }
                 outgoing = made
-                await publishing(CollectionOfOne(work))
             } catch let error as PermanentFailure {
                 throw error
             } catch {
@@ -151,6 +150,8 @@ public final class DeliveryWorker: Service, Sendable {
                 throw error
             }
         }
+        // Its room moves now, made here or by its run (which does it too; it moves once).
+        await publishing(CollectionOfOne(work))
         guard let outgoing, !outgoing.isEmpty else { return }
         let failure: KafkaError?
         do {
@@ -195,8 +196,15 @@ public final class DeliveryWorker: Service, Sendable {
             for (number, index) in unworked.enumerated() {
                 let work = run[index].item
                 if rounds.hasEnded(lane: number) {
-                    let made = try outgoing(of: lanes[number], ends: rounds.ends(ofLane: number))
-                    work.outgoing.withLock { $0 = made }
+                    do {
+                        let made = try outgoing(of: lanes[number], ends: rounds.ends(ofLane: number))
+                        work.outgoing.withLock { $0 = made }
+                    } catch {
+                        // Its pushes went out: it is finished alone from where it stands (its
+                        // records made again, with the record's retries), never sent again.
+                        // Thrown from here, the batches after it lost their round.
+                        work.unfinished.withLock { $0 = rounds.lane(number) }
+                    }
                 } else {
                     let rest = rounds.lane(number)
                     work.unfinished.withLock { $0 = rest }

@@ -56,6 +56,7 @@ public func makeWorkerServices(
     let consumer = try kafka.consumer(group: group ?? name, clientID: name, topics: [settings.topics.deliveries(settings.platform)], logger: logger) {
         $0.fetchBytes = 1 << 20
         $0.prefetchBytes = 4 << 20
+        $0.takesWhatIsThereUnderLoad = true
     }
     let worker = DeliveryWorker(
         consumer: consumer, producer: kafka.producer, provider: try provider ?? ProviderFactory.make(settings.platform, hubs: hubs, http: http),

@@ -30,11 +30,13 @@ struct KafkaFixture {
     /// A group member. The short session time-out matters: the embedded cluster makes a
     /// member that joins after another left wait up to the group's session time-out.
     func consumer(
-        group: String, commitInterval: Duration = .milliseconds(200), fetchBytes: Int? = nil, fetchBatchSize: Int = 500
+        group: String, commitInterval: Duration = .milliseconds(200), fetchBytes: Int? = nil, fetchBatchSize: Int = 500,
+        takesWhatIsThereUnderLoad: Bool = false
     ) throws -> KafkaConsumer {
         var configuration = KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: group)
         configuration.fetchBytes = fetchBytes
         configuration.fetchBatchSize = fetchBatchSize
+        configuration.takesWhatIsThereUnderLoad = takesWhatIsThereUnderLoad
         configuration.sessionTimeout = .seconds(3)
         configuration.commitInterval = commitInterval
         return try KafkaConsumer.make(configuration: configuration, topics: [topic], logger: testLogger)

@@ -46,7 +46,9 @@ struct WorkerTests {
     static let topics = PushTopics(prefix: "unit.")
     static let throttled = PNSAnswer(.throttled(retryAfter: .zero), status: 429, reason: "TooManyRequests")
 
-    static func worker(_ provider: ScriptedProvider, adjust: (inout WorkerSettings) -> Void = { _ in }) throws -> DeliveryWorker {
+    static func worker(
+        _ provider: ScriptedProvider, deliveryTimeout: Duration = .seconds(30), adjust: (inout WorkerSettings) -> Void = { _ in }
+    ) throws -> DeliveryWorker {
         var settings = WorkerSettings(platform: .apns, topics: topics)
         settings.baseBackoff = .milliseconds(1)
         adjust(&settings)
@@ -54,7 +56,9 @@ struct WorkerTests {
         let consumer = try KafkaConsumer.make(
             configuration: KafkaConsumerConfiguration(bootstrapServers: ["127.0.0.1:1"], groupID: "unit"), topics: [topics.deliveries(.apns)],
             logger: logger)
-        let producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: ["127.0.0.1:1"]), logger: logger)
+        var producerConfiguration = KafkaProducerConfiguration(bootstrapServers: ["127.0.0.1:1"])
+        producerConfiguration.deliveryTimeout = deliveryTimeout
+        let producer = try KafkaProducer.make(configuration: producerConfiguration, logger: logger)
         return DeliveryWorker(consumer: consumer, producer: producer, provider: provider, settings: settings, logger: logger)
     }
 
@@ -266,6 +270,41 @@ struct WorkerTests {
         await window.give(6, publishing: false)
         await window.give(4, publishing: true)
         #expect(await window.held == (0, 0))
+    }
+
+    @Test("while Kafka has not acknowledged a batch's records, its room is in the publishing part: worked in a run, and alone")
+    func roomWhilePublishing() async throws {
+        // The producer reaches no broker: publishing fails after its delivery time-out.
+        let worker = try Self.worker(ScriptedProvider([:]), deliveryTimeout: .seconds(1)) { $0.window = 1_000 }
+        let records = try [["a", "b", "c"], ["d", "e"], ["f"]].enumerated().map { offset, handles in
+            KafkaRecord(
+                topic: Self.topics.deliveries(.apns), partition: 0, offset: Int64(offset), key: nil,
+                value: try WireCoding.encode(Self.batch(handles)), headers: [], timestampMilliseconds: nil, generation: 0)
+        }
+        var admitted: [AdmittedRecord<DeliveryWorker.BatchWork>] = []
+        for record in records { admitted.append(try #require(await worker.admit(record, mayWait: true))) }
+        #expect(await worker.window.held == (6, 0))
+        func held(becomes wanted: (Int, Int)) async -> (Int, Int) {
+            let deadline = ContinuousClock.now + .seconds(10)
+            var now = await worker.window.held
+            while now != wanted, ContinuousClock.now < deadline {
+                try? await Task.sleep(for: .milliseconds(5))
+                now = await worker.window.held
+            }
+            return now
+        }
+        let (first, second, third) = (admitted[0], admitted[1], admitted[2])
+        let run = Task { try await worker.process([(records[0], first.item), (records[1], second.item)]) }
+        #expect(await held(becomes: (1, 5)) == (1, 5), "the run's batches wait for Kafka in the publishing part")
+        #expect(try await run.value == [false, false], "nothing was acknowledged")
+        let alone = Task { try await worker.process(records[2], third.item) }
+        #expect(await held(becomes: (0, 6)) == (0, 6), "so does a batch worked alone")
+        await #expect(throws: PublishPending.self) { try await alone.value }
+        // A record whose publishing is tried again keeps its room where it is.
+        await #expect(throws: PublishPending.self) { try await worker.process(records[0], first.item) }
+        #expect(await worker.window.held == (0, 6))
+        for each in admitted { await each.release() }
+        #expect(await worker.window.held == (0, 0))
     }
 
     @Test("an admitted batch's room moves to publishing once, and its release gives it back to the part that holds it")

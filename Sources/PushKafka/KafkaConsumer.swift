@@ -170,7 +170,9 @@ public final class KafkaConsumer: Service, Sendable {
             }
         } else {
             batch = poll(waiting: 100, capacity: capacity)
-            if batch.records.count >= capacity, capacity > 1 { underLoad.store(true, ordering: .relaxed) }
+            if configuration.takesWhatIsThereUnderLoad, batch.records.count >= capacity, capacity > 1 {
+                underLoad.store(true, ordering: .relaxed)
+            }
         }
         if !batch.records.isEmpty {
             observe(batch.records)

@@ -12,8 +12,8 @@ import Tracing
 public struct WorkerSettings: Sendable {
     public var platform: Platform
     public var topics: PushTopics
-    /// Targets being delivered at most; intake waits while the window is full. As many again
-    /// may wait for Kafka to acknowledge their results (`DeliveryWindow`).
+    /// Targets being delivered at most; intake waits while the window is full. About as many
+    /// again may wait for Kafka to acknowledge their results (`DeliveryWindow`).
     public var window = 2_000
     /// Most targets of the small batches one poll fetched that are worked together, as one
     /// run: their pushes written and flushed together, their results published in one call
@@ -202,7 +202,8 @@ public final class DeliveryWorker: Service, Sendable {
                     } catch {
                         // Its pushes went out: it is finished alone from where it stands (its
                         // records made again, with the record's retries), never sent again.
-                        // Thrown from here, the batches after it lost their round.
+                        // (Thrown from here, the error left the run's later batches with
+                        // neither state, and they were delivered again.)
                         work.unfinished.withLock { $0 = rounds.lane(number) }
                     }
                 } else {

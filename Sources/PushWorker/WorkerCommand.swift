@@ -23,7 +23,7 @@ public struct WorkerOptions: ParsableArguments {
     @Option(help: "A PEM CA file to trust besides the system's, e.g. pushhub sim's (default: $PUSHHUB_PNS_CA).")
     public var trustCA: String?
 
-    @Option(help: "Targets being delivered at most; as many again may wait for Kafka to take their results. Intake waits while either is full.")
+    @Option(help: "Targets being delivered at most; about as many again may wait for Kafka to take their results. Intake waits while either is full.")
     public var window = 2_000
 
     @Option(help: "HTTP/2 connections per PNS host (APNs, FCM), each carrying many streams.")

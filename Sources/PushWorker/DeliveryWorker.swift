@@ -681,6 +681,9 @@ actor DeliveryWindow {
     /// The targets each part holds.
     var held: (delivering: Int, publishing: Int) { (inFlight, publishing) }
 
+    /// Batches waiting for room.
+    var waiting: Int { waiters.count }
+
     func waitForRoom() async {
         while isFull { await withCheckedContinuation { waiters.append($0) } }
     }

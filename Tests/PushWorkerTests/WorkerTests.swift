@@ -11,7 +11,7 @@ import Testing
 /// The worker engine without a cluster or a PNS: its window, its retries in place and its
 /// hand-backs, against a provider that answers from a script. (The Kafka handles exist but are
 /// never used: nothing here reaches a broker.)
-@Suite("Worker engine")
+@Suite("Worker engine", .timeLimit(.minutes(2)))
 struct WorkerTests {
     /// Answers each handle's deliveries from its script, the last answer repeating.
     final class ScriptedProvider: PushProvider {
@@ -226,16 +226,25 @@ struct WorkerTests {
         #expect(handedBack.attempt == 2 && handedBack.notBefore != nil && handedBack.expiresAt != nil)
     }
 
+    /// A task waiting for room in `window` (full), returned once its wait has begun, so that
+    /// what frees room next is what wakes it.
+    static func waiter(on window: DeliveryWindow) async -> Task<Bool, Never> {
+        let woke = Task {
+            await window.waitForRoom()
+            return true
+        }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while await window.waiting == 0, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(1)) }
+        #expect(await window.waiting == 1, "the waiter waits")
+        return woke
+    }
+
     @Test("the window: full at its limit, room again when targets end; waiting batches count against their own limit")
     func window() async {
         let window = DeliveryWindow(limit: 10, sleepingLimit: 2)
         await window.take(10)
         #expect(await window.isFull)
-        let woke = Task {
-            await window.waitForRoom()
-            return true
-        }
-        try? await Task.sleep(for: .milliseconds(50))
+        let woke = await Self.waiter(on: window)
         await window.give(4)
         #expect(await woke.value, "a waiter wakes once there is room")
         #expect(await !window.isFull)
@@ -253,11 +262,7 @@ struct WorkerTests {
         await window.take(6)
         await window.take(4)
         #expect(await window.isFull)
-        let woke = Task {
-            await window.waitForRoom()
-            return true
-        }
-        try? await Task.sleep(for: .milliseconds(50))
+        let woke = await Self.waiter(on: window)
         await window.startPublishing(6)
         #expect(await woke.value, "a waiter wakes once a batch's pushes ended")
         #expect(await window.held == (4, 6))

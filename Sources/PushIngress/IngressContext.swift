@@ -1,4 +1,5 @@
 import Hummingbird
+import NIOCore
 import PushConfiguration
 
 /// The request context of the ingress: Hummingbird's core, plus the app-backend user once
@@ -7,15 +8,17 @@ public struct IngressContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
     /// The user the app-backend API authenticated.
     public var user: String?
-    /// The peer's address (no port), for per-client limits; nil when unknown.
-    public var client: String?
+    /// The peer's address (no port), for per-client limits; nil when unknown. Made when asked:
+    /// most requests never ask.
+    public var client: String? { remoteAddress?.ipAddress }
+    private let remoteAddress: SocketAddress?
     /// The hub `HubAuthorization` authorized the request for; hub API handlers read it from
     /// `HubRequestContext`.
     var hub: HubsConfiguration.Hub?
 
     public init(source: Source) {
         coreContext = .init(source: source)
-        client = source.channel.remoteAddress?.ipAddress
+        remoteAddress = source.channel.remoteAddress
     }
 }
 

@@ -12,6 +12,9 @@ public struct KafkaProducerConfiguration: Sendable {
     public var topics: [String] = []
     /// Any other librdkafka property, applied last.
     public var additionalProperties: [String: String] = [:]
+    /// How often delivery reports are looked for besides when librdkafka announces them
+    /// (`EventPoller`); tests lengthen it to see that the announcements alone suffice.
+    var pollSweep: Duration = .milliseconds(500)
 
     public init(bootstrapServers: [String]) {
         self.bootstrapServers = bootstrapServers

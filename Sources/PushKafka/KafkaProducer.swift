@@ -1,3 +1,4 @@
+import CRdKafka
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -10,7 +11,7 @@ import Synchronization
 public final class KafkaProducer: Service, Sendable {
     private let client: RDKafkaClient
     private let deliveries: DeliveryWaiters
-    private let poller: PollLoop
+    private let poller: EventPoller
     private let configuration: KafkaProducerConfiguration
     private let logger: Logger
     private let isShutDown = Atomic<Bool>(false)
@@ -22,13 +23,16 @@ public final class KafkaProducer: Service, Sendable {
         self.deliveries = deliveries
         self.configuration = configuration
         self.logger = logger
-        self.poller = PollLoop(client: client, name: "pushhub.kafka.producer.poll")
+        self.poller = EventPoller(client: client, sweep: configuration.pollSweep)
         self.sticky = StickyPartitions(window: max(.milliseconds(2), configuration.linger * 2))
     }
 
     deinit {
-        // A deinit cannot wait; the poll thread holds the client until it has left librdkafka.
-        poller.requestStop()
+        // The poller holds the client while its event callback is on: it is turned off here.
+        poller.stop()
+        // This may be the client's last reference: `rd_kafka_destroy` joins librdkafka's
+        // threads, which is not work for one of Swift's pool threads.
+        BlockingCalls.release(client)
     }
 
     public static func make(configuration: KafkaProducerConfiguration, logger: Logger) throws(KafkaError) -> KafkaProducer {
@@ -99,7 +103,15 @@ public final class KafkaProducer: Service, Sendable {
                 code = client.produce(
                     topic: record.topic, partition: nil, key: record.key, value: record.value, headers: record.headers, deliveryID: id)
             }
-            if code == .noError { return nil }
+            if code == .noError {
+                // A shutdown that ran while this record was handed over may have served and
+                // failed every report already, and nothing serves them after it: the record
+                // fails unless its report came.
+                if isShutDown.load(ordering: .acquiring), deliveries.cancel(id) {
+                    return KafkaError(kind: .shutDown, context: "the producer shut down as the record for \(record.topic) was handed over")
+                }
+                return nil
+            }
             // Not taken: no report will come for this id.
             let removed = deliveries.cancel(id)
             precondition(removed, "a record librdkafka refused has no delivery report")
@@ -133,7 +145,7 @@ public final class KafkaProducer: Service, Sendable {
         client.purgeQueuedAndInFlight()
         // Serve the delivery reports the purge produced, then fail anything left.
         client.poll(timeoutMilliseconds: 0)
-        await poller.stop()
+        poller.stop()
         deliveries.failAll(with: KafkaError(kind: .shutDown, context: "the producer shut down before the record was acknowledged"))
     }
 
@@ -144,52 +156,78 @@ public final class KafkaProducer: Service, Sendable {
     }
 }
 
-/// A dedicated thread serving a handle's callbacks with `poll`. The thread holds the client
-/// until it exits, so the handle outlives the loop even when its owner goes first.
-final class PollLoop: Sendable {
-    /// Whether the thread has exited, and the callers of `stop` waiting for it to.
-    private struct ExitState {
-        var done = false
-        var waiters: [CheckedContinuation<Void, Never>] = []
-    }
-
+/// Serves a handle's main queue (delivery reports, errors) when librdkafka says it holds
+/// something, on Swift's pool, with no thread of its own waiting in `rd_kafka_poll`.
+///
+/// librdkafka calls `wake` from the thread that puts an event on the empty queue (a broker's,
+/// as it reads an acknowledgement); `wake` only schedules a drain, which polls without
+/// waiting until the queue is empty. A thread blocked in `rd_kafka_poll` was woken for every
+/// event instead, and then woke the pool for the waiters: at 2,000 single-user sends a second
+/// the ingress's poll thread was woken 720 times a second. A slow safety poll (`sweep`) serves
+/// anything an event did not announce.
+///
+/// It serves the handle's main queue, which must not be forwarded elsewhere (as
+/// `rd_kafka_poll_set_consumer` does): only a queue's final destination announces. `stop` must
+/// never be called from `wake`, which runs under the queue's lock.
+final class EventPoller: @unchecked Sendable {
+    // @unchecked: a Dispatch timer source is thread-safe; every property is set once.
+    private let client: RDKafkaClient
+    /// The handle's main queue, held for its length and its event callback.
+    private let queue: RDKafkaQueue
+    /// Whether a drain is scheduled or running: events in the meantime schedule no other.
+    private let scheduled = Atomic<Bool>(false)
     private let stopped = Atomic<Bool>(false)
-    private let exitState = Mutex(ExitState())
+    private let timer: any DispatchSourceTimer
 
-    init(client: RDKafkaClient, name: String) {
-        let thread = Thread { [self] in
-            while !self.stopped.load(ordering: .relaxed) {
-                client.poll(timeoutMilliseconds: 100)
-            }
-            let waiters = self.exitState.withLock { state -> [CheckedContinuation<Void, Never>] in
-                state.done = true
-                let waiters = state.waiters
-                state.waiters = []
-                return waiters
-            }
-            for waiter in waiters { waiter.resume() }
+    /// `sweep`: how often the queue is served whether or not an event was announced.
+    init(client: RDKafkaClient, sweep: Duration = .milliseconds(500)) {
+        self.client = client
+        queue = RDKafkaQueue(pointer: rd_kafka_queue_get_main(client.handle), client: client)
+        timer = DispatchSource.makeTimerSource(queue: .global())
+        // Retained for the callback until `stop` turns it off (under the queue's lock, so no
+        // call is running or can start after).
+        rd_kafka_queue_cb_event_enable(queue.pointer, eventCallback, Unmanaged.passRetained(self).toOpaque())
+        timer.setEventHandler { [weak self] in
+            guard let self, rd_kafka_queue_length(self.queue.pointer) > 0 else { return }
+            self.wake()
         }
-        thread.name = name
-        thread.start()
+        let milliseconds = Int(sweep.milliseconds)
+        timer.schedule(
+            deadline: .now() + .milliseconds(milliseconds), repeating: .milliseconds(milliseconds), leeway: .milliseconds(max(1, milliseconds / 10)))
+        timer.resume()
+        // Events queued before the callback was set announced nothing.
+        wake()
     }
 
-    /// Tells the thread to stop and returns once it has left librdkafka. Suspends instead of
-    /// blocking, so the cooperative pool keeps its thread. Idempotent.
-    func stop() async {
-        requestStop()
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            // The thread may exit before this runs: `done` tells, under the same lock it is set with.
-            let exited = exitState.withLock { state -> Bool in
-                if state.done { return true }
-                state.waiters.append(continuation)
-                return false
-            }
-            if exited { continuation.resume() }
-        }
+    /// Schedules a drain unless one is scheduled or running. Called by librdkafka with the
+    /// queue locked: it must not call librdkafka, nor wait.
+    func wake() {
+        guard !stopped.load(ordering: .relaxed), !scheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        DispatchQueue.global().async { self.drain() }
     }
 
-    /// Tells the thread to stop after its current poll, without waiting (for `deinit`).
-    func requestStop() {
-        stopped.store(true, ordering: .relaxed)
+    /// Polls until the queue is empty. An event queued after the last poll but before the flag
+    /// was lowered found it raised and scheduled nothing, so the queue is looked at once more.
+    private func drain() {
+        repeat {
+            while client.poll(timeoutMilliseconds: 0) > 0 {}
+            scheduled.store(false, ordering: .sequentiallyConsistent)
+        } while !stopped.load(ordering: .relaxed) && rd_kafka_queue_length(queue.pointer) > 0
+            && !scheduled.exchange(true, ordering: .acquiringAndReleasing)
     }
+
+    /// Stops serving the queue: no callback runs after it returns, and a drain under way ends
+    /// with its poll. Idempotent.
+    func stop() {
+        guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        rd_kafka_queue_cb_event_enable(queue.pointer, nil, nil)
+        timer.cancel()
+        Unmanaged.passUnretained(self).release()
+    }
+}
+
+/// librdkafka's call when an event lands on a handle's empty main queue.
+private let eventCallback: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?) -> Void = { _, opaque in
+    guard let opaque else { return }
+    Unmanaged<EventPoller>.fromOpaque(opaque).takeUnretainedValue().wake()
 }

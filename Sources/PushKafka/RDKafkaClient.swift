@@ -161,6 +161,12 @@ enum BlockingCalls {
             queue.async { continuation.resume(returning: body()) }
         }
     }
+
+    /// Drops a reference to `object` on this queue's threads, so that a deinit that blocks (a
+    /// client's `rd_kafka_destroy`) runs there when it is the last.
+    static func release(_ object: some AnyObject & Sendable) {
+        queue.async { withExtendedLifetime(object) {} }
+    }
 }
 
 /// Builds an `rd_kafka_topic_partition_list_t` from Swift values, for the duration of `body`.

@@ -319,6 +319,33 @@ struct MessagesAPITests {
         #expect(direct.headers["X-WNS-Type"] == "wns/toast")
     }
 
+    @Test("the headers that go to the PNS are told by name in any case, and only they go")
+    func passedThroughHeaders() async throws {
+        let fixture = try await MessagingFixture()
+        // A VoIP push may be 5,120 bytes, others 4,096: the limit reads the header in any case.
+        let body = #"{"aps":{"alert":""# + String(repeating: "x", count: 4_500) + #""}}"#
+        try await fixture.app.test(.router) { client in
+            let direct = try await client.execute(
+                uri: "/myhub/messages?direct", method: .post,
+                headers: Self.headers([
+                    ("ServiceBusNotification-Format", "apple"), ("Content-Type", "application/json"),
+                    ("ServiceBusNotification-DeviceHandle", String(repeating: "ab", count: 32)),
+                    ("APNS-Push-Type", "voip"), ("apns-priority", "5"), ("tTl", "60"), ("Urgency", "high"),
+                    ("X-Custom", "kept out"), ("apns", "kept out"), ("ttl2", "kept out"), ("Urgency-Extra", "kept out"),
+                ]),
+                body: ByteBuffer(string: body))
+            #expect(direct.status == .created, "\(direct.text)")
+        }
+        let batch = try #require(try await fixture.deliveries(1).first)
+        #expect(batch.headers == ["APNS-Push-Type": "voip", "apns-priority": "5", "tTl": "60", "Urgency": "high"])
+        for name in ["APNS-PUSH-TYPE", "x-WNS-type", "TOPIC", "ServiceBusNotification-Apns-Expiry", "X-Baidu-Message-Type"] {
+            #expect(SendRequestBuilder.passThrough(name), "\(name)")
+        }
+        for name in ["apns", "x-wns", "ttl2", "tt", "", "Authorization", "ServiceBusNotification-Format", "apnß-x"] {
+            #expect(!SendRequestBuilder.passThrough(name), "\(name)")
+        }
+    }
+
     @Test(
         "bad sends are refused before anything is queued",
         arguments: [

@@ -148,8 +148,7 @@ struct MessageController: Sendable {
         guard let platform = NotificationFormat(rawValue: (formatText ?? "").lowercased())?.platform, platform != .webpush else {
             throw HubAPIError(.badRequest, "ServiceBusNotification-Format: a batch direct send takes apple, gcm, fcmv1 or windows")
         }
-        var headers: [String: String] = [:]
-        for field in request.headers { headers[field.name.rawName] = field.value }
+        let headers = Self.passedThrough(request.headers)
         let sendRequest: SendRequest
         do {
             sendRequest = try SendRequestBuilder().build(
@@ -196,8 +195,7 @@ struct MessageController: Sendable {
         request: SendRequest, expression: TagExpression?
     ) {
         let body = try await request.collectBody(upTo: Self.bodyLimit)
-        var headers: [String: String] = [:]
-        for field in request.headers { headers[field.name.rawName] = field.value }
+        let headers = Self.passedThrough(request.headers)
         var handle: DirectHandle?
         if direct {
             handle = try Self.directHandle(request)
@@ -259,6 +257,14 @@ struct MessageController: Sendable {
                 }
                 try await writer.finish(nil)
             })
+    }
+
+    /// The request's headers that go to the PNS (`SendRequestBuilder.passThrough`), the only
+    /// ones the builder reads: the others (the SAS token, Host, the hub's own) are not copied.
+    static func passedThrough(_ fields: HTTPFields) -> [String: String] {
+        var headers: [String: String] = [:]
+        for field in fields where SendRequestBuilder.passThrough(field.name.rawName) { headers[field.name.rawName] = field.value }
+        return headers
     }
 
     /// Failed targets read from the store at a time.

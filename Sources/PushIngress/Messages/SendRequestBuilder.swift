@@ -24,9 +24,23 @@ public struct SendRequestBuilder: Sendable {
     /// Headers passed through to the PNS: APNs `apns-*`, WNS `X-WNS-*`, Web Push `TTL`,
     /// `Urgency`, `Topic`, Baidu's `X-Baidu-Message-Type`, and `ServiceBusNotification-Apns-Expiry`.
     public static func passThrough(_ name: String) -> Bool {
-        let lowered = name.lowercased()
-        return lowered.hasPrefix("apns-") || lowered.hasPrefix("x-wns-")
-            || ["ttl", "urgency", "topic", "servicebusnotification-apns-expiry", "x-baidu-message-type"].contains(lowered)
+        // Compared without making a lowercased copy: every header of every send is asked.
+        let bytes = name.utf8
+        return startsIgnoringCase(bytes, "apns-") || startsIgnoringCase(bytes, "x-wns-")
+            || passedWhole.contains { bytes.count == $0.utf8.count && startsIgnoringCase(bytes, $0) }
+    }
+
+    private static let passedWhole = ["ttl", "urgency", "topic", "servicebusnotification-apns-expiry", "x-baidu-message-type"]
+
+    /// Whether `bytes` starts with `prefix` (lowercase ASCII), ASCII letters compared
+    /// ignoring case.
+    private static func startsIgnoringCase(_ bytes: String.UTF8View, _ prefix: String) -> Bool {
+        guard bytes.count >= prefix.utf8.count else { return false }
+        for (byte, expected) in zip(bytes, prefix.utf8) {
+            let folded = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
+            guard folded == expected else { return false }
+        }
+        return true
     }
 
     public init() {}

@@ -144,8 +144,11 @@ public final class KafkaConsumer: Service, Sendable {
     /// for a whole fetch while the records it could have worked were there, and its PNS
     /// connections emptied. So with `takesWhatIsThereUnderLoad`, after a poll that came back
     /// full, polls take what is there without waiting; when nothing is, they wait for the
-    /// first record and take what came with it. A wait that brings one record or none ends
-    /// that: polls gather again.
+    /// first record and take what came with it. A poll that brings less than a quarter of a
+    /// batch ends that (`leavesLoad`): the consumer keeps up with what comes, and polls gather
+    /// again. (Ending it only when a wait brought one record or none left a worker taking a few
+    /// records a poll for as long as they kept coming: after a broadcast, the APNs worker met
+    /// 1,200 single-user sends a second that way, at 47 CPU-µs a push against 32.)
     private func fetchBatch() -> (generation: UInt64, records: [KafkaRecord]) {
         guard !state.machine.withLock({ $0.isClosed }) else { return (0, []) }
         // With a byte budget, the first poll takes one record: its size is not known yet, and
@@ -166,8 +169,8 @@ public final class KafkaConsumer: Service, Sendable {
                         batch = rest
                     }
                 }
-                if batch.records.count <= 1 { underLoad.store(false, ordering: .relaxed) }
             }
+            if Self.leavesLoad(taken: batch.records.count, capacity: capacity) { underLoad.store(false, ordering: .relaxed) }
         } else {
             batch = poll(waiting: 100, capacity: capacity)
             if configuration.takesWhatIsThereUnderLoad, batch.records.count >= capacity, capacity > 1 {
@@ -182,6 +185,12 @@ public final class KafkaConsumer: Service, Sendable {
             }
         }
         return batch
+    }
+
+    /// Whether a poll under load that took `taken` records of `capacity` ends taking what is
+    /// there: it took less than a quarter of a batch (and not two records).
+    static func leavesLoad(taken: Int, capacity: Int) -> Bool {
+        taken < max(2, capacity / 4)
     }
 
     /// One call of librdkafka's batch poll: up to `capacity` records, waiting for them at most

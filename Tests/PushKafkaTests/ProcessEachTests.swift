@@ -1,5 +1,5 @@
 import Foundation
-import PushKafka
+@testable import PushKafka
 import ServiceLifecycle
 import ServiceLifecycleTestKit
 import Synchronization
@@ -220,6 +220,49 @@ struct ProcessEachTests {
             // The poll waited its whole 100 ms for a batch it could not fill.
             #expect(quickest >= .milliseconds(90), "\(gaps)")
         }
+    }
+
+    @Test("a consumer that took what was there gathers again once a poll brings less than a quarter of a batch")
+    func gathersAgainAfterLoad() async throws {
+        // A full fetch of 20 puts the consumer under load; then records come two at a time every
+        // 25 ms. Taking what is there, a poll takes what one fetch brought (a pair, or two when
+        // the embedded cluster held the fetch its 50 ms); a poll that gathers for 100 ms takes
+        // about eight.
+        let kafka = try KafkaFixture(partitions: 1)
+        let producer = try kafka.producer()
+        let consumer = try kafka.consumer(group: "after-load", fetchBatchSize: 20, takesWhatIsThereUnderLoad: true)
+        final class Groups: Sendable {
+            let sizes = Mutex<[Int]>([])
+        }
+        let groups = Groups()
+        let records = kafka.records(20 + 2 * 60)
+        for result in await producer.sendAll(Array(records.prefix(20))) { _ = try result.get() }
+        try await testGracefulShutdown { trigger in
+            let running = Task { try await consumer.run() }
+            let processing = Task {
+                await consumer.processGroups(maximum: 20, logger: testLogger, giveUp: { _, _ in }) { taken in
+                    let total = groups.sizes.withLock { sizes in
+                        sizes.append(taken.count)
+                        return sizes.reduce(0, +)
+                    }
+                    if total >= records.count { trigger.triggerGracefulShutdown() }
+                }
+            }
+            #expect(await eventually { groups.sizes.withLock { $0.reduce(0, +) } >= 20 })
+            for pair in stride(from: 20, to: records.count, by: 2) {
+                for result in await producer.sendAll(Array(records[pair..<pair + 2])) { _ = try? result.get() }
+                try await Task.sleep(for: .milliseconds(25))
+            }
+            await processing.value
+            try await running.value
+        }
+        let sizes = groups.sizes.withLock { $0 }
+        #expect(sizes.reduce(0, +) == records.count)
+        // The pairs of the last second: gathered, not taken one fetch at a time.
+        let late = sizes.dropFirst(sizes.count / 2)
+        #expect((late.max() ?? 0) >= 6, "\(sizes)")
+        #expect(KafkaConsumer.leavesLoad(taken: 1, capacity: 500) && KafkaConsumer.leavesLoad(taken: 124, capacity: 500))
+        #expect(!KafkaConsumer.leavesLoad(taken: 125, capacity: 500) && !KafkaConsumer.leavesLoad(taken: 2, capacity: 4))
     }
 
     @Test("records come in groups of at most `maximum`; a group with a bad record is taken apart, the bad one given up alone and its neighbours done")

@@ -1,9 +1,10 @@
 import Foundation
-@testable import PushKafka
 import ServiceLifecycle
 import ServiceLifecycleTestKit
 import Synchronization
 import Testing
+
+@testable import PushKafka
 
 @Suite("Processing records", .timeLimit(.minutes(2)))
 struct ProcessEachTests {

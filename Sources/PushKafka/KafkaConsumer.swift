@@ -21,7 +21,10 @@ public final class KafkaConsumer: Service, Sendable {
     private let fetchCapacity = Mutex<Int?>(nil)
     /// Whether records come in faster than they are taken (`fetchBatch`).
     private let underLoad = Atomic<Bool>(false)
-    /// Under load: when the current 100 ms began, and the records polls took in it.
+    /// Whether polls take what is there (`takesWhatIsThereUnderLoad`), for tests.
+    var isUnderLoad: Bool { underLoad.load(ordering: .relaxed) }
+    /// Under load: when the current interval began, and the records polls took in it. An
+    /// interval ends at the first poll 100 ms or more after it began.
     private let loadInterval = Mutex<(start: ContinuousClock.Instant, taken: Int)>((.now, 0))
     private let state: ConsumerState
     /// Every blocking call on the handle (fetch, close) runs here, one at a time.
@@ -147,7 +150,7 @@ public final class KafkaConsumer: Service, Sendable {
     /// connections emptied. So with `takesWhatIsThereUnderLoad`, after a poll that came back
     /// full, polls take what is there without waiting; when nothing is, they wait for the
     /// first record and take what came with it. It ends when a wait brings one record or none,
-    /// or when the polls of 100 ms took less than half a batch (`leavesLoad`): records come
+    /// or when the polls of 100 ms or more took less than half a batch (`leavesLoad`): records come
     /// slower than gathering them would take in, and a poll that takes a few at a time costs
     /// more than one that gathers. (With the first rule alone, a worker took records a few at a
     /// time for as long as they kept coming: after a broadcast, the APNs worker met 1,200

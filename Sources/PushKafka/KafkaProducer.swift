@@ -15,6 +15,8 @@ public final class KafkaProducer: Service, Sendable {
     private let configuration: KafkaProducerConfiguration
     private let logger: Logger
     private let isShutDown = Atomic<Bool>(false)
+    /// Set once shutdown stopped serving delivery reports, before it failed the waiters left.
+    private let reportsStopped = Atomic<Bool>(false)
     /// Where sticky records go, per topic.
     private let sticky: StickyPartitions
 
@@ -30,8 +32,9 @@ public final class KafkaProducer: Service, Sendable {
     deinit {
         // The poller holds the client while its event callback is on: it is turned off here.
         poller.stop()
-        // This may be the client's last reference: `rd_kafka_destroy` joins librdkafka's
-        // threads, which is not work for one of Swift's pool threads.
+        // This is usually the client's last reference (a drain still queued holds another):
+        // `rd_kafka_destroy` joins librdkafka's threads, which is not work for one of Swift's
+        // pool threads.
         BlockingCalls.release(client)
     }
 
@@ -104,10 +107,11 @@ public final class KafkaProducer: Service, Sendable {
                     topic: record.topic, partition: nil, key: record.key, value: record.value, headers: record.headers, deliveryID: id)
             }
             if code == .noError {
-                // A shutdown that ran while this record was handed over may have served and
-                // failed every report already, and nothing serves them after it: the record
-                // fails unless its report came.
-                if isShutDown.load(ordering: .acquiring), deliveries.cancel(id) {
+                // A shutdown that stopped serving reports while this record was handed over may
+                // have failed every waiter already, and nothing serves reports after it: the
+                // record fails unless its report came. (One handed over while shutdown still
+                // flushes is served as usual.)
+                if reportsStopped.load(ordering: .acquiring), deliveries.cancel(id) {
                     return KafkaError(kind: .shutDown, context: "the producer shut down as the record for \(record.topic) was handed over")
                 }
                 return nil
@@ -146,6 +150,7 @@ public final class KafkaProducer: Service, Sendable {
         // Serve the delivery reports the purge produced, then fail anything left.
         client.poll(timeoutMilliseconds: 0)
         poller.stop()
+        reportsStopped.store(true, ordering: .releasing)
         deliveries.failAll(with: KafkaError(kind: .shutDown, context: "the producer shut down before the record was acknowledged"))
     }
 
@@ -157,7 +162,8 @@ public final class KafkaProducer: Service, Sendable {
 }
 
 /// Serves a handle's main queue (delivery reports, errors) when librdkafka says it holds
-/// something, on Swift's pool, with no thread of its own waiting in `rd_kafka_poll`.
+/// something, on Dispatch's global queue (whose threads Swift's pool shares on Linux), with no
+/// thread of its own waiting in `rd_kafka_poll`.
 ///
 /// librdkafka calls `wake` from the thread that puts an event on the empty queue (a broker's,
 /// as it reads an acknowledgement); `wake` only schedules a drain, which polls without

@@ -225,43 +225,50 @@ struct ProcessEachTests {
 
     @Test("a consumer that took what was there gathers again once its polls of 100 ms bring less than half a batch")
     func gathersAgainAfterLoad() async throws {
-        // A full fetch of 20 puts the consumer under load; then records come two at a time every
-        // 25 ms. Taking what is there, a poll takes what one fetch brought (a pair, or two when
+        // A full fetch of 100 puts the consumer under load; then records come two at a time
+        // every 25 ms, far from the 50 that would keep it there or the 100 that would put it
+        // back. Taking what is there, a poll takes what one fetch brought (a pair, or two when
         // the embedded cluster held the fetch its 50 ms); a poll that gathers for 100 ms takes
         // about eight.
         let kafka = try KafkaFixture(partitions: 1)
         let producer = try kafka.producer()
-        let consumer = try kafka.consumer(group: "after-load", fetchBatchSize: 20, takesWhatIsThereUnderLoad: true)
+        let consumer = try kafka.consumer(group: "after-load", fetchBatchSize: 100, takesWhatIsThereUnderLoad: true)
         final class Groups: Sendable {
-            let sizes = Mutex<[Int]>([])
+            let seen = Mutex<[(size: Int, underLoad: Bool)]>([])
         }
         let groups = Groups()
-        let records = kafka.records(20 + 2 * 60)
-        for result in await producer.sendAll(Array(records.prefix(20))) { _ = try result.get() }
+        let records = kafka.records(100 + 2 * 60)
+        for result in await producer.sendAll(Array(records.prefix(100))) { _ = try result.get() }
         try await testGracefulShutdown { trigger in
             let running = Task { try await consumer.run() }
             let processing = Task {
-                await consumer.processGroups(maximum: 20, logger: testLogger, giveUp: { _, _ in }) { taken in
-                    let total = groups.sizes.withLock { sizes in
-                        sizes.append(taken.count)
-                        return sizes.reduce(0, +)
+                await consumer.processGroups(maximum: 100, logger: testLogger, giveUp: { _, _ in }) { taken in
+                    let total = groups.seen.withLock { seen in
+                        seen.append((taken.count, consumer.isUnderLoad))
+                        return seen.reduce(0) { $0 + $1.size }
                     }
                     if total >= records.count { trigger.triggerGracefulShutdown() }
                 }
             }
-            #expect(await eventually { groups.sizes.withLock { $0.reduce(0, +) } >= 20 })
-            for pair in stride(from: 20, to: records.count, by: 2) {
-                for result in await producer.sendAll(Array(records[pair..<pair + 2])) { _ = try? result.get() }
-                try await Task.sleep(for: .milliseconds(25))
+            #expect(await eventually { groups.seen.withLock { $0.reduce(0) { $0 + $1.size } } >= 100 })
+            // Each pair on its way without waiting for the one before to be acknowledged.
+            try await withThrowingTaskGroup(of: Void.self) { sending in
+                for pair in stride(from: 100, to: records.count, by: 2) {
+                    sending.addTask { for result in await producer.sendAll(Array(records[pair..<pair + 2])) { _ = try result.get() } }
+                    try await Task.sleep(for: .milliseconds(25))
+                }
+                try await sending.waitForAll()
             }
             await processing.value
             try await running.value
         }
-        let sizes = groups.sizes.withLock { $0 }
-        #expect(sizes.reduce(0, +) == records.count)
+        let seen = groups.seen.withLock { $0 }
+        #expect(seen.reduce(0) { $0 + $1.size } == records.count)
+        #expect(seen.first.map { $0.size == 100 && $0.underLoad } == true, "the full fetch put it under load: \(seen)")
+        #expect(seen.last?.underLoad == false, "\(seen)")
         // The pairs of the last second: gathered, not taken one fetch at a time.
-        let late = sizes.dropFirst(sizes.count / 2)
-        #expect((late.max() ?? 0) >= 6, "\(sizes)")
+        let late = seen.dropFirst(seen.count / 2).map(\.size)
+        #expect((late.max() ?? 0) >= 5, "\(seen)")
         #expect(KafkaConsumer.leavesLoad(taken: 0, capacity: 500) && KafkaConsumer.leavesLoad(taken: 249, capacity: 500))
         #expect(!KafkaConsumer.leavesLoad(taken: 250, capacity: 500) && !KafkaConsumer.leavesLoad(taken: 10, capacity: 20))
     }

@@ -150,9 +150,9 @@ public final class KafkaConsumer: Service, Sendable {
     /// connections emptied. So with `takesWhatIsThereUnderLoad`, after a poll that came back
     /// full, polls take what is there without waiting; when nothing is, they wait for the
     /// first record and take what came with it. It ends when a wait brings one record or none,
-    /// or when the polls of 100 ms or more took less than half a batch (`leavesLoad`): records come
-    /// slower than gathering them would take in, and a poll that takes a few at a time costs
-    /// more than one that gathers. (With the first rule alone, a worker took records a few at a
+    /// or when the polls of an interval of 100 ms or more took less than half a batch
+    /// (`leavesLoad`): records come slower than gathering them would take in, and a poll that
+    /// takes a few at a time costs more than one that gathers. (With the first rule alone, a worker took records a few at a
     /// time for as long as they kept coming: after a broadcast, the APNs worker met 1,200
     /// single-user sends a second that way, at 47 CPU-µs a push against 32. Ending it on any
     /// poll of less than a quarter of a batch cost `make bench-apns` a tenth of its rate.)
@@ -203,8 +203,8 @@ public final class KafkaConsumer: Service, Sendable {
         return batch
     }
 
-    /// Whether polls under load that took `taken` records in 100 ms, `capacity` a poll, end
-    /// taking what is there: less than half a batch.
+    /// Whether polls under load that took `taken` records in an interval (100 ms or more),
+    /// `capacity` a poll, end taking what is there: less than half a batch.
     static func leavesLoad(taken: Int, capacity: Int) -> Bool {
         taken * 2 < capacity
     }

@@ -186,8 +186,10 @@ final class EventPoller: @unchecked Sendable {
     private let timer: any DispatchSourceTimer
 
     /// `sweep`: how often the queue is served whether or not an event was announced.
-    init(client: RDKafkaClient, sweep: Duration = .milliseconds(500)) {
+    /// `pollsPerTurn`: polls that served reports a drain makes before it queues itself again.
+    init(client: RDKafkaClient, sweep: Duration = .milliseconds(500), pollsPerTurn: Int = 16) {
         self.client = client
+        self.pollsPerTurn = max(1, pollsPerTurn)
         queue = RDKafkaQueue(pointer: rd_kafka_queue_get_main(client.handle), client: client)
         timer = DispatchSource.makeTimerSource(queue: .global())
         // Retained for the callback until `stop` turns it off (under the queue's lock, so no
@@ -214,13 +216,27 @@ final class EventPoller: @unchecked Sendable {
 
     /// Polls until the queue is empty. An event queued after the last poll but before the flag
     /// was lowered found it raised and scheduled nothing, so the queue is looked at once more.
+    /// While reports keep coming it hands over after `pollsPerTurn` polls that served some,
+    /// queueing itself again, so it never holds one of the pool's threads for as long as a
+    /// broadcast's acknowledgements last.
     private func drain() {
         repeat {
-            while client.poll(timeoutMilliseconds: 0) > 0 {}
+            var polls = 0
+            while client.poll(timeoutMilliseconds: 0) > 0 {
+                polls += 1
+                if polls == pollsPerTurn, !stopped.load(ordering: .relaxed) {
+                    // Still scheduled: the next turn goes behind the jobs waiting now.
+                    DispatchQueue.global().async { self.drain() }
+                    return
+                }
+            }
             scheduled.store(false, ordering: .sequentiallyConsistent)
         } while !stopped.load(ordering: .relaxed) && rd_kafka_queue_length(queue.pointer) > 0
             && !scheduled.exchange(true, ordering: .acquiringAndReleasing)
     }
+
+    /// Polls that served reports one drain makes before it queues itself again.
+    private let pollsPerTurn: Int
 
     /// Stops serving the queue: no callback runs after it returns, and a drain under way ends
     /// with its poll. Idempotent.

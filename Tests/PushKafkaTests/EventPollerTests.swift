@@ -62,6 +62,35 @@ struct EventPollerTests {
         #expect(deliveries.outstanding == 0)
     }
 
+    @Test("a drain that keeps finding reports hands over to a drain queued after it, and every report is served")
+    func drainsHandOver() async throws {
+        let kafka = try KafkaFixture(brokers: 1, partitions: 4)
+        let deliveries = DeliveryWaiters()
+        var configuration = KafkaProducerConfiguration(bootstrapServers: kafka.cluster.bootstrapServers)
+        configuration.linger = .milliseconds(1)
+        let client = try RDKafkaClient.makeProducer(properties: configuration.properties, deliveries: deliveries, logger: testLogger)
+        // Every poll that serves a report hands over; no sweep comes in the test's time.
+        let poller = EventPoller(client: client, sweep: .seconds(600), pollsPerTurn: 1)
+        defer { poller.stop() }
+        let (code, _) = await client.learnTopics([kafka.topic], timeout: .seconds(30))
+        try #require(code == .noError)
+        for round in 0..<5 {
+            let group = DeliveryGroup(count: 100)
+            for (index, record) in kafka.records(100).enumerated() {
+                let id = deliveries.register(group, index: index)
+                let code = client.produce(
+                    topic: record.topic, partition: Int32(index % 4), key: record.key, value: record.value, headers: record.headers,
+                    deliveryID: id)
+                try #require(code == .noError)
+            }
+            try #require(
+                try await Self.finishes(within: .seconds(10)) {
+                    for result in await group.wait() { _ = try result.get() }
+                }, "round \(round)")
+        }
+        #expect(deliveries.outstanding == 0)
+    }
+
     /// Whether `body` ends within `limit` (rethrowing what it threw). It runs as a task of its
     /// own, left behind when it does not end: a report never served would otherwise hold the
     /// test, and the run, for ever.

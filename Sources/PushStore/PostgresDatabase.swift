@@ -138,6 +138,10 @@ struct PostgresSQLConnection: SQLConnection {
         }
     }
 
+    /// PostgresNIO does not report the rows a statement changed: nothing is run, and the
+    /// caller asks with `RETURNING`.
+    func executeCountingChanges(_ sql: String, _ binds: [SQLValue]) async throws -> Int? { nil }
+
     /// PushHub's SQL uses `?` placeholders; PostgreSQL numbers them.
     static func query(_ sql: String, _ binds: [SQLValue]) -> PostgresQuery {
         // Byte by byte: `?` is ASCII, and a UTF-8 continuation byte is never one.

@@ -72,6 +72,10 @@ public protocol SQLConnection: Sendable {
     /// Runs `sql` for its effect. (Use `query` with `RETURNING` where a count matters:
     /// PostgreSQL's client does not report changed rows.)
     func execute(_ sql: String, _ binds: [SQLValue]) async throws
+    /// Runs `sql`, an INSERT, UPDATE or DELETE without `RETURNING`, and says how many rows it
+    /// changed; nil where the client cannot say (PostgreSQL's), and the caller asks again with
+    /// `RETURNING`, having changed nothing.
+    func executeCountingChanges(_ sql: String, _ binds: [SQLValue]) async throws -> Int?
 }
 
 /// A database the store runs on.

@@ -55,10 +55,26 @@ extension SQLRegistrationStore: OutcomeStore {
     /// summary published twice counts once.
     @discardableResult
     static func takeDispatchReceipt(_ id: String, on connection: any SQLConnection) async throws -> Bool {
-        !(try await connection.query(
-            "INSERT INTO result_receipts (notification_id, receipt) VALUES (?, ?) ON CONFLICT DO NOTHING RETURNING receipt",
-            [.text(id), .text("dispatch")]
-        ).isEmpty)
+        try await insertedOne(
+            "INSERT INTO result_receipts (notification_id, receipt) VALUES (?, ?) ON CONFLICT DO NOTHING", returning: "receipt",
+            [.text(id), .text("dispatch")], on: connection)
+    }
+
+    /// Runs `insert`, of one row and `ON CONFLICT DO NOTHING`, and says whether it made the row.
+    static func insertedOne(_ insert: String, returning column: String, _ binds: [SQLValue], on connection: any SQLConnection) async throws
+        -> Bool
+    {
+        try await changedRows(insert, returning: column, binds, on: connection) > 0
+    }
+
+    /// Runs `statement` (an INSERT, UPDATE or DELETE) and says how many rows it changed:
+    /// SQLite counts them (with `RETURNING` it made and dropped a temporary table for the rows
+    /// every time), PostgreSQL returns `column` of each.
+    static func changedRows(_ statement: String, returning column: String, _ binds: [SQLValue], on connection: any SQLConnection) async throws
+        -> Int
+    {
+        if let changed = try await connection.executeCountingChanges(statement, binds) { return changed }
+        return try await connection.query(statement + " RETURNING " + column, binds).count
     }
 
     /// A dispatch summary's counts as the `dispatched` column keeps them: a JSON object of
@@ -88,20 +104,19 @@ extension SQLRegistrationStore: OutcomeStore {
             case nil: nil
             }
         let state = NotificationState.enqueued.settled(by: .init(expected: dispatched.map { $0.values.reduce(0, +) }))
-        let made = try await connection.query(
+        return try await insertedOne(
             """
             INSERT INTO notifications (notification_id, hub, state, enqueued_at, deadline, progress_at, received, expired, rejected, format, tags, body, audience,
                 expected, dispatched, started_at)
             VALUES (?, ?, ?, ?, ?, ?, 0, 0, 0, ?, ?, ?, ?, ?, ?, ?)
-            ON CONFLICT (notification_id) DO NOTHING RETURNING notification_id
-            """,
+            ON CONFLICT (notification_id) DO NOTHING
+            """, returning: "notification_id",
             [
                 .text(id), .text(hub), .text(state.rawValue), SQLValue(enqueuedAt), SQLValue(deadline), SQLValue(now),
                 request.map { .text($0.format.rawValue) } ?? .null, tags.map(SQLValue.text) ?? .null, request.map { .text($0.body) } ?? .null,
                 SQLValue(audience), dispatched.map { .integer(Int64($0.values.reduce(0, +))) } ?? .null,
                 dispatched.map { .text(dispatchedText($0)) } ?? .null, dispatched == nil ? .null : SQLValue(now),
-            ])
-        return !made.isEmpty
+            ], on: connection)
     }
 
     /// Keeps `request` until its notification ends.
@@ -116,12 +131,10 @@ extension SQLRegistrationStore: OutcomeStore {
     public func forgetEnqueued(hub: String, notificationId: String, resolved: Bool) async throws {
         let states = resolved ? Self.openStates : "('\(NotificationState.enqueued.rawValue)')"
         try await database.write { connection in
-            let forgotten = try await connection.query(
-                """
-                DELETE FROM notifications WHERE notification_id = ? AND hub = ? AND state IN \(states) AND received = 0
-                RETURNING notification_id
-                """, [.text(notificationId), .text(hub)])
-            guard !forgotten.isEmpty else { return }
+            let forgotten = try await Self.changedRows(
+                "DELETE FROM notifications WHERE notification_id = ? AND hub = ? AND state IN \(states) AND received = 0",
+                returning: "notification_id", [.text(notificationId), .text(hub)], on: connection)
+            guard forgotten > 0 else { return }
             try await connection.execute("DELETE FROM unfinished_sends WHERE notification_id = ?", [.text(notificationId)])
             try await connection.execute("DELETE FROM result_receipts WHERE notification_id = ?", [.text(notificationId)])
         }
@@ -330,9 +343,8 @@ extension SQLRegistrationStore: OutcomeStore {
         let binds = keys.flatMap { [SQLValue.text(id), .text($0)] }
         if dialect == .sqlite {
             try await connection.execute("SAVEPOINT counting", [])
-            try await connection.execute(insert, binds)
-            let changed = try await connection.query("SELECT changes() AS changed", []).first?.integer("changed")
-            if changed == Int64(keys.count) || changed == 0 {
+            let changed = try await connection.executeCountingChanges(insert, binds)
+            if changed == keys.count || changed == 0 {
                 // Every key new, or none (a batch delivered again): nothing to undo.
                 try await connection.execute("RELEASE counting", [])
                 if changed != 0 { for index in keys.indices { counted[index] = true } }
@@ -458,12 +470,12 @@ extension SQLRegistrationStore: OutcomeStore {
             do {
                 while true {
                     let deleted = try await database.write { connection in
-                        try await connection.query(
+                        try await Self.changedRows(
                             """
                             DELETE FROM \(cutoff.table) WHERE (\(cutoff.key)) IN
-                                (SELECT \(cutoff.key) FROM \(cutoff.table) WHERE \(cutoff.column) < ? LIMIT ?) RETURNING \(cutoff.column)
-                            """, [SQLValue(now.addingTimeInterval(-cutoff.kept)), .integer(Int64(Self.rowsPerSweep))]
-                        ).count
+                                (SELECT \(cutoff.key) FROM \(cutoff.table) WHERE \(cutoff.column) < ? LIMIT ?)
+                            """, returning: cutoff.column, [SQLValue(now.addingTimeInterval(-cutoff.kept)), .integer(Int64(Self.rowsPerSweep))],
+                            on: connection)
                     }
                     if deleted < Self.rowsPerSweep { break }
                 }

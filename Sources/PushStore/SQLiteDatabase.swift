@@ -454,6 +454,15 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
         _ = try step(sql, binds, collect: false)
     }
 
+    /// SQLite's count of the rows the statement changed (`sqlite3_changes64`), read after it
+    /// ran: where `RETURNING` would buffer its rows in a temporary table of their own, made and
+    /// dropped for every statement (a pager, a B-tree and their allocations each time).
+    func executeCountingChanges(_ sql: String, _ binds: [SQLValue]) async throws -> Int? {
+        _ = try step(sql, binds, collect: false)
+        guard let handle else { throw SQLError(message: "the SQLite connection is closed") }
+        return Int(sqlite3_changes64(handle))
+    }
+
     /// A prepared statement, and whether it stays in the cache: one with more than
     /// `maximumCachedParameters` parameters (an import's many rows, whose count varies) is
     /// used once and finalized, so the cache never holds large statements no one runs again.

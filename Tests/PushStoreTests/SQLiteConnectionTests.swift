@@ -49,6 +49,30 @@ struct SQLiteConnectionTests {
         await database.close()
     }
 
+    @Test("a statement's count of changed rows: one row made, none on a conflict, every row an UPDATE or DELETE changed, not a trigger's")
+    func countsChangedRows() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-changes-\(UUID().uuidString).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let database = try SQLiteDatabase(path: path, readers: 1)
+        let counts = try await database.write { connection -> [Int?] in
+            try await connection.execute("CREATE TABLE rows (id TEXT PRIMARY KEY, n INTEGER)", [])
+            try await connection.execute("CREATE TABLE log (id TEXT)", [])
+            try await connection.execute(
+                "CREATE TRIGGER logged AFTER UPDATE ON rows BEGIN INSERT INTO log VALUES (new.id); INSERT INTO log VALUES (new.id); END", [])
+            let insert = "INSERT INTO rows (id, n) VALUES (?, 1) ON CONFLICT DO NOTHING"
+            return [
+                try await connection.executeCountingChanges(insert, [.text("a")]),
+                try await connection.executeCountingChanges(insert, [.text("a")]),
+                try await connection.executeCountingChanges(insert, [.text("b")]),
+                try await connection.executeCountingChanges("UPDATE rows SET n = n + 1", []),
+                try await connection.executeCountingChanges("DELETE FROM rows WHERE id = ?", [.text("z")]),
+                try await connection.executeCountingChanges("DELETE FROM rows", []),
+            ]
+        }
+        #expect(counts == [1, 0, 1, 2, 0, 2])
+        await database.close()
+    }
+
     @Test("a write whose transaction cannot begin (another process holds the database) is not run, and its caller is told")
     func writeNotRunWhenBeginFails() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-busy-\(UUID().uuidString).sqlite").path

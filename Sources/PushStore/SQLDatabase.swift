@@ -69,8 +69,8 @@ public enum SQLDialect: Sendable {
 public protocol SQLConnection: Sendable {
     /// Runs `sql` (with `?` placeholders) and returns its rows.
     func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow]
-    /// Runs `sql` for its effect. (Use `query` with `RETURNING` where a count matters:
-    /// PostgreSQL's client does not report changed rows.)
+    /// Runs `sql` for its effect. (Where a count of changed rows matters, use
+    /// `executeCountingChanges`, and `RETURNING` where it answers nil.)
     func execute(_ sql: String, _ binds: [SQLValue]) async throws
     /// Runs `sql`, an INSERT, UPDATE or DELETE without `RETURNING`, and says how many rows it
     /// changed; nil where the client cannot say (PostgreSQL's), and the caller asks again with

@@ -35,10 +35,7 @@ struct EventPollerTests {
     @Test("the safety poll serves reports that were never announced")
     func sweepServesUnannounced() async throws {
         let kafka = try KafkaFixture(brokers: 1, partitions: 1)
-        let deliveries = DeliveryWaiters()
-        var configuration = KafkaProducerConfiguration(bootstrapServers: kafka.cluster.bootstrapServers)
-        configuration.linger = .milliseconds(1)
-        let client = try RDKafkaClient.makeProducer(properties: configuration.properties, deliveries: deliveries, logger: testLogger)
+        let (client, deliveries) = try Self.producerClient(on: kafka)
         let poller = EventPoller(client: client, sweep: .milliseconds(100))
         defer { poller.stop() }
         // The announcements off: only the sweep serves the queue now.
@@ -65,10 +62,7 @@ struct EventPollerTests {
     @Test("a drain that keeps finding reports hands over to a drain queued after it, and every report is served")
     func drainsHandOver() async throws {
         let kafka = try KafkaFixture(brokers: 1, partitions: 4)
-        let deliveries = DeliveryWaiters()
-        var configuration = KafkaProducerConfiguration(bootstrapServers: kafka.cluster.bootstrapServers)
-        configuration.linger = .milliseconds(1)
-        let client = try RDKafkaClient.makeProducer(properties: configuration.properties, deliveries: deliveries, logger: testLogger)
+        let (client, deliveries) = try Self.producerClient(on: kafka)
         // Every poll that serves a report hands over; no sweep comes in the test's time.
         let poller = EventPoller(client: client, sweep: .seconds(600), pollsPerTurn: 1)
         defer { poller.stop() }
@@ -89,6 +83,15 @@ struct EventPollerTests {
                 }, "round \(round)")
         }
         #expect(deliveries.outstanding == 0)
+    }
+
+    /// A producer's client on `kafka`'s cluster, with a 1 ms linger, and the waiters its
+    /// delivery reports go to; no poller serves it until the test makes one.
+    static func producerClient(on kafka: KafkaFixture) throws -> (RDKafkaClient, DeliveryWaiters) {
+        let deliveries = DeliveryWaiters()
+        var configuration = KafkaProducerConfiguration(bootstrapServers: kafka.cluster.bootstrapServers)
+        configuration.linger = .milliseconds(1)
+        return (try RDKafkaClient.makeProducer(properties: configuration.properties, deliveries: deliveries, logger: testLogger), deliveries)
     }
 
     /// Whether `body` ends within `limit` (rethrowing what it threw). It runs as a task of its

@@ -458,9 +458,17 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
     /// ran: where `RETURNING` would buffer its rows in a temporary table of their own, made and
     /// dropped for every statement (a pager, a B-tree and their allocations each time).
     func executeCountingChanges(_ sql: String, _ binds: [SQLValue]) async throws -> Int? {
+        // Any other statement leaves the count of the one before: caught in the debug build.
+        assert(Self.changesRows(sql), "executeCountingChanges takes an INSERT, UPDATE or DELETE: \(sql.prefix(60))")
         _ = try step(sql, binds, collect: false)
         guard let handle else { throw SQLError(message: "the SQLite connection is closed") }
         return Int(sqlite3_changes64(handle))
+    }
+
+    /// Whether `sql` is an INSERT, UPDATE or DELETE, whose count of changed rows SQLite keeps.
+    static func changesRows(_ sql: String) -> Bool {
+        let verb = sql.drop { $0.isWhitespace }.prefix(6).uppercased()
+        return verb == "INSERT" || verb == "UPDATE" || verb == "DELETE"
     }
 
     /// A prepared statement, and whether it stays in the cache: one with more than

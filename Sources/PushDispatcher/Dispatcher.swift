@@ -426,11 +426,10 @@ public struct BatchBuilder {
         let reservation = try await backlog?.reserve(unacknowledged)
         let results = await producer.sendAll(unacknowledged)
         if let reservation { backlog?.produced(reservation, records: unacknowledged, results: results) }
-        let deliveryTopics = Set(Platform.allCases.map(topics.deliveries))
-        acknowledged +=
-            zip(unacknowledged, results).filter { record, result in
-                if case .success = result { return deliveryTopics.contains(record.topic) } else { return false }
-            }.count
+        let deliveryTopics = topics.allDeliveries
+        for (record, result) in zip(unacknowledged, results) {
+            if case .success = result, deliveryTopics.contains(record.topic) { acknowledged += 1 }
+        }
         unacknowledged.removeAll(keepingCapacity: true)
         unacknowledgedBytes = 0
         for (record, span) in batchSpans {

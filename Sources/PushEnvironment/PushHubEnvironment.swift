@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import OTel
 import PushKafka
+import Synchronization
 
 /// Every environment variable PushHub's executables read, read here and nowhere else, with
 /// the defaults that stand in for them.
@@ -74,8 +75,8 @@ private let loggingBootstrap: Void = {
         { label, provider in
             switch format {
             case .text:
-                var handler = StreamLogHandler.standardError(label: label, metadataProvider: provider)
-                handler.logLevel = level
+                var handler = TextLogHandler(label: label, logLevel: level)
+                handler.metadataProvider = provider
                 return handler
             case .json:
                 var handler = JSONLogHandler(label: label, logLevel: level)
@@ -134,6 +135,79 @@ public struct JSONLogHandler: LogHandler {
         case .dictionary(let values): values.mapValues(plain)
         }
     }
+}
+
+/// Lines of text on standard error, laid out as swift-log's `StreamLogHandler` lays them out:
+/// `<time> <level> <logger>: <key>=<value> … [<source>] <message>`, the metadata's keys in
+/// order. It differs in when it renders the metadata: when a line is written, not each time the
+/// metadata is set. Hummingbird sets a request id on every request's logger, and the stream
+/// handler rendered the whole metadata again each time: a twentieth of a single-user send's
+/// allocations in the ingress, for lines that are almost never written.
+public struct TextLogHandler: LogHandler {
+    public var logLevel: Logger.Level
+    public var metadata: Logger.Metadata = [:]
+    public var metadataProvider: Logger.MetadataProvider?
+    let label: String
+    let write: @Sendable (String) -> Void
+
+    /// `write` takes each line, ended by a newline (standard error by default).
+    public init(label: String, logLevel: Logger.Level, write: @escaping @Sendable (String) -> Void = TextLogHandler.standardError) {
+        self.label = label
+        self.logLevel = logLevel
+        self.write = write
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        var all = metadata
+        if let provided = metadataProvider?.get(), !provided.isEmpty { all.merge(provided) { $1 } }
+        if let given = event.metadata, !given.isEmpty { all.merge(given) { $1 } }
+        if let error = event.error {
+            all["error.message"] = "\(error)"
+            all["error.type"] = "\(String(reflecting: type(of: error)))"
+        }
+        var line = Self.localTime() + " \(event.level)" + (label.isEmpty ? ":" : " \(label):")
+        for (key, value) in all.sorted(by: { $0.key < $1.key }) { line += " \(key)=\(value)" }
+        line += " [\(event.source)] \(event.message)\n"
+        write(line)
+    }
+
+    /// The local time to the second with its offset from UTC: `2026-11-28T12:51:45+0000`.
+    static func localTime() -> String {
+        var now = time(nil)
+        var parts = tm()
+        guard localtime_r(&now, &parts) != nil else { return "<unknown>" }
+        var text = [CChar](repeating: 0, count: 64)
+        let count = strftime(&text, text.count, "%Y-%m-%dT%H:%M:%S%z", &parts)
+        return String(decoding: text.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Writes a line to standard error whole: one `write` where it can, and no other thread's
+    /// line in between.
+    public static let standardError: @Sendable (String) -> Void = { line in
+        var line = line
+        line.withUTF8 { bytes in
+            writing.withLock { _ in
+                var written = 0
+                while written < bytes.count {
+                    let count = Foundation.write(STDERR_FILENO, bytes.baseAddress! + written, bytes.count - written)
+                    if count > 0 {
+                        written += count
+                    } else if count < 0, errno == EINTR || errno == EAGAIN {
+                        continue
+                    } else {
+                        return
+                    }
+                }
+            }
+        }
+    }
+
+    private static let writing = Mutex(())
 }
 
 /// Writes a line to standard output at once, so a script reading it need not wait for a

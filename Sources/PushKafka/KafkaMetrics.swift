@@ -19,29 +19,41 @@ enum KafkaMetrics {
     }
 
     static func produced(_ records: [KafkaOutgoingRecord], _ results: [Result<KafkaDeliveryReport, KafkaError>]) {
-        var acknowledged: [String: Int] = [:]
-        var failed: [String: Int] = [:]
+        // Counted by runs of one topic, which is how records come (a send's one or two, a
+        // dispatch's batches): no dictionary made for each call.
+        var run: (topic: String, acknowledged: Int, failed: Int)?
         for (record, result) in zip(records, results) {
-            switch result {
-            case .success: acknowledged[record.topic, default: 0] += 1
-            case .failure: failed[record.topic, default: 0] += 1
+            if let current = run, current.topic != record.topic {
+                countProduced(current)
+                run = nil
             }
+            var current = run ?? (record.topic, 0, 0)
+            if case .success = result { current.acknowledged += 1 } else { current.failed += 1 }
+            run = current
         }
-        for (topic, count) in acknowledged {
-            counter("pushhub_kafka_records_produced_total", help: "Records produced and acknowledged, by topic.", topic: topic).increment(by: count)
+        if let run { countProduced(run) }
+    }
+
+    private static func countProduced(_ run: (topic: String, acknowledged: Int, failed: Int)) {
+        if run.acknowledged > 0 {
+            counter("pushhub_kafka_records_produced_total", help: "Records produced and acknowledged, by topic.", topic: run.topic)
+                .increment(by: run.acknowledged)
         }
-        for (topic, count) in failed {
-            counter("pushhub_kafka_produce_failures_total", help: "Records that were not acknowledged, by topic.", topic: topic)
-                .increment(by: count)
+        if run.failed > 0 {
+            counter("pushhub_kafka_produce_failures_total", help: "Records that were not acknowledged, by topic.", topic: run.topic)
+                .increment(by: run.failed)
         }
     }
 
     static func consumed(_ records: [KafkaRecord], group: String) {
-        var counts: [String: Int] = [:]
-        for record in records { counts[record.topic, default: 0] += 1 }
-        for (topic, count) in counts {
+        var start = records.startIndex
+        while start < records.endIndex {
+            let topic = records[start].topic
+            var end = start + 1
+            while end < records.endIndex, records[end].topic == topic { end += 1 }
             counter("pushhub_kafka_records_consumed_total", help: "Records consumed, by consumer group and topic.", topic: topic, group: group)
-                .increment(by: count)
+                .increment(by: end - start)
+            start = end
         }
     }
 

@@ -13,6 +13,20 @@ public enum Platform: String, Codable, Sendable, CaseIterable, CodingKeyRepresen
     /// Baidu Cloud Push.
     case baidu
 
+    /// Its place in `allCases`, found without a search.
+    public var ordinal: Int {
+        switch self {
+        case .apns: 0
+        case .fcm: 1
+        case .wns: 2
+        case .webpush: 3
+        case .hms: 4
+        case .adm: 5
+        case .xiaomi: 6
+        case .baidu: 7
+        }
+    }
+
     /// The consumer group its workers share unless told otherwise: `pushhub-<pns>-worker`.
     public var workerGroup: String { "pushhub-\(rawValue)-worker" }
 

@@ -263,29 +263,31 @@ public enum RFC3339 {
         let (day, second) = secondOfDay < 0 ? (days - 1, secondOfDay + 86_400) : (days, secondOfDay)
         let (year, month, dayOfMonth) = civilFromDays(day)
         guard year >= 1600, year <= 9999 else { return nil }
-        var bytes = [UInt8](repeating: 0, count: 24)
-        func put(_ value: Int64, _ start: Int, _ count: Int) {
-            var value = value
-            for index in stride(from: start + count - 1, through: start, by: -1) {
-                bytes[index] = UInt8(ascii: "0") + UInt8(value % 10)
-                value /= 10
+        // Written straight into the string's storage: one allocation, not an array and a copy.
+        return String(unsafeUninitializedCapacity: 24) { bytes in
+            func put(_ value: Int64, _ start: Int, _ count: Int) {
+                var value = value
+                for index in stride(from: start + count - 1, through: start, by: -1) {
+                    bytes[index] = UInt8(ascii: "0") + UInt8(value % 10)
+                    value /= 10
+                }
             }
+            put(year, 0, 4)
+            bytes[4] = UInt8(ascii: "-")
+            put(month, 5, 2)
+            bytes[7] = UInt8(ascii: "-")
+            put(dayOfMonth, 8, 2)
+            bytes[10] = UInt8(ascii: "T")
+            put(second / 3600, 11, 2)
+            bytes[13] = UInt8(ascii: ":")
+            put(second / 60 % 60, 14, 2)
+            bytes[16] = UInt8(ascii: ":")
+            put(second % 60, 17, 2)
+            bytes[19] = UInt8(ascii: ".")
+            put(milliseconds, 20, 3)
+            bytes[23] = UInt8(ascii: "Z")
+            return 24
         }
-        put(year, 0, 4)
-        bytes[4] = UInt8(ascii: "-")
-        put(month, 5, 2)
-        bytes[7] = UInt8(ascii: "-")
-        put(dayOfMonth, 8, 2)
-        bytes[10] = UInt8(ascii: "T")
-        put(second / 3600, 11, 2)
-        bytes[13] = UInt8(ascii: ":")
-        put(second / 60 % 60, 14, 2)
-        bytes[16] = UInt8(ascii: ":")
-        put(second % 60, 17, 2)
-        bytes[19] = UInt8(ascii: ".")
-        put(milliseconds, 20, 3)
-        bytes[23] = UInt8(ascii: "Z")
-        return String(decoding: bytes, as: UTF8.self)
     }
 
     static func daysIn(month: Int64, year: Int64) -> Int64 {

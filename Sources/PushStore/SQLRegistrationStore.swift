@@ -353,21 +353,75 @@ public final class SQLRegistrationStore: RegistrationStore {
             }
         }
         // One condition for each kind: the explicit tags' rows, the installations', the users'.
-        let kinds = [
-            (table.name, "tag", explicit, [String]()), (table.owners, "installation_id", installations, installations.map(Tags.installation)),
-            (table.owners, "user_id", users, users.map(Tags.user)),
-        ]
-        return kinds.filter { !$0.2.isEmpty }.map { from, column, values, implicit in
-            let condition = values.count == 1 ? "= ?" : "IN (" + placeholders(values.count) + ")"
-            var owners = (from: from, sql: "hub = ? AND \(column) \(condition)", binds: [.text(hub)] + values.map(SQLValue.text))
-            if let first = implicit.first {
-                let carried = compile(implicit.dropFirst().reduce(.tag(first)) { .or($0, .tag($1)) }, dialect: dialect, column: "tags")
-                owners.sql += " AND " + carried.sql
-                owners.binds += carried.binds
-            }
-            return owners
+        var conditions: [OwnerCondition] = []
+        if !explicit.isEmpty { conditions.append(owners(table.name, .tag, explicit, implicit: [], hub: hub, dialect: dialect)) }
+        if !installations.isEmpty {
+            conditions.append(
+                owners(table.owners, .installation, installations, implicit: installations.map(Tags.installation), hub: hub, dialect: dialect))
+        }
+        if !users.isEmpty { conditions.append(owners(table.owners, .user, users, implicit: users.map(Tags.user), hub: hub, dialect: dialect)) }
+        return conditions
+    }
+
+    /// The column that finds a tag's owners: the tag rows' own for an explicit tag, the owner's
+    /// id for an implicit one.
+    private enum OwnerColumn: String, CaseIterable {
+        case tag
+        case installation = "installation_id"
+        case user = "user_id"
+    }
+
+    /// The owners on `from` whose `column` is one of `values`; where the values stand for
+    /// `implicit` tags, only rows whose `tags` carry one of them.
+    private static func owners(
+        _ from: String, _ column: OwnerColumn, _ values: [String], implicit: [String], hub: String, dialect: SQLDialect
+    ) -> OwnerCondition {
+        let binds = [.text(hub)] + values.map(SQLValue.text)
+        let isImplicit = !implicit.isEmpty
+        if values.count == 1 {
+            // The text made once; the tag's own value still bound.
+            return (
+                from, oneOwner[OneOwner(column, dialect, implicit: isImplicit)]!,
+                isImplicit ? binds + carrying(implicit, dialect: dialect).binds : binds
+            )
+        }
+        let sql = "hub = ? AND \(column.rawValue) IN (\(placeholders(values.count)))"
+        guard isImplicit else { return (from, sql, binds) }
+        let carried = carrying(implicit, dialect: dialect)
+        return (from, sql + " AND " + carried.sql, binds + carried.binds)
+    }
+
+    /// The condition that a row's `tags` carry one of `implicit` tags.
+    private static func carrying(_ implicit: [String], dialect: SQLDialect) -> (sql: String, binds: [SQLValue]) {
+        compile(implicit.dropFirst().reduce(.tag(implicit[0])) { .or($0, .tag($1)) }, dialect: dialect, column: "tags")
+    }
+
+    /// The condition for one owner by `column` (and, for an implicit tag, its `tags` carrying
+    /// it), made once for each column and dialect: a single-user send's audience asks for it
+    /// every time. The text of one tag's condition on `tags` does not depend on the tag.
+    private struct OneOwner: Hashable {
+        var column: OwnerColumn
+        var dialect: SQLDialect
+        var implicit: Bool
+
+        init(_ column: OwnerColumn, _ dialect: SQLDialect, implicit: Bool) {
+            self.column = column
+            self.dialect = dialect
+            self.implicit = implicit
         }
     }
+
+    private static let oneOwner: [OneOwner: String] = {
+        var texts: [OneOwner: String] = [:]
+        for column in OwnerColumn.allCases {
+            for dialect in [SQLDialect.sqlite, .postgres] {
+                texts[OneOwner(column, dialect, implicit: false)] = "hub = ? AND \(column.rawValue) = ?"
+                texts[OneOwner(column, dialect, implicit: true)] =
+                    "hub = ? AND \(column.rawValue) = ? AND " + compile(.tag("t"), dialect: dialect, column: "tags").sql
+            }
+        }
+        return texts
+    }()
 
     /// Inserts tag rows, given as (hub, tag, owner) triples, in statements of at most 2,000
     /// rows. Implicit tags get none: their registrations and installations are found by the
@@ -489,9 +543,15 @@ public final class SQLRegistrationStore: RegistrationStore {
                 } else if driving.count == 1 {
                     remaining = expression.assuming(first)
                 }
+                let among = Self.both(remaining.map { Self.compile($0, dialect: dialect) }, reached)
+                if driving.count == 1, Tags.implicit(first) != nil {
+                    return .rows(
+                        try await Self.pageOfOwners(
+                            hub: hub, carrying: first, among: among, after: after, limit: limit, columns: columns, dialect: dialect, on: connection))
+                }
                 let key = Self.lookaheadKey(hub: hub, driving: driving, limit: limit)
                 return try await Self.pageByTags(
-                    hub: hub, driving: driving, among: Self.both(remaining.map { Self.compile($0, dialect: dialect) }, reached), after: after,
+                    hub: hub, driving: driving, among: among, after: after,
                     limit: limit, columns: columns, dialect: dialect, known: cursor?.lookahead.flatMap { $0.key == key ? $0.bound : nil },
                     key: key, on: connection)
             }
@@ -516,7 +576,14 @@ public final class SQLRegistrationStore: RegistrationStore {
     /// What a cursor's lookahead is good for: the pages of these driving tags in `hub`, of
     /// `limit` candidates each. Tags and hub names hold no control characters.
     static func lookaheadKey(hub: String, driving: [String], limit: Int) -> String {
-        ([hub] + driving + [String(limit)]).joined(separator: "\u{1F}")
+        var key = hub
+        for tag in driving {
+            key += "\u{1F}"
+            key += tag
+        }
+        key += "\u{1F}"
+        key += String(limit)
+        return key
     }
 
     /// A page read whole, or the range of rows that still has to be read for it.
@@ -562,6 +629,13 @@ public final class SQLRegistrationStore: RegistrationStore {
     /// registrations; a native one the native registrations of its platform, in any of its
     /// formats (`gcm` and `fcmv1` alike).
     static func condition(reaching format: NotificationFormat) -> (sql: String, binds: [SQLValue]) {
+        reachingConditions[format]!
+    }
+
+    /// `condition(reaching:)` of every format, made once.
+    private static let reachingConditions = Dictionary(uniqueKeysWithValues: NotificationFormat.allCases.map { ($0, makeCondition(reaching: $0)) })
+
+    private static func makeCondition(reaching format: NotificationFormat) -> (sql: String, binds: [SQLValue]) {
         guard let platform = format.platform else { return ("r.template_body IS NOT NULL", []) }
         let formats = NativeFormat.allCases.filter { $0.platform == platform }
         return (
@@ -667,12 +741,8 @@ public final class SQLRegistrationStore: RegistrationStore {
         hub: String, driving: [String], among filter: (sql: String, binds: [SQLValue])?, after: Int64, limit: Int, columns: String,
         dialect: SQLDialect, known: Int64?, key: String, on connection: any SQLConnection
     ) async throws -> PageRead {
+        // One implicit driving tag is read by `pageOfOwners`, without a bound (`page`).
         guard let first = driving.first else { return .rows(([], nil)) }
-        if driving.count == 1, Tags.implicit(first) != nil {
-            return .rows(
-                try await pageOfOwners(
-                    hub: hub, carrying: first, among: filter, after: after, limit: limit, columns: columns, dialect: dialect, on: connection))
-        }
         let bound: Int64?
         if let known {
             bound = known
@@ -740,13 +810,25 @@ public final class SQLRegistrationStore: RegistrationStore {
         // An implicit tag's owners are rows of `registrations` itself, read here in one pass.
         let owners = owners(carrying: [tag], hub: hub, in: .registrations, dialect: dialect)[0]
         precondition(owners.from == "registrations", "an implicit tag's owners are registrations")
-        let matches = filter.map { "CASE WHEN (\($0.sql)) THEN 1 ELSE 0 END" } ?? "1"
-        let rows = try await connection.query(
-            "SELECT \(columns), \(matches) AS pushhub_matches FROM registrations r WHERE \(owners.sql) AND r.seq > ? ORDER BY r.seq LIMIT ?",
-            (filter?.binds ?? []) + owners.binds + [.integer(after), .integer(Int64(limit))])
+        let sql = ownerPages.text(for: OwnerPageShape(columns: columns, filter: filter?.sql, owners: owners.sql)) {
+            let matches = $0.filter.map { "CASE WHEN (\($0)) THEN 1 ELSE 0 END" } ?? "1"
+            return "SELECT \($0.columns), \(matches) AS pushhub_matches FROM registrations r WHERE \($0.owners) AND r.seq > ? ORDER BY r.seq LIMIT ?"
+        }
+        let rows = try await connection.query(sql, (filter?.binds ?? []) + owners.binds + [.integer(after), .integer(Int64(limit))])
         let next = rows.count == limit ? rows.last?.integer("seq").map { RegistrationCursor(position: $0) } : nil
         return (rows.filter { $0.integer("pushhub_matches") == 1 }, next)
     }
+
+    /// What the text of a `pageOfOwners` statement is made of.
+    struct OwnerPageShape: Hashable, Sendable {
+        var columns: String
+        var filter: String?
+        var owners: String
+    }
+
+    /// The texts of `pageOfOwners`' statements, each made once: a single-user send's
+    /// audience is one, the same for every user but for its values.
+    static let ownerPages = SQLTexts<OwnerPageShape>()
 
     /// How many rows a page's range may span for each candidate it holds and still be read
     /// whole. On PostgreSQL a row read in order costs about a tenth of a candidate found by an

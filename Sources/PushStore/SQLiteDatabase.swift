@@ -336,6 +336,14 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
     private var checkpointer: SQLiteCheckpointer?
     /// Whether a statement that may write ran since it was last set false.
     var wrote = false
+    /// The text parameters of the statement being run, each ended by a zero byte, bound where
+    /// they are (SQLITE_STATIC) until `step` clears the bindings or finalizes the statement
+    /// (a reset alone keeps them): bound one by one, each was copied twice, into a C string for
+    /// the call and by SQLite, an allocation each time.
+    private var boundText = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+    /// Statements whose text parameters take more than this are bound with copies, so the
+    /// buffer a connection keeps stays small.
+    static let maximumBoundText = 64 << 10
     static let maximumCachedStatements = 256
     static let maximumCachedParameters = 256
     /// What SQLite says of a statement too large or deep to compile; other errors (a missing
@@ -383,6 +391,8 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
         statements.removeAll()
         if let handle { sqlite3_close_v2(handle) }
         handle = nil
+        boundText.deallocate()
+        boundText = UnsafeMutableRawBufferPointer(start: nil, count: 0)
     }
 
     /// Tells `checkpointer` the log's length after each commit. This replaces SQLite's own
@@ -520,25 +530,52 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
         }
     }
 
+    /// Binds `binds` in order. Texts are copied, each with a zero byte after it, into
+    /// `boundText` and bound there; SQLite reads each up to its first zero byte, as it did when
+    /// handed a C string. The caller clears the bindings (`sqlite3_clear_bindings`, not only a
+    /// reset) or finalizes the statement before `boundText` is written again or grows.
+    private func bind(_ binds: [SQLValue], to statement: OpaquePointer) {
+        var textBytes = 0
+        for case .text(let text) in binds { textBytes += text.utf8.count + 1 }
+        let inPlace = textBytes <= Self.maximumBoundText
+        if inPlace, textBytes > boundText.count {
+            boundText.deallocate()
+            boundText = .allocate(byteCount: min(max(textBytes, 2 * boundText.count, 1024), Self.maximumBoundText), alignment: 1)
+        }
+        var used = 0
+        for (offset, value) in binds.enumerated() {
+            let index = Int32(offset + 1)
+            switch value {
+            case .null: sqlite3_bind_null(statement, index)
+            case .integer(let number): sqlite3_bind_int64(statement, index, number)
+            case .text(let text) where inPlace:
+                let start = boundText.baseAddress! + used
+                var text = text
+                let count = text.withUTF8 { utf8 in
+                    if let source = utf8.baseAddress { start.copyMemory(from: source, byteCount: utf8.count) }
+                    return utf8.count
+                }
+                start.storeBytes(of: 0, toByteOffset: count, as: UInt8.self)
+                pushhub_sqlite3_bind_static_text(statement, index, start.assumingMemoryBound(to: CChar.self))
+                used += count + 1
+            case .text(let text): pushhub_sqlite3_bind_text(statement, index, text, -1)
+            }
+        }
+    }
+
     private func step(_ sql: String, _ binds: [SQLValue], collect: Bool) throws -> (rows: [SQLRow], Void) {
         let (prepared, cached) = try prepared(sql)
         let statement = prepared.statement
         defer {
             if cached {
                 sqlite3_reset(statement)
+                // Not only for the next run: the texts bound in `boundText` are let go here.
                 sqlite3_clear_bindings(statement)
             } else {
                 sqlite3_finalize(statement)
             }
         }
-        for (offset, value) in binds.enumerated() {
-            let index = Int32(offset + 1)
-            switch value {
-            case .null: sqlite3_bind_null(statement, index)
-            case .integer(let number): sqlite3_bind_int64(statement, index, number)
-            case .text(let text): pushhub_sqlite3_bind_text(statement, index, text, -1)
-            }
-        }
+        bind(binds, to: statement)
         if sqlite3_stmt_readonly(statement) == 0 { wrote = true }
         var rows: [SQLRow] = []
         var columns: [String: Int]?

@@ -23,6 +23,17 @@ struct OutcomeEndingBatchTests {
         return id
     }
 
+    @Test("a dispatch summary's counts as the dispatched column keeps them: a JSON object, platforms in the order of their names")
+    func dispatchedText() throws {
+        #expect(SQLRegistrationStore.dispatchedText([.wns: 3, .apns: 0, .webpush: 12, .fcm: 1]) == #"{"apns":0,"fcm":1,"webpush":12,"wns":3}"#)
+        #expect(SQLRegistrationStore.dispatchedText([:]) == "{}")
+        let every = Dictionary(uniqueKeysWithValues: Platform.allCases.enumerated().map { ($0.element, 1_000 * $0.offset) })
+        let object = try #require(
+            try JSONSerialization.jsonObject(with: Data(SQLRegistrationStore.dispatchedText(every).utf8)) as? [String: Int])
+        #expect(object == Dictionary(uniqueKeysWithValues: every.map { ($0.key.rawValue, $0.value) }))
+        #expect(SQLRegistrationStore.dispatchedText(every).hasPrefix(#"{"adm":5000,"apns":0,"baidu":7000,"#))
+    }
+
     @Test(
         "every target in one batch: Completed, counts and failures kept, counted targets and kept request gone; again, nothing changes",
         arguments: StoreKind.available)

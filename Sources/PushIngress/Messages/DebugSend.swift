@@ -24,8 +24,14 @@ struct DebugSend: Sendable {
     static let header = HTTPField.Name("ServiceBusNotification-TestSend")!
     static let matchedHeader = HTTPField.Name("PushHub-Matched")!
 
+    /// Whether `request` asks for a debug send: `?test`, or Azure's header.
     static func isRequested(_ request: Request) -> Bool {
-        request.uri.queryParameters.has("test") || request.headers[header]?.lowercased() == "true"
+        isRequested(request, testParameter: request.uri.queryParameters.has("test"))
+    }
+
+    /// The same, where the caller parsed the query already and says whether it has `test`.
+    static func isRequested(_ request: Request, testParameter: Bool) -> Bool {
+        testParameter || request.headers[header]?.lowercased() == "true"
     }
 
     /// What came back for the sample, by target (registration id, or handle for direct sends).

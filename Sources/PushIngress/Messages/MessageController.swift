@@ -33,8 +33,10 @@ struct MessageController: Sendable {
 
     @Sendable func send(_ request: Request, context: HubRequestContext) async throws -> Response {
         let hub = context.hub
-        let built = try await build(request, hub: hub, direct: request.uri.queryParameters.has("direct"))
-        if DebugSend.isRequested(request) {
+        // Parsed once: each parse makes the parameters' strings and their dictionary again.
+        let parameters = request.uri.queryParameters
+        let built = try await build(request, hub: hub, direct: parameters.has("direct"))
+        if DebugSend.isRequested(request, testParameter: parameters.has("test")) {
             guard request.headers[IdempotentSends.header] == nil else {
                 throw HubAPIError(.badRequest, "Idempotency-Key: a debug send is not repeated as the first; leave the key out")
             }

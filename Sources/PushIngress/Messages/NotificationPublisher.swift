@@ -63,7 +63,7 @@ public struct KafkaNotificationPublisher: NotificationPublisher {
         self.topics = topics
         self.backlog = backlog
         results = servers.map { ResultsWatcher(servers: $0, topics: topics, logger: logger) }
-        deliveries = Platform.allCases.map(topics.deliveries)
+        deliveries = topics.allDeliveries
     }
 
     public func resultsTail(of notificationId: String) throws -> SendResultsTail? {

@@ -382,7 +382,7 @@ public final class SQLRegistrationStore: RegistrationStore {
             // The text made once; the tag's own value still bound.
             return (
                 from, oneOwner[OneOwner(column, dialect, implicit: isImplicit)]!,
-                isImplicit ? binds + carrying(implicit, dialect: dialect).binds : binds
+                isImplicit ? binds + [searched(implicit[0])] : binds
             )
         }
         let sql = "hub = ? AND \(column.rawValue) IN (\(placeholders(values.count)))"
@@ -843,6 +843,9 @@ public final class SQLRegistrationStore: RegistrationStore {
         }
     }
 
+    /// What a tag's condition on a `tags` column searches for: the tag between commas.
+    static func searched(_ tag: String) -> SQLValue { .text("," + tag + ",") }
+
     /// A tag expression as a condition on `registrations r`, read from the row's own `tags`
     /// column (comma-joined, and no tag holds a comma): a string search in the row the page
     /// reads anyway costs PostgreSQL a third of what an index probe per tag did. Chains of one
@@ -852,7 +855,7 @@ public final class SQLRegistrationStore: RegistrationStore {
         switch expression {
         case .tag(let tag):
             let find = dialect == .postgres ? "strpos" : "instr"
-            return ("\(find)(',' || \(column) || ',', ?) > 0", [.text("," + tag + ",")])
+            return ("\(find)(',' || \(column) || ',', ?) > 0", [searched(tag)])
         case .not(.not(let inner)):
             return compile(inner, dialect: dialect, column: column)
         case .not(let inner):

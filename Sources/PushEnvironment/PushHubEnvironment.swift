@@ -73,16 +73,9 @@ private let loggingBootstrap: Void = {
     // Lines logged inside a span carry its trace_id and span_id (nothing outside one).
     LoggingSystem.bootstrap(
         { label, provider in
-            switch format {
-            case .text:
-                var handler = TextLogHandler(label: label, logLevel: level)
-                handler.metadataProvider = provider
-                return handler
-            case .json:
-                var handler = JSONLogHandler(label: label, logLevel: level)
-                handler.metadataProvider = provider
-                return handler
-            }
+            var handler = LineLogHandler(label: label, logLevel: level, format: format)
+            handler.metadataProvider = provider
+            return handler
         }, metadataProvider: OTel.makeLoggingMetadataProvider())
 }()
 
@@ -91,19 +84,33 @@ public enum LogFormat: String, Sendable {
     case json
 }
 
-/// One JSON object per line on standard error: `time`, `level`, `logger`, `message`, and the
-/// metadata's keys (`pushhub.notification_id`, `kafka.topic`, …) as they are.
-public struct JSONLogHandler: LogHandler {
+/// Log lines on standard error, one an entry, in either format:
+/// - text, laid out as swift-log's `StreamLogHandler` lays them out:
+///   `<time> <level> <logger>: <key>=<value> … [<source>] <message>`, the metadata's keys in
+///   order;
+/// - JSON, one object a line: `time`, `level`, `logger`, `message`, and the metadata's keys
+///   (`pushhub.notification_id`, `kafka.topic`, …) as they are.
+///
+/// The metadata is rendered when a line is written, not each time a key is set (as the stream
+/// handler did): Hummingbird sets a request id on every request's logger, and rendering it
+/// each time was a twentieth of a single-user send's allocations in the ingress, for lines
+/// that are almost never written.
+public struct LineLogHandler: LogHandler {
     public var logLevel: Logger.Level
     public var metadata: Logger.Metadata = [:]
     public var metadataProvider: Logger.MetadataProvider?
     let label: String
-    let write: @Sendable (Data) -> Void
+    let format: LogFormat
+    let write: @Sendable (String) -> Void
 
-    /// `write` takes each line (standard error by default).
-    public init(label: String, logLevel: Logger.Level, write: @escaping @Sendable (Data) -> Void = { FileHandle.standardError.write($0) }) {
+    /// `write` takes each line, ended by a newline (standard error by default).
+    public init(
+        label: String, logLevel: Logger.Level, format: LogFormat = .text,
+        write: @escaping @Sendable (String) -> Void = LineLogHandler.standardError
+    ) {
         self.label = label
         self.logLevel = logLevel
+        self.format = format
         self.write = write
     }
 
@@ -113,18 +120,29 @@ public struct JSONLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        var fields: [String: Any] = [:]
-        for (key, value) in metadata.merging(metadataProvider?.get() ?? [:], uniquingKeysWith: { $1 }).merging(
-            event.metadata ?? [:], uniquingKeysWith: { $1 })
-        {
-            fields[key] = Self.plain(value)
+        // The logger's metadata, a provider's (a span's ids) over it, the entry's over both.
+        var all = metadata
+        if let provided = metadataProvider?.get(), !provided.isEmpty { all.merge(provided) { $1 } }
+        if let given = event.metadata, !given.isEmpty { all.merge(given) { $1 } }
+        if let error = event.error {
+            all["error.message"] = "\(error)"
+            all["error.type"] = "\(String(reflecting: type(of: error)))"
         }
-        fields["time"] = ISO8601DateFormatter().string(from: Date())
-        fields["level"] = event.level.rawValue
-        fields["logger"] = label
-        fields["message"] = event.message.description
-        guard let data = try? JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys, .withoutEscapingSlashes]) else { return }
-        write(data + Data("\n".utf8))
+        switch format {
+        case .text:
+            var line = Self.localTime() + " \(event.level)" + (label.isEmpty ? ":" : " \(label):")
+            for (key, value) in all.sorted(by: { $0.key < $1.key }) { line += " \(key)=\(value)" }
+            line += " [\(event.source)] \(event.message)\n"
+            write(line)
+        case .json:
+            var fields: [String: Any] = all.mapValues(Self.plain)
+            fields["time"] = ISO8601DateFormatter().string(from: Date())
+            fields["level"] = event.level.rawValue
+            fields["logger"] = label
+            fields["message"] = event.message.description
+            guard let data = try? JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys, .withoutEscapingSlashes]) else { return }
+            write(String(decoding: data, as: UTF8.self) + "\n")
+        }
     }
 
     static func plain(_ value: Logger.Metadata.Value) -> Any {
@@ -134,46 +152,6 @@ public struct JSONLogHandler: LogHandler {
         case .array(let values): values.map(plain)
         case .dictionary(let values): values.mapValues(plain)
         }
-    }
-}
-
-/// Lines of text on standard error, laid out as swift-log's `StreamLogHandler` lays them out:
-/// `<time> <level> <logger>: <key>=<value> … [<source>] <message>`, the metadata's keys in
-/// order. It differs in when it renders the metadata: when a line is written, not each time the
-/// metadata is set. Hummingbird sets a request id on every request's logger, and the stream
-/// handler rendered the whole metadata again each time: a twentieth of a single-user send's
-/// allocations in the ingress, for lines that are almost never written.
-public struct TextLogHandler: LogHandler {
-    public var logLevel: Logger.Level
-    public var metadata: Logger.Metadata = [:]
-    public var metadataProvider: Logger.MetadataProvider?
-    let label: String
-    let write: @Sendable (String) -> Void
-
-    /// `write` takes each line, ended by a newline (standard error by default).
-    public init(label: String, logLevel: Logger.Level, write: @escaping @Sendable (String) -> Void = TextLogHandler.standardError) {
-        self.label = label
-        self.logLevel = logLevel
-        self.write = write
-    }
-
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    public func log(event: LogEvent) {
-        var all = metadata
-        if let provided = metadataProvider?.get(), !provided.isEmpty { all.merge(provided) { $1 } }
-        if let given = event.metadata, !given.isEmpty { all.merge(given) { $1 } }
-        if let error = event.error {
-            all["error.message"] = "\(error)"
-            all["error.type"] = "\(String(reflecting: type(of: error)))"
-        }
-        var line = Self.localTime() + " \(event.level)" + (label.isEmpty ? ":" : " \(label):")
-        for (key, value) in all.sorted(by: { $0.key < $1.key }) { line += " \(key)=\(value)" }
-        line += " [\(event.source)] \(event.message)\n"
-        write(line)
     }
 
     /// The local time to the second with its offset from UTC: `2026-11-28T12:51:45+0000`.

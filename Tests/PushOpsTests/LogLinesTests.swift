@@ -1,0 +1,80 @@
+import Foundation
+import Logging
+import PushEnvironment
+import Synchronization
+import Testing
+
+/// The lines a test's handler wrote.
+final class LogLines: Sendable {
+    let all = Mutex<[String]>([])
+}
+
+struct LogTestFailure: Error, CustomStringConvertible {
+    var description: String { "the broker went away" }
+}
+
+@Suite("Log lines")
+struct LogLinesTests {
+    /// A logger whose handler keeps its lines, at `info`, with `provided` from a provider.
+    static func logger(_ label: String, _ format: LogFormat, into lines: LogLines, provided: Logger.Metadata? = nil) -> Logger {
+        Logger(label: label) { label in
+            var handler = LineLogHandler(label: label, logLevel: .info, format: format) { line in lines.all.withLock { $0.append(line) } }
+            if let provided { handler.metadataProvider = Logger.MetadataProvider { provided } }
+            return handler
+        }
+    }
+
+    @Test("text: time, level, logger, the metadata in key order, source and message on one line; below the level nothing")
+    func text() throws {
+        let lines = LogLines()
+        var logger = Self.logger("pushhub.test", .text, into: lines)
+        logger[metadataKey: "pushhub.platform"] = "apns"
+        logger[metadataKey: "hb.request.id"] = "r-7"
+        logger.debug("not written")
+        logger.warning("batch not finished", metadata: ["pushhub.notification_id": "n-1", "kafka.offset": "\(42)", "hb.request.id": "r-8"])
+        logger[metadataKey: "pushhub.platform"] = nil
+        logger.error("send failed", error: LogTestFailure())
+        // A provider's metadata (a span's ids) over the logger's, a line's own over both; no
+        // label, no space before the colon.
+        var traced = Self.logger("", .text, into: lines, provided: ["trace_id": "t-1", "span_id": "s-1"])
+        traced[metadataKey: "trace_id"] = "mine"
+        traced[metadataKey: "a"] = "first"
+        traced.info("traced", metadata: ["span_id": "s-2"])
+        let written = lines.all.withLock { $0 }
+        try #require(written.count == 3)
+        let time = #"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4}"#
+        let expected = [
+            #" warning pushhub\.test: hb\.request\.id=r-8 kafka\.offset=42 pushhub\.notification_id=n-1 pushhub\.platform=apns \[PushOpsTests\] batch not finished\n"#,
+            #" error pushhub\.test: error\.message=the broker went away error\.type=PushOpsTests\.LogTestFailure hb\.request\.id=r-7 \[PushOpsTests\] send failed\n"#,
+            #" info: a=first span_id=s-2 trace_id=t-1 \[PushOpsTests\] traced\n"#,
+        ]
+        for (line, pattern) in zip(written, expected) {
+            #expect(line.wholeMatch(of: try Regex(time + pattern)) != nil, "\(line)")
+        }
+    }
+
+    @Test("JSON: one object per line with time, level, logger, message and the metadata; below the level nothing")
+    func json() throws {
+        let lines = LogLines()
+        var logger = Self.logger("pushhub.test", .json, into: lines, provided: ["trace_id": "t-1"])
+        logger[metadataKey: "pushhub.platform"] = "apns"
+        logger.debug("not written")
+        logger.warning("batch not finished", metadata: ["pushhub.notification_id": "n-1", "kafka.offset": "\(42)"])
+        logger.error("send failed", error: LogTestFailure())
+        let written = lines.all.withLock { $0 }
+        try #require(written.count == 2)
+        let objects = try written.map { line in
+            #expect(line.last == "\n" && !line.dropLast().contains("\n"))
+            return try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String])
+        }
+        #expect(objects[0]["level"] == "warning")
+        #expect(objects[0]["logger"] == "pushhub.test")
+        #expect(objects[0]["message"] == "batch not finished")
+        #expect(objects[0]["pushhub.notification_id"] == "n-1")
+        #expect(objects[0]["kafka.offset"] == "42")
+        #expect(objects[0]["pushhub.platform"] == "apns")
+        #expect(objects[0]["trace_id"] == "t-1")
+        #expect(objects[0]["time"].flatMap { ISO8601DateFormatter().date(from: $0) } != nil)
+        #expect(objects[1]["error.message"] == "the broker went away" && objects[1]["error.type"] == "PushOpsTests.LogTestFailure")
+    }
+}

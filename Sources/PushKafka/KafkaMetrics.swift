@@ -19,40 +19,36 @@ enum KafkaMetrics {
     }
 
     static func produced(_ records: [KafkaOutgoingRecord], _ results: [Result<KafkaDeliveryReport, KafkaError>]) {
-        // Counted by runs of one topic, which is how records come (a send's one or two, a
-        // dispatch's batches): no dictionary made for each call.
-        var run: (topic: String, acknowledged: Int, failed: Int)?
-        for (record, result) in zip(records, results) {
-            if let current = run, current.topic != record.topic {
-                countProduced(current)
-                run = nil
+        forEachRun(min(records.count, results.count), topic: { records[$0].topic }) { topic, run in
+            let acknowledged = run.count { if case .success = results[$0] { true } else { false } }
+            if acknowledged > 0 {
+                counter("pushhub_kafka_records_produced_total", help: "Records produced and acknowledged, by topic.", topic: topic)
+                    .increment(by: acknowledged)
             }
-            var current = run ?? (record.topic, 0, 0)
-            if case .success = result { current.acknowledged += 1 } else { current.failed += 1 }
-            run = current
-        }
-        if let run { countProduced(run) }
-    }
-
-    private static func countProduced(_ run: (topic: String, acknowledged: Int, failed: Int)) {
-        if run.acknowledged > 0 {
-            counter("pushhub_kafka_records_produced_total", help: "Records produced and acknowledged, by topic.", topic: run.topic)
-                .increment(by: run.acknowledged)
-        }
-        if run.failed > 0 {
-            counter("pushhub_kafka_produce_failures_total", help: "Records that were not acknowledged, by topic.", topic: run.topic)
-                .increment(by: run.failed)
+            if acknowledged < run.count {
+                counter("pushhub_kafka_produce_failures_total", help: "Records that were not acknowledged, by topic.", topic: topic)
+                    .increment(by: run.count - acknowledged)
+            }
         }
     }
 
     static func consumed(_ records: [KafkaRecord], group: String) {
-        var start = records.startIndex
-        while start < records.endIndex {
-            let topic = records[start].topic
-            var end = start + 1
-            while end < records.endIndex, records[end].topic == topic { end += 1 }
+        forEachRun(records.count, topic: { records[$0].topic }) { topic, run in
             counter("pushhub_kafka_records_consumed_total", help: "Records consumed, by consumer group and topic.", topic: topic, group: group)
-                .increment(by: end - start)
+                .increment(by: run.count)
+        }
+    }
+
+    /// Calls `body` with each run of records of one topic among the first `count`, in order:
+    /// records come in such runs (a send's one or two, a dispatch's batches), so each run's
+    /// count goes to its series at once, without a dictionary made for every call.
+    private static func forEachRun(_ count: Int, topic: (Int) -> String, _ body: (String, Range<Int>) -> Void) {
+        var start = 0
+        while start < count {
+            let name = topic(start)
+            var end = start + 1
+            while end < count, topic(end) == name { end += 1 }
+            body(name, start..<end)
             start = end
         }
     }

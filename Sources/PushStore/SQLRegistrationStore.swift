@@ -387,12 +387,12 @@ public final class SQLRegistrationStore: RegistrationStore {
         }
         let sql = "hub = ? AND \(column.rawValue) IN (\(placeholders(values.count)))"
         guard isImplicit else { return (from, sql, binds) }
-        let carried = carrying(implicit, dialect: dialect)
+        let carried = tagsCarryOne(of: implicit, dialect: dialect)
         return (from, sql + " AND " + carried.sql, binds + carried.binds)
     }
 
     /// The condition that a row's `tags` carry one of `implicit` tags.
-    private static func carrying(_ implicit: [String], dialect: SQLDialect) -> (sql: String, binds: [SQLValue]) {
+    private static func tagsCarryOne(of implicit: [String], dialect: SQLDialect) -> (sql: String, binds: [SQLValue]) {
         compile(implicit.dropFirst().reduce(.tag(implicit[0])) { .or($0, .tag($1)) }, dialect: dialect, column: "tags")
     }
 

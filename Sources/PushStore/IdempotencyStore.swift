@@ -65,12 +65,12 @@ extension SQLRegistrationStore: IdempotencyStore {
         let dialect = database.dialect
         let token = RandomID.make()
         return try await database.write { connection in
-            let inserted = try await connection.query(
+            let inserted = try await Self.insertedOne(
                 """
                 INSERT INTO idempotency_keys (scope, idempotency_key, fingerprint, state, claim_token, created_at) VALUES (?, ?, ?, 'pending', ?, ?)
-                ON CONFLICT (scope, idempotency_key) DO NOTHING RETURNING scope
-                """, [.text(scope), .text(key), .text(fingerprint), .text(token), SQLValue(now)])
-            if !inserted.isEmpty { return .claimed(token: token) }
+                ON CONFLICT (scope, idempotency_key) DO NOTHING
+                """, returning: "scope", [.text(scope), .text(key), .text(fingerprint), .text(token), SQLValue(now)], on: connection)
+            if inserted { return .claimed(token: token) }
             // Locked as it is read, on PostgreSQL: of two claims of a stale key, one renews it.
             guard
                 let row = try await connection.query(
@@ -112,12 +112,11 @@ extension SQLRegistrationStore: IdempotencyStore {
     @discardableResult
     public func completeIdempotencyKey(scope: String, key: String, token: String, notificationId: String, collection: String) async throws -> Bool {
         try await database.write { connection in
-            !(try await connection.query(
+            try await Self.changedRows(
                 """
                 UPDATE idempotency_keys SET state = 'done', notification_id = ?, collection = ?
-                WHERE scope = ? AND idempotency_key = ? AND claim_token = ? RETURNING scope
-                """, [.text(notificationId), .text(collection), .text(scope), .text(key), .text(token)]
-            ).isEmpty)
+                WHERE scope = ? AND idempotency_key = ? AND claim_token = ?
+                """, returning: "scope", [.text(notificationId), .text(collection), .text(scope), .text(key), .text(token)], on: connection) > 0
         }
     }
 
@@ -150,12 +149,12 @@ extension SQLRegistrationStore: IdempotencyStore {
     public func claimDispatch(hub: String, notificationId: String, source: String, now: Date, window: TimeInterval) async throws -> Bool {
         let dialect = database.dialect
         return try await database.write { connection in
-            let inserted = try await connection.query(
+            let inserted = try await Self.insertedOne(
                 """
                 INSERT INTO dispatched_requests (hub, notification_id, source, dispatched_at) VALUES (?, ?, ?, ?)
-                ON CONFLICT (hub, notification_id) DO NOTHING RETURNING source
-                """, [.text(hub), .text(notificationId), .text(source), SQLValue(now)])
-            if !inserted.isEmpty { return true }
+                ON CONFLICT (hub, notification_id) DO NOTHING
+                """, returning: "source", [.text(hub), .text(notificationId), .text(source), SQLValue(now)], on: connection)
+            if inserted { return true }
             guard
                 let row = try await connection.query(
                     "SELECT source, dispatched_at FROM dispatched_requests WHERE hub = ? AND notification_id = ?"

@@ -130,13 +130,11 @@ extension SQLRegistrationStore: JobStore {
     /// Gives an import waiting in `Started` its uploaded input; false when it is not waiting.
     public func attachJobInput(hub: String, id: String, path: String, size: Int64) async throws -> Bool {
         try await database.write { connection in
-            !(try await connection.query(
+            try await Self.changedRows(
                 """
                 UPDATE jobs SET input_path = ?, input_size = ?, updated_at = ?
                 WHERE hub = ? AND job_id = ? AND status = 'Started' AND input_path IS NULL AND type <> 'ExportRegistrations'
-                RETURNING job_id
-                """, [.text(path), .integer(size), SQLValue(Date()), .text(hub), .text(id)]
-            ).isEmpty)
+                """, returning: "job_id", [.text(path), .integer(size), SQLValue(Date()), .text(hub), .text(id)], on: connection) > 0
         }
     }
 
@@ -176,21 +174,21 @@ extension SQLRegistrationStore: JobStore {
         hub: String, id: String, runner: String, position: JobPosition, progress: Double, lease: TimeInterval, on connection: any SQLConnection
     ) async throws {
         let now = Date()
-        let updated = try await connection.query(
+        let updated = try await changedRows(
             """
             UPDATE jobs SET input_offset = ?, line = ?, output_bytes = ?, failed_bytes = ?, export_cursor = ?, export_total = ?,
                 succeeded = ?, failed = ?, progress = ?, lease_until = ?, updated_at = ?,
                 attempts = CASE WHEN input_offset <> ? OR succeeded <> ? OR failed <> ? THEN 0 ELSE attempts END
-            WHERE hub = ? AND job_id = ? AND runner = ? AND status = 'Running' RETURNING job_id
-            """,
+            WHERE hub = ? AND job_id = ? AND runner = ? AND status = 'Running'
+            """, returning: "job_id",
             [
                 .integer(position.inputOffset), .integer(position.line), .integer(position.outputBytes), .integer(position.failedBytes),
                 SQLValue(position.exportCursor?.description), .integer(position.exportTotal), .integer(position.succeeded),
                 .integer(position.failed), .integer(Int64((min(max(progress, 0), 100) * 100).rounded())),
                 SQLValue(now.addingTimeInterval(lease)), SQLValue(now), .integer(position.inputOffset), .integer(position.succeeded),
                 .integer(position.failed), .text(hub), .text(id), .text(runner),
-            ])
-        guard !updated.isEmpty else { throw JobLeaseLost() }
+            ], on: connection)
+        guard updated > 0 else { throw JobLeaseLost() }
     }
 
     /// Writes an export's position after its page went to the output file.
@@ -203,14 +201,15 @@ extension SQLRegistrationStore: JobStore {
     /// Ends a job: Completed, or Failed with why.
     public func finishJob(hub: String, id: String, runner: String, status: NotificationHubJob.Status, failure: String?) async throws {
         try await database.write { connection in
-            let updated = try await connection.query(
+            let updated = try await Self.changedRows(
                 """
                 UPDATE jobs SET status = ?, failure = ?, progress = CASE WHEN ? = 'Completed' THEN 10000 ELSE progress END,
                     runner = NULL, lease_until = NULL, updated_at = ?
-                WHERE hub = ? AND job_id = ? AND runner = ? RETURNING job_id
-                """,
-                [.text(status.rawValue), SQLValue(failure), .text(status.rawValue), SQLValue(Date()), .text(hub), .text(id), .text(runner)])
-            guard !updated.isEmpty else { throw JobLeaseLost() }
+                WHERE hub = ? AND job_id = ? AND runner = ?
+                """, returning: "job_id",
+                [.text(status.rawValue), SQLValue(failure), .text(status.rawValue), SQLValue(Date()), .text(hub), .text(id), .text(runner)],
+                on: connection)
+            guard updated > 0 else { throw JobLeaseLost() }
         }
     }
 
@@ -229,12 +228,11 @@ extension SQLRegistrationStore: JobStore {
     /// Imports that waited in Started for an input since before `date`, ended Failed.
     public func expireWaitingJobs(before date: Date) async throws -> Int {
         try await database.write { connection in
-            try await connection.query(
+            try await Self.changedRows(
                 """
                 UPDATE jobs SET status = 'Failed', failure = 'no input came within a day', updated_at = ?
-                WHERE status = 'Started' AND input_path IS NULL AND type <> 'ExportRegistrations' AND created_at < ? RETURNING job_id
-                """, [SQLValue(Date()), SQLValue(date)]
-            ).count
+                WHERE status = 'Started' AND input_path IS NULL AND type <> 'ExportRegistrations' AND created_at < ?
+                """, returning: "job_id", [SQLValue(Date()), SQLValue(date)], on: connection)
         }
     }
 

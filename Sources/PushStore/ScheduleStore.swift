@@ -35,10 +35,10 @@ extension SQLRegistrationStore: ScheduleStore {
 
     public func cancelScheduled(hub: String, notificationId: String) async throws -> Bool {
         try await database.write { connection in
-            let cancelled = try await connection.query(
-                "UPDATE scheduled_notifications SET state = ? WHERE notification_id = ? AND hub = ? AND state = ? RETURNING notification_id",
-                [.text(ScheduleState.cancelled.rawValue), .text(notificationId), .text(hub), .text(ScheduleState.pending.rawValue)])
-            guard !cancelled.isEmpty else { return false }
+            let cancelled = try await Self.changedRows(
+                "UPDATE scheduled_notifications SET state = ? WHERE notification_id = ? AND hub = ? AND state = ?", returning: "notification_id",
+                [.text(ScheduleState.cancelled.rawValue), .text(notificationId), .text(hub), .text(ScheduleState.pending.rawValue)], on: connection)
+            guard cancelled > 0 else { return false }
             try await connection.execute(
                 "UPDATE notifications SET state = ?, ended_at = ? WHERE notification_id = ?",
                 [.text(NotificationState.cancelled.rawValue), SQLValue(Date()), .text(notificationId)])
@@ -80,10 +80,10 @@ extension SQLRegistrationStore: ScheduleStore {
                 [.text(ScheduleState.released.rawValue), .text(request.notificationId)])
             // The send may have ended already (a small one on a fast pipeline): then there is
             // nothing to keep.
-            let open = try await connection.query(
-                "UPDATE notifications SET deadline = ?, progress_at = ? WHERE notification_id = ? AND state IN \(Self.openStates) RETURNING notification_id",
-                [SQLValue(deadline), SQLValue(now), .text(request.notificationId)])
-            if let text, !open.isEmpty { try await Self.keep(request, text: text, publishedAt: now, on: connection) }
+            let open = try await Self.changedRows(
+                "UPDATE notifications SET deadline = ?, progress_at = ? WHERE notification_id = ? AND state IN \(Self.openStates)",
+                returning: "notification_id", [SQLValue(deadline), SQLValue(now), .text(request.notificationId)], on: connection)
+            if let text, open > 0 { try await Self.keep(request, text: text, publishedAt: now, on: connection) }
         }
     }
 }

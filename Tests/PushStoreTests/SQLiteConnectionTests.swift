@@ -51,65 +51,60 @@ struct SQLiteConnectionTests {
 
     @Test("a statement's count of changed rows: one row made, none on a conflict, every row an UPDATE or DELETE changed, not a trigger's")
     func countsChangedRows() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-changes-\(UUID().uuidString).sqlite").path
-        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
-        let database = try SQLiteDatabase(path: path, readers: 1)
-        let counts = try await database.write { connection -> [Int?] in
-            try await connection.execute("CREATE TABLE rows (id TEXT PRIMARY KEY, n INTEGER)", [])
-            try await connection.execute("CREATE TABLE log (id TEXT)", [])
-            try await connection.execute(
-                "CREATE TRIGGER logged AFTER UPDATE ON rows BEGIN INSERT INTO log VALUES (new.id); INSERT INTO log VALUES (new.id); END", [])
-            let insert = "INSERT INTO rows (id, n) VALUES (?, 1) ON CONFLICT DO NOTHING"
-            return [
-                try await connection.executeCountingChanges(insert, [.text("a")]),
-                try await connection.executeCountingChanges(insert, [.text("a")]),
-                try await connection.executeCountingChanges(insert, [.text("b")]),
-                try await connection.executeCountingChanges("UPDATE rows SET n = n + 1", []),
-                try await connection.executeCountingChanges("DELETE FROM rows WHERE id = ?", [.text("z")]),
-                try await connection.executeCountingChanges("DELETE FROM rows", []),
-            ]
+        try await Self.withDatabase("changes", table: "rows (id TEXT PRIMARY KEY, n INTEGER)") { database, _ in
+            let counts = try await database.write { connection -> [Int?] in
+                try await connection.execute("CREATE TABLE log (id TEXT)", [])
+                try await connection.execute(
+                    "CREATE TRIGGER logged AFTER UPDATE ON rows BEGIN INSERT INTO log VALUES (new.id); INSERT INTO log VALUES (new.id); END", [])
+                let insert = "INSERT INTO rows (id, n) VALUES (?, 1) ON CONFLICT DO NOTHING"
+                return [
+                    try await connection.executeCountingChanges(insert, [.text("a")]),
+                    try await connection.executeCountingChanges(insert, [.text("a")]),
+                    try await connection.executeCountingChanges(insert, [.text("b")]),
+                    try await connection.executeCountingChanges("UPDATE rows SET n = n + 1", []),
+                    try await connection.executeCountingChanges("DELETE FROM rows WHERE id = ?", [.text("z")]),
+                    try await connection.executeCountingChanges("DELETE FROM rows", []),
+                ]
+            }
+            #expect(counts == [1, 0, 1, 2, 0, 2])
         }
-        #expect(counts == [1, 0, 1, 2, 0, 2])
-        await database.close()
     }
 
     @Test("text parameters are stored as given: small and large, many in one statement, one after another, up to a zero byte")
     func textParameters() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-binds-\(UUID().uuidString).sqlite").path
-        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
-        let database = try SQLiteDatabase(path: path, readers: 1)
         // Over the bytes a connection binds in place (64 KiB), bound with copies instead.
         let large = String(repeating: "ü-", count: 40_000)
         let many = (0..<300).map { "t\($0)-" + String(repeating: "x", count: $0 % 40) }
-        let rows = try await database.write { connection -> [SQLRow] in
-            try await connection.execute("CREATE TABLE texts (id INTEGER PRIMARY KEY, a TEXT, b TEXT, c INTEGER)", [])
-            let insert = "INSERT INTO texts (id, a, b, c) VALUES (?, ?, ?, ?)"
-            try await connection.execute(insert, [.integer(1), .text("short"), .text("a longer text than fits inline, ü"), .integer(7)])
-            try await connection.execute(insert, [.integer(2), .text(""), .null, .integer(8)])
-            try await connection.execute(insert, [.integer(3), .text("before\u{0}after"), .text("x"), .null])
-            try await connection.execute(insert, [.integer(6), .text("next"), .text(large), .null])
-            // Run again with fewer values: the ones not given are NULL, not the texts before.
-            try await connection.execute(insert, [.integer(7), .text("only a")])
-            try await connection.execute(insert, [.integer(4), .text(large), .text("after the large one"), .integer(9)])
-            try await connection.execute(insert, [.integer(5), .text("s"), .text("t"), .integer(10)])
-            // 300 texts in one statement: an uncached statement, bound in place.
-            try await connection.execute(
-                "INSERT INTO texts (id, a) VALUES " + Array(repeating: "(?, ?)", count: many.count).joined(separator: ", "),
-                many.enumerated().flatMap { [SQLValue.integer(Int64(100 + $0.offset)), .text($0.element)] })
-            return try await connection.query("SELECT id, a, b, c FROM texts WHERE id < ? OR a = ? ORDER BY id", [.integer(100), .text(many[299])])
+        try await Self.withDatabase("binds", table: "texts (id INTEGER PRIMARY KEY, a TEXT, b TEXT, c INTEGER)") { database, _ in
+            let rows = try await database.write { connection -> [SQLRow] in
+                let insert = "INSERT INTO texts (id, a, b, c) VALUES (?, ?, ?, ?)"
+                try await connection.execute(insert, [.integer(1), .text("short"), .text("a longer text than fits inline, ü"), .integer(7)])
+                try await connection.execute(insert, [.integer(2), .text(""), .null, .integer(8)])
+                try await connection.execute(insert, [.integer(3), .text("before\u{0}after"), .text("x"), .null])
+                try await connection.execute(insert, [.integer(6), .text("next"), .text(large), .null])
+                // Run again with fewer values: the ones not given are NULL, not the texts before.
+                try await connection.execute(insert, [.integer(7), .text("only a")])
+                try await connection.execute(insert, [.integer(4), .text(large), .text("after the large one"), .integer(9)])
+                try await connection.execute(insert, [.integer(5), .text("s"), .text("t"), .integer(10)])
+                // 300 texts in one statement: an uncached statement, bound in place.
+                try await connection.execute(
+                    "INSERT INTO texts (id, a) VALUES " + Array(repeating: "(?, ?)", count: many.count).joined(separator: ", "),
+                    many.enumerated().flatMap { [SQLValue.integer(Int64(100 + $0.offset)), .text($0.element)] })
+                return try await connection.query(
+                    "SELECT id, a, b, c FROM texts WHERE id < ? OR a = ? ORDER BY id", [.integer(100), .text(many[299])])
+            }
+            #expect(rows.map { $0.integer("id") } == [1, 2, 3, 4, 5, 6, 7, 399])
+            #expect(rows[0].text("a") == "short" && rows[0].text("b") == "a longer text than fits inline, ü" && rows[0].integer("c") == 7)
+            #expect(rows[1].text("a") == "" && rows[1].text("b") == nil)
+            #expect(rows[2].text("a") == "before" && rows[2].text("b") == "x" && rows[2].integer("c") == nil)
+            #expect(rows[3].text("a") == large && rows[3].text("b") == "after the large one")
+            #expect(rows[4].text("a") == "s" && rows[4].text("b") == "t")
+            #expect(rows[5].text("a") == "next" && rows[5].text("b") == large)
+            #expect(rows[6].text("a") == "only a" && rows[6].text("b") == nil && rows[6].integer("c") == nil)
+            #expect(rows[7].text("a") == many[299])
+            let stored = try await database.read { try await $0.query("SELECT a FROM texts WHERE id >= 100 ORDER BY id", []) }
+            #expect(stored.map { $0.text("a") } == many)
         }
-        #expect(rows.map { $0.integer("id") } == [1, 2, 3, 4, 5, 6, 7, 399])
-        #expect(rows[0].text("a") == "short" && rows[0].text("b") == "a longer text than fits inline, ü" && rows[0].integer("c") == 7)
-        #expect(rows[1].text("a") == "" && rows[1].text("b") == nil)
-        #expect(rows[2].text("a") == "before" && rows[2].text("b") == "x" && rows[2].integer("c") == nil)
-        #expect(rows[3].text("a") == large && rows[3].text("b") == "after the large one")
-        #expect(rows[4].text("a") == "s" && rows[4].text("b") == "t")
-        #expect(rows[5].text("a") == "next" && rows[5].text("b") == large)
-        #expect(rows[6].text("a") == "only a" && rows[6].text("b") == nil && rows[6].integer("c") == nil)
-        #expect(rows[7].text("a") == many[299])
-        let stored = try await database.read { try await $0.query("SELECT a FROM texts WHERE id >= 100 ORDER BY id", []) }
-        #expect(stored.map { $0.text("a") } == many)
-        await database.close()
     }
 
     @Test("a write whose transaction cannot begin (another process holds the database) is not run, and its caller is told")

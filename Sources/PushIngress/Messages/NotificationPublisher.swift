@@ -50,8 +50,6 @@ public struct KafkaNotificationPublisher: NotificationPublisher {
     /// What the workers have not committed; nil: always room.
     let backlog: ConsumerBacklog?
 
-    /// The deliveries topics, named once.
-    let deliveries: [String]
     /// Where results are read from, for debug sends; nil: they are not.
     let results: ResultsWatcher?
 
@@ -63,7 +61,6 @@ public struct KafkaNotificationPublisher: NotificationPublisher {
         self.topics = topics
         self.backlog = backlog
         results = servers.map { ResultsWatcher(servers: $0, topics: topics, logger: logger) }
-        deliveries = topics.allDeliveries
     }
 
     public func resultsTail(of notificationId: String) throws -> SendResultsTail? {
@@ -72,7 +69,7 @@ public struct KafkaNotificationPublisher: NotificationPublisher {
 
     public func workersHaveRoom(on platforms: [Platform]) -> Bool {
         guard let backlog else { return true }
-        return backlog.hasRoom(in: platforms.count == Platform.allCases.count ? deliveries : platforms.map(topics.deliveries))
+        return backlog.hasRoom(in: platforms.count == Platform.allCases.count ? topics.allDeliveries : platforms.map(topics.deliveries))
     }
 
     public func publish(_ request: SendRequest) async throws {

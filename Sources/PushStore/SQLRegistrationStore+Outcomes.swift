@@ -472,8 +472,14 @@ extension SQLRegistrationStore: OutcomeStore {
     }
 
     public func sweepExpired(now: Date, keys: TimeInterval, dispatches: TimeInterval) async throws {
-        // Each table on its own, a transaction of at most `rowsPerSweep` rows at a time (by
-        // primary key), so no sweep holds SQLite's writer long; one that fails leaves the
+        try await sweepExpired(now: now, keys: keys, dispatches: dispatches, rowsPerTransaction: Self.rowsPerSweep)
+    }
+
+    /// `sweepExpired`, deleting at most `rowsPerTransaction` rows a transaction (tests make it
+    /// small, to see a sweep go on past its first transaction).
+    func sweepExpired(now: Date, keys: TimeInterval, dispatches: TimeInterval, rowsPerTransaction: Int) async throws {
+        // Each table on its own, a transaction of at most `rowsPerTransaction` rows at a time
+        // (by primary key), so no sweep holds SQLite's writer long; one that fails leaves the
         // others to do.
         let cutoffs: [(table: String, key: String, column: String, kept: TimeInterval)] = [
             ("idempotency_keys", "scope, idempotency_key", "created_at", keys),
@@ -489,10 +495,10 @@ extension SQLRegistrationStore: OutcomeStore {
                             """
                             DELETE FROM \(cutoff.table) WHERE (\(cutoff.key)) IN
                                 (SELECT \(cutoff.key) FROM \(cutoff.table) WHERE \(cutoff.column) < ? LIMIT ?)
-                            """, returning: cutoff.column, [SQLValue(now.addingTimeInterval(-cutoff.kept)), .integer(Int64(Self.rowsPerSweep))],
+                            """, returning: cutoff.column, [SQLValue(now.addingTimeInterval(-cutoff.kept)), .integer(Int64(rowsPerTransaction))],
                             on: connection)
                     }
-                    if deleted < Self.rowsPerSweep { break }
+                    if deleted < rowsPerTransaction { break }
                 }
             } catch {
                 failure = failure ?? error

@@ -1,7 +1,8 @@
 import Foundation
 import PushModel
-import PushStore
 import Testing
+
+@testable import PushStore
 
 @Suite("Idempotency keys and dispatch notes")
 struct IdempotencyStoreTests {
@@ -181,6 +182,41 @@ struct FeedbackStoreTests {
             try await store.claimIdempotencyKey(scope: "s", key: "k", fingerprint: "f", now: now, window: 86_400, pendingTimeout: 120).token != nil)
         try await store.sweepExpired(now: now.addingTimeInterval(31 * 86_400), keys: 86_400, dispatches: 3600)
         #expect(try await store.prunedHandles(hub: "h", since: now.addingTimeInterval(-1), after: nil, limit: 10).isEmpty)
+        await store.close()
+    }
+
+    @Test(
+        "a sweep with more expired rows than one transaction deletes goes on until none is left, and only those",
+        arguments: StoreKind.available)
+    func sweptPastOneTransaction(_ kind: StoreKind) async throws {
+        let store = try await SQLRegistrationStore.open(try await StoreFixture.ownDatabase(kind)())
+        let old = Date().addingTimeInterval(-3 * 86_400)
+        let now = Date()
+        func claim(_ key: String, at time: Date) async throws -> IdempotencyClaim {
+            try await store.claimIdempotencyKey(scope: "s", key: key, fingerprint: "f", now: time, window: 86_400, pendingTimeout: 120)
+        }
+        // 25 expired keys (three transactions of 10: 10, 10 and 5), 20 expired dispatch notes
+        // (a multiple: 10, 10, then one that finds none), and 3 of each still kept.
+        for index in 0..<25 { _ = try #require(try await claim("old-\(index)", at: old).token) }
+        for index in 0..<3 { _ = try #require(try await claim("new-\(index)", at: now).token) }
+        for index in 0..<20 { #expect(try await store.claimDispatch(hub: "h", notificationId: "old-\(index)", source: "a", now: old, window: 3600)) }
+        for index in 0..<3 { #expect(try await store.claimDispatch(hub: "h", notificationId: "new-\(index)", source: "a", now: now, window: 3600)) }
+
+        try await store.sweepExpired(now: now, keys: 86_400, dispatches: 3600, rowsPerTransaction: 10)
+
+        // Asked at the time they were made, a row still there would be in its window.
+        for index in 0..<25 { #expect(try await claim("old-\(index)", at: old).token != nil, "expired key \(index) was deleted") }
+        for index in 0..<3 { #expect(try await claim("new-\(index)", at: now) == .inProgress, "kept key \(index) stays") }
+        for index in 0..<20 {
+            #expect(
+                try await store.claimDispatch(hub: "h", notificationId: "old-\(index)", source: "b", now: old, window: 3600),
+                "expired note \(index) was deleted")
+        }
+        for index in 0..<3 {
+            #expect(
+                try await store.claimDispatch(hub: "h", notificationId: "new-\(index)", source: "b", now: now, window: 3600) == false,
+                "kept note \(index) stays")
+        }
         await store.close()
     }
 }

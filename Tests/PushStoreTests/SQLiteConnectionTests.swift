@@ -7,46 +7,39 @@ import Testing
 struct SQLiteConnectionTests {
     @Test("readers keep a query's temporary tables in memory, not in files under /var/tmp, and the writer its savepoint journals")
     func temporaryStoreInMemory() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-temp-\(UUID().uuidString).sqlite").path
-        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
-        let database = try SQLiteDatabase(path: path, readers: 2)
-        // 2 is MEMORY, 0 the build's default (a file once past a small size).
-        let written = try await database.write { try await $0.query("PRAGMA temp_store", []).first?.integer("temp_store") }
-        #expect(written == 2)
-        // The migrations run with the writer's journals in files (a copy of a whole table).
-        let migrating = try await database.migrating {
-            try await database.write { try await $0.query("PRAGMA temp_store", []).first?.integer("temp_store") }
+        try await Self.withDatabase("temp", table: nil, readers: 2) { database, _ in
+            // 2 is MEMORY, 0 the build's default (a file once past a small size).
+            let written = try await database.write { try await $0.query("PRAGMA temp_store", []).first?.integer("temp_store") }
+            #expect(written == 2)
+            // The migrations run with the writer's journals in files (a copy of a whole table).
+            let migrating = try await database.migrating {
+                try await database.write { try await $0.query("PRAGMA temp_store", []).first?.integer("temp_store") }
+            }
+            #expect(migrating == 0)
+            let after = try await database.write { try await $0.query("PRAGMA temp_store", []).first?.integer("temp_store") }
+            #expect(after == 2)
+            for _ in 0..<2 {
+                let read = try await database.read { try await $0.query("PRAGMA temp_store", []).first?.integer("temp_store") }
+                #expect(read == 2)
+            }
         }
-        #expect(migrating == 0)
-        let after = try await database.write { try await $0.query("PRAGMA temp_store", []).first?.integer("temp_store") }
-        #expect(after == 2)
-        for _ in 0..<2 {
-            let read = try await database.read { try await $0.query("PRAGMA temp_store", []).first?.integer("temp_store") }
-            #expect(read == 2)
-        }
-        await database.close()
     }
 
     @Test("a statement's columns are read again after the schema changed: `*` finds a column added since, and a name given twice finds the first")
     func columnsAfterSchemaChange() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-columns-\(UUID().uuidString).sqlite").path
-        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
-        let database = try SQLiteDatabase(path: path, readers: 1)
-        try await database.write { connection in
-            try await connection.execute("CREATE TABLE probe (id INTEGER PRIMARY KEY, name TEXT)", [])
-            try await connection.execute("INSERT INTO probe (id, name) VALUES (1, 'a')", [])
+        try await Self.withDatabase("columns", table: "probe (id INTEGER PRIMARY KEY, name TEXT)") { database, path in
+            try await database.write { try await $0.execute("INSERT INTO probe (id, name) VALUES (1, 'a')", []) }
+            let before = try await database.read { try await $0.query("SELECT * FROM probe", []) }
+            #expect(before.first?.text("name") == "a" && before.first?.text("added") == nil)
+            // Another process's migration adds a column; the reader's cached statement is compiled again.
+            let other = try SQLiteDatabase(path: path, readers: 1)
+            try await other.write { try await $0.execute("ALTER TABLE probe ADD COLUMN added TEXT DEFAULT 'new'", []) }
+            await other.close()
+            let after = try await database.read { try await $0.query("SELECT * FROM probe", []) }
+            #expect(after.first?.text("name") == "a" && after.first?.text("added") == "new")
+            let twice = try await database.read { try await $0.query("SELECT name, id AS name FROM probe", []) }
+            #expect(twice.first?.text("name") == "a")
         }
-        let before = try await database.read { try await $0.query("SELECT * FROM probe", []) }
-        #expect(before.first?.text("name") == "a" && before.first?.text("added") == nil)
-        // Another process's migration adds a column; the reader's cached statement is compiled again.
-        let other = try SQLiteDatabase(path: path, readers: 1)
-        try await other.write { try await $0.execute("ALTER TABLE probe ADD COLUMN added TEXT DEFAULT 'new'", []) }
-        await other.close()
-        let after = try await database.read { try await $0.query("SELECT * FROM probe", []) }
-        #expect(after.first?.text("name") == "a" && after.first?.text("added") == "new")
-        let twice = try await database.read { try await $0.query("SELECT name, id AS name FROM probe", []) }
-        #expect(twice.first?.text("name") == "a")
-        await database.close()
     }
 
     @Test("a statement's count of changed rows: one row made, none on a conflict, every row an UPDATE or DELETE changed, not a trigger's")
@@ -109,34 +102,31 @@ struct SQLiteConnectionTests {
 
     @Test("a write whose transaction cannot begin (another process holds the database) is not run, and its caller is told")
     func writeNotRunWhenBeginFails() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-busy-\(UUID().uuidString).sqlite").path
-        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
-        let database = try SQLiteDatabase(path: path, readers: 1)
-        try await database.write { try await $0.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY)", []) }
-        // Another writer of the same file holds its write transaction open.
-        let other = try SQLiteDatabase(path: path, readers: 1)
-        let (started, startedGo) = AsyncStream.makeStream(of: Void.self)
-        let (release, releaseGo) = AsyncStream.makeStream(of: Void.self)
-        let holder = Task {
-            try await other.write { connection in
-                try await connection.execute("INSERT INTO rows VALUES (1)", [])
-                startedGo.yield()
-                for await _ in release { break }
+        try await Self.withDatabase("busy", table: "rows (id INTEGER PRIMARY KEY)") { database, path in
+            // Another writer of the same file holds its write transaction open.
+            let other = try SQLiteDatabase(path: path, readers: 1)
+            let (started, startedGo) = AsyncStream.makeStream(of: Void.self)
+            let (release, releaseGo) = AsyncStream.makeStream(of: Void.self)
+            let holder = Task {
+                try await other.write { connection in
+                    try await connection.execute("INSERT INTO rows VALUES (1)", [])
+                    startedGo.yield()
+                    for await _ in release { break }
+                }
             }
+            for await _ in started { break }
+            // SQLite waits its busy time-out (5 s), then BEGIN IMMEDIATE fails. The other writer
+            // lets go a second later: a body run anyway, outside a transaction, would then have
+            // written its row for good while its caller heard of a failure.
+            let refused = Task { try await database.write { try await $0.execute("INSERT INTO rows VALUES (2)", []) } }
+            try await Task.sleep(for: .seconds(6))
+            releaseGo.yield()
+            try await holder.value
+            await #expect(throws: SQLError.self) { try await refused.value }
+            let ids = try await database.read { try await $0.query("SELECT id FROM rows ORDER BY id", []).compactMap { $0.integer("id") } }
+            #expect(ids == [1], "the refused write left nothing behind")
+            await other.close()
         }
-        for await _ in started { break }
-        // SQLite waits its busy time-out (5 s), then BEGIN IMMEDIATE fails. The other writer
-        // lets go a second later: a body run anyway, outside a transaction, would then have
-        // written its row for good while its caller heard of a failure.
-        let refused = Task { try await database.write { try await $0.execute("INSERT INTO rows VALUES (2)", []) } }
-        try await Task.sleep(for: .seconds(6))
-        releaseGo.yield()
-        try await holder.value
-        await #expect(throws: SQLError.self) { try await refused.value }
-        let ids = try await database.read { try await $0.query("SELECT id FROM rows ORDER BY id", []).compactMap { $0.integer("id") } }
-        #expect(ids == [1], "the refused write left nothing behind")
-        await other.close()
-        await database.close()
     }
 
     /// SQLite's temporary files, open in this process: they are unlinked as they open, so
@@ -149,27 +139,24 @@ struct SQLiteConnectionTests {
 
     @Test("a guarded write's savepoint journal stays in memory past SQLite's 64 KiB, where it used to become a file")
     func savepointJournalInMemory() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-journal-\(UUID().uuidString).sqlite").path
-        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
-        let database = try SQLiteDatabase(path: path, readers: 1)
-        // Rows of 3 kB, each on a page of its own; existing pages are what a savepoint journals.
-        try await database.write { connection in
-            try await connection.execute("CREATE TABLE pages (id INTEGER PRIMARY KEY, filler BLOB NOT NULL)", [])
-            for id in 0..<3_000 { try await connection.execute("INSERT INTO pages VALUES (?, zeroblob(3000))", [.integer(Int64(id))]) }
+        try await Self.withPages("journal") { database, _ in
+            // Rows of 3 kB, each on a page of its own; existing pages are what a savepoint journals.
+            try await database.write { connection in
+                for id in 0..<3_000 { try await connection.execute("INSERT INTO pages VALUES (?, zeroblob(3000))", [.integer(Int64(id))]) }
+            }
+            // 200 pages changed in one write: 800 kB of journal. And the next write's too, in the
+            // same transaction when it comes while the first one runs. (Writes run in savepoints
+            // when they must run once, or after one failed.)
+            async let first = database.writeOnce { connection in
+                try await connection.execute("UPDATE pages SET filler = zeroblob(3001) WHERE id < 200", [])
+                return Self.openTemporaryFiles()
+            }
+            async let second = database.writeOnce { connection in
+                try await connection.execute("UPDATE pages SET filler = zeroblob(3002) WHERE id >= 2800", [])
+                return Self.openTemporaryFiles()
+            }
+            #expect(try await [first, second] == [0, 0])
         }
-        // 200 pages changed in one write: 800 kB of journal. And the next write's too, in the
-        // same transaction when it comes while the first one runs. (Writes run in savepoints
-        // when they must run once, or after one failed.)
-        async let first = database.writeOnce { connection in
-            try await connection.execute("UPDATE pages SET filler = zeroblob(3001) WHERE id < 200", [])
-            return Self.openTemporaryFiles()
-        }
-        async let second = database.writeOnce { connection in
-            try await connection.execute("UPDATE pages SET filler = zeroblob(3002) WHERE id >= 2800", [])
-            return Self.openTemporaryFiles()
-        }
-        #expect(try await [first, second] == [0, 0])
-        await database.close()
     }
 
     /// Holds the writer with a write of its own while `writes` queue behind it, in their order,
@@ -340,39 +327,41 @@ struct SQLiteConnectionTests {
 
     @Test("the log is copied into the database beside the writer once it passes its threshold, so it starts again and stays bounded")
     func checkpointBesideTheWriter() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-checkpoint-\(UUID().uuidString).sqlite").path
-        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
-        let database = try SQLiteDatabase(path: path, readers: 1, checkpointPages: 100)
-        try await database.write { try await $0.execute("CREATE TABLE pages (id INTEGER PRIMARY KEY, filler BLOB NOT NULL)", []) }
-        // 150 writes of 40 pages, one after the other: 6,000 pages, 25 MB of log without a
-        // checkpoint. One beside the writer never catches up with a steady stream of writes;
-        // the writer copies the rest past twice the threshold, and the log starts again.
-        for round in 0..<150 {
-            try await database.write { connection in
-                for id in 0..<40 { try await connection.execute("INSERT INTO pages VALUES (?, zeroblob(3000))", [.integer(Int64(round * 40 + id))]) }
+        try await Self.withDatabase("checkpoint", table: Self.pagesTable, checkpointPages: 100) { database, path in
+            // 150 writes of 40 pages, one after the other: 6,000 pages, 25 MB of log without a
+            // checkpoint. One beside the writer never catches up with a steady stream of writes;
+            // the writer copies the rest past twice the threshold, and the log starts again.
+            for round in 0..<150 {
+                try await database.write { connection in
+                    for id in 0..<40 {
+                        try await connection.execute("INSERT INTO pages VALUES (?, zeroblob(3000))", [.integer(Int64(round * 40 + id))])
+                    }
+                }
             }
+            let log = try #require(try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int)
+            // Its size is its longest: while the checkpoint beside the writer runs (long, when the
+            // whole suite starves its thread: 1,741 pages once), the writer's own gets SQLITE_BUSY.
+            // Half of what 6,000 pages without a checkpoint would be.
+            #expect(log < 3_000 * 4_096, "the log holds \(log / 4_096) pages")
+            let rows = try await database.read { try await $0.query("SELECT count(*) AS n FROM pages", []).first?.integer("n") }
+            #expect(rows == 6_000)
         }
-        let log = try #require(try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int)
-        // Its size is its longest: while the checkpoint beside the writer runs (long, when the
-        // whole suite starves its thread: 1,741 pages once), the writer's own gets SQLITE_BUSY.
-        // Half of what 6,000 pages without a checkpoint would be.
-        #expect(log < 3_000 * 4_096, "the log holds \(log / 4_096) pages")
-        let rows = try await database.read { try await $0.query("SELECT count(*) AS n FROM pages", []).first?.integer("n") }
-        #expect(rows == 6_000)
-        await database.close()
     }
 
     /// Runs `body` with a database in a new file holding an empty table of pages, then removes
     /// the file, its log and every copy `reopenedCopy` made of them.
     static func withPages(_ name: String, _ body: (SQLiteDatabase, String) async throws -> Void) async throws {
-        try await withDatabase(name, table: "pages (id INTEGER PRIMARY KEY, filler BLOB NOT NULL)", body)
+        try await withDatabase(name, table: pagesTable, body)
     }
 
+    static let pagesTable = "pages (id INTEGER PRIMARY KEY, filler BLOB NOT NULL)"
+
     /// Runs `body` with a database in a new file holding the empty `table` (its name and
-    /// columns), and its path; then removes the file, its log and every copy made of them.
+    /// columns; none when nil), and its path; then removes the file, its log and every copy
+    /// made of them.
     static func withDatabase(
-        _ name: String, table: String, guardedAfterFailure: Duration = SQLiteDatabase.guardedAfterFailure,
-        _ body: (SQLiteDatabase, String) async throws -> Void
+        _ name: String, table: String?, readers: Int = 1, checkpointPages: Int = SQLiteCheckpointer.threshold,
+        guardedAfterFailure: Duration = SQLiteDatabase.guardedAfterFailure, _ body: (SQLiteDatabase, String) async throws -> Void
     ) async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(name)-\(UUID().uuidString).sqlite").path
         defer {
@@ -381,9 +370,10 @@ struct SQLiteConnectionTests {
                 try? FileManager.default.removeItem(atPath: "\(directory)/\(file)")
             }
         }
-        let database = try SQLiteDatabase(path: path, readers: 1, guardedAfterFailure: guardedAfterFailure)
+        let database = try SQLiteDatabase(
+            path: path, readers: readers, checkpointPages: checkpointPages, guardedAfterFailure: guardedAfterFailure)
         do {
-            try await database.write { try await $0.execute("CREATE TABLE \(table)", []) }
+            if let table { try await database.write { try await $0.execute("CREATE TABLE \(table)", []) } }
             try await body(database, path)
         } catch {
             await database.close()

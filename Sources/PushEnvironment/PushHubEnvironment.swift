@@ -168,21 +168,37 @@ public struct LineLogHandler: LogHandler {
     /// line in between.
     public static let standardError: @Sendable (String) -> Void = { line in
         var line = line
-        line.withUTF8 { bytes in
-            writing.withLock { _ in
-                var written = 0
-                while written < bytes.count {
-                    let count = Foundation.write(STDERR_FILENO, bytes.baseAddress! + written, bytes.count - written)
-                    if count > 0 {
-                        written += count
-                    } else if count < 0, errno == EINTR || errno == EAGAIN {
-                        continue
-                    } else {
-                        return
-                    }
-                }
+        line.withUTF8 { bytes in writing.withLock { _ in writeWhole(bytes, to: STDERR_FILENO) } }
+    }
+
+    /// How long a line waits for a descriptor that takes nothing (a full pipe left
+    /// non-blocking by whoever made it) before the rest of it is dropped.
+    public static let stalledWriteWait: Int32 = 1_000
+
+    /// Writes `bytes` to `descriptor`, again after a signal or a partial write. A non-blocking
+    /// descriptor that is full is waited for (`poll`) at most `wait` ms each time, never spun
+    /// on; the rest of a line it does not take by then is dropped, as stdio drops what a stream
+    /// refuses. Says whether all of it was written.
+    @discardableResult
+    public static func writeWhole(_ bytes: UnsafeBufferPointer<UInt8>, to descriptor: Int32, wait: Int32 = stalledWriteWait) -> Bool {
+        guard let base = bytes.baseAddress else { return true }
+        var written = 0
+        while written < bytes.count {
+            let count = Foundation.write(descriptor, base + written, bytes.count - written)
+            if count > 0 {
+                written += count
+            } else if count < 0, errno == EINTR {
+                continue
+            } else if count < 0, errno == EAGAIN || errno == EWOULDBLOCK {
+                var ready = pollfd(fd: descriptor, events: Int16(POLLOUT), revents: 0)
+                let polled = poll(&ready, 1, wait)
+                if polled < 0, errno == EINTR { continue }
+                guard polled > 0, ready.revents & Int16(POLLOUT) != 0 else { return false }
+            } else {
+                return false
             }
         }
+        return true
     }
 
     private static let writing = Mutex(())

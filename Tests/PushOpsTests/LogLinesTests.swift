@@ -77,4 +77,78 @@ struct LogLinesTests {
         #expect(objects[0]["time"].flatMap { ISO8601DateFormatter().date(from: $0) } != nil)
         #expect(objects[1]["error.message"] == "the broker went away" && objects[1]["error.type"] == "PushOpsTests.LogTestFailure")
     }
+
+    /// A pipe whose writing end is non-blocking and full, as a supervisor that made stderr a
+    /// non-blocking pipe and stopped reading leaves it.
+    static func fullNonBlockingPipe() throws -> (read: Int32, write: Int32) {
+        var ends: [Int32] = [0, 0]
+        guard pipe(&ends) == 0 else { throw LogTestFailure() }
+        _ = fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK)
+        let chunk = [UInt8](repeating: 0x78, count: 4096)
+        while chunk.withUnsafeBufferPointer({ Foundation.write(ends[1], $0.baseAddress!, $0.count) }) > 0 {}
+        return (ends[0], ends[1])
+    }
+
+    @Test("a line for a full non-blocking descriptor waits a bounded time, then is dropped; it never spins", .timeLimit(.minutes(1)))
+    func fullDescriptorDropsTheLine() throws {
+        let (readEnd, writeEnd) = try Self.fullNonBlockingPipe()
+        defer {
+            close(readEnd)
+            close(writeEnd)
+        }
+        // On a thread of its own, so that a write that spins fails the test instead of holding it.
+        final class Outcome: Sendable { let value = Mutex<(written: Bool, elapsed: Duration, cpu: Double)?>(nil) }
+        let outcome = Outcome()
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            let started = ContinuousClock.now
+            func threadCPU() -> Double {
+                var now = timespec()
+                clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now)
+                return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+            }
+            let cpuBefore = threadCPU()
+            let line = Array("a line nobody reads\n".utf8)
+            let written = line.withUnsafeBufferPointer { LineLogHandler.writeWhole($0, to: writeEnd) }
+            let cpu = threadCPU() - cpuBefore
+            outcome.value.withLock { $0 = (written, ContinuousClock.now - started, cpu) }
+            done.signal()
+        }
+        guard done.wait(timeout: .now() + 10) == .success, let result = outcome.value.withLock({ $0 }) else {
+            Issue.record("the write did not return within 10 s")
+            return
+        }
+        #expect(!result.written)
+        #expect(result.elapsed >= .milliseconds(900), "waited \(result.elapsed)")
+        #expect(result.cpu < 0.5, "spent \(result.cpu) s of CPU waiting")
+    }
+
+    @Test("a line for a full non-blocking descriptor is written whole once a reader makes room", .timeLimit(.minutes(1)))
+    func fullDescriptorWritesOnceRead() async throws {
+        let (readEnd, writeEnd) = try Self.fullNonBlockingPipe()
+        defer { close(readEnd) }
+        let line = Array(String(repeating: "0123456789", count: 1_000).utf8) + [0x0A]
+        // A thread of its own, not one of Swift's pool, which the write holds meanwhile; it
+        // reads until the writing end is closed.
+        let (received, receivedGo) = AsyncStream.makeStream(of: [UInt8].self)
+        Thread.detachNewThread {
+            Thread.sleep(forTimeInterval: 0.2)
+            var bytes: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let count = buffer.withUnsafeMutableBufferPointer { Foundation.read(readEnd, $0.baseAddress!, $0.count) }
+                guard count > 0 else { break }
+                bytes += buffer[0..<count]
+            }
+            receivedGo.yield(bytes)
+            receivedGo.finish()
+        }
+        let written = line.withUnsafeBufferPointer { LineLogHandler.writeWhole($0, to: writeEnd, wait: 10_000) }
+        close(writeEnd)
+        #expect(written)
+        var all: [UInt8] = []
+        for await bytes in received { all = bytes }
+        // What filled the pipe, then the line whole.
+        #expect(Array(all.suffix(line.count)) == line)
+    }
 }

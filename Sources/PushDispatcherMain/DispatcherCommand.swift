@@ -37,7 +37,8 @@ struct DispatcherCommand: AsyncParsableCommand {
         let tracing = try ProcessTracing.service(serviceName: "pushhub-dispatcher", logger: logger)
         let hubs = try HubsConfiguration.load(from: config ?? environment.configPath)
         let store = try await StoreLocation(database ?? environment.database).open(logger: logger)
-        let wiring = try KafkaWiring.make(servers: try await kafka.reachableServers(), topics: kafka.topics, logger: logger)
+        let wiring = try KafkaWiring.make(
+            servers: try await kafka.reachableServers(), topics: kafka.topics, ahead: [kafka.topics.results], logger: logger)
         var settings = DispatcherSettings(topics: kafka.topics, hubs: hubs.hubs.map(\.name))
         settings.dedupeWindow = hubs.dispatchDedupeWindow
         let backlog = hubs.backlog ?? BacklogConfiguration()

@@ -99,7 +99,7 @@ struct DevCommand: AsyncParsableCommand {
         try await store.setUser(name: Self.demoUser, passwordHash: hashPassword(password))
 
         // One producer for everything; each part makes its consumers.
-        let wiring = try KafkaWiring.make(servers: servers, topics: topics, logger: logger)
+        let wiring = try KafkaWiring.make(servers: servers, topics: topics, ahead: [topics.requests, topics.results], logger: logger)
         var dispatcherSettings = DispatcherSettings(topics: topics, hubs: hubs.hubs.map(\.name))
         dispatcherSettings.dedupeWindow = hubs.dispatchDedupeWindow
         let backlog = hubs.backlog ?? BacklogConfiguration()

@@ -86,7 +86,10 @@ struct IngressCommand: AsyncParsableCommand {
         configuration.host = host
         configuration.port = port
         let host = self.host
-        let wiring = kafka.isConfigured ? try KafkaWiring.make(servers: try kafka.servers(), topics: kafka.topics, logger: logger) : nil
+        let wiring =
+            kafka.isConfigured
+            ? try KafkaWiring.make(
+                servers: try kafka.servers(), topics: kafka.topics, ahead: [kafka.topics.requests, kafka.topics.results], logger: logger) : nil
         let services = try makeIngressServices(configuration: configuration, store: store, kafka: wiring, logger: logger) { boundPort in
             let endpoint = "\(host):\(boundPort)"
             var lines = ["PUSHHUB_URL=http://\(endpoint)"]

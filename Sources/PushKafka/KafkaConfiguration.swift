@@ -8,7 +8,8 @@ public struct KafkaProducerConfiguration: Sendable {
     public var deliveryTimeout: Duration = .seconds(30)
     /// How long records wait to be batched together (librdkafka `linger.ms`).
     public var linger: Duration = .milliseconds(5)
-    /// The topics it will produce to, learnt as it starts to run (`KafkaProducer.prepare`).
+    /// The topics it learns as it starts to run (`KafkaProducer.prepare`): those it writes
+    /// to from the start. Any other is learnt as its first record comes.
     public var topics: [String] = []
     /// Any other librdkafka property, applied last.
     public var additionalProperties: [String: String] = [:]

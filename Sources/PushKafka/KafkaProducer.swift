@@ -19,6 +19,15 @@ public final class KafkaProducer: Service, Sendable {
     private let reportsStopped = Atomic<Bool>(false)
     /// Where sticky records go, per topic.
     private let sticky: StickyPartitions
+    /// Topics learnt (ahead, or on their first record) or being learnt.
+    private let topicsLearnt = Mutex<[String: Learning]>([:])
+    private enum Learning {
+        case learnt
+        case learning(Task<Void, Never>)
+    }
+    /// How long a topic's first record waits for its partitions to be learnt before it goes
+    /// anyway (librdkafka then learns them on its own, and the record waits for that).
+    static let firstRecordLearning: Duration = .seconds(2)
 
     private init(client: RDKafkaClient, deliveries: DeliveryWaiters, configuration: KafkaProducerConfiguration, logger: Logger) {
         self.client = client
@@ -66,16 +75,41 @@ public final class KafkaProducer: Service, Sendable {
         return results
     }
 
-    /// Learns `topics`' partitions and leaders now, so that the first record to each is not
-    /// held while librdkafka learns them (about 0.3 s on the embedded cluster, for every
-    /// topic's first record after a start). Best effort: when the brokers do not answer in
-    /// time, each topic is learnt on its first record as before.
+    /// Learns `topics`' partitions and leaders now, in one metadata request, so that the
+    /// first record to each is not held while librdkafka learns them (about 0.3 s on the
+    /// embedded cluster, for every topic's first record after a start). Best effort: when the
+    /// brokers do not answer in time, librdkafka learns each topic on its first record.
     public func prepare(topics: [String], timeout: Duration = .seconds(5)) async {
         let (code, partitions) = await client.learnTopics(topics, timeout: timeout)
         sticky.learn(partitions)
-        if code != .noError {
-            logger.warning("Kafka topics not learnt ahead of their first records", metadata: ["kafka.error": "\(code)"])
+        topicsLearnt.withLock { learnt in
+            for topic in topics { learnt[topic] = .learnt }
         }
+        if code != .noError {
+            logger.warning("Kafka topics not learnt before their first records", metadata: ["kafka.error": "\(code)"])
+        }
+    }
+
+    /// Learns a topic the producer was not told of as its first record comes, with a metadata
+    /// request of its own, and holds that record (and any other that comes meanwhile) until it
+    /// is learnt or `firstRecordLearning` passed.
+    ///
+    /// A producer learns ahead only the topics it is told of: librdkafka's broker thread goes
+    /// through every partition it knows, with a lock each, at every turn of its loop (about
+    /// 1.5 turns a record at 800 single-user sends a second), so partitions of topics a
+    /// process never writes cost it on every record it does write.
+    private func learnOnFirstRecord(_ topic: String) async {
+        let learning = topicsLearnt.withLock { learnt -> Task<Void, Never>? in
+            switch learnt[topic] {
+            case .learnt: return nil
+            case .learning(let task): return task
+            case nil:
+                let task = Task { await self.prepare(topics: [topic], timeout: Self.firstRecordLearning) }
+                learnt[topic] = .learning(task)
+                return task
+            }
+        }
+        await learning?.value
     }
 
     /// Whether a broker answers within `timeout`.
@@ -96,6 +130,7 @@ public final class KafkaProducer: Service, Sendable {
             if isShutDown.load(ordering: .relaxed) {
                 return KafkaError(kind: .shutDown, context: "the producer is shut down; record for \(record.topic) not sent")
             }
+            await learnOnFirstRecord(record.topic)
             let id = deliveries.register(group, index: index)
             let partition = record.partition ?? sticky.partition(for: record)
             var code = client.produce(

@@ -23,11 +23,14 @@ public struct KafkaWiring: Sendable {
         self.tuneConsumer = tuneConsumer
     }
 
-    /// A producer for `servers`, which learns every PushHub topic as it starts, and the
-    /// wiring around it.
-    public static func make(servers: [String], topics: PushTopics, logger: Logger) throws(KafkaError) -> KafkaWiring {
+    /// A producer for `servers`, which learns `ahead` as it starts and any other topic as its
+    /// first record comes, and the wiring around it. `ahead` is what the process writes to
+    /// whatever its traffic (its results, its requests); a platform's deliveries topic is
+    /// learnt when the first batch for it comes, so platforms that no device uses cost the
+    /// producer nothing (`KafkaProducer.prepare`).
+    public static func make(servers: [String], topics: PushTopics, ahead: [String], logger: Logger) throws(KafkaError) -> KafkaWiring {
         var configuration = KafkaProducerConfiguration(bootstrapServers: servers)
-        configuration.topics = topics.all
+        configuration.topics = ahead
         return KafkaWiring(servers: servers, topics: topics, producer: try KafkaProducer.make(configuration: configuration, logger: logger))
     }
 

@@ -53,7 +53,10 @@ public struct WorkerOptions: ParsableArguments {
         let http = PNSHTTPClient(
             trustRootsFile: trustCA ?? environment.pnsTrustRoots, connections: connections, connectionsPerHost: http1Connections,
             maximumInFlight: maxRequests)
-        let wiring = try KafkaWiring.make(servers: servers, topics: kafka.topics, logger: logger)
+        // Its results and its own topic (a retry's next attempt); a dead letter's topic when
+        // one comes.
+        let wiring = try KafkaWiring.make(
+            servers: servers, topics: kafka.topics, ahead: [kafka.topics.results, kafka.topics.deliveries(platform)], logger: logger)
         var settings = WorkerSettings(platform: platform, topics: kafka.topics)
         settings.window = window
         let worker = try makeWorkerServices(settings: settings, hubs: hubs, kafka: wiring, http: http, group: group, logger: logger)

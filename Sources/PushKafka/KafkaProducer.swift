@@ -19,15 +19,19 @@ public final class KafkaProducer: Service, Sendable {
     private let reportsStopped = Atomic<Bool>(false)
     /// Where sticky records go, per topic.
     private let sticky: StickyPartitions
-    /// Topics learnt (ahead, or on their first record) or being learnt.
+    /// Topics learnt (ahead, or as their first record came) or being learnt, and those whose
+    /// learning failed, until when their records do not ask again.
     private let topicsLearnt = Mutex<[String: Learning]>([:])
     private enum Learning {
         case learnt
         case learning(Task<Void, Never>)
+        case failed(retryAfter: ContinuousClock.Instant)
     }
-    /// How long a topic's first record waits for its partitions to be learnt before it goes
-    /// anyway (librdkafka then learns them on its own, and the record waits for that).
-    static let firstRecordLearning: Duration = .seconds(2)
+    /// How long after a failed learning a topic's records go without asking again.
+    static let learningRetry: Duration = .seconds(10)
+    /// How long a record waits for its topic to be learnt: the embedded cluster answers in
+    /// milliseconds; librdkafka, left to learn a topic itself, holds its first record 0.3 s.
+    static let learningWait: Duration = .milliseconds(500)
 
     private init(client: RDKafkaClient, deliveries: DeliveryWaiters, configuration: KafkaProducerConfiguration, logger: Logger) {
         self.client = client
@@ -77,22 +81,27 @@ public final class KafkaProducer: Service, Sendable {
 
     /// Learns `topics`' partitions and leaders now, in one metadata request, so that the
     /// first record to each is not held while librdkafka learns them (about 0.3 s on the
-    /// embedded cluster, for every topic's first record after a start). Best effort: when the
-    /// brokers do not answer in time, librdkafka learns each topic on its first record.
+    /// embedded cluster, for every topic's first record after a start), and its sticky records
+    /// share a partition. Best effort: when the brokers did not answer in time, a topic is
+    /// asked for again when a record comes for it, at most every `learningRetry`.
     public func prepare(topics: [String], timeout: Duration = .seconds(5)) async {
         let (code, partitions) = await client.learnTopics(topics, timeout: timeout)
         sticky.learn(partitions)
+        let retryAfter = ContinuousClock.now + Self.learningRetry
         topicsLearnt.withLock { learnt in
-            for topic in topics { learnt[topic] = .learnt }
+            for topic in topics { learnt[topic] = code == .noError ? .learnt : .failed(retryAfter: retryAfter) }
         }
         if code != .noError {
             logger.warning("Kafka topics not learnt before their first records", metadata: ["kafka.error": "\(code)"])
         }
     }
 
-    /// Learns a topic the producer was not told of as its first record comes, with a metadata
-    /// request of its own, and holds that record (and any other that comes meanwhile) until it
-    /// is learnt or `firstRecordLearning` passed.
+    /// Learns a topic the producer was not told of when its first record comes, by a metadata
+    /// request of its own, and holds that record (and any other for the topic meanwhile) until
+    /// it is learnt, for at most `learningWait`. Left to librdkafka, the record would wait
+    /// longer, and go by key; once learnt, the topic's records go at once, and sticky ones
+    /// share a partition. While the brokers do not answer, records go without waiting, and
+    /// the topic is asked for again after `learningRetry`.
     ///
     /// A producer learns ahead only the topics it is told of: librdkafka's broker thread goes
     /// through every partition it knows, with a lock each, at every turn of its loop (about
@@ -103,13 +112,37 @@ public final class KafkaProducer: Service, Sendable {
             switch learnt[topic] {
             case .learnt: return nil
             case .learning(let task): return task
-            case nil:
-                let task = Task { await self.prepare(topics: [topic], timeout: Self.firstRecordLearning) }
+            case .failed(let retryAfter) where ContinuousClock.now < retryAfter: return nil
+            case .failed, nil:
+                let task = Task { await self.prepare(topics: [topic]) }
                 learnt[topic] = .learning(task)
                 return task
             }
         }
-        await learning?.value
+        if let learning { await Self.wait(for: learning, atMost: Self.learningWait) }
+    }
+
+    /// Returns when `task` ends or `limit` passed, whichever is first: waiting for a task's
+    /// value is not bounded by cancelling its waiter.
+    private static func wait(for task: Task<Void, Never>, atMost limit: Duration) async {
+        let resumed = Mutex<CheckedContinuation<Void, Never>?>(nil)
+        let resume: @Sendable () -> Void = { resumed.withLock { $0.take() }?.resume() }
+        await withCheckedContinuation { continuation in
+            resumed.withLock { $0 = continuation }
+            Task {
+                await task.value
+                resume()
+            }
+            Task {
+                try? await Task.sleep(for: limit)
+                resume()
+            }
+        }
+    }
+
+    /// Whether `topic`'s partitions were learnt (ahead, or after its first record).
+    func hasLearnt(_ topic: String) -> Bool {
+        topicsLearnt.withLock { if case .learnt = $0[topic] { true } else { false } }
     }
 
     /// Whether a broker answers within `timeout`.

@@ -19,19 +19,22 @@ public final class KafkaProducer: Service, Sendable {
     private let reportsStopped = Atomic<Bool>(false)
     /// Where sticky records go, per topic.
     private let sticky: StickyPartitions
-    /// Topics learnt (ahead, or as their first record came) or being learnt, and those whose
-    /// learning failed, until when their records do not ask again.
+    /// Topics learnt (ahead, or as their first record came) or being learnt, and those the
+    /// brokers gave no partitions for, until when their records do not ask again.
     private let topicsLearnt = Mutex<[String: Learning]>([:])
     private enum Learning {
         case learnt
-        case learning(Task<Void, Never>)
+        case learning(LearningGate)
         case failed(retryAfter: ContinuousClock.Instant)
     }
     /// How long after a failed learning a topic's records go without asking again.
     static let learningRetry: Duration = .seconds(10)
-    /// How long a record waits for its topic to be learnt: the embedded cluster answers in
-    /// milliseconds; librdkafka, left to learn a topic itself, holds its first record 0.3 s.
+    /// How long a topic's records wait for it to be learnt, from when the learning began: the
+    /// embedded cluster answers in milliseconds; librdkafka, left to learn a topic itself,
+    /// holds its first record 0.3 s.
     static let learningWait: Duration = .milliseconds(500)
+    /// How long a learning that a record began may take (the brokers' answer).
+    static let firstRecordLearning: Duration = .seconds(2)
 
     private init(client: RDKafkaClient, deliveries: DeliveryWaiters, configuration: KafkaProducerConfiguration, logger: Logger) {
         self.client = client
@@ -82,62 +85,69 @@ public final class KafkaProducer: Service, Sendable {
     /// Learns `topics`' partitions and leaders now, in one metadata request, so that the
     /// first record to each is not held while librdkafka learns them (about 0.3 s on the
     /// embedded cluster, for every topic's first record after a start), and its sticky records
-    /// share a partition. Best effort: when the brokers did not answer in time, a topic is
+    /// share a partition. Best effort: a topic the brokers gave no partitions for in time is
     /// asked for again when a record comes for it, at most every `learningRetry`.
     public func prepare(topics: [String], timeout: Duration = .seconds(5)) async {
-        let (code, partitions) = await client.learnTopics(topics, timeout: timeout)
-        sticky.learn(partitions)
-        let retryAfter = ContinuousClock.now + Self.learningRetry
-        topicsLearnt.withLock { learnt in
-            for topic in topics { learnt[topic] = code == .noError ? .learnt : .failed(retryAfter: retryAfter) }
+        await topicsLearnt.withLock { learn(topics, timeout: timeout, in: &$0) }.value
+    }
+
+    /// Begins learning `topics` (their records meanwhile wait at `LearningGate`) and returns
+    /// the learning; called with `topicsLearnt` locked, which the learning takes to record
+    /// how it ended, so that ending always comes after this beginning.
+    private func learn(_ topics: [String], timeout: Duration, in learnt: inout [String: Learning]) -> Task<Void, Never> {
+        let gate = LearningGate()
+        for topic in topics { learnt[topic] = .learning(gate) }
+        let closing = Task {
+            try? await Task.sleep(for: Self.learningWait)
+            gate.open()
         }
-        if code != .noError {
-            logger.warning("Kafka topics not learnt before their first records", metadata: ["kafka.error": "\(code)"])
+        return Task { [self] in
+            let (code, partitions) = await client.learnTopics(topics, timeout: timeout)
+            sticky.learn(partitions)
+            let retryAfter = ContinuousClock.now + Self.learningRetry
+            topicsLearnt.withLock { learnt in
+                for topic in topics { learnt[topic] = partitions[topic] == nil ? .failed(retryAfter: retryAfter) : .learnt }
+            }
+            closing.cancel()
+            gate.open()
+            if code != .noError, !isShutDown.load(ordering: .relaxed) {
+                logger.warning("Kafka topics not learnt before their first records", metadata: ["kafka.error": "\(code)"])
+            } else if let missing = topics.first(where: { partitions[$0] == nil }) {
+                logger.debug("the brokers gave no partitions for a Kafka topic", metadata: ["kafka.topic": "\(missing)"])
+            }
         }
     }
 
     /// Learns a topic the producer was not told of when its first record comes, by a metadata
-    /// request of its own, and holds that record (and any other for the topic meanwhile) until
-    /// it is learnt, for at most `learningWait`. Left to librdkafka, the record would wait
-    /// longer, and go by key; once learnt, the topic's records go at once, and sticky ones
-    /// share a partition. While the brokers do not answer, records go without waiting, and
-    /// the topic is asked for again after `learningRetry`.
+    /// request of its own, and holds that record and any other for the topic until it is
+    /// learnt, and at most `learningWait` from when the learning began. Left to librdkafka,
+    /// the record would wait longer, and go by key; once learnt, the topic's records go at
+    /// once, and sticky ones share a partition. A topic the brokers gave no partitions for
+    /// (they did not answer) has its records go without waiting, and is asked for again by a
+    /// record after `learningRetry`.
     ///
     /// A producer learns ahead only the topics it is told of: librdkafka's broker thread goes
     /// through every partition it knows, with a lock each, at every turn of its loop (about
     /// 1.5 turns a record at 800 single-user sends a second), so partitions of topics a
     /// process never writes cost it on every record it does write.
     private func learnOnFirstRecord(_ topic: String) async {
-        let learning = topicsLearnt.withLock { learnt -> Task<Void, Never>? in
+        let gate = topicsLearnt.withLock { learnt -> LearningGate? in
             switch learnt[topic] {
             case .learnt: return nil
-            case .learning(let task): return task
+            case .learning(let gate): return gate
             case .failed(let retryAfter) where ContinuousClock.now < retryAfter: return nil
             case .failed, nil:
-                let task = Task { await self.prepare(topics: [topic]) }
-                learnt[topic] = .learning(task)
-                return task
+                _ = learn([topic], timeout: Self.firstRecordLearning, in: &learnt)
+                guard case .learning(let gate) = learnt[topic] else { return nil }
+                return gate
             }
         }
-        if let learning { await Self.wait(for: learning, atMost: Self.learningWait) }
+        await gate?.wait()
     }
 
-    /// Returns when `task` ends or `limit` passed, whichever is first: waiting for a task's
-    /// value is not bounded by cancelling its waiter.
-    private static func wait(for task: Task<Void, Never>, atMost limit: Duration) async {
-        let resumed = Mutex<CheckedContinuation<Void, Never>?>(nil)
-        let resume: @Sendable () -> Void = { resumed.withLock { $0.take() }?.resume() }
-        await withCheckedContinuation { continuation in
-            resumed.withLock { $0 = continuation }
-            Task {
-                await task.value
-                resume()
-            }
-            Task {
-                try? await Task.sleep(for: limit)
-                resume()
-            }
-        }
+    /// Whether `topic` is being learnt.
+    func isLearning(_ topic: String) -> Bool {
+        topicsLearnt.withLock { if case .learning = $0[topic] { true } else { false } }
     }
 
     /// Whether `topic`'s partitions were learnt (ahead, or after its first record).
@@ -226,6 +236,37 @@ public final class KafkaProducer: Service, Sendable {
         if !configuration.topics.isEmpty { await prepare(topics: configuration.topics) }
         try? await gracefulShutdown()
         await shutdown()
+    }
+}
+
+/// Where the records of a topic being learnt wait: it opens when the learning ended, or when
+/// they have waited long enough, whichever is first, and lets every waiter go at once.
+final class LearningGate: Sendable {
+    private struct State {
+        var isOpen = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+    private let state = Mutex(State())
+
+    func open() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            guard !state.isOpen else { return [] }
+            state.isOpen = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    func wait() async {
+        if state.withLock({ $0.isOpen }) { return }
+        await withCheckedContinuation { continuation in
+            let isOpen = state.withLock { state -> Bool in
+                if !state.isOpen { state.waiters.append(continuation) }
+                return state.isOpen
+            }
+            if isOpen { continuation.resume() }
+        }
     }
 }
 

@@ -16,6 +16,12 @@ public struct KafkaProducerConfiguration: Sendable {
     /// How often delivery reports are looked for besides when librdkafka announces them
     /// (`EventPoller`); tests lengthen it to see that the announcements alone suffice.
     var pollSweep: Duration = .milliseconds(500)
+    /// How long a topic's records wait for it to be learnt, from when the learning began: the
+    /// embedded cluster answers in milliseconds; librdkafka, left to learn a topic itself,
+    /// holds its first record 0.3 s (`KafkaProducer.learnOnFirstRecord`).
+    var learningWait: Duration = .milliseconds(500)
+    /// How long a learning that a record began may take (the brokers' answer).
+    var firstRecordLearning: Duration = .seconds(2)
 
     public init(bootstrapServers: [String]) {
         self.bootstrapServers = bootstrapServers

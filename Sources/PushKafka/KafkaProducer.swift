@@ -29,12 +29,6 @@ public final class KafkaProducer: Service, Sendable {
     }
     /// How long after a failed learning a topic's records go without asking again.
     static let learningRetry: Duration = .seconds(10)
-    /// How long a topic's records wait for it to be learnt, from when the learning began: the
-    /// embedded cluster answers in milliseconds; librdkafka, left to learn a topic itself,
-    /// holds its first record 0.3 s.
-    static let learningWait: Duration = .milliseconds(500)
-    /// How long a learning that a record began may take (the brokers' answer).
-    static let firstRecordLearning: Duration = .seconds(2)
 
     private init(client: RDKafkaClient, deliveries: DeliveryWaiters, configuration: KafkaProducerConfiguration, logger: Logger) {
         self.client = client
@@ -88,34 +82,46 @@ public final class KafkaProducer: Service, Sendable {
     /// share a partition. Best effort: a topic the brokers gave no partitions for in time is
     /// asked for again when a record comes for it, at most every `learningRetry`.
     public func prepare(topics: [String], timeout: Duration = .seconds(5)) async {
-        await topicsLearnt.withLock { learn(topics, timeout: timeout, in: &$0) }.value
+        await topicsLearnt.withLock { learn(topics, timeout: timeout, in: &$0) }.task.value
     }
 
-    /// Begins learning `topics` (their records meanwhile wait at `LearningGate`) and returns
-    /// the learning; called with `topicsLearnt` locked, which the learning takes to record
-    /// how it ended, so that ending always comes after this beginning.
-    private func learn(_ topics: [String], timeout: Duration, in learnt: inout [String: Learning]) -> Task<Void, Never> {
+    /// Begins learning `topics` (their records meanwhile wait at the gate) and returns the
+    /// learning; called with `topicsLearnt` locked, which the learning takes to record how it
+    /// ended, so that ending always comes after this beginning. It records it only for the
+    /// topics still waiting at its own gate: a later learning of one (a `prepare` while a
+    /// record's learning is under way) is not overwritten by an earlier one's end.
+    private func learn(_ topics: [String], timeout: Duration, in learnt: inout [String: Learning]) -> (
+        gate: LearningGate, task: Task<Void, Never>
+    ) {
         let gate = LearningGate()
         for topic in topics { learnt[topic] = .learning(gate) }
+        let wait = configuration.learningWait
         let closing = Task {
-            try? await Task.sleep(for: Self.learningWait)
+            try? await Task.sleep(for: wait)
             gate.open()
         }
-        return Task { [self] in
+        let task = Task { [self] in
             let (code, partitions) = await client.learnTopics(topics, timeout: timeout)
-            sticky.learn(partitions)
             let retryAfter = ContinuousClock.now + Self.learningRetry
             topicsLearnt.withLock { learnt in
-                for topic in topics { learnt[topic] = partitions[topic] == nil ? .failed(retryAfter: retryAfter) : .learnt }
+                // Under the lock, so that a record that finds the topic learnt finds its partitions.
+                let ended = topics.filter { topic in
+                    guard case .learning(let current) = learnt[topic], current === gate else { return false }
+                    learnt[topic] = partitions[topic] == nil ? .failed(retryAfter: retryAfter) : .learnt
+                    return true
+                }
+                sticky.learn(partitions.filter { ended.contains($0.key) })
             }
             closing.cancel()
             gate.open()
-            if code != .noError, !isShutDown.load(ordering: .relaxed) {
-                logger.warning("Kafka topics not learnt before their first records", metadata: ["kafka.error": "\(code)"])
+            guard !isShutDown.load(ordering: .relaxed) else { return }
+            if code != .noError {
+                logger.warning("Kafka topics not learnt", metadata: ["kafka.error": "\(code)", "kafka.topics": "\(topics)"])
             } else if let missing = topics.first(where: { partitions[$0] == nil }) {
                 logger.debug("the brokers gave no partitions for a Kafka topic", metadata: ["kafka.topic": "\(missing)"])
             }
         }
+        return (gate, task)
     }
 
     /// Learns a topic the producer was not told of when its first record comes, by a metadata
@@ -123,8 +129,8 @@ public final class KafkaProducer: Service, Sendable {
     /// learnt, and at most `learningWait` from when the learning began. Left to librdkafka,
     /// the record would wait longer, and go by key; once learnt, the topic's records go at
     /// once, and sticky ones share a partition. A topic the brokers gave no partitions for
-    /// (they did not answer) has its records go without waiting, and is asked for again by a
-    /// record after `learningRetry`.
+    /// (they did not answer, or answered with an error for it) has its records go without
+    /// waiting, and is asked for again by a record after `learningRetry`.
     ///
     /// A producer learns ahead only the topics it is told of: librdkafka's broker thread goes
     /// through every partition it knows, with a lock each, at every turn of its loop (about
@@ -136,10 +142,7 @@ public final class KafkaProducer: Service, Sendable {
             case .learnt: return nil
             case .learning(let gate): return gate
             case .failed(let retryAfter) where ContinuousClock.now < retryAfter: return nil
-            case .failed, nil:
-                _ = learn([topic], timeout: Self.firstRecordLearning, in: &learnt)
-                guard case .learning(let gate) = learnt[topic] else { return nil }
-                return gate
+            case .failed, nil: return learn([topic], timeout: configuration.firstRecordLearning, in: &learnt).gate
             }
         }
         await gate?.wait()
@@ -174,6 +177,9 @@ public final class KafkaProducer: Service, Sendable {
                 return KafkaError(kind: .shutDown, context: "the producer is shut down; record for \(record.topic) not sent")
             }
             await learnOnFirstRecord(record.topic)
+            if isShutDown.load(ordering: .relaxed) {
+                return KafkaError(kind: .shutDown, context: "the producer shut down; record for \(record.topic) not sent")
+            }
             let id = deliveries.register(group, index: index)
             let partition = record.partition ?? sticky.partition(for: record)
             var code = client.produce(

@@ -172,13 +172,12 @@ public final class KafkaProducer: Service, Sendable {
     /// Hands one record to librdkafka, waiting while its local queue is full.
     private func enqueue(_ record: KafkaOutgoingRecord, group: DeliveryGroup, index: Int) async -> KafkaError? {
         let deadline = ContinuousClock.now + configuration.deliveryTimeout
+        // Once a record, before the shut-down check: one held at the gate as shutdown began
+        // is refused.
+        if !isShutDown.load(ordering: .relaxed) { await learnOnFirstRecord(record.topic) }
         while true {
             if isShutDown.load(ordering: .relaxed) {
                 return KafkaError(kind: .shutDown, context: "the producer is shut down; record for \(record.topic) not sent")
-            }
-            await learnOnFirstRecord(record.topic)
-            if isShutDown.load(ordering: .relaxed) {
-                return KafkaError(kind: .shutDown, context: "the producer shut down; record for \(record.topic) not sent")
             }
             let id = deliveries.register(group, index: index)
             let partition = record.partition ?? sticky.partition(for: record)

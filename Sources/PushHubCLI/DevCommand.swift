@@ -85,7 +85,11 @@ struct DevCommand: AsyncParsableCommand {
         let certificates = try SimulatorCertificates.generate()
         let caPath = data.appendingPathComponent("sim-ca.pem").path
         try certificates.caPEM.write(toFile: caPath, atomically: true, encoding: .utf8)
-        let simulator = try PNSSimulator(settings: SimulatorSettings(hubs: hubs, certificates: certificates), logger: logger)
+        var simulatorSettings = SimulatorSettings(hubs: hubs, certificates: certificates)
+        // Off the hub's event loops, as a real push service is: on them, the hub's API waited
+        // behind the stand-in's answers while a backlog was delivered (5–11 s a registration).
+        simulatorSettings.eventLoopThreads = max(1, ProcessInfo.processInfo.activeProcessorCount / 2)
+        let simulator = try PNSSimulator(settings: simulatorSettings, logger: logger)
         // The simulators stop last, after the stack: a group of their own, without signals.
         let simulatorGroup = ProcessLifecycle.group([.init(service: simulator)], signals: false, logger: logger)
         let simulatorTask = Task { try await simulatorGroup.run() }

@@ -23,7 +23,7 @@ struct LoadCommand: AsyncParsableCommand {
             Examples:
               pushhub load register --devices 2000
               pushhub load send --devices 2000 --rate 100 --duration 20 --audience user --format native
-              pushhub load mixed --devices 2000 --rate 20 --duration 20 --via kafka
+              pushhub load mixed --devices 2000 --rate 20 --duration 10 --via kafka
             """)
 
     @Argument(help: "register, send, broadcast or mixed.")

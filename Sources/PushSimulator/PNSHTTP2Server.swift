@@ -26,11 +26,13 @@ enum PNSHTTP2Server {
         }
     }
 
-    static func bind(host: String, port: Int, tls: TLSConfiguration, state: SimulatorState, connections: Connections) async throws -> any Channel {
+    static func bind(
+        host: String, port: Int, tls: TLSConfiguration, state: SimulatorState, connections: Connections, group: any EventLoopGroup
+    ) async throws -> any Channel {
         var tls = tls
         tls.applicationProtocols = ["h2"]
         let context = try NIOSSLContext(configuration: tls)
-        return try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        return try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)

@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import NIOPosix
 import NIOSSL
 import PushConfiguration
 import PushModel
@@ -61,6 +62,11 @@ public struct SimulatorSettings: Sendable {
     /// Deliveries kept per handle, and handles kept, for `GET /sim/deliveries`.
     public var deliveriesPerHandle = 20
     public var recordedHandles = 100_000
+    /// Event-loop threads of the simulator's own, or nil for NIO's shared ones. Inside the hub's
+    /// process (`pushhub dev`) it has one of its own: a real push service never runs on the
+    /// hub's event loops, and on shared ones every connection of the hub's (its API's too) waited
+    /// its turn behind the stand-in's work.
+    public var eventLoopThreads: Int?
 
     public init(hubs: HubsConfiguration, certificates: SimulatorCertificates) {
         self.hubs = hubs
@@ -106,22 +112,29 @@ public final class PNSSimulator: Service, Sendable {
             privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(settings.certificates.serverKeyPEM.utf8), format: .pem)))
         var quiet = logger
         quiet.logLevel = max(logger.logLevel, .warning)
+        let own = settings.eventLoopThreads.map { MultiThreadedEventLoopGroup(numberOfThreads: $0) }
+        let group: any EventLoopGroup = own ?? MultiThreadedEventLoopGroup.singleton
         let connections = PNSHTTP2Server.Connections()
-        let apns = try await PNSHTTP2Server.bind(host: settings.host, port: settings.apnsPort, tls: tls, state: state, connections: connections)
+        let apns: any Channel
+        do {
+            apns = try await PNSHTTP2Server.bind(
+                host: settings.host, port: settings.apnsPort, tls: tls, state: state, connections: connections, group: group)
+        } catch {
+            try? await own?.shutdownGracefully()
+            throw error
+        }
         ports.value.withLock { $0.apns = apns.localAddress?.port }
         let http = Application(
             router: makeRouter(), configuration: .init(address: .hostname(settings.host, port: settings.httpPort), serverName: nil),
-            onServerRunning: { [ports] channel in ports.value.withLock { $0.http = channel.localAddress?.port } }, logger: quiet)
+            onServerRunning: { [ports] channel in ports.value.withLock { $0.http = channel.localAddress?.port } },
+            eventLoopGroupProvider: own.map { .shared($0) } ?? .singleton, logger: quiet)
         // The APNs listener closes when the HTTP application stops (graceful shutdown).
-        do {
-            try await http.runService()
-        } catch {
-            try? await apns.close()
-            await connections.closeAll()
-            throw error
-        }
+        var failure: (any Error)?
+        do { try await http.runService() } catch { failure = error }
         try? await apns.close()
         await connections.closeAll()
+        try? await own?.shutdownGracefully()
+        if let failure { throw failure }
     }
 
     /// Changes the faults while running (tests, and `POST /sim/faults`).

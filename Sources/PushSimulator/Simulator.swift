@@ -130,7 +130,9 @@ public final class PNSSimulator: Service, Sendable {
             eventLoopGroupProvider: own.map { .shared($0) } ?? .singleton, logger: quiet)
         // The APNs listener closes when the HTTP application stops (graceful shutdown).
         var failure: (any Error)?
-        do { try await http.runService() } catch { failure = error }
+        // `run`, not `runService`: the simulator stops when its service group says, never on a
+        // signal of its own (`pushhub dev` stops it last, after the stack).
+        do { try await http.run() } catch { failure = error }
         try? await apns.close()
         await connections.closeAll()
         try? await own?.shutdownGracefully()

@@ -19,12 +19,13 @@ struct SimulatorTests {
         let group: ServiceGroup
         let task: Task<Void, Error>
 
-        static func start() async throws -> Running {
+        static func start(eventLoopThreads: Int? = nil) async throws -> Running {
             var hubs = HubsConfiguration.development(hubName: "simhub")
             try hubs.attachSimulatedCredentials(to: ["simhub"])
             let logger = Logger(label: "pushhub.tests") { _ in SwiftLogNoOpLogHandler() }
-            let simulator = try PNSSimulator(
-                settings: SimulatorSettings(hubs: hubs, certificates: try SimulatorCertificates.generate()), logger: logger)
+            var settings = SimulatorSettings(hubs: hubs, certificates: try SimulatorCertificates.generate())
+            settings.eventLoopThreads = eventLoopThreads
+            let simulator = try PNSSimulator(settings: settings, logger: logger)
             let group = ServiceGroup(configuration: .init(services: [.init(service: simulator)], logger: logger))
             let task = Task { try await group.run() }
             let (_, http) = try await simulator.ready()
@@ -53,6 +54,20 @@ struct SimulatorTests {
             let (status, _, body) = try await post("/wns/token", Data(form.utf8), headers: ["Content-Type": "application/x-www-form-urlencoded"])
             return (status, body)
         }
+    }
+
+    @Test("on event loops of its own (as in pushhub dev): it answers, and a graceful shutdown stops it and frees its port")
+    func ownEventLoops() async throws {
+        let sim = try await Running.start(eventLoopThreads: 1)
+        let secret = try #require(sim.hubs.hubs[0].credentials.wns?.secret)
+        let (status, body) = try await sim.token(secret: secret)
+        #expect(status == 200, "\(body)")
+        let started = ContinuousClock.now
+        await sim.stop()
+        #expect(ContinuousClock.now - started < .seconds(10), "the simulator's run ended with its threads")
+        var request = URLRequest(url: URL(string: sim.http + "/sim/stats")!)
+        request.timeoutInterval = 5
+        await #expect(throws: (any Error).self, "nothing listens after the shutdown") { _ = try await URLSession.shared.data(for: request) }
     }
 
     static let toast = #"<toast><visual><binding template="ToastText01"><text id="1">hi</text></binding></visual></toast>"#

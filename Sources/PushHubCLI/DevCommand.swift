@@ -87,7 +87,7 @@ struct DevCommand: AsyncParsableCommand {
         try certificates.caPEM.write(toFile: caPath, atomically: true, encoding: .utf8)
         var simulatorSettings = SimulatorSettings(hubs: hubs, certificates: certificates)
         // Off the hub's event loops, as a real push service is: on them, the hub's API waited
-        // behind the stand-in's answers while a backlog was delivered (5–11 s a registration).
+        // behind the stand-in's answers while a backlog was delivered (up to 11.6 s a registration).
         // As many as the cores: with one on two cores, the debug build delivered less (383
         // against 543 a second in the README's mixed run, three runs each).
         simulatorSettings.eventLoopThreads = max(1, ProcessInfo.processInfo.activeProcessorCount)

@@ -63,7 +63,7 @@ public struct SimulatorSettings: Sendable {
     public var deliveriesPerHandle = 20
     public var recordedHandles = 100_000
     /// Event-loop threads of the simulator's own, or nil for NIO's shared ones. Inside the hub's
-    /// process (`pushhub dev`) it has one of its own: a real push service never runs on the
+    /// process (`pushhub dev`) it has loops of its own: a real push service never runs on the
     /// hub's event loops, and on shared ones every connection of the hub's (its API's too) waited
     /// its turn behind the stand-in's work.
     public var eventLoopThreads: Int?
@@ -127,7 +127,7 @@ public final class PNSSimulator: Service, Sendable {
         let http = Application(
             router: makeRouter(), configuration: .init(address: .hostname(settings.host, port: settings.httpPort), serverName: nil),
             onServerRunning: { [ports] channel in ports.value.withLock { $0.http = channel.localAddress?.port } },
-            eventLoopGroupProvider: own.map { .shared($0) } ?? .singleton, logger: quiet)
+            eventLoopGroupProvider: .shared(group), logger: quiet)
         // The APNs listener closes when the HTTP application stops (graceful shutdown).
         var failure: (any Error)?
         // `run`, not `runService`: the simulator stops when its service group says, never on a

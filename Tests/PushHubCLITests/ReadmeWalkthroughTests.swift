@@ -74,8 +74,8 @@ struct ReadmeWalkthroughTests {
 
     /// The mixed run offers `make dev` more deliveries than it makes in its ten seconds; its
     /// re-registrations, made while that backlog builds, are answered beside the deliveries, not
-    /// behind them. With the simulators on the hub's own event loops they waited 5–11 s for it on an
-    /// idle two-core machine, and over 30 s (failed) with the test suite beside them; on loops
+    /// behind them. With the simulators on the hub's event loops they waited 4.5–11.6 s for it on
+    /// an idle two-core machine, and over 30 s (failed) with the test suite beside them; on loops
     /// of their own, 14–171 ms at most in the same runs. The bound leaves a loaded machine room.
     static func checkRegistrationsAnswered(_ report: URL) throws {
         struct Report: Decodable {

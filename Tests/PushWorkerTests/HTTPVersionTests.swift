@@ -95,8 +95,22 @@ struct HTTPVersionTests {
             // Within a few request times, not the test's time limit, which a hang would reach; the
             // suite runs beside others on two cores, where 2 s of work has taken 14 s of wall time.
             #expect(ContinuousClock.now - started < .seconds(30))
+            // The connection said GOAWAY before the next push: on a loaded machine the first push's
+            // request time can end before its HEADERS even reached the server.
+            let saidGoAway = ContinuousClock.now + .seconds(10)
+            while server.recorder.goAways.withLock({ $0 }) == 0, ContinuousClock.now < saidGoAway {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(server.recorder.goAways.withLock { $0 } == 1)
             let second = await provider.deliverAll([push("b")])
             #expect(second.map(\.classification) == [.retry(retryAfter: nil)], "\(second)")
+            // The push fails at its request time whether or not the server's loop has taken the
+            // new connection yet: on a loaded machine it once had not. A reused connection never
+            // makes it two.
+            let accepted = ContinuousClock.now + .seconds(10)
+            while server.recorder.connections.withLock({ $0 }) < 2, ContinuousClock.now < accepted {
+                try await Task.sleep(for: .milliseconds(20))
+            }
             #expect(server.recorder.connections.withLock { $0 } == 2, "the connection that said GOAWAY takes no new streams")
             await client.shutdown()
         }
@@ -146,6 +160,8 @@ final class TLSTestServer: Sendable {
     final class Recorder: Sendable {
         let paths = Mutex<[String]>([])
         let connections = Mutex(0)
+        /// GOAWAY frames written (`SayGoAway`).
+        let goAways = Mutex(0)
     }
 
     let channel: any Channel
@@ -192,9 +208,9 @@ final class TLSTestServer: Sendable {
     /// HTTP/2 that answers every request's HEADERS with GOAWAY (keeping every stream) and never
     /// answers the request.
     static func goAway(_ certificates: SimulatorCertificates) async throws -> TLSTestServer {
-        try await start(certificates, protocols: ["h2"]) { pipeline, _ in
+        try await start(certificates, protocols: ["h2"]) { pipeline, recorder in
             try pipeline.addHandler(NIOHTTP2Handler(mode: .server))
-            try pipeline.addHandler(SayGoAway())
+            try pipeline.addHandler(SayGoAway(recorder: recorder))
         }
     }
 
@@ -225,8 +241,12 @@ final class TLSTestServer: Sendable {
         typealias OutboundOut = HTTP2Frame
 
         let atOnce: Bool
+        let recorder: Recorder?
 
-        init(atOnce: Bool = false) { self.atOnce = atOnce }
+        init(atOnce: Bool = false, recorder: Recorder? = nil) {
+            self.atOnce = atOnce
+            self.recorder = recorder
+        }
 
         func channelActive(context: ChannelHandlerContext) {
             context.fireChannelActive()
@@ -238,7 +258,7 @@ final class TLSTestServer: Sendable {
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             guard !atOnce, case .headers = unwrapInboundIn(data).payload else { return }
             let goAway = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: .maxID, errorCode: .noError, opaqueData: nil))
-            context.writeAndFlush(wrapOutboundOut(goAway), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(goAway)).whenSuccess { [recorder] in recorder?.goAways.withLock { $0 += 1 } }
         }
     }
 }

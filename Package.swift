@@ -312,6 +312,7 @@ let package = Package(
             name: "PushKafkaTests",
             dependencies: [
                 "PushKafka",
+                "PushTestSupport",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
             ]
@@ -375,6 +376,7 @@ let package = Package(
                 "PushWorker", "PushMetrics", "PushSimulator", "PushProviders", "PushDispatcher", "PushIngress", "PushKafka", "PushModel", "PushOps",
                 "PushStore",
                 "PushConfiguration",
+                "PushTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -1,5 +1,6 @@
 import Foundation
 import PushKafka
+import PushTestSupport
 import Synchronization
 import Testing
 

@@ -1,5 +1,6 @@
 import CRdKafka
 import Foundation
+import PushTestSupport
 import Synchronization
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PushKafka
+import PushTestSupport
 import Testing
 
 @Suite("Faults of the embedded cluster", .timeLimit(.minutes(2)))

@@ -1,5 +1,6 @@
 import Foundation
 import PushKafka
+import PushTestSupport
 import ServiceLifecycle
 import ServiceLifecycleTestKit
 import Testing

@@ -1,4 +1,5 @@
 import Foundation
+import PushTestSupport
 import ServiceLifecycle
 import ServiceLifecycleTestKit
 import Synchronization

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PushKafka
+import PushTestSupport
 import Testing
 
 @Suite("Producing and consuming on the embedded cluster", .timeLimit(.minutes(2)))

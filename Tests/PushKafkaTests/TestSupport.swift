@@ -59,16 +59,6 @@ extension KafkaRecord {
     var index: Int { Int(String(decoding: value.prefix { $0 != 0x20 }, as: UTF8.self))! }
 }
 
-/// Waits for `condition`, checking every 20 ms, for at most `timeout`.
-func eventually(timeout: Duration = .seconds(20), _ condition: () async -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return await condition()
-}
-
 /// Records collected by a consuming task.
 actor Collected {
     private(set) var records: [KafkaRecord] = []

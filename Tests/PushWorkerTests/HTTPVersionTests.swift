@@ -8,6 +8,7 @@ import PushConfiguration
 import PushModel
 import PushProviders
 import PushSimulator
+import PushTestSupport
 import PushWorker
 import Synchronization
 import Testing
@@ -97,21 +98,15 @@ struct HTTPVersionTests {
             #expect(ContinuousClock.now - started < .seconds(30))
             // The connection said GOAWAY before the next push: on a loaded machine the first push's
             // request time can end before its HEADERS even reached the server.
-            let saidGoAway = ContinuousClock.now + .seconds(10)
-            while server.recorder.goAways.withLock({ $0 }) == 0, ContinuousClock.now < saidGoAway {
-                try await Task.sleep(for: .milliseconds(20))
-            }
-            #expect(server.recorder.goAways.withLock { $0 } == 1)
+            #expect(await eventually(timeout: .seconds(10)) { server.recorder.goAways.withLock { $0 } == 1 })
             let second = await provider.deliverAll([push("b")])
             #expect(second.map(\.classification) == [.retry(retryAfter: nil)], "\(second)")
             // The push fails at its request time whether or not the server's loop has taken the
             // new connection yet: on a loaded machine it once had not. A reused connection never
             // makes it two.
-            let accepted = ContinuousClock.now + .seconds(10)
-            while server.recorder.connections.withLock({ $0 }) < 2, ContinuousClock.now < accepted {
-                try await Task.sleep(for: .milliseconds(20))
-            }
-            #expect(server.recorder.connections.withLock { $0 } == 2, "the connection that said GOAWAY takes no new streams")
+            #expect(
+                await eventually(timeout: .seconds(10)) { server.recorder.connections.withLock { $0 } == 2 },
+                "the connection that said GOAWAY takes no new streams")
             await client.shutdown()
         }
     }

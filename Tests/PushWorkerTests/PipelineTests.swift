@@ -9,6 +9,7 @@ import PushModel
 import PushProviders
 import PushSimulator
 import PushStore
+import PushTestSupport
 import PushWorker
 import ServiceLifecycle
 import Testing
@@ -157,6 +158,13 @@ struct PipelineTests {
             let details = try await PipelineFixture.completed(client, id)
             #expect(
                 details.contains("<ApnsOutcomeCounts><Outcome><Name>BadChannel</Name><Count>1</Count></Outcome></ApnsOutcomeCounts>"), "\(details)")
+            // A send reads Completed once its results are kept; the dead handle is pruned by a
+            // write of its own just after (OutcomeRecorder), which a loaded machine once had not
+            // made yet when the client came back.
+            let pruned = await eventually {
+                do { return try await pipeline.store.registration(hub: "myhub", id: registrationId) == nil } catch { return false }
+            }
+            #expect(pruned, "the dead handle's registration is pruned")
             let stale = try await client.execute(
                 uri: "/api/register/\(registrationId)", method: .put, headers: alice, body: ByteBuffer(string: device))
             #expect(stale.status == .gone)

@@ -95,55 +95,67 @@ struct DevCommand: AsyncParsableCommand {
         // The simulators stop last, after the stack: a group of their own, without signals.
         let simulatorGroup = ProcessLifecycle.group([.init(service: simulator)], signals: false, logger: logger)
         let simulatorTask = Task { try await simulatorGroup.run() }
-        let (apnsURL, simURL) = try await simulator.ready()
-        hubs = hubs.pointed(at: apnsURL, http: simURL, hubs: [hubName])
-        try hubs.write(to: configPath)
+        // The stack, from the simulators' addresses to its end. Whether it ends or fails to
+        // start, the simulators and the embedded cluster stop after it.
+        func stack() async throws {
+            let (apnsURL, simURL) = try await simulator.ready()
+            hubs = hubs.pointed(at: apnsURL, http: simURL, hubs: [hubName])
+            try hubs.write(to: configPath)
 
-        // The store and the demo user.
-        let store = try await StoreLocation(data.appendingPathComponent("pushhub.sqlite").path).open(logger: logger)
-        let password = try Self.demoPassword(at: data.appendingPathComponent("demo-user.secret").path)
-        try await store.setUser(name: Self.demoUser, passwordHash: hashPassword(password))
+            // The store and the demo user.
+            let store = try await StoreLocation(data.appendingPathComponent("pushhub.sqlite").path).open(logger: logger)
+            let password = try Self.demoPassword(at: data.appendingPathComponent("demo-user.secret").path)
+            try await store.setUser(name: Self.demoUser, passwordHash: hashPassword(password))
 
-        // One producer for everything; each part makes its consumers.
-        let wiring = try KafkaWiring.make(servers: servers, topics: topics, ahead: [topics.requests, topics.results], logger: logger)
-        var dispatcherSettings = DispatcherSettings(topics: topics, hubs: hubs.hubs.map(\.name))
-        dispatcherSettings.dedupeWindow = hubs.dispatchDedupeWindow
-        let backlog = hubs.backlog ?? BacklogConfiguration()
-        dispatcherSettings.waitForWorkers(bound: backlog.bound, group: backlog.workerGroup)
-        let dispatcher = try makeDispatcherServices(kafka: wiring, store: store, ledger: store, settings: dispatcherSettings, logger: logger)
-        let http = PNSHTTPClient(trustRootsFile: caPath)
-        var workers: [ServiceGroupConfiguration.ServiceConfiguration] = []
-        for platform in Platform.allCases {
-            workers += try makeWorkerServices(
-                settings: WorkerSettings(platform: platform, topics: topics), hubs: hubs, kafka: wiring, http: http, logger: logger
-            ).services
+            // One producer for everything; each part makes its consumers.
+            let wiring = try KafkaWiring.make(servers: servers, topics: topics, ahead: [topics.requests, topics.results], logger: logger)
+            var dispatcherSettings = DispatcherSettings(topics: topics, hubs: hubs.hubs.map(\.name))
+            dispatcherSettings.dedupeWindow = hubs.dispatchDedupeWindow
+            let backlog = hubs.backlog ?? BacklogConfiguration()
+            dispatcherSettings.waitForWorkers(bound: backlog.bound, group: backlog.workerGroup)
+            let dispatcher = try makeDispatcherServices(kafka: wiring, store: store, ledger: store, settings: dispatcherSettings, logger: logger)
+            let http = PNSHTTPClient(trustRootsFile: caPath)
+            var workers: [ServiceGroupConfiguration.ServiceConfiguration] = []
+            for platform in Platform.allCases {
+                workers += try makeWorkerServices(
+                    settings: WorkerSettings(platform: platform, topics: topics), hubs: hubs, kafka: wiring, http: http, logger: logger
+                ).services
+            }
+
+            var ingress = IngressConfiguration(hubs: hubs)
+            ingress.jobsDirectory = (hubs.jobs ?? JobsConfiguration()).resolvedDirectory(configurationPath: configPath)
+            ingress.port = port
+            ingress.embeddedKafka = cluster != nil
+            let hub = hubs.hubs[hubIndex]
+            let banner = Banner(
+                hub: hub, demo: "\(Self.demoUser):\(password)", kafka: servers, kafkaSource: kafka.source.map { "from \($0)" },
+                simulator: (apnsURL, simURL))
+            let ingressServices = try makeIngressServices(
+                configuration: ingress, store: store, kafka: wiring, logger: logger, onListening: { banner.print(port: $0) },
+                onRecovered: { count in
+                    emit("PushHub recovered \(count) unfinished send(s) from the store and published them again.")
+                })
+
+            // Started in this order, stopped in reverse: workers hand back and finish first, then the
+            // dispatcher, the ingress (outcomes last), the consumers commit, the producer flushes.
+            let group = ProcessLifecycle.group(
+                (tracing.map { [.init(service: $0)] } ?? []) + [.init(service: wiring.producer)] + ingressServices + dispatcher.services + workers,
+                logger: logger)
+            try await group.run()
+            await http.shutdown()
+            await store.close()
         }
-
-        var ingress = IngressConfiguration(hubs: hubs)
-        ingress.jobsDirectory = (hubs.jobs ?? JobsConfiguration()).resolvedDirectory(configurationPath: configPath)
-        ingress.port = port
-        ingress.embeddedKafka = cluster != nil
-        let hub = hubs.hubs[hubIndex]
-        let banner = Banner(
-            hub: hub, demo: "\(Self.demoUser):\(password)", kafka: servers, kafkaSource: kafka.source.map { "from \($0)" },
-            simulator: (apnsURL, simURL))
-        let ingressServices = try makeIngressServices(
-            configuration: ingress, store: store, kafka: wiring, logger: logger, onListening: { banner.print(port: $0) },
-            onRecovered: { count in
-                emit("PushHub recovered \(count) unfinished send(s) from the store and published them again.")
-            })
-
-        // Started in this order, stopped in reverse: workers hand back and finish first, then the
-        // dispatcher, the ingress (outcomes last), the consumers commit, the producer flushes.
-        let group = ProcessLifecycle.group(
-            (tracing.map { [.init(service: $0)] } ?? []) + [.init(service: wiring.producer)] + ingressServices + dispatcher.services + workers,
-            logger: logger)
-        try await group.run()
-        await http.shutdown()
+        let ended: Result<Void, any Error>
+        do {
+            try await stack()
+            ended = .success(())
+        } catch {
+            ended = .failure(error)
+        }
         await simulatorGroup.triggerGracefulShutdown()
         _ = try? await simulatorTask.value
-        await store.close()
         cluster?.shutdown()
+        try ended.get()
         emit("PushHub stopped.")
     }
 

@@ -41,7 +41,8 @@ public protocol OutcomeStore: Sendable {
     /// deleted, in one transaction; false when no such send was left.
     func sweepEndedTargets(limit: Int) async throws -> Bool
     /// Applies dispatch summaries (the first one of a notification counts) and batches of
-    /// results (each target counts once, however its results are batched), all in one
+    /// results (each target counts once, however its results are batched), and prunes the
+    /// invalid handles of the batches that were new (as `pruneInvalidHandle`), all in one
     /// transaction; says for each batch, in order, whether anything in it was new.
     func recordOutcomes(_ batches: [ResultBatch], now: Date) async throws -> [Bool]
     func notification(hub: String, id: String) async throws -> NotificationOutcome?

@@ -1,4 +1,5 @@
 import Foundation
+@testable import PushHubCLI
 import PushIngress
 import PushTestSupport
 import Testing
@@ -147,5 +148,33 @@ struct DevCommandTests {
         #expect(await second.process.exitStatus(within: .seconds(30)) == 0)
         kafkaDev.signal(SIGTERM)
         #expect(await kafkaDev.exitStatus(within: .seconds(15)) == 0)
+    }
+
+    @Test("a start that fails once the simulators listen stops them, in process, and does not leave them running")
+    func failedStartStopsSimulators() async throws {
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-dev-\(UUID().uuidString)")
+        // The demo user's password cannot be kept: a directory stands where its file goes.
+        try FileManager.default.createDirectory(at: data.appendingPathComponent("demo-user.secret"), withIntermediateDirectories: true)
+        let command = try DevCommand.parse(["--port", "0", "--data-dir", data.path, "--partitions", "1"])
+        await #expect(throws: (any Error).self) { try await command.run() }
+        // The simulators' listeners, as the failed start pointed the hub at them.
+        let config = try String(contentsOf: data.appendingPathComponent("pushhub.yaml"), encoding: .utf8)
+        let ports = Set(config.matches(of: /127\.0\.0\.1:(\d+)/).compactMap { Int($0.1) })
+        #expect(ports.count == 2, "\(config)")
+        for port in ports { #expect(!Self.accepts(port: port), "the simulator at port \(port) still listens") }
+    }
+
+    /// Whether something accepts a TCP connection at 127.0.0.1:`port`.
+    static func accepts(port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
     }
 }

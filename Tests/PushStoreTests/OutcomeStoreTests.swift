@@ -266,6 +266,30 @@ struct OutcomeStoreTests {
         #expect(try await store.installation(hub: hub, id: "i")?.pushChannelExpired == false)
         #expect(try await store.all(hub: hub, matching: .installation("i")).count == 2)
     }
+
+    @Test("dead handles go in the call that counts their results and ends the send; a repeat prunes nothing", arguments: StoreKind.available)
+    func pruningWithTheCounts(_ kind: StoreKind) async throws {
+        let (store, hub) = try await Self.outcomes(kind)
+        let native = Registration(registrationId: "gone", hub: hub, format: .apple, handle: "x", tags: [], updatedAt: Date())
+        _ = try await store.upsertRegistration(native, ifMatch: nil)
+        _ = try await store.upsertInstallation(Installation(installationId: "j", platform: .fcmv1, pushChannel: "old"), hub: hub)
+        let id = UUID().uuidString.lowercased()
+        try await store.recordEnqueued(Self.request(id, hub), deadline: Date().addingTimeInterval(1800), keep: false, now: Date())
+        let apns = Self.results(id, hub, .apns, [("gone", .invalidHandle), ("kept", .delivered)])
+        let fcm = Self.results(id, hub, .fcm, [(Registration.installationRegistrationId("j", template: nil), .invalidHandle)])
+        let fresh = try await store.recordOutcomes([ResultBatch(notificationId: id, hub: hub, dispatched: [.apns: 2, .fcm: 1]), apns, fcm], now: Date())
+        #expect(fresh == [true, true, true])
+        #expect(try await store.notification(hub: hub, id: id)?.state == .completed)
+        #expect(try await store.registration(hub: hub, id: "gone") == nil, "pruned with the counts, not after them")
+        #expect(try await store.installation(hub: hub, id: "j")?.pushChannelExpired == true)
+        #expect(try await store.all(hub: hub, matching: .installation("j")).isEmpty)
+        #expect(try await store.prunedHandles(hub: hub, since: .distantPast, after: nil, limit: 10).count == 2)
+
+        // The device registers again; the same results, delivered again, change nothing.
+        _ = try await store.upsertRegistration(native, ifMatch: nil)
+        #expect(try await store.recordOutcomes([apns, fcm], now: Date()) == [false, false])
+        #expect(try await store.registration(hub: hub, id: "gone") != nil, "a repeat does not prune again")
+    }
 }
 
 /// Keeping, claiming and abandoning sends: these look across hubs, so they run one at a time.

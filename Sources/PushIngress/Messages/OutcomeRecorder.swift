@@ -54,8 +54,8 @@ public final class OutcomeRecorder: Service, Sendable {
         }
     }
 
-    /// Records a group of results in one transaction, then prunes the dead handles of those
-    /// that were new. A record that cannot be read fails the group, so its records are taken
+    /// Records a group of results in one transaction, with the prune of the dead handles of
+    /// those that were new. A record that cannot be read fails the group, so its records are taken
     /// one at a time and only that one is given up.
     func apply(_ records: [KafkaRecord]) async throws {
         var batches: [ResultBatch] = []
@@ -81,9 +81,8 @@ public final class OutcomeRecorder: Service, Sendable {
                 spans.append(span)
             }
         }
-        let fresh: [Bool]
         do {
-            fresh = try await store.recordOutcomes(batches, now: Date())
+            _ = try await store.recordOutcomes(batches, now: Date())
             for span in spans { span.end() }
         } catch {
             for span in spans {
@@ -95,24 +94,6 @@ public final class OutcomeRecorder: Service, Sendable {
                 throw PermanentFailure("the store refused the result: \(error.message.prefix(300))")
             }
             throw error
-        }
-        // Pruned once the results are kept; a prune that fails is logged, not retried (the
-        // results would not be new again), and the handle is pruned when a send next finds
-        // it dead.
-        for (batch, fresh) in zip(batches, fresh) where fresh {
-            for result in batch.results ?? [] where result.outcome == .invalidHandle {
-                guard let registrationId = result.registrationId else { continue }
-                do {
-                    try await store.pruneInvalidHandle(hub: batch.hub, registrationId: registrationId)
-                } catch {
-                    logger.warning(
-                        "dead handle not pruned",
-                        metadata: [
-                            "pushhub.notification_id": "\(batch.notificationId)", "pushhub.registration_id": "\(registrationId)",
-                            "pushhub.error": "\(error)",
-                        ])
-                }
-            }
         }
     }
 }

@@ -1,8 +1,9 @@
 import Foundation
-@testable import PushHubCLI
 import PushIngress
 import PushTestSupport
 import Testing
+
+@testable import PushHubCLI
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking

@@ -277,7 +277,8 @@ struct OutcomeStoreTests {
         try await store.recordEnqueued(Self.request(id, hub), deadline: Date().addingTimeInterval(1800), keep: false, now: Date())
         let apns = Self.results(id, hub, .apns, [("gone", .invalidHandle), ("kept", .delivered)])
         let fcm = Self.results(id, hub, .fcm, [(Registration.installationRegistrationId("j", template: nil), .invalidHandle)])
-        let fresh = try await store.recordOutcomes([ResultBatch(notificationId: id, hub: hub, dispatched: [.apns: 2, .fcm: 1]), apns, fcm], now: Date())
+        let fresh = try await store.recordOutcomes(
+            [ResultBatch(notificationId: id, hub: hub, dispatched: [.apns: 2, .fcm: 1]), apns, fcm], now: Date())
         #expect(fresh == [true, true, true])
         #expect(try await store.notification(hub: hub, id: id)?.state == .completed)
         #expect(try await store.registration(hub: hub, id: "gone") == nil, "pruned with the counts, not after them")

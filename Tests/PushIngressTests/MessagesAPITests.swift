@@ -346,6 +346,20 @@ struct MessagesAPITests {
         }
     }
 
+    @Test("a Content-Type's media type: before any ';', without spaces or tabs around it, letters in any case")
+    func mediaTypes() {
+        for given in ["application/json", "Application/JSON", "application/json; charset=utf-8", " \tapplication/json ;x", "application/json;"] {
+            #expect(SendRequestBuilder.mediaType(of: given, is: "application/json"), "\(given)")
+        }
+        for given in [
+            "application/jsonx", "application/jso", "text/json", ";application/json", "application /json", "application/json\u{0}", "", "  ", nil,
+            "applicatİon/json",
+        ] {
+            #expect(!SendRequestBuilder.mediaType(of: given, is: "application/json"), "\(given ?? "nil")")
+        }
+        #expect(SendRequestBuilder.mediaType(of: nil, is: "") && SendRequestBuilder.mediaType(of: " ; x", is: ""))
+    }
+
     @Test(
         "bad sends are refused before anything is queued",
         arguments: [

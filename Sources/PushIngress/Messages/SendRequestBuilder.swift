@@ -32,9 +32,23 @@ public struct SendRequestBuilder: Sendable {
 
     private static let passedWhole = ["ttl", "urgency", "topic", "servicebusnotification-apns-expiry", "x-baidu-message-type"]
 
+    /// Whether the media type of `contentType` (what comes before any `;`, without the spaces
+    /// or tabs around it) is `expected` (lowercase ASCII), ASCII letters compared ignoring case,
+    /// without a copy of the header. No header is the empty type.
+    public static func mediaType(of contentType: String?, is expected: String) -> Bool {
+        guard let contentType else { return expected.isEmpty }
+        let bytes = contentType.utf8
+        let end = bytes.firstIndex(of: UInt8(ascii: ";")) ?? bytes.endIndex
+        let isSpace = { (byte: UInt8) in byte == 0x20 || byte == 0x09 }
+        guard let first = bytes[..<end].firstIndex(where: { !isSpace($0) }) else { return expected.isEmpty }
+        let last = bytes[first..<end].lastIndex(where: { !isSpace($0) })!
+        let type = bytes[first...last]
+        return type.count == expected.utf8.count && startsIgnoringCase(type, expected)
+    }
+
     /// Whether `bytes` starts with `prefix` (lowercase ASCII), ASCII letters compared
     /// ignoring case.
-    private static func startsIgnoringCase(_ bytes: String.UTF8View, _ prefix: String) -> Bool {
+    private static func startsIgnoringCase<Bytes: Collection<UInt8>>(_ bytes: Bytes, _ prefix: String) -> Bool {
         guard bytes.count >= prefix.utf8.count else { return false }
         for (byte, expected) in zip(bytes, prefix.utf8) {
             let folded = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
@@ -77,7 +91,10 @@ public struct SendRequestBuilder: Sendable {
         guard let text = String(data: body, encoding: .utf8) else { throw .invalidField(field: "body", reason: "must be UTF-8 text") }
         // JSON's grammar refuses a raw U+0000; a Windows body's XML is not parsed here, and the
         // body is stored with the send (PostgreSQL refuses U+0000 in text).
-        guard !body.contains(0) else { throw .invalidField(field: "body", reason: "must not hold U+0000") }
+        // Looked for with memchr: through `Data`'s iterator, byte by byte, it was half of a
+        // single-user send's checks.
+        let nul = body.withUnsafeBytes { $0.isEmpty ? false : memchr($0.baseAddress!, 0, $0.count) != nil }
+        guard !nul else { throw .invalidField(field: "body", reason: "must not hold U+0000") }
         if format != .windows { try JSONLimits.checkDepth(body, field: "body") }
         if format != .windows, format != .template {
             guard JSONLimits.isObject(body) else {
@@ -135,9 +152,8 @@ public struct SendRequestBuilder: Sendable {
     }
 
     static func checkContentType(_ contentType: String?, format: NotificationFormat, headers: [String: String]) throws(WireError) {
-        let given = contentType?.split(separator: ";").first.map { $0.trimmingSpaces.lowercased() } ?? ""
         let accepted = try acceptedContentTypes(for: format, headers: headers)
-        guard accepted.contains(given) else {
+        guard accepted.contains(where: { mediaType(of: contentType, is: $0) }) else {
             throw .invalidField(
                 field: "Content-Type", reason: "must be \(accepted.joined(separator: " or ")) for \(format.rawValue), not \(contentType ?? "(none)")")
         }

@@ -95,11 +95,15 @@ public struct SendRequestBuilder: Sendable {
         // single-user send's checks.
         let nul = body.withUnsafeBytes { $0.isEmpty ? false : memchr($0.baseAddress!, 0, $0.count) != nil }
         guard !nul else { throw .invalidField(field: "body", reason: "must not hold U+0000") }
-        if format != .windows { try JSONLimits.checkDepth(body, field: "body") }
+        // A native body that is a JSON object is within the depth limit (`isObject` checks it),
+        // so only one that is not is scanned again, to say whether its depth is the reason.
         if format != .windows, format != .template {
             guard JSONLimits.isObject(body) else {
+                try JSONLimits.checkDepth(body, field: "body")
                 throw .invalidField(field: "body", reason: "a \(format.rawValue) notification's body must be a JSON object")
             }
+        } else if format == .template {
+            try JSONLimits.checkDepth(body, field: "body")
         }
         // Headers passed to the PNS go out as HTTP headers: a name of token characters, a value
         // without control characters (HTTP's parser checks this for the API; the console and

@@ -115,33 +115,41 @@ struct DevCommand: AsyncParsableCommand {
             dispatcherSettings.waitForWorkers(bound: backlog.bound, group: backlog.workerGroup)
             let dispatcher = try makeDispatcherServices(kafka: wiring, store: store, ledger: store, settings: dispatcherSettings, logger: logger)
             let http = PNSHTTPClient(trustRootsFile: caPath)
-            var workers: [ServiceGroupConfiguration.ServiceConfiguration] = []
-            for platform in Platform.allCases {
-                workers += try makeWorkerServices(
-                    settings: WorkerSettings(platform: platform, topics: topics), hubs: hubs, kafka: wiring, http: http, logger: logger
-                ).services
+            // Shut down however the stack ends: a client left running is a fault when it goes.
+            do {
+                var workers: [ServiceGroupConfiguration.ServiceConfiguration] = []
+                for platform in Platform.allCases {
+                    workers += try makeWorkerServices(
+                        settings: WorkerSettings(platform: platform, topics: topics), hubs: hubs, kafka: wiring, http: http, logger: logger
+                    ).services
+                }
+
+                var ingress = IngressConfiguration(hubs: hubs)
+                ingress.jobsDirectory = (hubs.jobs ?? JobsConfiguration()).resolvedDirectory(configurationPath: configPath)
+                ingress.port = port
+                ingress.embeddedKafka = cluster != nil
+                let hub = hubs.hubs[hubIndex]
+                let banner = Banner(
+                    hub: hub, demo: "\(Self.demoUser):\(password)", kafka: servers, kafkaSource: kafka.source.map { "from \($0)" },
+                    simulator: (apnsURL, simURL))
+                let ingressServices = try makeIngressServices(
+                    configuration: ingress, store: store, kafka: wiring, logger: logger, onListening: { banner.print(port: $0) },
+                    onRecovered: { count in
+                        emit("PushHub recovered \(count) unfinished send(s) from the store and published them again.")
+                    })
+
+                // Started in this order, stopped in reverse: workers hand back and finish first, then the
+                // dispatcher, the ingress (outcomes last), the consumers commit, the producer flushes.
+                let group = ProcessLifecycle.group(
+                    (tracing.map { [.init(service: $0)] } ?? []) + [.init(service: wiring.producer)] + ingressServices + dispatcher.services
+                        + workers,
+                    logger: logger)
+                try await group.run()
+            } catch {
+                await http.shutdown()
+                await store.close()
+                throw error
             }
-
-            var ingress = IngressConfiguration(hubs: hubs)
-            ingress.jobsDirectory = (hubs.jobs ?? JobsConfiguration()).resolvedDirectory(configurationPath: configPath)
-            ingress.port = port
-            ingress.embeddedKafka = cluster != nil
-            let hub = hubs.hubs[hubIndex]
-            let banner = Banner(
-                hub: hub, demo: "\(Self.demoUser):\(password)", kafka: servers, kafkaSource: kafka.source.map { "from \($0)" },
-                simulator: (apnsURL, simURL))
-            let ingressServices = try makeIngressServices(
-                configuration: ingress, store: store, kafka: wiring, logger: logger, onListening: { banner.print(port: $0) },
-                onRecovered: { count in
-                    emit("PushHub recovered \(count) unfinished send(s) from the store and published them again.")
-                })
-
-            // Started in this order, stopped in reverse: workers hand back and finish first, then the
-            // dispatcher, the ingress (outcomes last), the consumers commit, the producer flushes.
-            let group = ProcessLifecycle.group(
-                (tracing.map { [.init(service: $0)] } ?? []) + [.init(service: wiring.producer)] + ingressServices + dispatcher.services + workers,
-                logger: logger)
-            try await group.run()
             await http.shutdown()
             await store.close()
         }

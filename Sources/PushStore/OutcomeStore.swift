@@ -41,14 +41,14 @@ public protocol OutcomeStore: Sendable {
     /// deleted, in one transaction; false when no such send was left.
     func sweepEndedTargets(limit: Int) async throws -> Bool
     /// Applies dispatch summaries (the first one of a notification counts) and batches of
-    /// results (each target counts once, however its results are batched), and prunes the
-    /// invalid handles of the batches that were new (as `pruneInvalidHandle`), all in one
+    /// results (each target counts once, however its results are batched), all in one
     /// transaction; says for each batch, in order, whether anything in it was new.
     func recordOutcomes(_ batches: [ResultBatch], now: Date) async throws -> [Bool]
     func notification(hub: String, id: String) async throws -> NotificationOutcome?
     /// A dead handle: its registration is deleted; an installation's registrations are deleted
     /// and the installation marked `pushChannelExpired` until its push channel is replaced.
-    func pruneInvalidHandle(hub: String, registrationId: String) async throws
+    /// With `handle`, only while the registration still holds that handle.
+    func pruneInvalidHandle(hub: String, registrationId: String, handle: String?) async throws
     /// The targets of a notification of `hub` that did not end in success, in target order
     /// after `after`; none for a notification of another hub.
     func failedTargets(hub: String, notificationId: String, after: String?, limit: Int) async throws -> [FailedTarget]
@@ -114,6 +114,11 @@ extension OutcomeStore {
     /// Notes an accepted notification whose audience the dispatcher resolves.
     public func recordEnqueued(_ request: SendRequest, deadline: Date, keep: Bool, now: Date) async throws {
         try await recordEnqueued(request, deadline: deadline, keep: keep, dispatched: nil, now: now)
+    }
+
+    /// A dead handle, whatever handle its registration holds now.
+    public func pruneInvalidHandle(hub: String, registrationId: String) async throws {
+        try await pruneInvalidHandle(hub: hub, registrationId: registrationId, handle: nil)
     }
 
     /// Applies one dispatch summary or batch of results; false when nothing in it was new.

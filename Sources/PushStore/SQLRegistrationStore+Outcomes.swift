@@ -338,28 +338,8 @@ extension SQLRegistrationStore: OutcomeStore {
         return try await database.write { connection in
             var fresh = Array(repeating: false, count: batches.count)
             for index in order { fresh[index] = try await Self.record(batches[index], lock: lock, dialect: dialect, now: now, on: connection) }
-            // Dead handles of the new batches are pruned in the same transaction as the counts
-            // that may end their sends: whoever reads a send Completed no longer finds them
-            // registered. In the order of their ids, as every group takes them.
-            var dead = Set<DeadRegistration>()
-            for (batch, fresh) in zip(batches, fresh) where fresh {
-                for result in batch.results ?? [] where result.outcome == .invalidHandle {
-                    if let registrationId = result.registrationId { dead.insert(DeadRegistration(hub: batch.hub, registrationId: registrationId)) }
-                }
-            }
-            for registration in dead.sorted() {
-                try await Self.prune(hub: registration.hub, registrationId: registration.registrationId, dialect: dialect, on: connection)
-            }
             return fresh
         }
-    }
-
-    /// A registration whose push service called its handle invalid.
-    private struct DeadRegistration: Hashable, Comparable {
-        var hub: String
-        var registrationId: String
-
-        static func < (lhs: Self, rhs: Self) -> Bool { (lhs.hub, lhs.registrationId) < (rhs.hub, rhs.registrationId) }
     }
 
     /// Inserts a chunk of a batch's target keys into `result_targets` and marks in `counted`
@@ -688,40 +668,38 @@ extension SQLRegistrationStore: OutcomeStore {
         return Platform.allCases.filter { (counts[$0.rawValue] ?? 0) > 0 }
     }
 
-    public func pruneInvalidHandle(hub: String, registrationId: String) async throws {
+    public func pruneInvalidHandle(hub: String, registrationId: String, handle: String?) async throws {
         let dialect = database.dialect
         try await database.write { connection in
-            try await Self.prune(hub: hub, registrationId: registrationId, dialect: dialect, on: connection)
-        }
-    }
-
-    /// Deletes a dead handle's registration, or its installation's registrations and marks the
-    /// installation expired, within the caller's transaction. An installation whose stored
-    /// document cannot be read keeps it as it is: its registrations still go, and the prune
-    /// does not fail the results it comes with.
-    private static func prune(hub: String, registrationId: String, dialect: SQLDialect, on connection: any SQLConnection) async throws {
-        guard
-            let row = try await connection.query(
-                "SELECT seq, installation_id FROM registrations WHERE hub = ? AND registration_id = ?", [.text(hub), .text(registrationId)]
-            ).first
-        else { return }
-        if let installationId = row.text("installation_id") {
-            // The installation row is locked first, as every writer of an installation
-            // takes it (on PostgreSQL; SQLite has one writer).
-            let document = try await connection.query(
-                "SELECT document FROM installations WHERE hub = ? AND installation_id = ?" + (dialect == .postgres ? " FOR UPDATE" : ""),
-                [.text(hub), .text(installationId)]
-            ).first?.text("document")
-            try await connection.execute("DELETE FROM registrations WHERE hub = ? AND installation_id = ?", [.text(hub), .text(installationId)])
-            if let document, var installation = try? Self.installation(document: document) {
-                installation.pushChannelExpired = true
-                let updated = Self.document(installation)
-                try await connection.execute(
-                    "UPDATE installations SET document = ?, expired = 1 WHERE hub = ? AND installation_id = ?",
-                    [.text(updated), .text(hub), .text(installationId)])
+            // Only while the registration still holds the handle its push service called
+            // invalid: a device that moved to a new handle, or registered again under the same
+            // installation, keeps its registration when an old result comes (again) later.
+            var select = "SELECT seq, installation_id FROM registrations WHERE hub = ? AND registration_id = ?"
+            var binds: [SQLValue] = [.text(hub), .text(registrationId)]
+            if let handle {
+                select += " AND handle = ?"
+                binds.append(.text(handle))
             }
-        } else if let seq = row.integer("seq") {
-            try await connection.execute("DELETE FROM registrations WHERE seq = ?", [.integer(seq)])
+            guard let row = try await connection.query(select, binds).first else { return }
+            if let installationId = row.text("installation_id") {
+                // The installation row is locked first, as every writer of an installation
+                // takes it (on PostgreSQL; SQLite has one writer).
+                let document = try await connection.query(
+                    "SELECT document FROM installations WHERE hub = ? AND installation_id = ?" + (dialect == .postgres ? " FOR UPDATE" : ""),
+                    [.text(hub), .text(installationId)]
+                ).first?.text("document")
+                try await connection.execute("DELETE FROM registrations WHERE hub = ? AND installation_id = ?", [.text(hub), .text(installationId)])
+                if let document {
+                    var installation = try Self.installation(document: document)
+                    installation.pushChannelExpired = true
+                    let updated = Self.document(installation)
+                    try await connection.execute(
+                        "UPDATE installations SET document = ?, expired = 1 WHERE hub = ? AND installation_id = ?",
+                        [.text(updated), .text(hub), .text(installationId)])
+                }
+            } else if let seq = row.integer("seq") {
+                try await connection.execute("DELETE FROM registrations WHERE seq = ?", [.integer(seq)])
+            }
         }
     }
 }

@@ -366,6 +366,7 @@ struct MessagesAPITests {
             ([("ServiceBusNotification-Format", "mpns"), ("Content-Type", "application/json")], "{}", "ServiceBusNotification-Format"),
             ([("Content-Type", "application/json")], "{}", "ServiceBusNotification-Format"),
             ([("ServiceBusNotification-Format", "apple"), ("Content-Type", "text/plain")], "{}", "Content-Type"),
+            ([("ServiceBusNotification-Format", "apple"), ("Content-Type", ";application/json")], "{}", "Content-Type"),
             ([("ServiceBusNotification-Format", "apple"), ("Content-Type", "application/json")], "not json", "must be a JSON object"),
             (
                 [("ServiceBusNotification-Format", "apple"), ("Content-Type", "application/json")],

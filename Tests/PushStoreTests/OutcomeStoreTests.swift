@@ -267,29 +267,24 @@ struct OutcomeStoreTests {
         #expect(try await store.all(hub: hub, matching: .installation("i")).count == 2)
     }
 
-    @Test("dead handles go in the call that counts their results and ends the send; a repeat prunes nothing", arguments: StoreKind.available)
-    func pruningWithTheCounts(_ kind: StoreKind) async throws {
+    @Test("a dead handle prunes its registration only while it still holds that handle", arguments: StoreKind.available)
+    func pruningByHandle(_ kind: StoreKind) async throws {
         let (store, hub) = try await Self.outcomes(kind)
-        let native = Registration(registrationId: "gone", hub: hub, format: .apple, handle: "x", tags: [], updatedAt: Date())
+        let native = Registration(registrationId: "moved", hub: hub, format: .apple, handle: "new", tags: [], updatedAt: Date())
         _ = try await store.upsertRegistration(native, ifMatch: nil)
-        _ = try await store.upsertInstallation(Installation(installationId: "j", platform: .fcmv1, pushChannel: "old"), hub: hub)
-        let id = UUID().uuidString.lowercased()
-        try await store.recordEnqueued(Self.request(id, hub), deadline: Date().addingTimeInterval(1800), keep: false, now: Date())
-        let apns = Self.results(id, hub, .apns, [("gone", .invalidHandle), ("kept", .delivered)])
-        let fcm = Self.results(id, hub, .fcm, [(Registration.installationRegistrationId("j", template: nil), .invalidHandle)])
-        let fresh = try await store.recordOutcomes(
-            [ResultBatch(notificationId: id, hub: hub, dispatched: [.apns: 2, .fcm: 1]), apns, fcm], now: Date())
-        #expect(fresh == [true, true, true])
-        #expect(try await store.notification(hub: hub, id: id)?.state == .completed)
-        #expect(try await store.registration(hub: hub, id: "gone") == nil, "pruned with the counts, not after them")
+        try await store.pruneInvalidHandle(hub: hub, registrationId: "moved", handle: "old")
+        #expect(try await store.registration(hub: hub, id: "moved") != nil, "the device moved to a new handle before the old one's result came")
+        try await store.pruneInvalidHandle(hub: hub, registrationId: "moved", handle: "new")
+        #expect(try await store.registration(hub: hub, id: "moved") == nil)
+
+        _ = try await store.upsertInstallation(Installation(installationId: "j", platform: .fcmv1, pushChannel: "second"), hub: hub)
+        let installationRegistration = Registration.installationRegistrationId("j", template: nil)
+        try await store.pruneInvalidHandle(hub: hub, registrationId: installationRegistration, handle: "first")
+        #expect(try await store.installation(hub: hub, id: "j")?.pushChannelExpired == false, "registered again under a new channel")
+        #expect(try await store.all(hub: hub, matching: .installation("j")).count == 1)
+        try await store.pruneInvalidHandle(hub: hub, registrationId: installationRegistration, handle: "second")
         #expect(try await store.installation(hub: hub, id: "j")?.pushChannelExpired == true)
         #expect(try await store.all(hub: hub, matching: .installation("j")).isEmpty)
-        #expect(try await store.prunedHandles(hub: hub, since: .distantPast, after: nil, limit: 10).count == 2)
-
-        // The device registers again; the same results, delivered again, change nothing.
-        _ = try await store.upsertRegistration(native, ifMatch: nil)
-        #expect(try await store.recordOutcomes([apns, fcm], now: Date()) == [false, false])
-        #expect(try await store.registration(hub: hub, id: "gone") != nil, "a repeat does not prune again")
     }
 }
 

@@ -54,8 +54,37 @@ public final class OutcomeRecorder: Service, Sendable {
         }
     }
 
-    /// Records a group of results in one transaction, with the prune of the dead handles of
-    /// those that were new. A record that cannot be read fails the group, so its records are taken
+    /// Prunes the registrations whose handles `batches` call invalid, before their results are
+    /// recorded, so that whoever reads a send Completed no longer finds them registered. Each in
+    /// a write of its own, as a lone prune locks one installation and waits for no other, and
+    /// only while the registration still holds the handle the result names: a result that comes
+    /// again after the device registered anew, or moved to a new handle, prunes nothing. A prune
+    /// that fails is logged, not retried (the results still count), and the handle is pruned
+    /// when a send next finds it dead.
+    func prune(_ batches: [ResultBatch]) async {
+        // Each registration and handle once, compared as bytes, as the database compares them.
+        var seen = Set<[UInt8]>()
+        for batch in batches {
+            for result in batch.results ?? [] where result.outcome == .invalidHandle {
+                guard let registrationId = result.registrationId else { continue }
+                let key = Array("\(batch.hub)\0\(registrationId)\0\(result.handle.map { "h" + $0 } ?? "n")".utf8)
+                guard seen.insert(key).inserted else { continue }
+                do {
+                    try await store.pruneInvalidHandle(hub: batch.hub, registrationId: registrationId, handle: result.handle)
+                } catch {
+                    logger.warning(
+                        "dead handle not pruned",
+                        metadata: [
+                            "pushhub.notification_id": "\(batch.notificationId)", "pushhub.registration_id": "\(registrationId)",
+                            "pushhub.error": "\(error)",
+                        ])
+                }
+            }
+        }
+    }
+
+    /// Prunes the dead handles of a group of results, then records the group in one
+    /// transaction. A record that cannot be read fails the group, so its records are taken
     /// one at a time and only that one is given up.
     func apply(_ records: [KafkaRecord]) async throws {
         var batches: [ResultBatch] = []
@@ -81,6 +110,7 @@ public final class OutcomeRecorder: Service, Sendable {
                 spans.append(span)
             }
         }
+        await prune(batches)
         do {
             _ = try await store.recordOutcomes(batches, now: Date())
             for span in spans { span.end() }

@@ -102,21 +102,21 @@ struct DevCommand: AsyncParsableCommand {
             hubs = hubs.pointed(at: apnsURL, http: simURL, hubs: [hubName])
             try hubs.write(to: configPath)
 
-            // The store and the demo user.
+            // The store and the demo user, and the client of the push services.
             let store = try await StoreLocation(data.appendingPathComponent("pushhub.sqlite").path).open(logger: logger)
-            let password = try Self.demoPassword(at: data.appendingPathComponent("demo-user.secret").path)
-            try await store.setUser(name: Self.demoUser, passwordHash: hashPassword(password))
-
-            // One producer for everything; each part makes its consumers.
-            let wiring = try KafkaWiring.make(servers: servers, topics: topics, ahead: [topics.requests, topics.results], logger: logger)
-            var dispatcherSettings = DispatcherSettings(topics: topics, hubs: hubs.hubs.map(\.name))
-            dispatcherSettings.dedupeWindow = hubs.dispatchDedupeWindow
-            let backlog = hubs.backlog ?? BacklogConfiguration()
-            dispatcherSettings.waitForWorkers(bound: backlog.bound, group: backlog.workerGroup)
-            let dispatcher = try makeDispatcherServices(kafka: wiring, store: store, ledger: store, settings: dispatcherSettings, logger: logger)
             let http = PNSHTTPClient(trustRootsFile: caPath)
-            // Shut down however the stack ends: a client left running is a fault when it goes.
+            // Both shut down however the stack ends: a client left running is a fault when it goes.
             do {
+                let password = try Self.demoPassword(at: data.appendingPathComponent("demo-user.secret").path)
+                try await store.setUser(name: Self.demoUser, passwordHash: hashPassword(password))
+
+                // One producer for everything; each part makes its consumers.
+                let wiring = try KafkaWiring.make(servers: servers, topics: topics, ahead: [topics.requests, topics.results], logger: logger)
+                var dispatcherSettings = DispatcherSettings(topics: topics, hubs: hubs.hubs.map(\.name))
+                dispatcherSettings.dedupeWindow = hubs.dispatchDedupeWindow
+                let backlog = hubs.backlog ?? BacklogConfiguration()
+                dispatcherSettings.waitForWorkers(bound: backlog.bound, group: backlog.workerGroup)
+                let dispatcher = try makeDispatcherServices(kafka: wiring, store: store, ledger: store, settings: dispatcherSettings, logger: logger)
                 var workers: [ServiceGroupConfiguration.ServiceConfiguration] = []
                 for platform in Platform.allCases {
                     workers += try makeWorkerServices(

@@ -688,6 +688,10 @@ extension SQLRegistrationStore: OutcomeStore {
                     "SELECT document FROM installations WHERE hub = ? AND installation_id = ?" + (dialect == .postgres ? " FOR UPDATE" : ""),
                     [.text(hub), .text(installationId)]
                 ).first?.text("document")
+                // With the installation held, its rows change no more: whether they still hold
+                // the handle is read again (on PostgreSQL a write of the installation may have
+                // replaced it since the read above, which took no lock).
+                if handle != nil, try await connection.query(select, binds).isEmpty { return }
                 try await connection.execute("DELETE FROM registrations WHERE hub = ? AND installation_id = ?", [.text(hub), .text(installationId)])
                 if let document {
                     var installation = try Self.installation(document: document)
@@ -698,7 +702,12 @@ extension SQLRegistrationStore: OutcomeStore {
                         [.text(updated), .text(hub), .text(installationId)])
                 }
             } else if let seq = row.integer("seq") {
-                try await connection.execute("DELETE FROM registrations WHERE seq = ?", [.integer(seq)])
+                // The handle compared again as the row goes, for the same reason.
+                if let handle {
+                    try await connection.execute("DELETE FROM registrations WHERE seq = ? AND handle = ?", [.integer(seq), .text(handle)])
+                } else {
+                    try await connection.execute("DELETE FROM registrations WHERE seq = ?", [.integer(seq)])
+                }
             }
         }
     }

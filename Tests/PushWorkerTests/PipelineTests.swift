@@ -158,8 +158,8 @@ struct PipelineTests {
             let details = try await PipelineFixture.completed(client, id)
             #expect(
                 details.contains("<ApnsOutcomeCounts><Outcome><Name>BadChannel</Name><Count>1</Count></Outcome></ApnsOutcomeCounts>"), "\(details)")
-            // The dead handle is pruned in the transaction that made the send Completed: gone
-            // by the time the client reads it so.
+            // The dead handle is pruned before the result that makes the send Completed is
+            // recorded: gone by the time the client reads it so.
             #expect(try await pipeline.store.registration(hub: "myhub", id: registrationId) == nil, "the dead handle's registration is pruned")
             let stale = try await client.execute(
                 uri: "/api/register/\(registrationId)", method: .put, headers: alice, body: ByteBuffer(string: device))

@@ -58,27 +58,33 @@ public final class OutcomeRecorder: Service, Sendable {
     /// recorded, so that whoever reads a send Completed no longer finds them registered. Each in
     /// a write of its own, as a lone prune locks one installation and waits for no other, and
     /// only while the registration still holds the handle the result names: a result that comes
-    /// again after the device registered anew, or moved to a new handle, prunes nothing. A prune
-    /// that fails is logged, not retried (the results still count), and the handle is pruned
-    /// when a send next finds it dead.
+    /// again after the device moved to a new handle prunes nothing. A result naming no handle
+    /// prunes nothing (PushHub's workers always name it). The first prune that fails ends the
+    /// pass, logged once: the store is most likely failing, and the group is retried or taken
+    /// apart after it, with its prunes. A handle left is pruned when a send next finds it dead.
     func prune(_ batches: [ResultBatch]) async {
         // Each registration and handle once, compared as bytes, as the database compares them.
         var seen = Set<[UInt8]>()
+        var dead: [(batch: ResultBatch, registrationId: String, handle: String)] = []
         for batch in batches {
             for result in batch.results ?? [] where result.outcome == .invalidHandle {
-                guard let registrationId = result.registrationId else { continue }
-                let key = Array("\(batch.hub)\0\(registrationId)\0\(result.handle.map { "h" + $0 } ?? "n")".utf8)
-                guard seen.insert(key).inserted else { continue }
-                do {
-                    try await store.pruneInvalidHandle(hub: batch.hub, registrationId: registrationId, handle: result.handle)
-                } catch {
-                    logger.warning(
-                        "dead handle not pruned",
-                        metadata: [
-                            "pushhub.notification_id": "\(batch.notificationId)", "pushhub.registration_id": "\(registrationId)",
-                            "pushhub.error": "\(error)",
-                        ])
-                }
+                guard let registrationId = result.registrationId, let handle = result.handle,
+                    seen.insert(Array("\(batch.hub)\0\(registrationId)\0\(handle)".utf8)).inserted
+                else { continue }
+                dead.append((batch, registrationId, handle))
+            }
+        }
+        for (index, entry) in dead.enumerated() {
+            do {
+                try await store.pruneInvalidHandle(hub: entry.batch.hub, registrationId: entry.registrationId, handle: entry.handle)
+            } catch {
+                logger.warning(
+                    "dead handles not pruned",
+                    metadata: [
+                        "pushhub.notification_id": "\(entry.batch.notificationId)", "pushhub.registration_id": "\(entry.registrationId)",
+                        "pushhub.not_pruned": "\(dead.count - index)", "pushhub.error": "\(error)",
+                    ])
+                return
             }
         }
     }

@@ -672,8 +672,8 @@ extension SQLRegistrationStore: OutcomeStore {
         let dialect = database.dialect
         try await database.write { connection in
             // Only while the registration still holds the handle its push service called
-            // invalid: a device that moved to a new handle, or registered again under the same
-            // installation, keeps its registration when an old result comes (again) later.
+            // invalid: a device that moved to a new handle (its registration updated, its
+            // installation given a new channel) keeps it when the old one's result comes later.
             var select = "SELECT seq, installation_id FROM registrations WHERE hub = ? AND registration_id = ?"
             var binds: [SQLValue] = [.text(hub), .text(registrationId)]
             if let handle {

@@ -161,7 +161,8 @@ struct DevCommandTests {
         // The demo user's password cannot be kept: a directory stands where its file goes.
         try FileManager.default.createDirectory(at: data.appendingPathComponent("demo-user.secret"), withIntermediateDirectories: true)
         let command = try DevCommand.parse(["--port", "0", "--data-dir", data.path, "--partitions", "1"])
-        await #expect(throws: (any Error).self) { try await command.run() }
+        let failure = await #expect(throws: (any Error).self) { try await command.run() }
+        #expect("\(failure.map { "\($0)" } ?? "")".contains("demo-user.secret"), "it failed where the test made it fail")
         // The simulators' listeners, as the failed start pointed the hub at them.
         let config = try String(contentsOf: data.appendingPathComponent("pushhub.yaml"), encoding: .utf8)
         let ports = Set(config.matches(of: /127\.0\.0\.1:(\d+)/).compactMap { Int($0.1) })

@@ -22,7 +22,6 @@ struct ProcessEachTests {
         let observed = Observed()
 
         try await testGracefulShutdown { trigger in
-            let running = Task { try await consumer.run() }
             let processing = Task {
                 await consumer.processEach(maximum: 8, logger: testLogger, giveUp: { _, reason in Issue.record("gave up: \(reason)") }) { record in
                     observed.state.withLock {
@@ -41,8 +40,9 @@ struct ProcessEachTests {
                     if count == 120 { trigger.triggerGracefulShutdown() }
                 }
             }
+            // Closed once the processing ended, so the last records are marked done first.
             await processing.value
-            try await running.value
+            await consumer.close()
         }
         let (most, done) = observed.state.withLock { ($0.most, $0.done) }
         // Never more than 8; exactly 8 only when fetches keep up, which two busy cores running
@@ -75,7 +75,6 @@ struct ProcessEachTests {
         let budget = RetryBudget(attempts: 4, duration: .zero, firstBackoff: .milliseconds(10), maximumBackoff: .milliseconds(40))
 
         try await testGracefulShutdown { trigger in
-            let running = Task { try await consumer.run() }
             let finished: @Sendable () -> Void = {
                 let count = box.state.withLock { $0.done.count + $0.givenUp.count }
                 if count == 30 { trigger.triggerGracefulShutdown() }
@@ -106,8 +105,9 @@ struct ProcessEachTests {
                         finished()
                     })
             }
+            // Closed once the processing ended, so the last records are marked done first.
             await processing.value
-            try await running.value
+            await consumer.close()
         }
         let (attempts, givenUp, done) = box.state.withLock { ($0.attempts, $0.givenUp, $0.done) }
         #expect(attempts[3] == 1, "a permanent failure is not retried")
@@ -351,9 +351,7 @@ struct ProcessEachTests {
         let room = 30
 
         try await testGracefulShutdown { trigger in
-            let running = Task { try await consumer.run() }
-            // Shutdown once every record ended, a moment after, so the last run's records are
-            // marked done before the consumer commits and closes.
+            // Shutdown once every record ended, a moment after.
             let finished: @Sendable () -> Void = {}
             let watching = Task {
                 while box.state.withLock({ $0.done.count + $0.givenUp.count }) < 300 { try await Task.sleep(for: .milliseconds(20)) }
@@ -410,8 +408,9 @@ struct ProcessEachTests {
                         finished()
                     })
             }
+            // Closed once the processing ended, so the last records are marked done first.
             await processing.value
-            try await running.value
+            await consumer.close()
             try await watching.value
         }
         let (runs, alone, givenUp, done) = box.state.withLock { ($0.runs, $0.alone, $0.givenUp, $0.done) }

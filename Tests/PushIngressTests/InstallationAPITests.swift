@@ -94,6 +94,13 @@ struct InstallationAPITests {
             ) { response in
                 #expect(response.status == .unsupportedMediaType)
             }
+            // The media type is what comes before the first ';': none here.
+            try await client.execute(
+                uri: "/myhub/installations/phone-1", method: .put, headers: IngressFixture.listenAccess.withContentType(";application/json"),
+                body: ByteBuffer(string: Self.body)
+            ) { response in
+                #expect(response.status == .unsupportedMediaType)
+            }
             let huge = String(repeating: "x", count: 70_000)
             try await client.execute(uri: "/myhub/installations/phone-1", method: .put, headers: Self.json, body: ByteBuffer(string: huge)) {
                 response in

@@ -349,15 +349,16 @@ struct MessagesAPITests {
     @Test("a Content-Type's media type: before any ';', without spaces or tabs around it, letters in any case")
     func mediaTypes() {
         for given in ["application/json", "Application/JSON", "application/json; charset=utf-8", " \tapplication/json ;x", "application/json;"] {
-            #expect(SendRequestBuilder.mediaType(of: given, is: "application/json"), "\(given)")
+            #expect(MediaType.matches(given, "application/json"), "\(given)")
         }
         for given in [
             "application/jsonx", "application/jso", "text/json", ";application/json", "application /json", "application/json\u{0}", "", "  ", nil,
             "applicatİon/json",
         ] {
-            #expect(!SendRequestBuilder.mediaType(of: given, is: "application/json"), "\(given ?? "nil")")
+            #expect(!MediaType.matches(given, "application/json"), "\(given ?? "nil")")
         }
-        #expect(SendRequestBuilder.mediaType(of: nil, is: "") && SendRequestBuilder.mediaType(of: " ; x", is: ""))
+        #expect(MediaType.matches(nil, "") && MediaType.matches(" ; x", ""))
+        #expect(MediaType.of(" Image/PNG ; q=1") == "Image/PNG" && MediaType.of(";x") == nil)
     }
 
     @Test(

@@ -9,7 +9,6 @@ import PushModel
 import PushProviders
 import PushSimulator
 import PushStore
-import PushTestSupport
 import PushWorker
 import ServiceLifecycle
 import Testing

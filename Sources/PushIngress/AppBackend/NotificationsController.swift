@@ -146,7 +146,7 @@ struct NotificationsController: Sendable {
     /// The media type of a rich payload's Content-Type (parameters dropped), when it is one
     /// PushHub keeps.
     static func mediaType(_ contentType: String) -> String? {
-        let type = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        let type = MediaType.of(contentType)?.lowercased() ?? ""
         guard type.utf8.count <= 100, type.split(separator: "/").count == 2,
             type.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "/.+-_".contains($0)) })
         else { return nil }

@@ -210,8 +210,7 @@ struct ConsoleController: Sendable {
     }
 
     static func form(_ request: Request) async throws(ConsoleFormError) -> ConsoleForm {
-        let given = request.headers[.contentType]?.split(separator: ";").first.map { $0.trimmingSpaces.lowercased() }
-        guard given == "application/x-www-form-urlencoded" else {
+        guard MediaType.matches(request.headers[.contentType], "application/x-www-form-urlencoded") else {
             throw ConsoleFormError(message: "Content-Type must be application/x-www-form-urlencoded")
         }
         let body: ByteBuffer

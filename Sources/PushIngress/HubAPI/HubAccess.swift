@@ -98,8 +98,7 @@ extension Request {
     /// Refuses a body whose content type is not one of `accepted` (parameters such as charset
     /// are allowed) with 415.
     func requireContentType(_ accepted: [String]) throws {
-        let given = headers[.contentType]?.split(separator: ";").first.map { $0.trimmingSpaces.lowercased() }
-        guard let given, accepted.contains(given) else {
+        guard accepted.contains(where: { MediaType.matches(headers[.contentType], $0) }) else {
             throw HubAPIError(
                 .unsupportedMediaType,
                 "Content-Type must be \(accepted.joined(separator: " or ")), not \(headers[.contentType] ?? "(none)")")

@@ -26,36 +26,11 @@ public struct SendRequestBuilder: Sendable {
     public static func passThrough(_ name: String) -> Bool {
         // Compared without making a lowercased copy: every header of every send is asked.
         let bytes = name.utf8
-        return startsIgnoringCase(bytes, "apns-") || startsIgnoringCase(bytes, "x-wns-")
-            || passedWhole.contains { bytes.count == $0.utf8.count && startsIgnoringCase(bytes, $0) }
+        return MediaType.hasPrefixIgnoringCase(bytes, "apns-") || MediaType.hasPrefixIgnoringCase(bytes, "x-wns-")
+            || passedWhole.contains { bytes.count == $0.utf8.count && MediaType.hasPrefixIgnoringCase(bytes, $0) }
     }
 
     private static let passedWhole = ["ttl", "urgency", "topic", "servicebusnotification-apns-expiry", "x-baidu-message-type"]
-
-    /// Whether the media type of `contentType` (what comes before any `;`, without the spaces
-    /// or tabs around it) is `expected` (lowercase ASCII), ASCII letters compared ignoring case,
-    /// without a copy of the header. No header is the empty type.
-    public static func mediaType(of contentType: String?, is expected: String) -> Bool {
-        guard let contentType else { return expected.isEmpty }
-        let bytes = contentType.utf8
-        let end = bytes.firstIndex(of: UInt8(ascii: ";")) ?? bytes.endIndex
-        let isSpace = { (byte: UInt8) in byte == 0x20 || byte == 0x09 }
-        guard let first = bytes[..<end].firstIndex(where: { !isSpace($0) }) else { return expected.isEmpty }
-        let last = bytes[first..<end].lastIndex(where: { !isSpace($0) })!
-        let type = bytes[first...last]
-        return type.count == expected.utf8.count && startsIgnoringCase(type, expected)
-    }
-
-    /// Whether `bytes` starts with `prefix` (lowercase ASCII), ASCII letters compared
-    /// ignoring case.
-    private static func startsIgnoringCase<Bytes: Collection<UInt8>>(_ bytes: Bytes, _ prefix: String) -> Bool {
-        guard bytes.count >= prefix.utf8.count else { return false }
-        for (byte, expected) in zip(bytes, prefix.utf8) {
-            let folded = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
-            guard folded == expected else { return false }
-        }
-        return true
-    }
 
     public init() {}
 
@@ -157,7 +132,7 @@ public struct SendRequestBuilder: Sendable {
 
     static func checkContentType(_ contentType: String?, format: NotificationFormat, headers: [String: String]) throws(WireError) {
         let accepted = try acceptedContentTypes(for: format, headers: headers)
-        guard accepted.contains(where: { mediaType(of: contentType, is: $0) }) else {
+        guard accepted.contains(where: { MediaType.matches(contentType, $0) }) else {
             throw .invalidField(
                 field: "Content-Type", reason: "must be \(accepted.joined(separator: " or ")) for \(format.rawValue), not \(contentType ?? "(none)")")
         }

@@ -117,11 +117,15 @@ struct DevCommand: AsyncParsableCommand {
                 let backlog = hubs.backlog ?? BacklogConfiguration()
                 dispatcherSettings.waitForWorkers(bound: backlog.bound, group: backlog.workerGroup)
                 let dispatcher = try makeDispatcherServices(kafka: wiring, store: store, ledger: store, settings: dispatcherSettings, logger: logger)
-                var workers: [ServiceGroupConfiguration.ServiceConfiguration] = []
+                // The platforms' workers stop together, after their consumers: stopped one after
+                // another, the last went on taking batches while the first finished its own.
+                var consumers: [ServiceGroupConfiguration.ServiceConfiguration] = []
+                var workers: [any Service] = []
                 for platform in Platform.allCases {
-                    workers += try makeWorkerServices(
-                        settings: WorkerSettings(platform: platform, topics: topics), hubs: hubs, kafka: wiring, http: http, logger: logger
-                    ).services
+                    let part = try makeWorkerServices(
+                        settings: WorkerSettings(platform: platform, topics: topics), hubs: hubs, kafka: wiring, http: http, logger: logger)
+                    consumers += part.consumers.map { .init(service: $0) }
+                    workers += part.workers.map(\.service)
                 }
 
                 var ingress = IngressConfiguration(hubs: hubs)
@@ -138,11 +142,12 @@ struct DevCommand: AsyncParsableCommand {
                         emit("PushHub recovered \(count) unfinished send(s) from the store and published them again.")
                     })
 
-                // Started in this order, stopped in reverse: workers hand back and finish first, then the
-                // dispatcher, the ingress (outcomes last), the consumers commit, the producer flushes.
+                // Started in this order, stopped in reverse: the workers hand back and finish first (all
+                // at once), then the dispatcher, the ingress (outcomes last), the consumers commit, the
+                // producer flushes.
                 let group = ProcessLifecycle.group(
                     (tracing.map { [.init(service: $0)] } ?? []) + [.init(service: wiring.producer)] + ingressServices + dispatcher.services
-                        + workers,
+                        + consumers + [.init(service: ConcurrentServices(workers))],
                     logger: logger)
                 try await group.run()
             } catch {

@@ -21,3 +21,36 @@ public enum ProcessLifecycle {
         return ServiceGroup(configuration: configuration)
     }
 }
+
+/// Services that run side by side as one, for a group that would otherwise stop them one
+/// after another: a graceful shutdown reaches them all at once (they share the task's), so
+/// none takes new work while another finishes its own, and stopping takes as long as the
+/// slowest, not the sum. `pushhub dev` runs its eight platform workers this way.
+///
+/// It ends when every one has ended. One that fails ends the others (cancelled) and its error
+/// is thrown; one that returns before a graceful shutdown began ends them too, as a service
+/// of the group returning would end the group.
+public struct ConcurrentServices: Service {
+    let services: [any Service]
+
+    public init(_ services: [any Service]) {
+        self.services = services
+    }
+
+    public func run() async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for service in services {
+                group.addTask { try await service.run() }
+            }
+            do {
+                while try await group.next() != nil {
+                    if !Task.isShuttingDownGracefully { break }
+                }
+            } catch {
+                group.cancelAll()
+                throw error
+            }
+            group.cancelAll()
+        }
+    }
+}

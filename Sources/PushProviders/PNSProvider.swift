@@ -95,8 +95,13 @@ public struct PNSAnswer: Sendable, Equatable {
 
     /// The transport failed (connection, time-out): retried.
     static func transportFailed(_ error: any Error) -> PNSAnswer {
-        PNSAnswer(.retry(retryAfter: nil), reason: "transport: \(error)")
+        if error is SendingStop.NotSent { return .stopped }
+        return PNSAnswer(.retry(retryAfter: nil), reason: "transport: \(error)")
     }
+
+    /// Not sent: its sender stopped first (`SendingStop`). Not an attempt; a worker hands the
+    /// target back.
+    public static let stopped = PNSAnswer(.retry(retryAfter: nil), reason: "not sent: stopping")
 }
 
 /// The lowercased hub names of a batch's pushes, made once per run of the same name, not once

@@ -65,6 +65,15 @@ public final class DeliveryWorker: Service, Sendable {
     }
 
     public func run() async throws {
+        // Pushes still waiting for a place in flight when shutdown begins are not sent: they
+        // are handed back (`PNSAnswer.stopped`).
+        await SendingStop.$current.withValue(draining.sending) {
+            await runConsuming()
+        }
+        logger.info("worker stopped", metadata: ["pushhub.platform": "\(settings.platform.rawValue)"])
+    }
+
+    private func runConsuming() async {
         await withGracefulShutdownHandler {
             await consumer.processInRuns(
                 maximumWeight: min(settings.runTargets, max(1, settings.window / 2)), budget: settings.recordBudget, logger: logger,
@@ -80,7 +89,6 @@ public final class DeliveryWorker: Service, Sendable {
         } onGracefulShutdown: {
             self.draining.start()
         }
-        logger.info("worker stopped", metadata: ["pushhub.platform": "\(settings.platform.rawValue)"])
     }
 
     /// One batch record's work: the batch as decoded, and the records it ends with once worked
@@ -529,6 +537,12 @@ public final class DeliveryWorker: Service, Sendable {
                     continue
                 }
                 let target = rounds.target(index)
+                if answer == .stopped {
+                    // Never sent (shutdown came while it waited for a place in flight): no call made.
+                    rounds.calls[index] -= 1
+                    rounds.ends[index] = .handBack(target, after: .zero, answer: nil)
+                    continue
+                }
                 let calls = rounds.calls[index]
                 let attempt = rounds.lanes[number].batch.attempt
                 let retryAfter: Duration?
@@ -642,11 +656,12 @@ struct WorkerMetrics: Sendable {
 
 /// Graceful shutdown seen by sleeping retries.
 final class Draining: Sendable {
-    private let started = Atomic<Bool>(false)
+    /// The flag itself, which the PNS client reads too: `run` binds it for the deliveries.
+    let sending = SendingStop()
 
-    var isStarted: Bool { started.load(ordering: .relaxed) }
+    var isStarted: Bool { sending.isStopped }
 
-    func start() { started.store(true, ordering: .relaxed) }
+    func start() { sending.stop() }
 
     /// Sleeps `duration` in short steps; `false` when shutdown began meanwhile.
     func sleep(for duration: Duration) async -> Bool {

@@ -388,6 +388,45 @@ struct PipelineTests {
         #expect(results.contains { $0.attempts >= 2 }, "handed-back targets were delivered on a later pass")
     }
 
+    @Test("graceful shutdown leaves unsent the pushes still waiting for a place in flight: handed back, a new worker sends each once")
+    func gracefulStopUnsent() async throws {
+        var faults = SimulatorFaults()
+        faults.latencyMs = 300
+        let pipeline = try await PipelineFixture(faults: faults, workers: [])
+        defer { Task { await pipeline.stop() } }
+        let handles = (0..<1_000).map { SimulatedHandle.apns("unsent-\($0)") }
+        let id = try await Self.produceDirect(pipeline, platform: .apns, handles: handles)
+
+        // Ten in flight at 300 ms each: the whole window would take 30 s to go out.
+        let client = PNSHTTPClient(trustRootsFile: pipeline.sim.caFile, maximumInFlight: 10)
+        let (group, running) = try pipeline.startWorker(.apns, client: client)
+        let requests = { (try? await pipeline.sim.stats(.apns))?["requests"] as? Int ?? 0 }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while await requests() < 10, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        let stopping = ContinuousClock.now
+        await group.triggerGracefulShutdown()
+        await running.value
+        await client.shutdown()
+        let sentByFirst = await requests()
+        #expect(ContinuousClock.now - stopping < .seconds(10), "stopped once what was in flight was answered")
+        #expect(sentByFirst < 200, "\(sentByFirst) sent by the first worker")
+
+        try await pipeline.sim.setFaults(SimulatorFaults())
+        let (second, secondTask) = try pipeline.startWorker(.apns)
+        defer {
+            Task {
+                await second.triggerGracefulShutdown()
+                await secondTask.value
+            }
+        }
+        let results = try await pipeline.results(for: id, count: handles.count)
+        let delivered = Set(results.filter { $0.outcome == .delivered }.compactMap(\.handle))
+        #expect(delivered.count == handles.count, "lost: \(Set(handles).subtracting(delivered).count)")
+        // Every push went out once: those left unsent were never counted as sent.
+        #expect(await requests() == handles.count, "requests at the simulator")
+        #expect(results.allSatisfy { $0.attempts == 1 || $0.attempts == 2 }, "\(Set(results.map(\.attempts)))")
+    }
+
     @Test(
         "single-target batches that arrive together are worked in runs: each ends with one result, no push twice; a dead handle, an expired batch, a waiting one and an unreadable record each end their own way"
     )

@@ -287,6 +287,17 @@ final class ResponseSink: Sendable {
     /// Answers that came together (a connection's read): one lock, one clock reading and one
     /// `onAnswers` for all of them. Later answers for an index already answered are ignored.
     func complete(_ results: some Collection<(index: Int, result: Result<PNSResponse, any Error>)>) {
+        complete(results, heldSlots: true)
+    }
+
+    /// Requests that never took a place in flight, answered as not sent: `onAnswers` frees
+    /// nothing for them.
+    func notSent(_ indices: some Sequence<Int>) {
+        let error = SendingStop.NotSent()
+        complete(indices.map { (index: $0, result: Result<PNSResponse, any Error>.failure(error)) }, heldSlots: false)
+    }
+
+    private func complete(_ results: some Collection<(index: Int, result: Result<PNSResponse, any Error>)>, heldSlots: Bool) {
         guard !results.isEmpty else { return }
         let latency = ContinuousClock.now - started
         let (firsts, done) = state.withLock { state -> (Int, (CheckedContinuation<[Answer], Never>, [Answer])?) in
@@ -300,7 +311,7 @@ final class ResponseSink: Sendable {
             state.waiter = nil
             return (firsts, (waiter, state.answers.map { $0! }))
         }
-        if firsts > 0 { onAnswers(firsts) }
+        if firsts > 0, heldSlots { onAnswers(firsts) }
         if let (waiter, answers) = done { waiter.resume(returning: answers) }
     }
 

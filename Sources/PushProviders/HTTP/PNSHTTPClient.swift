@@ -154,6 +154,13 @@ public final class PNSHTTPClient: PNSTransport {
                     // 50,000 a second, whatever its window or requests in flight.
                     let left = requests.count - index
                     held = await slots.acquire(atLeast: min(left, slots.count / 8), upTo: left)
+                    // Stopped meanwhile: what has not gone out stays unsent, to be handed back.
+                    if SendingStop.now {
+                        slots.release(held)
+                        held = 0
+                        sink.notSent(index..<requests.count)
+                        break
+                    }
                 }
             }
             held -= 1
@@ -207,8 +214,13 @@ public final class PNSHTTPClient: PNSTransport {
     private func sendHTTP1(_ indices: [Int], of requests: [PNSRequest], to sink: ResponseSink) async {
         guard !indices.isEmpty else { return }
         await withTaskGroup(of: Void.self) { group in
-            for index in indices {
+            for (position, index) in indices.enumerated() {
                 await slots.acquire()
+                if SendingStop.now {
+                    slots.release()
+                    sink.notSent(indices[position...])
+                    break
+                }
                 let request = requests[index]
                 group.addTask {
                     do {

@@ -97,7 +97,11 @@ extension BenchCommand {
                 }
             }
             defer { watchdog.cancel() }
-            try await Task.sleep(for: .seconds(3))
+            // The results consumer reads from the topic's end: it must know where that is before
+            // the warm-up goes, or the warm-up's result may come before it and never be read.
+            guard await results.positioned(within: Self.quietLimit) else {
+                throw ValidationError("the results consumer had no partitions of \(topics.results) within \(Self.quietLimit): is Kafka running?")
+            }
             let producer = try KafkaProducer.make(configuration: KafkaProducerConfiguration(bootstrapServers: servers), logger: logger)
             // The deliveries topic's partitions and leaders are learnt before the clock starts,
             // as a process's producer learns its topics when it starts: unprepared, the first
@@ -117,26 +121,20 @@ extension BenchCommand {
             // worker has delivered before: its connections to the PNS are open and its consumer
             // is reading. Cold, the first results came 0.1 to 0.15 s after the first batch (TLS
             // handshakes, and the embedded cluster holding the worker's fetch), 8 % of a run of
-            // 200,000 APNs targets.
-            // Another goes each second without a result: the results consumer reads from the
-            // end of the topic once it has joined its group, and may not have yet.
+            // 200,000 APNs targets. One is enough: a worker's group starts at the beginning of
+            // its topic, and the results consumer is positioned. (One more each second without a
+            // result put ten batches ahead of the measured ones where a batch took ten seconds,
+            // as Web Push's do in a debug build on a loaded machine.)
             let warmUpStarted = ContinuousClock.now
-            var warmUpSent = ContinuousClock.now - .seconds(1)
-            var warmUpBatches = 0
+            try await producer.sendAllAcknowledged([record(warmUpId, 0, DeliveryBatch.maximumTargets, prefix: "bench-warm-up")])
             while !progress.warmedUp.load(ordering: .relaxed) {
                 guard ContinuousClock.now - warmUpStarted < Self.quietLimit, !counter.isCancelled else {
-                    throw ValidationError("the warm-up batches had no result within \(Self.quietLimit): is the worker running?")
-                }
-                if ContinuousClock.now - warmUpSent >= .seconds(1) {
-                    try await producer.sendAllAcknowledged([record(warmUpId, 0, DeliveryBatch.maximumTargets, prefix: "bench-warm-up")])
-                    warmUpSent = .now
-                    warmUpBatches += 1
+                    throw ValidationError("the warm-up batch had no result within \(Self.quietLimit): is the worker running?")
                 }
                 try await Task.sleep(for: .milliseconds(5))
             }
-            // What the worker delivered besides the measured targets (one batch whose result came;
-            // those before it were delivered before the results consumer read).
-            emit("WARM_UP_TARGETS=\(warmUpBatches * DeliveryBatch.maximumTargets)")
+            // What the worker delivered besides the measured targets.
+            emit("WARM_UP_TARGETS=\(DeliveryBatch.maximumTargets)")
             // The batches are made before the clock starts.
             var records: [KafkaOutgoingRecord] = []
             var index = 0

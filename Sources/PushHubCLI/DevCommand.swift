@@ -143,8 +143,8 @@ struct DevCommand: AsyncParsableCommand {
                     })
 
                 // Started in this order, stopped in reverse: the workers hand back and finish first (all
-                // at once), then the dispatcher, the ingress (outcomes last), the consumers commit, the
-                // producer flushes.
+                // at once), their consumers commit and leave, then the dispatcher and its consumer, the
+                // ingress (outcomes last), and the producer flushes.
                 let group = ProcessLifecycle.group(
                     (tracing.map { [.init(service: $0)] } ?? []) + [.init(service: wiring.producer)] + ingressServices + dispatcher.services
                         + consumers + [.init(service: ConcurrentServices(workers))],

@@ -28,29 +28,39 @@ public enum ProcessLifecycle {
 /// slowest, not the sum. `pushhub dev` runs its eight platform workers this way.
 ///
 /// It ends when every one has ended. One that fails ends the others (cancelled) and its error
-/// is thrown; one that returns before a graceful shutdown began ends them too, as a service
-/// of the group returning would end the group.
-public struct ConcurrentServices: Service {
+/// is thrown. One that returns before a graceful shutdown began ends the others too, and
+/// `Ended` names it, as a service of the group returning would end the group.
+public struct ConcurrentServices: Service, CustomStringConvertible {
     let services: [any Service]
 
     public init(_ services: [any Service]) {
         self.services = services
     }
 
+    /// A service that returned before any shutdown.
+    public struct Ended: Error, CustomStringConvertible {
+        public var service: String
+        public var description: String { "\(service) ended before a shutdown" }
+    }
+
+    public var description: String { "ConcurrentServices(\(services.map { "\(type(of: $0))" }.joined(separator: ", ")))" }
+
     public func run() async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for service in services {
-                group.addTask { try await service.run() }
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            for (index, service) in services.enumerated() {
+                group.addTask {
+                    try await service.run()
+                    return index
+                }
             }
             do {
-                while try await group.next() != nil {
-                    if !Task.isShuttingDownGracefully { break }
+                while let index = try await group.next() {
+                    if !Task.isShuttingDownGracefully { throw Ended(service: "\(type(of: services[index]))") }
                 }
             } catch {
                 group.cancelAll()
                 throw error
             }
-            group.cancelAll()
         }
     }
 }

@@ -1,10 +1,12 @@
 import Synchronization
 
 /// A graceful shutdown as the PNS client sees it. A worker binds its own to `current` while
-/// it delivers; once stopped, the requests of a batch that still wait for a place in flight
-/// (`PNSHTTPClient`'s `maximumInFlight`) are not sent and answer `PNSAnswer.stopped`, to be
-/// handed back. Those already sent are answered as usual. So a worker's shutdown waits for
-/// what is in flight, not for a whole window of targets to go out.
+/// it delivers, and `PNSHTTPClient.sendAll` keeps it with the batch. Once stopped, the batch's
+/// requests not yet written are not sent and answer `PNSAnswer.stopped`, to be handed back:
+/// those waiting for a place in flight (`maximumInFlight`), read each time the batch waits,
+/// and those waiting in a connection for the server's streams. Those already written are
+/// answered as usual. So a worker's shutdown waits for what is on the wire, not for a whole
+/// window of targets to go out.
 public final class SendingStop: Sendable {
     private let stopped = Atomic(false)
 
@@ -16,9 +18,6 @@ public final class SendingStop: Sendable {
 
     /// The stop of the deliveries this task makes; nil where nobody binds one.
     @TaskLocal public static var current: SendingStop?
-
-    /// Whether the current task's deliveries are to stop. Read after a wait, not per request.
-    static var now: Bool { current?.isStopped ?? false }
 
     /// The transport's answer to a request that was not sent because its sender stopped.
     struct NotSent: Error, CustomStringConvertible {

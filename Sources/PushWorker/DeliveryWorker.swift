@@ -317,6 +317,7 @@ public final class DeliveryWorker: Service, Sendable {
         let dwellMs = max(0, Int(Date().timeIntervalSince(lane.enqueuedAt) * 1000))
         var results: [DeliveryResult] = []
         var handBack: [DeliveryBatch.Target] = []
+        var unsent: [DeliveryBatch.Target] = []
         var wait = Duration.zero
         var lastAnswer: PNSAnswer?
         for end in ends {
@@ -336,6 +337,8 @@ public final class DeliveryWorker: Service, Sendable {
                 handBack.append(target)
                 wait = max(wait, after)
                 lastAnswer = answer ?? lastAnswer
+            case .unsent(let target):
+                unsent.append(target)
             }
         }
         // Counted by runs of one outcome: one counter update a run, not one a target.
@@ -349,7 +352,7 @@ public final class DeliveryWorker: Service, Sendable {
             }
         }
         if let run { metrics.outcomes[run.outcome]?.increment(by: run.count) }
-        metrics.handedBack.increment(by: handBack.count)
+        metrics.handedBack.increment(by: handBack.count + unsent.count)
         var outgoing: [KafkaOutgoingRecord] = []
         if !results.isEmpty {
             let value = try WireCoding.encode(
@@ -358,11 +361,14 @@ public final class DeliveryWorker: Service, Sendable {
                 KafkaOutgoingRecord(
                     topic: settings.topics.results, key: batch.notificationId, value: value, headers: TraceHeaders.headers(), sticky: true))
         }
-        if !handBack.isEmpty {
+        // What was tried goes back as the next attempt, after its wait; what was never sent, as
+        // the same attempt, at once.
+        for (targets, attempt, wait, answer) in [(handBack, batch.attempt + 1, wait, lastAnswer), (unsent, batch.attempt, .zero, .stopped)]
+        where !targets.isEmpty {
             var next = batch
-            next.attempt += 1
+            next.attempt = attempt
             next.notBefore = Date().addingTimeInterval(Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18)
-            next.targets = handBack
+            next.targets = targets
             next.enqueuedAt = lane.enqueuedAt
             next.expiresAt = lane.expiresAt
             outgoing.append(
@@ -372,9 +378,9 @@ public final class DeliveryWorker: Service, Sendable {
             logger.info(
                 "targets handed back",
                 metadata: [
-                    "pushhub.notification_id": "\(batch.notificationId)", "pushhub.targets": "\(handBack.count)",
+                    "pushhub.notification_id": "\(batch.notificationId)", "pushhub.targets": "\(targets.count)",
                     "pushhub.attempt": "\(next.attempt)",
-                    "pushhub.pns_status": "\(lastAnswer?.status.map(String.init) ?? "-")", "pushhub.pns_reason": "\(lastAnswer?.reason ?? "-")",
+                    "pushhub.pns_status": "\(answer?.status.map(String.init) ?? "-")", "pushhub.pns_reason": "\(answer?.reason ?? "-")",
                 ])
         }
         return outgoing
@@ -384,6 +390,9 @@ public final class DeliveryWorker: Service, Sendable {
         case final(DeliveryBatch.Target, PNSAnswer, calls: Int)
         case expired(DeliveryBatch.Target, calls: Int)
         case handBack(DeliveryBatch.Target, after: Duration, answer: PNSAnswer?)
+        /// Never sent this pass: shutdown came while it waited for a place in flight
+        /// (`PNSAnswer.stopped`). Handed back at the same attempt.
+        case unsent(DeliveryBatch.Target)
     }
 
     /// The targets of one or more batches: their payloads, then the provider in rounds, all of
@@ -510,6 +519,13 @@ public final class DeliveryWorker: Service, Sendable {
             var latencies = Histogram.Tally(metrics.latency)
             defer { latencies.record() }
             for (position, (index, answer)) in zip(rounds.round, answers).enumerated() {
+                if answer.classification != .delivered, answer == .stopped {
+                    // Not sent (shutdown came while it waited for a place in flight): no call, no
+                    // span. Sent earlier in this pass, it goes back as the next attempt.
+                    let target = rounds.target(index)
+                    rounds.ends[index] = rounds.calls[index] == 0 ? .unsent(target) : .handBack(target, after: .zero, answer: nil)
+                    continue
+                }
                 rounds.calls[index] += 1
                 let number = rounds.laneOf[index]
                 if rounds.spansLeft[number] > 0, index == rounds.first[number] || answer.classification != .delivered {
@@ -537,12 +553,6 @@ public final class DeliveryWorker: Service, Sendable {
                     continue
                 }
                 let target = rounds.target(index)
-                if answer == .stopped {
-                    // Never sent (shutdown came while it waited for a place in flight): no call made.
-                    rounds.calls[index] -= 1
-                    rounds.ends[index] = .handBack(target, after: .zero, answer: nil)
-                    continue
-                }
                 let calls = rounds.calls[index]
                 let attempt = rounds.lanes[number].batch.attempt
                 let retryAfter: Duration?

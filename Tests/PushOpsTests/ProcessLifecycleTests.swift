@@ -94,7 +94,8 @@ struct ProcessLifecycleTests {
 
         let cancelledToo = Flag()
         let returning = ConcurrentServices([Stubborn(cancelled: cancelledToo), Returning()])
-        try await returning.run()
+        let ended = await #expect(throws: ConcurrentServices.Ended.self) { try await returning.run() }
+        #expect(ended?.service == "Returning", "\(String(describing: ended))")
         #expect(cancelledToo.isSet, "the other was cancelled")
     }
 }

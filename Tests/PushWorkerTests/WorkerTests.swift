@@ -132,6 +132,7 @@ struct WorkerTests {
             case .final(let target, let answer, let calls): "\(target.handle) \(answer.classification.finalOutcome.rawValue) \(calls)"
             case .expired(let target, _): "\(target.handle) expired"
             case .handBack(let target, _, _): "\(target.handle) handed back"
+            case .unsent(let target): "\(target.handle) unsent"
             }
         }
         #expect(outcomes == ["a delivered 2", "b invalidHandle 1", "c delivered 2", "d delivered 1"])
@@ -152,12 +153,41 @@ struct WorkerTests {
                 case .final(let target, let answer, let calls): "\(target.handle) \(answer.classification.finalOutcome.rawValue) \(calls)"
                 case .expired(let target, let calls): "\(target.handle) expired \(calls)"
                 case .handBack(let target, _, _): "\(target.handle) handed back"
+                case .unsent(let target): "\(target.handle) unsent"
                 }
             }
         }
         #expect(ends == [["a1 delivered 2", "a2 delivered 1", "a3 handed back"], ["b1 throttled 2"], ["c1 expired 0"]])
         #expect(provider.rounds.withLock { $0 } == [4, 3], "one call with the batches' four pushes, then one with the three sent again")
         #expect(provider.count("c1") == 0)
+    }
+
+    @Test(
+        "pushes a stopping worker left unsent go back at the same attempt, in a record of their own; one sent earlier in the pass goes back as the next"
+    )
+    func unsentAtShutdown() async throws {
+        let provider = ScriptedProvider(["a": [PNSAnswer.stopped], "b": [Self.throttled, PNSAnswer.stopped]])
+        let worker = try Self.worker(provider)
+        let batch = Self.batch(["a", "b", "c"], attempt: 3)
+        let lane = DeliveryWorker.Lane(batch, record: nil, settings: worker.settings)
+        let ends = await worker.deliverAll([lane])[0]
+        let described = ends.map { end -> String in
+            switch end {
+            case .final(let target, let answer, let calls): "\(target.handle) \(answer.classification.finalOutcome.rawValue) \(calls)"
+            case .expired(let target, _): "\(target.handle) expired"
+            case .handBack(let target, _, _): "\(target.handle) handed back"
+            case .unsent(let target): "\(target.handle) unsent"
+            }
+        }
+        #expect(described == ["a unsent", "b handed back", "c delivered 1"])
+        let records = try worker.outgoing(of: lane, ends: ends)
+        let handBacks = try records.filter { $0.topic == Self.topics.deliveries(.apns) }.map {
+            try WireCoding.decode(DeliveryBatch.self, from: $0.value)
+        }
+        let attempts = Dictionary(uniqueKeysWithValues: handBacks.map { ($0.targets.map(\.handle), $0.attempt) })
+        #expect(attempts == [["b"]: 4, ["a"]: 3], "\(attempts)")
+        let results = try records.filter { $0.topic == Self.topics.results }.map { try WireCoding.decode(ResultBatch.self, from: $0.value) }
+        #expect(results.flatMap { $0.results ?? [] }.map(\.handle) == ["c"])
     }
 
     @Test("a token renewal is resent once even when the retries in place are used up")

@@ -274,10 +274,18 @@ final class ResponseSink: Sendable {
     /// Called with how many first answers came at once (frees in-flight slots).
     private let onAnswers: @Sendable (Int) -> Void
 
-    init(count: Int, onAnswers: @escaping @Sendable (Int) -> Void = { _ in }) {
+    /// The sender's stop (`SendingStop.current` where the sink was made): a connection does
+    /// not open a stream for a request that waited past it.
+    let stop: SendingStop?
+
+    init(count: Int, stop: SendingStop? = nil, onAnswers: @escaping @Sendable (Int) -> Void = { _ in }) {
         state = Mutex(State(answers: Array(repeating: nil, count: count), remaining: count))
+        self.stop = stop
         self.onAnswers = onAnswers
     }
+
+    /// Whether the sender stopped.
+    var isStopped: Bool { stop?.isStopped ?? false }
 
     /// The answer for `index`; later ones for the same index are ignored.
     func complete(_ index: Int, _ result: Result<PNSResponse, any Error>) {
@@ -295,6 +303,11 @@ final class ResponseSink: Sendable {
     func notSent(_ indices: some Sequence<Int>) {
         let error = SendingStop.NotSent()
         complete(indices.map { (index: $0, result: Result<PNSResponse, any Error>.failure(error)) }, heldSlots: false)
+    }
+
+    /// A request that took its place in flight but was never written, answered as not sent.
+    func notSent(holding index: Int) {
+        complete(index, .failure(SendingStop.NotSent()))
     }
 
     private func complete(_ results: some Collection<(index: Int, result: Result<PNSResponse, any Error>)>, heldSlots: Bool) {

@@ -413,6 +413,11 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         guard !waiting.isEmpty, streams.count < peerMaximumStreams, !closed, unwritableSince == nil else { return }
         var out = output(capacity: 1024)
         while streams.count < peerMaximumStreams, !closed, let next = waiting.popFirst() {
+            // Its sender stopped while it waited: it stays unsent, to be handed back.
+            if next.request.sink.isStopped {
+                next.request.sink.notSent(holding: next.request.index)
+                continue
+            }
             open(next.request, deadline: next.deadline, into: &out)
         }
         pendingOutput = out

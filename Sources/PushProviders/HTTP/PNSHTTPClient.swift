@@ -111,7 +111,7 @@ public final class PNSHTTPClient: PNSTransport {
     /// through async-http-client, a task each.
     public func sendAll(_ requests: [PNSRequest]) async -> [PNSExchange] {
         let slots = self.slots
-        let sink = ResponseSink(count: requests.count) { slots.release($0) }
+        let sink = ResponseSink(count: requests.count, stop: SendingStop.current) { slots.release($0) }
         var runs: [(client: HTTP2Client, requests: [StreamRequest])] = []
         var elsewhere: [Int] = []
         // A native batch's pushes share one payload: one buffer for all of them.
@@ -155,7 +155,7 @@ public final class PNSHTTPClient: PNSTransport {
                     let left = requests.count - index
                     held = await slots.acquire(atLeast: min(left, slots.count / 8), upTo: left)
                     // Stopped meanwhile: what has not gone out stays unsent, to be handed back.
-                    if SendingStop.now {
+                    if sink.isStopped {
                         slots.release(held)
                         held = 0
                         sink.notSent(index..<requests.count)
@@ -202,7 +202,7 @@ public final class PNSHTTPClient: PNSTransport {
         // places from working services); the next batch for it makes a new one.
         for origin in unreachable { forgetIfFull(origin) }
         if !refused.isEmpty {
-            let again = ResponseSink(count: refused.count) { slots.release($0) }
+            let again = ResponseSink(count: refused.count, stop: sink.stop) { slots.release($0) }
             await sendHTTP1(Array(refused.indices), of: refused.map { requests[$0] }, to: again)
             for (index, exchange) in zip(refused, await again.answers()) { answers[index] = exchange }
         }
@@ -216,7 +216,7 @@ public final class PNSHTTPClient: PNSTransport {
         await withTaskGroup(of: Void.self) { group in
             for (position, index) in indices.enumerated() {
                 await slots.acquire()
-                if SendingStop.now {
+                if sink.isStopped {
                     slots.release()
                     sink.notSent(indices[position...])
                     break

@@ -96,6 +96,8 @@ public final class PerDeviceProvider<Service: PerDeviceService>: PushProvider {
         // Each hub's `Authorization` value, or why there is none, once per batch.
         var authorizations: [String: Result<String, NotSent>] = [:]
         var hubNames = HubNames()
+        // A stopping worker's pushes still to be admitted (FCM's rate limit) are not sent.
+        let stop = SendingStop.current
         var last:
             (
                 hub: String, body: String, format: NotificationFormat, headers: [String: String], expiresAt: Date?,
@@ -144,6 +146,10 @@ public final class PerDeviceProvider<Service: PerDeviceService>: PushProvider {
                     answers[index] = notSent.answer
                     continue
                 }
+            }
+            if let stop, stop.isStopped {
+                answers[index] = .stopped
+                continue
             }
             await service.admit(account.credentials)
             requests.append(request)

@@ -217,6 +217,35 @@ struct ProviderCoreTests {
         #expect(pushes[0].body != pushes[1].body, "a fresh key and salt per message")
     }
 
+    @Test("a stopping worker's pushes are not admitted under FCM's rate limit nor encrypted for Web Push: answered stopped, never sent")
+    func stoppedBeforeSending() async throws {
+        let stop = SendingStop()
+        stop.stop()
+        let fcmTransport = ScriptedTransport([])
+        let fcm = try Self.fcm(fcmTransport)
+        let fcmAnswers = await SendingStop.$current.withValue(stop) {
+            await fcm.deliverAll(["a", "b"].map { Self.delivery($0, body: #"{"notification":{"title":"hi"}}"#, format: .fcmv1) })
+        }
+        #expect(fcmAnswers == [.stopped, .stopped])
+        #expect(fcmTransport.pushes.isEmpty)
+
+        let webTransport = ScriptedTransport([])
+        let vapid = try VAPID(subject: "mailto:ops@example.com", privateKey: P256.Signing.PrivateKey().rawRepresentation)
+        let web = WebPushProvider(
+            hubs: ["myhub": vapid], endpoints: ["myhub": EndpointPolicy(webPushHosts: ["127.0.0.1:9"])], transport: webTransport)
+        let agent = P256.KeyAgreement.PrivateKey()
+        let keys = WebPushKeys(p256dh: Base64URL.encode(agent.publicKey.x963Representation), auth: Base64URL.encode(Data(repeating: 7, count: 16)))
+        let push = PNSDelivery(hub: "myhub", notificationId: "n", handle: "http://127.0.0.1:9/push/1", webPush: keys, format: .browser, body: "{}")
+        #expect(await SendingStop.$current.withValue(stop) { await web.deliverAll([push, push]) } == [.stopped, .stopped])
+        #expect(webTransport.pushes.isEmpty)
+        // Not stopped, the same pushes go out.
+        #expect(await web.deliverAll([push]).map(\.classification) == [.delivered])
+        #expect(
+            await fcm.deliverAll([Self.delivery("a", body: #"{"notification":{"title":"hi"}}"#, format: .fcmv1)]).map(\.classification) == [
+                .delivered
+            ])
+    }
+
     @Test("WNS: typed X-WNS-Type and its content type; a 401 renews the token without a resend")
     func wns() async throws {
         let transport = ScriptedTransport([PNSResponse(status: 401)])

@@ -77,7 +77,14 @@ public final class WebPushProvider: PushProvider {
         var requests: [PNSRequest] = []
         var sent: [Int] = []
         var hubNames = HubNames()
+        // A stopping worker's pushes not yet encrypted are not sent (a batch of 500 takes
+        // seconds to encrypt in a debug build).
+        let stop = SendingStop.current
         for (index, delivery) in deliveries.enumerated() {
+            if let stop, stop.isStopped {
+                answers[index] = .stopped
+                continue
+            }
             switch await request(for: delivery, hub: hubNames.key(delivery.hub)) {
             case .success(let request):
                 requests.append(request)

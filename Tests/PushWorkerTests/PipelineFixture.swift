@@ -107,6 +107,17 @@ final class PipelineFixture: Sendable {
         return Self.run(services)
     }
 
+    /// Runs `body` beside one more worker for `platform` (`startWorker`'s), which is shut down
+    /// gracefully once `body` ends, whether it returned or threw.
+    func withWorker<T: Sendable>(_ platform: Platform, _ body: () async throws -> T) async throws -> T {
+        let (group, running) = try startWorker(platform)
+        let result: Result<T, any Error>
+        do { result = .success(try await body()) } catch { result = .failure(error) }
+        await group.triggerGracefulShutdown()
+        await running.value
+        return try result.get()
+    }
+
     static func consumer(_ cluster: EmbeddedKafkaCluster, _ group: String, _ names: [String]) throws -> KafkaConsumer {
         var configuration = KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: group)
         configuration.sessionTimeout = .seconds(3)

@@ -341,14 +341,7 @@ struct PipelineTests {
         _ = await firstTask.value
         await firstClient.shutdown()
 
-        let (second, secondTask) = try pipeline.startWorker(.apns)
-        defer {
-            Task {
-                await second.triggerGracefulShutdown()
-                await secondTask.value
-            }
-        }
-        let results = try await pipeline.results(for: id, count: handles.count)
+        let results = try await pipeline.withWorker(.apns) { try await pipeline.results(for: id, count: handles.count) }
         let delivered = Set(results.filter { $0.outcome == .delivered }.compactMap(\.handle))
         #expect(delivered.count == handles.count && delivered.isSubset(of: Set(handles)), "lost: \(Set(handles).subtracting(delivered).count)")
     }
@@ -375,14 +368,7 @@ struct PipelineTests {
         #expect(ContinuousClock.now - stopping < .seconds(15), "waiting retries were handed back, not slept out")
 
         try await pipeline.sim.setFaults(SimulatorFaults())
-        let (second, secondTask) = try pipeline.startWorker(.apns)
-        defer {
-            Task {
-                await second.triggerGracefulShutdown()
-                await secondTask.value
-            }
-        }
-        let results = try await pipeline.results(for: id, count: handles.count)
+        let results = try await pipeline.withWorker(.apns) { try await pipeline.results(for: id, count: handles.count) }
         let delivered = Set(results.filter { $0.outcome == .delivered }.compactMap(\.handle))
         #expect(delivered.count == handles.count, "lost: \(Set(handles).subtracting(delivered).count)")
         #expect(results.contains { $0.attempts >= 2 }, "handed-back targets were delivered on a later pass")
@@ -441,15 +427,11 @@ struct PipelineTests {
         #expect(sentByFirst <= waiting.sentAtMost, "\(sentByFirst) sent by the first worker")
 
         try await pipeline.sim.setFaults(SimulatorFaults())
-        let (second, secondTask) = try pipeline.startWorker(.apns)
-        defer {
-            Task {
-                await second.triggerGracefulShutdown()
-                await secondTask.value
-            }
+        let results = try await pipeline.withWorker(.apns) {
+            var results: [DeliveryResult] = []
+            for send in sends { results += try await pipeline.results(for: send.id, count: send.count) }
+            return results
         }
-        var results: [DeliveryResult] = []
-        for send in sends { results += try await pipeline.results(for: send.id, count: send.count) }
         let delivered = Set(results.filter { $0.outcome == .delivered }.compactMap(\.handle))
         #expect(delivered.count == handles.count, "lost: \(Set(handles).subtracting(delivered).count)")
         // Every push went out once, and one sent once counts one attempt.

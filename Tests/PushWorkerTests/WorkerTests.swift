@@ -79,6 +79,17 @@ struct WorkerTests {
         await worker.deliverAll([DeliveryWorker.Lane(batch, record: nil, settings: worker.settings)])[0]
     }
 
+    /// How a target ended, in a few words: its handle, then its outcome and calls, `expired`
+    /// and its calls, `handed back` or `unsent`.
+    static func described(_ end: DeliveryWorker.TargetEnd) -> String {
+        switch end {
+        case .final(let target, let answer, let calls): "\(target.handle) \(answer.classification.finalOutcome.rawValue) \(calls)"
+        case .expired(let target, let calls): "\(target.handle) expired \(calls)"
+        case .handBack(let target, _, _): "\(target.handle) handed back"
+        case .unsent(let target): "\(target.handle) unsent"
+        }
+    }
+
     @Test("retried in place: throttling twice, then delivered, is one final answer after three calls")
     func retriesInPlace() async throws {
         let provider = ScriptedProvider(["a": [Self.throttled, Self.throttled, PNSAnswer(.delivered, status: 200)]])
@@ -127,14 +138,7 @@ struct WorkerTests {
         let worker = try Self.worker(provider)
         let batch = Self.batch(["a", "b", "c", "d"])
         let ends = await Self.ends(worker, batch)
-        let outcomes = ends.map { end -> String in
-            switch end {
-            case .final(let target, let answer, let calls): "\(target.handle) \(answer.classification.finalOutcome.rawValue) \(calls)"
-            case .expired(let target, _): "\(target.handle) expired"
-            case .handBack(let target, _, _): "\(target.handle) handed back"
-            case .unsent(let target): "\(target.handle) unsent"
-            }
-        }
+        let outcomes = ends.map(Self.described)
         #expect(outcomes == ["a delivered 2", "b invalidHandle 1", "c delivered 2", "d delivered 1"])
         #expect(provider.rounds.withLock { $0 } == [4, 2], "one call with every target, then one with the two sent again")
     }
@@ -147,16 +151,7 @@ struct WorkerTests {
         let last = Self.batch(["b1"], attempt: 8)
         let expired = Self.batch(["c1"], expiresAt: Date().addingTimeInterval(-1))
         let lanes = [first, last, expired].map { DeliveryWorker.Lane($0, record: nil, settings: worker.settings) }
-        let ends = await worker.deliverAll(lanes).map { lane in
-            lane.map { end -> String in
-                switch end {
-                case .final(let target, let answer, let calls): "\(target.handle) \(answer.classification.finalOutcome.rawValue) \(calls)"
-                case .expired(let target, let calls): "\(target.handle) expired \(calls)"
-                case .handBack(let target, _, _): "\(target.handle) handed back"
-                case .unsent(let target): "\(target.handle) unsent"
-                }
-            }
-        }
+        let ends = await worker.deliverAll(lanes).map { lane in lane.map(Self.described) }
         #expect(ends == [["a1 delivered 2", "a2 delivered 1", "a3 handed back"], ["b1 throttled 2"], ["c1 expired 0"]])
         #expect(provider.rounds.withLock { $0 } == [4, 3], "one call with the batches' four pushes, then one with the three sent again")
         #expect(provider.count("c1") == 0)
@@ -171,15 +166,7 @@ struct WorkerTests {
         let batch = Self.batch(["a", "b", "c"], attempt: 3)
         let lane = DeliveryWorker.Lane(batch, record: nil, settings: worker.settings)
         let ends = await worker.deliverAll([lane])[0]
-        let described = ends.map { end -> String in
-            switch end {
-            case .final(let target, let answer, let calls): "\(target.handle) \(answer.classification.finalOutcome.rawValue) \(calls)"
-            case .expired(let target, _): "\(target.handle) expired"
-            case .handBack(let target, _, _): "\(target.handle) handed back"
-            case .unsent(let target): "\(target.handle) unsent"
-            }
-        }
-        #expect(described == ["a unsent", "b handed back", "c delivered 1"])
+        #expect(ends.map(Self.described) == ["a unsent", "b handed back", "c delivered 1"])
         let records = try worker.outgoing(of: lane, ends: ends)
         let handBacks = try records.filter { $0.topic == Self.topics.deliveries(.apns) }.map {
             try WireCoding.decode(DeliveryBatch.self, from: $0.value)

@@ -65,8 +65,8 @@ public final class DeliveryWorker: Service, Sendable {
     }
 
     public func run() async throws {
-        // Pushes still waiting for a place in flight when shutdown begins are not sent: they
-        // are handed back (`PNSAnswer.stopped`).
+        // Pushes not yet written when shutdown begins are not sent: they are handed back
+        // (`SendingStop`, `PNSAnswer.stopped`).
         await SendingStop.$current.withValue(draining.sending) {
             await runConsuming()
         }
@@ -390,8 +390,8 @@ public final class DeliveryWorker: Service, Sendable {
         case final(DeliveryBatch.Target, PNSAnswer, calls: Int)
         case expired(DeliveryBatch.Target, calls: Int)
         case handBack(DeliveryBatch.Target, after: Duration, answer: PNSAnswer?)
-        /// Never sent this pass: shutdown came while it waited for a place in flight
-        /// (`PNSAnswer.stopped`). Handed back at the same attempt.
+        /// Never sent this pass: shutdown came before it was written (`PNSAnswer.stopped`).
+        /// Handed back at the same attempt.
         case unsent(DeliveryBatch.Target)
     }
 
@@ -520,8 +520,8 @@ public final class DeliveryWorker: Service, Sendable {
             defer { latencies.record() }
             for (position, (index, answer)) in zip(rounds.round, answers).enumerated() {
                 if answer.classification != .delivered, answer == .stopped {
-                    // Not sent (shutdown came while it waited for a place in flight): no call, no
-                    // span. Sent earlier in this pass, it goes back as the next attempt.
+                    // Not sent (shutdown came before it was written): no call, no span. Sent
+                    // earlier in this pass, it goes back as the next attempt.
                     let target = rounds.target(index)
                     rounds.ends[index] = rounds.calls[index] == 0 ? .unsent(target) : .handBack(target, after: .zero, answer: nil)
                     continue

@@ -117,7 +117,7 @@ struct DevCommand: AsyncParsableCommand {
                 let backlog = hubs.backlog ?? BacklogConfiguration()
                 dispatcherSettings.waitForWorkers(bound: backlog.bound, group: backlog.workerGroup)
                 let dispatcher = try makeDispatcherServices(kafka: wiring, store: store, ledger: store, settings: dispatcherSettings, logger: logger)
-                // The platforms' workers stop together, after their consumers: stopped one after
+                // The platforms' workers stop together, before their consumers: stopped one after
                 // another, the last went on taking batches while the first finished its own.
                 var consumers: [ServiceGroupConfiguration.ServiceConfiguration] = []
                 var workers: [any Service] = []

@@ -38,7 +38,6 @@ struct BenchWorkerCommandTests {
             // The warm-up's targets are delivered too, before the clock starts.
             let warmUp = try #require(await bench.line(startingWith: "WARM_UP_TARGETS=", timeout: .seconds(60)))
             let warmUpTargets = try #require(Int(warmUp.dropFirst("WARM_UP_TARGETS=".count)))
-            #expect(warmUpTargets == 500)
             let summary = try #require(await bench.line(startingWith: "produced ", timeout: .seconds(60)))
             #expect(summary.contains("produced \(targets) targets"), "\(summary)")
             #expect(summary.contains("; \(targets) delivered in"), "\(summary)")

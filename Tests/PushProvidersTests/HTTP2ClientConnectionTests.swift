@@ -45,10 +45,12 @@ struct HTTP2ClientConnectionTests {
         }
 
         /// Requests `indexes`, each with its own sink, written together.
-        func request(_ indexes: [Int], body: String = #"{"aps":{}}"#, headers: PNSHeaderFields = [("apns-topic", "app")]) {
+        func request(
+            _ indexes: [Int], body: String = #"{"aps":{}}"#, headers: PNSHeaderFields = [("apns-topic", "app")], stop: SendingStop? = nil
+        ) {
             var requests: [StreamRequest] = []
             for index in indexes {
-                let sink = ResponseSink(count: 1) { [answered] _ in answered.indexes.withLock { _ = $0.insert(index) } }
+                let sink = ResponseSink(count: 1, stop: stop) { [answered] _ in answered.indexes.withLock { _ = $0.insert(index) } }
                 sinks[index] = sink
                 requests.append(StreamRequest(path: "/3/device/\(index)", headers: headers, body: ByteBuffer(string: body), sink: sink, index: 0))
             }
@@ -254,6 +256,35 @@ struct HTTP2ClientConnectionTests {
         try harness.receive(both)
         #expect(harness.answered.all == [0, 1, 2])
         #expect(try await harness.result(2).get().status == 200)
+    }
+
+    @Test("requests whose sender stopped while they waited for a stream are never opened: not sent, when their turn or their deadline comes")
+    func stoppedWhileWaiting() async throws {
+        for byDeadline in [false, true] {
+            let harness = try Harness(timeout: .seconds(4))
+            _ = try harness.frames()
+            try harness.receive(harness.settings([(0x3, 1)]))
+            _ = try harness.frames()
+            let stop = SendingStop()
+            harness.request([0, 1, 2], stop: stop)
+            #expect(try harness.frames().filter { $0.type == C.Frame.headers }.map(\.stream) == [1])
+            stop.stop()
+            if byDeadline {
+                harness.channel.embeddedEventLoop.advanceTime(by: .seconds(5))
+            } else {
+                try harness.receive(try harness.answer(1))
+                #expect(try await harness.result(0).get().status == 200, "the one on the wire is answered")
+            }
+            #expect(try harness.frames().filter { $0.type == C.Frame.headers }.isEmpty, "nothing more opened")
+            #expect(harness.answered.all == [0, 1, 2])
+            for index in [1, 2] {
+                if case .failure(let error) = await harness.result(index) {
+                    #expect(error is SendingStop.NotSent, "\(error)")
+                } else {
+                    Issue.record("request \(index) was answered")
+                }
+            }
+        }
     }
 
     @Test("a body waits for the stream's window and for the connection's, and goes on as they open")

@@ -461,7 +461,12 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         let failure = HTTP2Client.Failure(description: "no answer within \(timeout)")
         while let first = waiting.first, first.deadline <= now {
             waiting.removeFirst()
-            first.request.sink.complete(first.request.index, .failure(failure))
+            // Never written: once its sender stopped, it is unsent, not a call that failed.
+            if first.request.sink.isStopped {
+                first.request.sink.notSent(holding: first.request.index)
+            } else {
+                first.request.sink.complete(first.request.index, .failure(failure))
+            }
         }
         // A server that reads nothing for as long as a request may take, or leaves a header
         // block unfinished while streams wait past their deadline, holds every stream here:

@@ -142,6 +142,12 @@ public final class PNSHTTPClient: PNSTransport {
             }
             let path = route.path
             if held == 0 {
+                // Stopped before this batch came or while its last places were used: what has
+                // not gone out stays unsent, to be handed back. (Read once per places taken.)
+                if sink.isStopped {
+                    sink.notSent(index..<requests.count)
+                    break
+                }
                 // As many free slots as the batch has requests left, in one step.
                 held = slots.tryAcquire(upTo: requests.count - index)
                 if held == 0 {

@@ -142,12 +142,6 @@ public final class PNSHTTPClient: PNSTransport {
             }
             let path = route.path
             if held == 0 {
-                // Stopped before this batch came or while its last places were used: what has
-                // not gone out stays unsent, to be handed back. (Read once per places taken.)
-                if sink.isStopped {
-                    sink.notSent(index..<requests.count)
-                    break
-                }
                 // As many free slots as the batch has requests left, in one step.
                 held = slots.tryAcquire(upTo: requests.count - index)
                 if held == 0 {
@@ -160,13 +154,14 @@ public final class PNSHTTPClient: PNSTransport {
                     // 50,000 a second, whatever its window or requests in flight.
                     let left = requests.count - index
                     held = await slots.acquire(atLeast: min(left, slots.count / 8), upTo: left)
-                    // Stopped meanwhile: what has not gone out stays unsent, to be handed back.
-                    if sink.isStopped {
-                        slots.release(held)
-                        held = 0
-                        sink.notSent(index..<requests.count)
-                        break
-                    }
+                }
+                // Stopped before this batch came, or while it waited for places: what has not
+                // gone out stays unsent, to be handed back. (Read once per places taken.)
+                if sink.isStopped {
+                    slots.release(held)
+                    held = 0
+                    sink.notSent(index..<requests.count)
+                    break
                 }
             }
             held -= 1

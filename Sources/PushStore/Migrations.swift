@@ -426,6 +426,11 @@ public enum Migrations {
                         ] : [])
             ),
             (21, dialect == .postgres ? [postgresWriteInstallations] : []),
+            // An ended send's `deadline` is when it ended, so the recovery round finds the sends
+            // to delete after `recovery.keepEnded` through the (state, deadline) index, which the
+            // UPDATE that ends a send writes anyway (an index of its own on `ended_at` cost every
+            // ending transaction a page more). Sends that ended before this version get theirs.
+            (22, ["UPDATE notifications SET deadline = ended_at WHERE ended_at IS NOT NULL"]),
         ]
     }
 

@@ -58,6 +58,11 @@ public protocol OutcomeStore: Sendable {
     /// Deletes what is past its time: idempotency keys older than `keys`, dispatch notes
     /// older than `dispatches`, error details older than a week, feedback older than a month.
     func sweepExpired(now: Date, keys: TimeInterval, dispatches: TimeInterval) async throws
+    /// Deletes up to `limit` sends that ended before `endedBefore` (in the order they ended,
+    /// within each ended state), in one transaction, each with everything kept for it (counts,
+    /// receipts, error details, its schedule); says how many it deleted. Their outcomes are
+    /// unknown after that; the hub's feedback is kept for its own month.
+    func sweepEndedSends(endedBefore: Date, limit: Int) async throws -> Int
 }
 
 /// A target that did not end in success, as its result said.

@@ -157,6 +157,8 @@ extension SQLRegistrationStore: OutcomeStore {
 
     /// States in which a notification has not ended.
     static let openStates = "('\(NotificationState.enqueued.rawValue)', '\(NotificationState.processing.rawValue)')"
+    /// States in which a notification has ended.
+    static let endedStates = "(" + NotificationState.allCases.filter(\.hasEnded).map { "'\($0.rawValue)'" }.joined(separator: ", ") + ")"
 
     /// How many graces a kept send waits after its n-th publish before the next: 1, 2, 4, 8,
     /// then 16.
@@ -224,11 +226,11 @@ extension SQLRegistrationStore: OutcomeStore {
                 guard
                     let row = try await connection.query(
                         """
-                        UPDATE notifications SET state = ?, ended_at = ?
+                        UPDATE notifications SET state = ?, ended_at = ?, deadline = ?
                         WHERE notification_id = ? AND state IN \(Self.openStates) AND (progress_at IS NULL OR progress_at < ?)
                         RETURNING hub, expected, dispatched
                         """,
-                        [.text(NotificationState.abandoned.rawValue), SQLValue(now), .text(id), SQLValue(quietSince)]
+                        [.text(NotificationState.abandoned.rawValue), SQLValue(now), SQLValue(now), .text(id), SQLValue(quietSince)]
                     ).first, let hub = row.text("hub")
                 else { continue }
                 // Per platform: what the summary announced, less what was reported.
@@ -459,13 +461,14 @@ extension SQLRegistrationStore: OutcomeStore {
             """
             UPDATE notifications SET expected = ?, dispatched = COALESCE(?, dispatched), received = ?, expired = ?, rejected = ?,
                 started_at = COALESCE(started_at, ?), progress_at = ?, state = ?,
-                ended_at = CASE WHEN ? = 1 THEN COALESCE(ended_at, ?) ELSE NULL END
+                ended_at = CASE WHEN ? = 1 THEN COALESCE(ended_at, ?) ELSE NULL END,
+                deadline = CASE WHEN ? = 1 THEN COALESCE(ended_at, ?) ELSE deadline END
             WHERE notification_id = ?
             """,
             [
                 tally.expected.map { .integer(Int64($0)) } ?? .null, dispatchedText.map(SQLValue.text) ?? .null, .integer(Int64(tally.received)),
                 .integer(Int64(tally.expired)), .integer(Int64(tally.rejected)), SQLValue(now), SQLValue(now), .text(settled.rawValue),
-                SQLValue(ended), SQLValue(now), .text(id),
+                SQLValue(ended), SQLValue(now), SQLValue(ended), SQLValue(now), .text(id),
             ])
         if ended { try await forgetWork(of: id, counted: keptNoTargets ? 0 : tally.received, on: connection) }
         return true
@@ -509,6 +512,41 @@ extension SQLRegistrationStore: OutcomeStore {
 
     /// Rows `sweepExpired` deletes a transaction.
     static let rowsPerSweep = 10_000
+
+    public func sweepEndedSends(endedBefore cutoff: Date, limit: Int) async throws -> Int {
+        try await database.write { connection in
+            // The ids first, then each table by them: the rows of one set of sends go together,
+            // where a subquery in every statement could pick another set on PostgreSQL. An ended
+            // send's row no longer changes (results for it are passed over), so the set holds.
+            // An ended send's deadline is its end, so the (state, deadline) index finds them, in
+            // the order they ended within each state (no ORDER BY: sorting them all would read
+            // every row past the cutoff for each transaction of a long backlog).
+            let ids = try await connection.query(
+                "SELECT notification_id FROM notifications WHERE state IN \(Self.endedStates) AND deadline < ? LIMIT ?",
+                [SQLValue(cutoff), .integer(Int64(max(1, limit)))]
+            ).compactMap { $0.text("notification_id") }
+            var start = 0
+            while start < ids.count {
+                // Always `idsPerSweepStatement` values, the last id repeated to fill them: one
+                // statement's text for each table, prepared once.
+                let chunk = ids[start..<min(start + Self.idsPerSweepStatement, ids.count)]
+                let binds = (0..<Self.idsPerSweepStatement).map { SQLValue.text(chunk[min(chunk.startIndex + $0, chunk.endIndex - 1)]) }
+                for table in Self.tablesOfASend {
+                    try await connection.execute("DELETE FROM \(table) WHERE notification_id IN (\(Self.sweepPlaceholders))", binds)
+                }
+                start += Self.idsPerSweepStatement
+            }
+            return ids.count
+        }
+    }
+
+    /// What is kept for a send, by its id, the notification's own row last.
+    static let tablesOfASend = [
+        "notification_counts", "result_receipts", "failed_targets", "scheduled_notifications", "unfinished_sends", "notifications",
+    ]
+    /// Ids of ended sends a DELETE names.
+    static let idsPerSweepStatement = 100
+    private static let sweepPlaceholders = placeholders(idsPerSweepStatement)
 
     /// How long a notification's failed targets are kept (`GET …/messages/{id}/errors`).
     static let errorDetailsKept: TimeInterval = 7 * 86_400

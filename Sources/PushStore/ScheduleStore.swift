@@ -39,9 +39,11 @@ extension SQLRegistrationStore: ScheduleStore {
                 "UPDATE scheduled_notifications SET state = ? WHERE notification_id = ? AND hub = ? AND state = ?", returning: "notification_id",
                 [.text(ScheduleState.cancelled.rawValue), .text(notificationId), .text(hub), .text(ScheduleState.pending.rawValue)], on: connection)
             guard cancelled > 0 else { return false }
+            // Its deadline is its end, as every ended send's (`sweepEndedSends`).
+            let now = Date()
             try await connection.execute(
-                "UPDATE notifications SET state = ?, ended_at = ? WHERE notification_id = ?",
-                [.text(NotificationState.cancelled.rawValue), SQLValue(Date()), .text(notificationId)])
+                "UPDATE notifications SET state = ?, ended_at = ?, deadline = ? WHERE notification_id = ?",
+                [.text(NotificationState.cancelled.rawValue), SQLValue(now), SQLValue(now), .text(notificationId)])
             return true
         }
     }

@@ -74,8 +74,9 @@ struct ConfigurationTests {
     func recovery() throws {
         #expect(try HubsConfiguration.parse(Self.yaml()).sendRecovery == SendRecoveryConfiguration())
         #expect(try HubsConfiguration.parse(Self.yaml() + "\nrecovery: republish").recovery == SendRecoveryConfiguration(mode: .republish))
-        let mapping = try HubsConfiguration.parse(Self.yaml() + "\nrecovery:\n  mode: off\n  checkEvery: 500ms\n  grace: 90s\n  abandonAfter: 1h")
-        #expect(mapping.recovery == SendRecoveryConfiguration(mode: .off, checkEvery: 0.5, grace: 90, abandonAfter: 3600))
+        let mapping = try HubsConfiguration.parse(
+            Self.yaml() + "\nrecovery:\n  mode: off\n  checkEvery: 500ms\n  grace: 90s\n  abandonAfter: 1h\n  keepEnded: 2d")
+        #expect(mapping.recovery == SendRecoveryConfiguration(mode: .off, checkEvery: 0.5, grace: 90, abandonAfter: 3600, keepEnded: 2 * 86_400))
         #expect(try HubsConfiguration.parse(try mapping.yaml()) == mapping)
 
         // Republished on the embedded cluster whatever the file says; on Kafka only when asked.
@@ -84,7 +85,8 @@ struct ConfigurationTests {
         #expect(!SendRecoveryConfiguration().republishes(embeddedKafka: false))
         #expect(SendRecoveryConfiguration(mode: .republish).republishes(embeddedKafka: false))
         let defaults = SendRecoverySettings(SendRecoveryConfiguration(), embeddedKafka: false)
-        #expect(defaults.checkEvery == .seconds(15) && defaults.grace == 120 && defaults.abandonAfter == 1800)
+        #expect(defaults.checkEvery == .seconds(15) && defaults.grace == 120 && defaults.abandonAfter == 1800 && defaults.keepEnded == 7 * 86_400)
+        #expect(SendRecoverySettings(try #require(mapping.recovery), embeddedKafka: false).keepEnded == 2 * 86_400)
     }
 
     @Test(
@@ -93,7 +95,8 @@ struct ConfigurationTests {
             ("recovery: always", "recovery: must be republish or off"),
             ("recovery:\n  grace: soon", "recovery.grace: soon is not a duration"),
             ("recovery:\n  checkEvery: 0s", "recovery.checkEvery: 0s is not a duration from 100ms to 1h"),
-            ("recovery:\n  abandonAfter: 30d", "recovery.abandonAfter: 30d is not a duration"),
+            ("recovery:\n  abandonAfter: 30d", "recovery.abandonAfter: 30d is not a duration from 1s to 7d"),
+            ("recovery:\n  keepEnded: 12h", "recovery.keepEnded: 12h is not a duration from 1d to 366d"),
             ("recovery:\n  mode: sometimes", "recovery.mode"),
         ])
     func badRecovery(_ text: String, _ expected: String) throws {

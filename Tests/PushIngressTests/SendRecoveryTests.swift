@@ -66,6 +66,40 @@ struct SendRecoveryTests {
         #expect(metrics.render().contains("pushhub_sends_republished_total 0"))
     }
 
+    @Test("a send ended for longer than keepEnded is deleted by a recovery round: its details answer 404 after, not before")
+    func endedSendsDeleted() async throws {
+        let clock = TestClock()
+        let fixture = try await MessagingFixture(now: { clock.now })
+        let (status, tracking) = try await Self.send(fixture)
+        #expect(status == .created)
+        let id = try #require(tracking)
+        var settings = SendRecoverySettings(SendRecoveryConfiguration(keepEnded: 2 * 86_400), embeddedKafka: false)
+        settings.dispatchDedupeWindow = 3600
+        let recovery = SendRecovery(
+            store: fixture.store, publisher: KafkaNotificationPublisher(producer: fixture.producer, topics: fixture.topics), settings: settings,
+            logger: MessagingFixture.logger, metrics: MetricsRegistry(), now: { clock.now })
+        func details() async throws -> (HTTPResponse.Status, String) {
+            let token = SharedAccessSignature.token(
+                resourceURI: "https://localhost/myhub", keyName: "DefaultFullSharedAccessSignature", key: IngressFixture.fullKey,
+                expiry: clock.now.addingTimeInterval(600))
+            return try await fixture.app.test(.router) { client in
+                let response = try await client.execute(uri: "/myhub/messages/\(id)", method: .get, headers: [.authorization: token])
+                return (response.status, response.text)
+            }
+        }
+        // Never dispatched: it ends Abandoned 32 minutes on (30 and the grace of 2).
+        clock.advance(33 * 60)
+        await recovery.check()
+        #expect(try await details().1.contains("<State>Abandoned</State>"))
+        clock.advance(2 * 86_400 - 120)
+        await recovery.check()
+        #expect(try await details().1.contains("<State>Abandoned</State>"), "ended not quite two days ago: kept")
+        clock.advance(180)
+        await recovery.check()
+        let (gone, text) = try await details()
+        #expect(gone == .notFound, "\(text)")
+    }
+
     @Test("a recovery round deletes the counted targets an ended broadcast left, whatever their number")
     func roundSweepsEndedTargets() async throws {
         let fixture = try await MessagingFixture()

@@ -1,7 +1,8 @@
 import Foundation
 import PushModel
-import PushStore
 import Testing
+
+@testable import PushStore
 
 @Suite("Outcome store conformance (SQLite and PostgreSQL)")
 struct OutcomeStoreTests {
@@ -403,6 +404,78 @@ struct RecoveryStoreTests {
             try await Self.abandon(store, hub, now: at(4900)).filter { $0.notificationId == direct }.isEmpty, "30 minutes and the grace not yet past")
         let late = try await Self.abandon(store, hub, now: at(5000)).filter { $0.notificationId == direct }
         #expect(late.first?.reason.contains("1 targets reported, but the dispatcher never said") == true, "\(late)")
+    }
+
+    @Test(
+        "sends ended before the cutoff go with everything kept for them, a limit at a time, whatever their deadline; open and later ones stay",
+        arguments: StoreKind.available)
+    func endedSendsSwept(_ kind: StoreKind) async throws {
+        // A database of its own: the sweep is by the time a send ended, whatever its hub.
+        let store = try await SQLRegistrationStore.open(try await StoreFixture.ownDatabase(kind)())
+        let hub = "h"
+        let t0 = Date(timeIntervalSince1970: 1_700_000_000)
+        func at(_ seconds: TimeInterval) -> Date { t0.addingTimeInterval(seconds) }
+        /// Rows kept for `id` in each table a send has rows in.
+        func rows(of id: String) async throws -> [String: Int64] {
+            try await store.database.read { connection in
+                var counts: [String: Int64] = [:]
+                for table in [
+                    "notifications", "notification_counts", "result_receipts", "failed_targets", "scheduled_notifications", "unfinished_sends",
+                ] {
+                    counts[table] =
+                        try await connection.query("SELECT count(*) AS n FROM \(table) WHERE notification_id = ?", [.text(id)]).first?.integer("n")
+                }
+                return counts.filter { $0.value > 0 }
+            }
+        }
+        // Ended at t0 + 2, well before its deadline: kept, counted, one target failed (error
+        // details and feedback).
+        let first = OutcomeStoreTests.request("first", hub, at: t0)
+        try await store.recordEnqueued(first, deadline: at(1_000_000), keep: true, now: t0)
+        try await store.recordOutcomes(ResultBatch(notificationId: "first", hub: hub, dispatched: [.apns: 2]), now: at(1))
+        try await store.recordOutcomes(OutcomeStoreTests.results("first", hub, .apns, [("r1", .delivered), ("r2", .invalidHandle)]), now: at(2))
+        #expect(try await store.notification(hub: hub, id: "first")?.state == .completed)
+        #expect(
+            try await rows(of: "first") == ["notifications": 1, "notification_counts": 2, "result_receipts": 1, "failed_targets": 1],
+            "what a send keeps; its kept request went as it ended")
+        // Ended at t0 + 100, and one still open.
+        try await store.recordOutcomes(ResultBatch(notificationId: "second", hub: hub, dispatched: [.fcm: 0]), now: at(100))
+        try await store.recordEnqueued(OutcomeStoreTests.request("open", hub, at: t0), deadline: at(1800), keep: true, now: t0)
+        try await store.recordOutcomes(ResultBatch(notificationId: "open", hub: hub, dispatched: [.apns: 2]), now: at(1))
+
+        #expect(try await store.sweepEndedSends(endedBefore: at(50), limit: 10) == 1, "the send that ended before the cutoff, not its deadline")
+        #expect(try await rows(of: "first").isEmpty, "every row of the send ended before the cutoff")
+        #expect(try await store.notification(hub: hub, id: "first") == nil)
+        #expect(try await store.failedTargets(hub: hub, notificationId: "first", after: nil, limit: 10).isEmpty)
+        #expect(
+            try await store.prunedHandles(hub: hub, since: .distantPast, after: nil, limit: 10).map(\.handle) == ["h-r2"],
+            "the hub's feedback is kept for its own month")
+        #expect(try await store.notification(hub: hub, id: "second")?.state == .noTargetFound, "ended after the cutoff")
+        #expect(try await store.notification(hub: hub, id: "open")?.state == .processing)
+
+        // More than a limit, and more than a statement's ids: 230 ended at t0 + 200, oldest first.
+        let many = (0..<230).map { String(format: "many-%03d", $0) }
+        try await store.recordOutcomes(many.map { ResultBatch(notificationId: $0, hub: hub, dispatched: [.apns: 0]) }, now: at(200))
+        var swept: [Int] = []
+        while true {
+            let count = try await store.sweepEndedSends(endedBefore: at(300), limit: 150)
+            swept.append(count)
+            if count < 150 { break }
+        }
+        #expect(swept == [150, 81], "the second send and the 230")
+        #expect(try await store.notification(hub: hub, id: "second") == nil, "the oldest end went in the first transaction")
+        for id in many where try await !rows(of: id).isEmpty { Issue.record("\(id) was left") }
+        #expect(try await rows(of: "open") == ["notifications": 1, "result_receipts": 1, "unfinished_sends": 1], "an open send stays whole")
+        #expect(try await store.sweepEndedSends(endedBefore: at(10_000_000), limit: 150) == 0, "nothing open goes, however old")
+
+        // A scheduled send cancelled ends now, and goes with its schedule.
+        try await store.schedule(OutcomeStoreTests.request("scheduled", hub, at: t0), dueAt: Date().addingTimeInterval(3600))
+        #expect(try await store.cancelScheduled(hub: hub, notificationId: "scheduled"))
+        #expect(try await store.sweepEndedSends(endedBefore: Date().addingTimeInterval(-60), limit: 150) == 0)
+        #expect(try await rows(of: "scheduled") == ["notifications": 1, "scheduled_notifications": 1])
+        #expect(try await store.sweepEndedSends(endedBefore: Date().addingTimeInterval(60), limit: 150) == 1)
+        #expect(try await rows(of: "scheduled").isEmpty)
+        await store.close()
     }
 
 }

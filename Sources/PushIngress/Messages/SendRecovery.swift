@@ -19,6 +19,8 @@ public struct SendRecoverySettings: Sendable {
     public var grace: TimeInterval
     /// The deadline of a send without `expiresAt`, after acceptance.
     public var abandonAfter: TimeInterval
+    /// How long an ended send is kept from its end; the recovery round deletes it after that.
+    public var keepEnded: TimeInterval = SendRecoveryConfiguration.defaultKeepEnded
     /// How often one send is published, at most (the first time included).
     public var maximumPublishes = 10
     /// How long the dispatcher remembers a dispatched notification id (pushhub.yaml's
@@ -39,6 +41,7 @@ public struct SendRecoverySettings: Sendable {
             republish: configuration.republishes(embeddedKafka: embeddedKafka), republishAllAtStart: embeddedKafka,
             checkEvery: .milliseconds(Int64((configuration.checkEvery * 1000).rounded())), grace: configuration.grace,
             abandonAfter: configuration.abandonAfter)
+        keepEnded = configuration.keepEnded
     }
 
     /// `request` as it goes out when accepted (or released) at `now`: without an `expiresAt`
@@ -60,6 +63,9 @@ public final class SendRecovery: Service, Sendable {
     /// Counted targets of ended sends deleted in one transaction, and the pause after it.
     static let targetsSweptAtOnce = 2_000
     static let sweepPause: Duration = .milliseconds(5)
+    /// Ended sends past `keepEnded` deleted in one transaction (each with its counts, receipt,
+    /// error details and schedule: some five rows), with the same pause after it.
+    static let endedSendsSweptAtOnce = 500
 
     let store: any OutcomeStore
     let publisher: any NotificationPublisher
@@ -96,8 +102,9 @@ public final class SendRecovery: Service, Sendable {
     }
 
     /// One round: gives up stalled sends past their deadline, deletes the counted targets
-    /// that ended sends left, then publishes again what stalled (every kept send when
-    /// `everything`). Returns how many it published.
+    /// that ended sends left, what is past its time (keys, notes, error details, feedback) and
+    /// sends ended more than `keepEnded` ago, then publishes again what stalled (every kept
+    /// send when `everything`). Returns how many it published.
     @discardableResult
     public func check(everything: Bool = false) async -> Int {
         let now = now()
@@ -132,6 +139,19 @@ public final class SendRecovery: Service, Sendable {
             try await store.sweepExpired(now: now, keys: IdempotentSends.window, dispatches: settings.dispatchDedupeWindow)
         } catch {
             logger.error("expired keys, dispatch notes and feedback could not be deleted", metadata: ["pushhub.error": "\(error)"])
+        }
+        // Sends that ended more than `keepEnded` ago, in transactions of a few hundred with a
+        // pause after each, as the counted targets above: the store would otherwise keep a row
+        // or more for every send ever accepted.
+        do {
+            let cutoff = now.addingTimeInterval(-settings.keepEnded)
+            while try await store.sweepEndedSends(endedBefore: cutoff, limit: Self.endedSendsSweptAtOnce) == Self.endedSendsSweptAtOnce,
+                !Task.isCancelled
+            {
+                try? await Task.sleep(for: Self.sweepPause)
+            }
+        } catch {
+            logger.error("sends that ended past their keeping could not be deleted", metadata: ["pushhub.error": "\(error)"])
         }
         guard settings.republish else { return 0 }
         var published = 0

@@ -430,7 +430,15 @@ public enum Migrations {
             // to delete after `recovery.keepEnded` through the (state, deadline) index, which the
             // UPDATE that ends a send writes anyway (an index of its own on `ended_at` cost every
             // ending transaction a page more). Sends that ended before this version get theirs.
-            (22, ["UPDATE notifications SET deadline = ended_at WHERE ended_at IS NOT NULL"]),
+            // Registration ids issued and never used, by age, for the sweep that forgets them
+            // after a day.
+            (
+                22,
+                [
+                    "UPDATE notifications SET deadline = ended_at WHERE ended_at IS NOT NULL",
+                    "CREATE INDEX registration_ids_by_age ON registration_ids (issued_at)",
+                ]
+            ),
         ]
     }
 

@@ -488,6 +488,7 @@ extension SQLRegistrationStore: OutcomeStore {
             ("idempotency_keys", "scope, idempotency_key", "created_at", keys),
             ("dispatched_requests", "hub, notification_id", "dispatched_at", dispatches),
             ("failed_targets", "notification_id, target", "at", Self.errorDetailsKept), ("pruned_handles", "seq", "pruned_at", Self.feedbackKept),
+            ("registration_ids", "hub, registration_id", "issued_at", Self.issuedIdsKept),
         ]
         var failure: (any Error)?
         for cutoff in cutoffs {
@@ -552,6 +553,10 @@ extension SQLRegistrationStore: OutcomeStore {
     static let errorDetailsKept: TimeInterval = 7 * 86_400
     /// How long a pruned handle is kept (`GET /{hub}/feedback`).
     static let feedbackKept: TimeInterval = 30 * 86_400
+    /// How long a registration id issued and not yet used is kept (`POST …/registrationIDs`,
+    /// the app backend's `POST /api/register`): a Listen key ships in apps, and every such
+    /// call made a row for ever.
+    static let issuedIdsKept: TimeInterval = 86_400
 
     /// `text` with each control character (U+0000 to U+001F, U+007F) a space: text that came
     /// from outside and is only shown (PostgreSQL refuses U+0000 in text).

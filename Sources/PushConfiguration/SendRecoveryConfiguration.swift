@@ -80,7 +80,7 @@ public struct SendRecoveryConfiguration: Codable, Sendable, Equatable {
                 throw DecodingError.dataCorruptedError(
                     forKey: key, in: container,
                     debugDescription:
-                        "\(text) is not a duration from \(Self.format(bounds.lowerBound)) to \(Self.format(bounds.upperBound)) (such as 500ms, 15s, 2m, 1h)"
+                        "\(text) is not a duration from \(Self.format(bounds.lowerBound)) to \(Self.format(bounds.upperBound)) (such as 500ms, 15s, 2m, 1h, 7d)"
                 )
             }
             self[keyPath: path] = seconds

@@ -60,9 +60,9 @@ public protocol OutcomeStore: Sendable {
     /// registration ids issued more than a day ago and never used.
     func sweepExpired(now: Date, keys: TimeInterval, dispatches: TimeInterval) async throws
     /// Deletes up to `limit` sends that ended before `endedBefore` (in the order they ended,
-    /// within each ended state), in one transaction, each with everything kept for it (counts,
-    /// receipts, error details, its schedule); says how many it deleted. Their outcomes are
-    /// unknown after that; the hub's feedback is kept for its own month.
+    /// within each ended state), in one transaction, each with its counts, its kept request and
+    /// its schedule; says how many it deleted. Their outcomes are unknown after that. Their
+    /// error details and the hub's feedback go by age (`sweepExpired`).
     func sweepEndedSends(endedBefore: Date, limit: Int) async throws -> Int
 }
 

@@ -31,15 +31,17 @@ extension SQLRegistrationStore: OutcomeStore {
     ) async throws {
         let lock = dialect == .postgres ? " FOR UPDATE" : ""
         // A send resolved as it was accepted starts Processing with its summary's counts,
-        // in the statement that makes its row (its dispatch receipt beside it); one that
-        // is not new, or has no target, goes the way of any summary.
-        if let dispatched, dispatched.values.contains(where: { $0 > 0 }),
-            try await insertEnqueued(
+        // in the statement that makes its row (its `expected` says the summary was counted);
+        // one that is not new, or has no target, goes the way of any summary.
+        let started: Bool
+        if let dispatched, dispatched.values.contains(where: { $0 > 0 }) {
+            started = try await insertEnqueued(
                 request.notificationId, hub: request.hub, enqueuedAt: request.enqueuedAt, deadline: deadline, now: now,
                 describing: request, dispatched: dispatched, on: connection)
-        {
-            try await takeDispatchReceipt(request.notificationId, on: connection)
         } else {
+            started = false
+        }
+        if !started {
             try await insertEnqueued(
                 request.notificationId, hub: request.hub, enqueuedAt: request.enqueuedAt, deadline: deadline, now: now,
                 describing: request, on: connection)
@@ -49,15 +51,6 @@ extension SQLRegistrationStore: OutcomeStore {
             }
         }
         if let text { try await keep(request, text: text, publishedAt: now, on: connection) }
-    }
-
-    /// Notes that a send's dispatch summary was counted; says whether it had not been, so a
-    /// summary published twice counts once.
-    @discardableResult
-    static func takeDispatchReceipt(_ id: String, on connection: any SQLConnection) async throws -> Bool {
-        try await insertedOne(
-            "INSERT INTO result_receipts (notification_id, receipt) VALUES (?, ?) ON CONFLICT DO NOTHING", returning: "receipt",
-            [.text(id), .text("dispatch")], on: connection)
     }
 
     /// Runs `insert`, of one row and `ON CONFLICT DO NOTHING`, and says whether it made the row.
@@ -151,14 +144,11 @@ extension SQLRegistrationStore: OutcomeStore {
                 returning: "notification_id", [.text(notificationId), .text(hub)], on: connection)
             guard forgotten > 0 else { return }
             try await connection.execute("DELETE FROM unfinished_sends WHERE notification_id = ?", [.text(notificationId)])
-            try await connection.execute("DELETE FROM result_receipts WHERE notification_id = ?", [.text(notificationId)])
         }
     }
 
     /// States in which a notification has not ended.
     static let openStates = "('\(NotificationState.enqueued.rawValue)', '\(NotificationState.processing.rawValue)')"
-    /// States in which a notification has ended.
-    static let endedStates = "(" + NotificationState.allCases.filter(\.hasEnded).map { "'\($0.rawValue)'" }.joined(separator: ", ") + ")"
 
     /// How many graces a kept send waits after its n-th publish before the next: 1, 2, 4, 8,
     /// then 16.
@@ -407,12 +397,12 @@ extension SQLRegistrationStore: OutcomeStore {
         // Whether the send counted its targets without keeping a row for any.
         var keptNoTargets = false
         var dispatchedText: String?
-        if let dispatched = batch.dispatched {
-            if try await Self.takeDispatchReceipt(id, on: connection) {
-                fresh = true
-                tally.expected = dispatched.values.reduce(0, +)
-                dispatchedText = Self.dispatchedText(dispatched)
-            }
+        // The first dispatch summary counts: the send expects no number of targets before it,
+        // and a summary published twice, or again with a send published again, finds one.
+        if let dispatched = batch.dispatched, tally.expected == nil {
+            fresh = true
+            tally.expected = dispatched.values.reduce(0, +)
+            dispatchedText = Self.dispatchedText(dispatched)
         }
         if let results = batch.results, !results.isEmpty {
             // Each target counts once, however its results were batched: a send published
@@ -515,17 +505,23 @@ extension SQLRegistrationStore: OutcomeStore {
     static let rowsPerSweep = 10_000
 
     public func sweepEndedSends(endedBefore cutoff: Date, limit: Int) async throws -> Int {
-        try await database.write { connection in
+        // On PostgreSQL the rows are locked as they are found, and rows another replica's round
+        // holds are passed over: rounds running at once take sets of their own, and a row is
+        // deleted only as it was found (ended). SQLite has one writer.
+        let lock = database.dialect == .postgres ? " FOR UPDATE SKIP LOCKED" : ""
+        return try await database.write { connection in
             // The ids first, then each table by them: the rows of one set of sends go together,
             // where a subquery in every statement could pick another set on PostgreSQL. An ended
-            // send's row no longer changes (results for it are passed over), so the set holds.
-            // An ended send's deadline is its end, so the (state, deadline) index finds them, in
-            // the order they ended within each state (no ORDER BY: sorting them all would read
-            // every row past the cutoff for each transaction of a long backlog).
-            let ids = try await connection.query(
-                "SELECT notification_id FROM notifications WHERE state IN \(Self.endedStates) AND deadline < ? LIMIT ?",
-                [SQLValue(cutoff), .integer(Int64(max(1, limit)))]
-            ).compactMap { $0.text("notification_id") }
+            // send's deadline is its end, so the (state, deadline) index finds them, one state at
+            // a time in the order they ended: the index's own order, nothing to sort, whatever
+            // the planner thinks of how many rows are past the cutoff.
+            var ids: [String] = []
+            for state in Self.statesEnded where ids.count < limit {
+                ids += try await connection.query(
+                    "SELECT notification_id FROM notifications WHERE state = ? AND deadline < ? ORDER BY deadline LIMIT ?\(lock)",
+                    [.text(state.rawValue), SQLValue(cutoff), .integer(Int64(limit - ids.count))]
+                ).compactMap { $0.text("notification_id") }
+            }
             var start = 0
             while start < ids.count {
                 // Always `idsPerSweepStatement` values, the last id repeated to fill them: one
@@ -541,10 +537,13 @@ extension SQLRegistrationStore: OutcomeStore {
         }
     }
 
-    /// What is kept for a send, by its id, the notification's own row last.
-    static let tablesOfASend = [
-        "notification_counts", "result_receipts", "failed_targets", "scheduled_notifications", "unfinished_sends", "notifications",
-    ]
+    /// The states in which a send has ended.
+    static let statesEnded = NotificationState.allCases.filter(\.hasEnded)
+
+    /// What is kept for a send, by its id, the notification's own row last. Its error details
+    /// (`failed_targets`, up to a row per target of a broadcast) are left to their own sweep,
+    /// by age, a bounded number a transaction.
+    static let tablesOfASend = ["notification_counts", "scheduled_notifications", "unfinished_sends", "notifications"]
     /// Ids of ended sends a DELETE names.
     static let idsPerSweepStatement = 100
     private static let sweepPlaceholders = placeholders(idsPerSweepStatement)

@@ -100,6 +100,33 @@ struct SendRecoveryTests {
         #expect(gone == .notFound, "\(text)")
     }
 
+    @Test("a backlog of ended sends goes one transaction a round when the round has no time for more, and all at once when it has")
+    func endedSendsBacklog() async throws {
+        let fixture = try await MessagingFixture()
+        let ids = (0..<2_200).map { _ in UUID().uuidString.lowercased() }
+        // Ended eight days ago, past the default week.
+        try await fixture.store.recordOutcomes(
+            ids.map { ResultBatch(notificationId: $0, hub: "myhub", dispatched: [.fcm: 0]) }, now: Date().addingTimeInterval(-8 * 86_400))
+        func left() async throws -> Int {
+            var count = 0
+            for id in ids where try await fixture.store.notification(hub: "myhub", id: id) != nil { count += 1 }
+            return count
+        }
+        func recovery(_ perRound: Duration) -> SendRecovery {
+            var settings = SendRecoverySettings(SendRecoveryConfiguration(), embeddedKafka: false)
+            settings.endedSweepPerRound = perRound
+            return SendRecovery(
+                store: fixture.store, publisher: KafkaNotificationPublisher(producer: fixture.producer, topics: fixture.topics), settings: settings,
+                logger: MessagingFixture.logger, metrics: MetricsRegistry())
+        }
+        await recovery(.zero).check()
+        #expect(try await left() == 1_700, "one transaction of 500")
+        await recovery(.zero).check()
+        #expect(try await left() == 1_200)
+        await recovery(.seconds(60)).check()
+        #expect(try await left() == 0, "the rest in one round")
+    }
+
     @Test("a recovery round deletes the counted targets an ended broadcast left, whatever their number")
     func roundSweepsEndedTargets() async throws {
         let fixture = try await MessagingFixture()

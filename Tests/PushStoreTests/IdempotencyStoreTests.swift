@@ -173,12 +173,14 @@ struct FeedbackStoreTests {
         #expect(try await store.claimDispatch(hub: "h", notificationId: id, source: "a", now: now, window: 3600))
         let issued = try await store.issueRegistrationId(hub: "h")
         try await store.sweepExpired(now: now.addingTimeInterval(2 * 3600), keys: 86_400, dispatches: 3600)
-        #expect(try await store.registrationIdState(hub: "h", id: issued) == .issued, "issued two hours ago")
         #expect(try await store.claimDispatch(hub: "h", notificationId: id, source: "b", now: now, window: 3600), "its note was deleted")
         #expect(
             try await store.claimIdempotencyKey(scope: "s", key: "k", fingerprint: "f", now: now, window: 86_400, pendingTimeout: 120) == .inProgress)
-        try await store.sweepExpired(now: now.addingTimeInterval(8 * 86_400), keys: 86_400, dispatches: 3600)
+        try await store.sweepExpired(now: now.addingTimeInterval(23 * 3600), keys: 86_400, dispatches: 3600)
+        #expect(try await store.registrationIdState(hub: "h", id: issued) == .issued, "issued 23 hours ago")
+        try await store.sweepExpired(now: now.addingTimeInterval(25 * 3600), keys: 86_400, dispatches: 3600)
         #expect(try await store.registrationIdState(hub: "h", id: issued) == .unknown, "issued over a day ago and never used")
+        try await store.sweepExpired(now: now.addingTimeInterval(8 * 86_400), keys: 86_400, dispatches: 3600)
         #expect(try await store.failedTargets(hub: "h", notificationId: id, after: nil, limit: 10).isEmpty)
         #expect(try await store.prunedHandles(hub: "h", since: now.addingTimeInterval(-1), after: nil, limit: 10).count == 1)
         #expect(

@@ -21,6 +21,9 @@ public struct SendRecoverySettings: Sendable {
     public var abandonAfter: TimeInterval
     /// How long an ended send is kept from its end; the recovery round deletes it after that.
     public var keepEnded: TimeInterval = SendRecoveryConfiguration.defaultKeepEnded
+    /// How long a round may spend deleting ended sends (at least one transaction): at 500 a
+    /// transaction, several thousand a second, more than the ingress accepts.
+    public var endedSweepPerRound: Duration = .seconds(5)
     /// How often one send is published, at most (the first time included).
     public var maximumPublishes = 10
     /// How long the dispatcher remembers a dispatched notification id (pushhub.yaml's
@@ -63,8 +66,8 @@ public final class SendRecovery: Service, Sendable {
     /// Counted targets of ended sends deleted in one transaction, and the pause after it.
     static let targetsSweptAtOnce = 2_000
     static let sweepPause: Duration = .milliseconds(5)
-    /// Ended sends past `keepEnded` deleted in one transaction (each with its counts, receipt,
-    /// error details and schedule: some five rows), with the same pause after it.
+    /// Ended sends past `keepEnded` deleted in one transaction (each with its counts, error
+    /// details and schedule: a few rows), with the same pause after it.
     static let endedSendsSweptAtOnce = 500
 
     let store: any OutcomeStore
@@ -102,9 +105,10 @@ public final class SendRecovery: Service, Sendable {
     }
 
     /// One round: gives up stalled sends past their deadline, deletes the counted targets
-    /// that ended sends left, what is past its time (keys, notes, error details, feedback) and
-    /// sends ended more than `keepEnded` ago, then publishes again what stalled (every kept
-    /// send when `everything`). Returns how many it published.
+    /// that ended sends left and what is past its time (keys, notes, error details, feedback,
+    /// unused registration ids), publishes again what stalled (every kept send when
+    /// `everything`), then deletes sends ended more than `keepEnded` ago. Returns how many it
+    /// published.
     @discardableResult
     public func check(everything: Bool = false) async -> Int {
         let now = now()
@@ -140,20 +144,14 @@ public final class SendRecovery: Service, Sendable {
         } catch {
             logger.error("expired keys, dispatch notes and feedback could not be deleted", metadata: ["pushhub.error": "\(error)"])
         }
-        // Sends that ended more than `keepEnded` ago, in transactions of a few hundred with a
-        // pause after each, as the counted targets above: the store would otherwise keep a row
-        // or more for every send ever accepted.
-        do {
-            let cutoff = now.addingTimeInterval(-settings.keepEnded)
-            while try await store.sweepEndedSends(endedBefore: cutoff, limit: Self.endedSendsSweptAtOnce) == Self.endedSendsSweptAtOnce,
-                !Task.isCancelled
-            {
-                try? await Task.sleep(for: Self.sweepPause)
-            }
-        } catch {
-            logger.error("sends that ended past their keeping could not be deleted", metadata: ["pushhub.error": "\(error)"])
-        }
-        guard settings.republish else { return 0 }
+        let published = settings.republish ? await republishStalled(now: now, everything: everything) : 0
+        await sweepEndedSends(now: now)
+        return published
+    }
+
+    /// Publishes again the kept sends that stalled (every one when `everything`); returns how
+    /// many.
+    private func republishStalled(now: Date, everything: Bool) async -> Int {
         var published = 0
         var failed = 0
         do {
@@ -185,5 +183,26 @@ public final class SendRecovery: Service, Sendable {
             logger.notice("unfinished sends published again", metadata: ["pushhub.sends": "\(published)", "pushhub.failed": "\(failed)"])
         }
         return published
+    }
+
+    /// Deletes the sends that ended more than `keepEnded` ago, `endedSendsSweptAtOnce` to a
+    /// transaction with a pause after each, as the counted targets: the store would otherwise
+    /// keep a row or more for every send ever accepted. It runs last in a round, and for at
+    /// most `endedSweepPerRound`: a backlog (the first round after an upgrade, or after the
+    /// ingress was down for days) goes over several rounds, not in one that holds up the next
+    /// round's abandoning and republishing, or a graceful shutdown.
+    private func sweepEndedSends(now: Date) async {
+        let cutoff = now.addingTimeInterval(-settings.keepEnded)
+        let clock = ContinuousClock()
+        let until = clock.now.advanced(by: settings.endedSweepPerRound)
+        do {
+            while try await store.sweepEndedSends(endedBefore: cutoff, limit: Self.endedSendsSweptAtOnce) == Self.endedSendsSweptAtOnce,
+                clock.now < until, !Task.isCancelled, !Task.isShuttingDownGracefully
+            {
+                try? await Task.sleep(for: Self.sweepPause)
+            }
+        } catch {
+            logger.error("sends that ended past their keeping could not be deleted", metadata: ["pushhub.error": "\(error)"])
+        }
     }
 }

@@ -73,8 +73,7 @@ struct SendRecoveryTests {
         let (status, tracking) = try await Self.send(fixture)
         #expect(status == .created)
         let id = try #require(tracking)
-        var settings = SendRecoverySettings(SendRecoveryConfiguration(keepEnded: 2 * 86_400), embeddedKafka: false)
-        settings.dispatchDedupeWindow = 3600
+        let settings = SendRecoverySettings(SendRecoveryConfiguration(keepEnded: 2 * 86_400), embeddedKafka: false)
         let recovery = SendRecovery(
             store: fixture.store, publisher: KafkaNotificationPublisher(producer: fixture.producer, topics: fixture.topics), settings: settings,
             logger: MessagingFixture.logger, metrics: MetricsRegistry(), now: { clock.now })

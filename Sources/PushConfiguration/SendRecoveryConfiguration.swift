@@ -27,9 +27,9 @@ public struct SendRecoveryConfiguration: Codable, Sendable, Equatable {
     public var grace: TimeInterval
     /// Azure Notification Hubs gives a send 30 minutes.
     public var abandonAfter: TimeInterval
-    /// How long a send that ended is kept in the store (its outcome, counts and error details),
-    /// from its end; the recovery round deletes it after that, so the store does not grow with
-    /// every send for ever.
+    /// How long a send that ended is kept in the store (its outcome and counts), from its end;
+    /// the recovery round deletes it after that, so the store does not grow with every send for
+    /// ever. (Its error details go after a week whatever this says.)
     public var keepEnded: TimeInterval
 
     public static let defaultCheckEvery: TimeInterval = 15

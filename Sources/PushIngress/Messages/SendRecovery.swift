@@ -66,8 +66,8 @@ public final class SendRecovery: Service, Sendable {
     /// Counted targets of ended sends deleted in one transaction, and the pause after it.
     static let targetsSweptAtOnce = 2_000
     static let sweepPause: Duration = .milliseconds(5)
-    /// Ended sends past `keepEnded` deleted in one transaction (each with its counts, error
-    /// details and schedule: a few rows), with the same pause after it.
+    /// Ended sends past `keepEnded` deleted in one transaction (each with its counts, kept
+    /// request and schedule: a few rows), with the same pause after it.
     static let endedSendsSweptAtOnce = 500
 
     let store: any OutcomeStore

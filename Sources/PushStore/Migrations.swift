@@ -443,6 +443,9 @@ public enum Migrations {
             // summary and never before: the receipt a row of its own was one more statement and
             // one more table's page for every send.
             (23, ["DROP TABLE result_receipts"]),
+            // Registrations by their ExpirationTime, for the sweep that deletes them once past it;
+            // those without one (most) have no entry.
+            (24, ["CREATE INDEX registrations_by_expiry ON registrations (expires_at) WHERE expires_at IS NOT NULL"]),
         ]
     }
 

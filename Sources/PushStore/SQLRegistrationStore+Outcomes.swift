@@ -498,8 +498,19 @@ extension SQLRegistrationStore: OutcomeStore {
                 failure = failure ?? error
             }
         }
+        // Registrations past their ExpirationTime, a few hundred a transaction (each may take
+        // an installation's rows with it).
+        do {
+            let limit = min(rowsPerTransaction, Self.registrationsPerSweep)
+            while try await sweepExpiredRegistrations(now: now, limit: limit) == limit {}
+        } catch {
+            failure = failure ?? error
+        }
         if let failure { throw failure }
     }
+
+    /// Expired registrations `sweepExpired` deletes a transaction.
+    static let registrationsPerSweep = 500
 
     /// Rows `sweepExpired` deletes a transaction.
     static let rowsPerSweep = 10_000

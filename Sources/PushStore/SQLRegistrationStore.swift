@@ -83,23 +83,63 @@ public final class SQLRegistrationStore: RegistrationStore {
     }
 
     public func deleteInstallation(hub: String, id: String) async throws -> Bool {
-        try await database.write { connection in
-            // The installation row first, as every writer of an installation takes it: on
-            // PostgreSQL its lock orders them, and the registrations are then read after any
-            // writer before has committed.
-            let deleted = try await connection.query(
-                "DELETE FROM installations WHERE hub = ? AND installation_id = ? RETURNING tags", [.text(hub), .text(id)])
-            // Its tag rows by their key, the tags it had naming them (PostgreSQL has no index by
-            // installation, version 19).
-            let tags = StoredRow.splitTags(deleted.first?.text("tags"))
-            if !tags.isEmpty {
-                try await connection.execute(
-                    "DELETE FROM installation_tags WHERE hub = ? AND tag IN (" + Self.placeholders(tags.count)
-                        + ") AND installation_id = ?",
-                    [.text(hub)] + tags.map(SQLValue.text) + [.text(id)])
+        try await database.write { connection in try await Self.deleteInstallation(hub: hub, id: id, on: connection) }
+    }
+
+    /// Deletes an installation with its tag rows and registrations; says whether there was one.
+    static func deleteInstallation(hub: String, id: String, on connection: any SQLConnection) async throws -> Bool {
+        // The installation row first, as every writer of an installation takes it: on
+        // PostgreSQL its lock orders them, and the registrations are then read after any
+        // writer before has committed.
+        let deleted = try await connection.query(
+            "DELETE FROM installations WHERE hub = ? AND installation_id = ? RETURNING tags", [.text(hub), .text(id)])
+        // Its tag rows by their key, the tags it had naming them (PostgreSQL has no index by
+        // installation, version 19).
+        let tags = StoredRow.splitTags(deleted.first?.text("tags"))
+        if !tags.isEmpty {
+            try await connection.execute(
+                "DELETE FROM installation_tags WHERE hub = ? AND tag IN (" + Self.placeholders(tags.count)
+                    + ") AND installation_id = ?",
+                [.text(hub)] + tags.map(SQLValue.text) + [.text(id)])
+        }
+        try await connection.execute("DELETE FROM registrations WHERE hub = ? AND installation_id = ?", [.text(hub), .text(id)])
+        return !deleted.isEmpty
+    }
+
+    /// Deletes up to `limit` registrations past their `ExpirationTime`, in one transaction, as
+    /// Azure deletes them; says how many it found. A registration of an installation goes with
+    /// its installation (whose `expirationTime` its registrations carry), once the
+    /// installation, read under its lock, has expired too: a renewal that came meanwhile keeps
+    /// it. Sends pass expired registrations over already; they no longer fill their tags' pages
+    /// and counts for ever.
+    func sweepExpiredRegistrations(now: Date, limit: Int) async throws -> Int {
+        let lock = database.dialect == .postgres
+        return try await database.write { connection in
+            let found = try await connection.query(
+                """
+                SELECT hub, registration_id, installation_id FROM registrations WHERE expires_at IS NOT NULL AND expires_at < ?
+                ORDER BY expires_at LIMIT ?
+                """, [SQLValue(now), .integer(Int64(max(1, limit)))])
+            var installations = Set<[String]>()
+            for row in found {
+                guard let hub = row.text("hub"), let id = row.text("registration_id") else { continue }
+                if let installation = row.text("installation_id") {
+                    installations.insert([hub, installation])
+                } else {
+                    // Expired still as it is deleted: one renewed meanwhile stays.
+                    try await connection.execute(
+                        "DELETE FROM registrations WHERE hub = ? AND registration_id = ? AND installation_id IS NULL AND expires_at < ?",
+                        [.text(hub), .text(id), SQLValue(now)])
+                }
             }
-            try await connection.execute("DELETE FROM registrations WHERE hub = ? AND installation_id = ?", [.text(hub), .text(id)])
-            return !deleted.isEmpty
+            for key in installations.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+                let (hub, id) = (key[0], key[1])
+                guard let installation = try await Self.readInstallation(hub: hub, id: id, forUpdate: lock, on: connection),
+                    let expiry = installation.expirationTime, expiry < now
+                else { continue }
+                _ = try await Self.deleteInstallation(hub: hub, id: id, on: connection)
+            }
+            return found.count
         }
     }
 

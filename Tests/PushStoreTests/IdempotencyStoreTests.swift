@@ -191,6 +191,50 @@ struct FeedbackStoreTests {
     }
 
     @Test(
+        "the sweep deletes registrations past their ExpirationTime, an installation's with it, a transaction at a time; the rest stay",
+        arguments: StoreKind.available)
+    func expiredRegistrationsSwept(_ kind: StoreKind) async throws {
+        // A database of its own: the sweep is by time, whatever the hub.
+        let store = try await SQLRegistrationStore.open(try await StoreFixture.ownDatabase(kind)())
+        let now = Date()
+        func registration(_ id: String, expiresAt: Date?) -> Registration {
+            Registration(registrationId: id, hub: "h", format: .apple, handle: "t-\(id)", tags: ["Sports"], expiresAt: expiresAt, updatedAt: now)
+        }
+        for (id, expiry) in [("old", now.addingTimeInterval(-60)), ("older", now.addingTimeInterval(-120)), ("fresh", now.addingTimeInterval(3600))] {
+            _ = try await store.upsertRegistration(registration(id, expiresAt: expiry), ifMatch: nil)
+        }
+        _ = try await store.upsertRegistration(registration("forever", expiresAt: nil), ifMatch: nil)
+        for (id, expiry) in [("gone", now.addingTimeInterval(-60)), ("kept", now.addingTimeInterval(3600))] {
+            _ = try await store.upsertInstallation(
+                Installation(installationId: id, platform: .apns, pushChannel: "t-\(id)", tags: ["Sports"], expirationTime: expiry), hub: "h")
+        }
+        func sports() async throws -> (page: Set<String>, count: Int64?) {
+            let page = try await store.registrations(hub: "h", matching: .tagExpression(.tag("Sports")), after: nil, limit: 100)
+            // SQLite keeps each tag's count for its planner (PostgreSQL has its statistics).
+            guard kind == .sqlite else { return (Set(page.registrations.map { $0.installationId ?? $0.registrationId }), nil) }
+            let count = try await store.database.read { connection in
+                try await connection.query("SELECT registrations FROM tag_counts WHERE hub = ? AND tag = ?", [.text("h"), .text("Sports")]).first?
+                    .integer("registrations")
+            }
+            return (Set(page.registrations.map { $0.installationId ?? $0.registrationId }), count)
+        }
+        #expect(try await sports().page.count == 6)
+        #expect(try await sports().count == (kind == .sqlite ? 6 : nil))
+
+        // One a transaction: the sweep goes on past its first.
+        try await store.sweepExpired(now: now, keys: 86_400, dispatches: 3600, rowsPerTransaction: 1)
+
+        for id in ["old", "older"] { #expect(try await store.registration(hub: "h", id: id) == nil, "\(id) expired") }
+        for id in ["fresh", "forever"] { #expect(try await store.registration(hub: "h", id: id) != nil, "\(id) stays") }
+        #expect(try await store.installation(hub: "h", id: "gone") == nil, "an expired installation goes with its registrations")
+        #expect(try await store.installation(hub: "h", id: "kept") != nil)
+        let after = try await sports()
+        #expect(after.page == ["fresh", "forever", "kept"])
+        #expect(after.count == (kind == .sqlite ? 3 : nil), "the tag's count follows")
+        await store.close()
+    }
+
+    @Test(
         "a sweep with more expired rows than one transaction deletes goes on until none is left, and only those",
         arguments: StoreKind.available)
     func sweptPastOneTransaction(_ kind: StoreKind) async throws {

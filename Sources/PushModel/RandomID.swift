@@ -12,7 +12,7 @@ public enum RandomID {
 
     /// A time-ordered (version 7, RFC 9562) UUID: the milliseconds since 1970 in its first 48
     /// bits, then 74 random bits. Notification ids are made so: every table keyed by one (the
-    /// notification, its receipts, its counted targets and counts, its kept request) then
+    /// notification, its counted targets and counts, its kept request) then
     /// takes new rows at its B-tree's right edge, where the sends of one commit share pages,
     /// not at a random leaf each (a single-user send wrote about three pages of SQLite's log
     /// and read four with random ids).

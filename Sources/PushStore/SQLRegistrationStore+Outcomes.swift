@@ -499,18 +499,27 @@ extension SQLRegistrationStore: OutcomeStore {
             }
         }
         // Registrations past their ExpirationTime, a few hundred a transaction (each may take
-        // an installation's rows with it).
+        // an installation's rows with it), at most `registrationsPerRound` a sweep: a backlog
+        // (the first round after the upgrade) goes over several rounds.
         do {
             let limit = min(rowsPerTransaction, Self.registrationsPerSweep)
-            while try await sweepExpiredRegistrations(now: now, limit: limit) == limit {}
+            var cursor: ExpiryCursor?
+            var looked = 0
+            while looked < Self.registrationsPerRound, !Task.isCancelled {
+                let pass = try await sweepExpiredRegistrations(now: now, limit: limit, after: cursor)
+                looked += pass.looked
+                cursor = pass.last
+                if pass.looked < limit { break }
+            }
         } catch {
             failure = failure ?? error
         }
         if let failure { throw failure }
     }
 
-    /// Expired registrations `sweepExpired` deletes a transaction.
+    /// Expired registrations `sweepExpired` looks at a transaction, and a sweep.
     static let registrationsPerSweep = 500
+    static let registrationsPerRound = 10_000
 
     /// Rows `sweepExpired` deletes a transaction.
     static let rowsPerSweep = 10_000

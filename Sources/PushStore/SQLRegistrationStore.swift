@@ -106,40 +106,73 @@ public final class SQLRegistrationStore: RegistrationStore {
         return !deleted.isEmpty
     }
 
-    /// Deletes up to `limit` registrations past their `ExpirationTime`, in one transaction, as
-    /// Azure deletes them; says how many it found. A registration of an installation goes with
-    /// its installation (whose `expirationTime` its registrations carry), once the
-    /// installation, read under its lock, has expired too: a renewal that came meanwhile keeps
-    /// it. Sends pass expired registrations over already; they no longer fill their tags' pages
-    /// and counts for ever.
-    func sweepExpiredRegistrations(now: Date, limit: Int) async throws -> Int {
+    /// Where a sweep of expired registrations got to: the last row it looked at, in the
+    /// order of the index it reads (expiry, then `seq`).
+    struct ExpiryCursor: Sendable, Equatable {
+        var expiresAt: Int64
+        var seq: Int64
+    }
+
+    /// Looks at up to `limit` registrations past their `ExpirationTime`, after `cursor`, in
+    /// one transaction, and deletes them as Azure deletes them; says how many it looked at and
+    /// the last. A registration of an installation goes with its installation (whose
+    /// `expirationTime` its registrations carry) once the installation, read under its lock,
+    /// has expired too: a renewal that came meanwhile keeps it. One whose installation row is
+    /// gone goes alone. What stays (a renewal, a document that no longer reads) is passed, not
+    /// looked at again by the same sweep. Sends pass expired registrations over already; they
+    /// no longer fill their tags' pages and counts for ever.
+    func sweepExpiredRegistrations(now: Date, limit: Int, after cursor: ExpiryCursor?) async throws -> (looked: Int, last: ExpiryCursor?) {
         let lock = database.dialect == .postgres
         return try await database.write { connection in
+            let from = cursor ?? ExpiryCursor(expiresAt: .min, seq: .min)
             let found = try await connection.query(
                 """
-                SELECT hub, registration_id, installation_id FROM registrations WHERE expires_at IS NOT NULL AND expires_at < ?
-                ORDER BY expires_at LIMIT ?
-                """, [SQLValue(now), .integer(Int64(max(1, limit)))])
+                SELECT seq, expires_at, hub, registration_id, installation_id FROM registrations
+                WHERE expires_at IS NOT NULL AND expires_at < ? AND expires_at >= ? AND NOT (expires_at = ? AND seq <= ?)
+                ORDER BY expires_at, seq LIMIT ?
+                """,
+                [SQLValue(now), .integer(from.expiresAt), .integer(from.expiresAt), .integer(from.seq), .integer(Int64(max(1, limit)))])
+            var standalone: [[String]] = []
             var installations = Set<[String]>()
             for row in found {
                 guard let hub = row.text("hub"), let id = row.text("registration_id") else { continue }
                 if let installation = row.text("installation_id") {
                     installations.insert([hub, installation])
                 } else {
-                    // Expired still as it is deleted: one renewed meanwhile stays.
-                    try await connection.execute(
-                        "DELETE FROM registrations WHERE hub = ? AND registration_id = ? AND installation_id IS NULL AND expires_at < ?",
-                        [.text(hub), .text(id), SQLValue(now)])
+                    standalone.append([hub, id])
                 }
+            }
+            // In the order of their ids, as an import locks registrations, so neither waits on
+            // the other's rows in the opposite order.
+            for key in standalone.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+                // Expired still as it is deleted: one renewed meanwhile stays.
+                try await connection.execute(
+                    "DELETE FROM registrations WHERE hub = ? AND registration_id = ? AND installation_id IS NULL AND expires_at < ?",
+                    [.text(key[0]), .text(key[1]), SQLValue(now)])
             }
             for key in installations.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
                 let (hub, id) = (key[0], key[1])
-                guard let installation = try await Self.readInstallation(hub: hub, id: id, forUpdate: lock, on: connection),
-                    let expiry = installation.expirationTime, expiry < now
-                else { continue }
+                let installation: Installation?
+                do {
+                    installation = try await Self.readInstallation(hub: hub, id: id, forUpdate: lock, on: connection)
+                } catch let error as SQLError {
+                    throw error
+                } catch {
+                    continue  // a document that does not read: left as it is
+                }
+                guard let installation else {
+                    // Its installation is gone: the registrations that expired go alone.
+                    try await connection.execute(
+                        "DELETE FROM registrations WHERE hub = ? AND installation_id = ? AND expires_at < ?", [.text(hub), .text(id), SQLValue(now)])
+                    continue
+                }
+                guard let expiry = installation.expirationTime, expiry < now else { continue }
                 _ = try await Self.deleteInstallation(hub: hub, id: id, on: connection)
             }
-            return found.count
+            let last = found.last.flatMap { row in
+                row.integer("expires_at").flatMap { expiry in row.integer("seq").map { ExpiryCursor(expiresAt: expiry, seq: $0) } }
+            }
+            return (found.count, last)
         }
     }
 

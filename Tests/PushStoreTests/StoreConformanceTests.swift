@@ -492,6 +492,33 @@ extension MigrationTests {
     }
 }
 
+extension MigrationTests {
+    @Test(
+        "version 22 gives a send that ended under an older build its end as its deadline, so the sweep of ended sends finds it",
+        arguments: StoreKind.available)
+    func endedSendsGetTheirDeadline(_ kind: StoreKind) async throws {
+        let open = try await StoreFixture.ownDatabase(kind)
+        var store = try await SQLRegistrationStore.open(try open())
+        let t0 = Date(timeIntervalSince1970: 1_700_000_000)
+        try await store.recordEnqueued(OutcomeStoreTests.request("n", "h", at: t0), deadline: t0.addingTimeInterval(1_000_000), keep: false, now: t0)
+        try await store.recordOutcomes(ResultBatch(notificationId: "n", hub: "h", dispatched: [.apns: 0]), now: t0.addingTimeInterval(10))
+        await store.close()
+        // As an older build left it: ended, its deadline what it was given; version 22 not applied.
+        let database = try await open()
+        try await database.write { connection in
+            try await connection.execute(
+                "UPDATE notifications SET deadline = ? WHERE notification_id = 'n'", [SQLValue(t0.addingTimeInterval(1_000_000))])
+            try await connection.execute("DROP INDEX registration_ids_by_age", [])
+            try await connection.execute("DELETE FROM schema_migrations WHERE version = 22", [])
+        }
+        await database.close()
+        store = try await SQLRegistrationStore.open(try open())
+        #expect(try await store.sweepEndedSends(endedBefore: t0.addingTimeInterval(100), limit: 10) == 1, "ended at t0 + 10")
+        #expect(try await store.notification(hub: "h", id: "n") == nil)
+        await store.close()
+    }
+}
+
 @Suite("Paging while registrations change")
 struct PagingStabilityTests {
     @Test("a registration or installation updated mid-paging is met once", arguments: StoreKind.available)

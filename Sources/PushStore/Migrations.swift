@@ -446,6 +446,9 @@ public enum Migrations {
             // Registrations by their ExpirationTime, for the sweep that deletes them once past it;
             // those without one (most) have no entry.
             (24, ["CREATE INDEX registrations_by_expiry ON registrations (expires_at) WHERE expires_at IS NOT NULL"]),
+            // Rich payloads by age, for the sweep that deletes them past their week whatever
+            // their sender does.
+            (25, ["CREATE INDEX rich_payloads_by_age ON rich_payloads (created_at)"]),
         ]
     }
 

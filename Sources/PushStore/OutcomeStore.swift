@@ -57,8 +57,8 @@ public protocol OutcomeStore: Sendable {
     func prunedHandles(hub: String, since: Date, after: Int64?, limit: Int) async throws -> [PrunedHandle]
     /// Deletes what is past its time: idempotency keys older than `keys`, dispatch notes
     /// older than `dispatches`, error details older than a week, feedback older than a month,
-    /// registration ids issued more than a day ago and never used, and registrations (with
-    /// their installations) past their `ExpirationTime`.
+    /// registration ids issued more than a day ago and never used, rich payloads older than a
+    /// week, and registrations (with their installations) past their `ExpirationTime`.
     func sweepExpired(now: Date, keys: TimeInterval, dispatches: TimeInterval) async throws
     /// Deletes up to `limit` sends that ended before `endedBefore` (in the order they ended,
     /// within each ended state), in one transaction, each with its counts, its kept request and

@@ -28,11 +28,15 @@ public struct RichPayload: Sendable, Equatable {
 public struct RichPayloadQuota: Sendable, Equatable {
     public var maximumCount = 100
     public var maximumBytes = 20 * 1024 * 1024
-    /// Payloads older than this are gone: deleted when their sender stores another, and no
-    /// longer served.
-    public var retention: TimeInterval = 7 * 24 * 3600
+    /// Payloads older than this are gone: no longer served, deleted when their sender stores
+    /// another, and deleted by the recovery round's sweep after `defaultRetention` whatever
+    /// their sender does.
+    public var retention: TimeInterval = Self.defaultRetention
 
-    public init(maximumCount: Int = 100, maximumBytes: Int = 20 * 1024 * 1024, retention: TimeInterval = 7 * 24 * 3600) {
+    /// A week.
+    public static let defaultRetention: TimeInterval = 7 * 24 * 3600
+
+    public init(maximumCount: Int = 100, maximumBytes: Int = 20 * 1024 * 1024, retention: TimeInterval = Self.defaultRetention) {
         self.maximumCount = maximumCount
         self.maximumBytes = maximumBytes
         self.retention = retention

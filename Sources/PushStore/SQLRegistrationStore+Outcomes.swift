@@ -479,6 +479,8 @@ extension SQLRegistrationStore: OutcomeStore {
             ("dispatched_requests", "hub, notification_id", "dispatched_at", dispatches),
             ("failed_targets", "notification_id, target", "at", Self.errorDetailsKept), ("pruned_handles", "seq", "pruned_at", Self.feedbackKept),
             ("registration_ids", "hub, registration_id", "issued_at", Self.issuedIdsKept),
+            // A sender who never stores another kept theirs (up to 20 MiB) for ever.
+            ("rich_payloads", "id", "created_at", RichPayloadQuota.defaultRetention),
         ]
         var failure: (any Error)?
         for cutoff in cutoffs {

@@ -156,7 +156,7 @@ struct FeedbackStoreTests {
     }
 
     @Test(
-        "the sweep deletes error details after a week, feedback after a month, unused registration ids after a day, keys and notes after theirs",
+        "the sweep deletes error details and rich payloads after a week, feedback after a month, unused registration ids after a day, keys and notes after theirs",
         arguments: StoreKind.available)
     func swept(_ kind: StoreKind) async throws {
         // A database of its own: the sweep is by age, whatever the hub.
@@ -172,6 +172,9 @@ struct FeedbackStoreTests {
         _ = try await store.claimIdempotencyKey(scope: "s", key: "k", fingerprint: "f", now: now, window: 86_400, pendingTimeout: 120)
         #expect(try await store.claimDispatch(hub: "h", notificationId: id, source: "a", now: now, window: 3600))
         let issued = try await store.issueRegistrationId(hub: "h")
+        let rich = try await store.storeRichPayload(
+            RichPayload(hub: "h", sender: "s", recipient: "r", contentType: "image/png", richType: "img", message: "m", bytes: Data([1, 2, 3])),
+            quota: RichPayloadQuota())
         try await store.sweepExpired(now: now.addingTimeInterval(2 * 3600), keys: 86_400, dispatches: 3600)
         #expect(try await store.claimDispatch(hub: "h", notificationId: id, source: "b", now: now, window: 3600), "its note was deleted")
         #expect(
@@ -180,7 +183,11 @@ struct FeedbackStoreTests {
         #expect(try await store.registrationIdState(hub: "h", id: issued) == .issued, "issued 23 hours ago")
         try await store.sweepExpired(now: now.addingTimeInterval(25 * 3600), keys: 86_400, dispatches: 3600)
         #expect(try await store.registrationIdState(hub: "h", id: issued) == .unknown, "issued over a day ago and never used")
+        #expect(try await store.richPayload(hub: "h", id: rich.id, retention: 365 * 86_400) != nil, "a rich payload a day old")
         try await store.sweepExpired(now: now.addingTimeInterval(8 * 86_400), keys: 86_400, dispatches: 3600)
+        #expect(
+            try await store.richPayload(hub: "h", id: rich.id, retention: 365 * 86_400) == nil,
+            "past its week, deleted though its sender stored no other")
         #expect(try await store.failedTargets(hub: "h", notificationId: id, after: nil, limit: 10).isEmpty)
         #expect(try await store.prunedHandles(hub: "h", since: now.addingTimeInterval(-1), after: nil, limit: 10).count == 1)
         #expect(

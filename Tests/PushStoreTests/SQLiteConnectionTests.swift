@@ -313,12 +313,14 @@ struct SQLiteConnectionTests {
 
     @Test("writes are guarded for the time after a failure, then run without savepoints again")
     func guardedWindowEnds() async throws {
-        try await Self.withRows("window", guardedAfterFailure: .seconds(1)) { database in
+        // Ten seconds: with one, a loaded run of the whole suite (this test took 75 s in it)
+        // let the window close before the next write.
+        try await Self.withRows("window", guardedAfterFailure: .seconds(10)) { database in
             await #expect(throws: Refused.self) { try await Self.insertThenRefuse(1)(database) }
             #expect(database.writeRuns == WriteRuns(batches: 3, guarded: 1, runAgain: 1))
             try await Self.insert(2)(database)
             #expect(database.writeRuns == WriteRuns(batches: 4, guarded: 2, runAgain: 1))
-            try await Task.sleep(for: .milliseconds(1_300))
+            try await Task.sleep(for: .milliseconds(10_300))
             try await Self.insert(3)(database)
             #expect(database.writeRuns == WriteRuns(batches: 5, guarded: 2, runAgain: 1))
             #expect(try await Self.ids(database) == [2, 3])

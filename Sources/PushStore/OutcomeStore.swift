@@ -61,8 +61,8 @@ public protocol OutcomeStore: Sendable {
     /// week, and registrations (with their installations) past their `ExpirationTime`.
     func sweepExpired(now: Date, keys: TimeInterval, dispatches: TimeInterval) async throws
     /// Deletes up to `limit` sends that ended before `endedBefore` (in the order they ended,
-    /// within each ended state), in one transaction, each with its counts, its kept request and
-    /// its schedule; says how many it deleted. Their outcomes are unknown after that. Their
+    /// within each ended state), in one transaction, each with its counts and its schedule;
+    /// says how many it deleted. Their outcomes are unknown after that. Their
     /// error details and the hub's feedback go by age (`sweepExpired`).
     func sweepEndedSends(endedBefore: Date, limit: Int) async throws -> Int
 }

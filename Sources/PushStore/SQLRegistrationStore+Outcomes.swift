@@ -564,8 +564,10 @@ extension SQLRegistrationStore: OutcomeStore {
 
     /// What is kept for a send, by its id, the notification's own row last. Its error details
     /// (`failed_targets`, up to a row per target of a broadcast) are left to their own sweep,
-    /// by age, a bounded number a transaction.
-    static let tablesOfASend = ["notification_counts", "scheduled_notifications", "unfinished_sends", "notifications"]
+    /// by age, a bounded number a transaction; its kept request (`unfinished_sends`) went in
+    /// the transaction that ended it (`forgetWork`), and a cancelled scheduled send never had
+    /// one.
+    static let tablesOfASend = ["notification_counts", "scheduled_notifications", "notifications"]
     /// Ids of ended sends a DELETE names.
     static let idsPerSweepStatement = 100
     private static let sweepPlaceholders = placeholders(idsPerSweepStatement)

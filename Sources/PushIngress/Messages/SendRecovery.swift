@@ -21,8 +21,8 @@ public struct SendRecoverySettings: Sendable {
     public var abandonAfter: TimeInterval
     /// How long an ended send is kept from its end; the recovery round deletes it after that.
     public var keepEnded: TimeInterval = SendRecoveryConfiguration.defaultKeepEnded
-    /// How long a round may spend deleting ended sends (at least one transaction): at 500 a
-    /// transaction, several thousand a second, more than the ingress accepts.
+    /// How long a round may spend deleting ended sends (at least one transaction of 500). A
+    /// backlog bigger than a round deletes goes over the rounds after it.
     public var endedSweepPerRound: Duration = .seconds(5)
     /// How often one send is published, at most (the first time included).
     public var maximumPublishes = 10
@@ -66,8 +66,8 @@ public final class SendRecovery: Service, Sendable {
     /// Counted targets of ended sends deleted in one transaction, and the pause after it.
     static let targetsSweptAtOnce = 2_000
     static let sweepPause: Duration = .milliseconds(5)
-    /// Ended sends past `keepEnded` deleted in one transaction (each with its counts, kept
-    /// request and schedule: a few rows), with the same pause after it.
+    /// Ended sends past `keepEnded` deleted in one transaction (each with its counts and
+    /// schedule: a few rows), with the same pause after it.
     static let endedSendsSweptAtOnce = 500
 
     let store: any OutcomeStore

@@ -468,9 +468,13 @@ extension SQLRegistrationStore: OutcomeStore {
         try await sweepExpired(now: now, keys: keys, dispatches: dispatches, rowsPerTransaction: Self.rowsPerSweep)
     }
 
-    /// `sweepExpired`, deleting at most `rowsPerTransaction` rows a transaction (tests make it
-    /// small, to see a sweep go on past its first transaction).
-    func sweepExpired(now: Date, keys: TimeInterval, dispatches: TimeInterval, rowsPerTransaction: Int) async throws {
+    /// `sweepExpired`, deleting at most `rowsPerTransaction` rows a transaction and looking at
+    /// `registrationsPerRound` expired registrations (tests make them small, to see a sweep go
+    /// on past its first transaction, and its next round on past the first's).
+    func sweepExpired(
+        now: Date, keys: TimeInterval, dispatches: TimeInterval, rowsPerTransaction: Int,
+        registrationsPerRound: Int = SQLRegistrationStore.registrationsPerRound
+    ) async throws {
         // Each table on its own, a transaction of at most `rowsPerTransaction` rows at a time
         // (by primary key), so no sweep holds SQLite's writer long; one that fails leaves the
         // others to do.
@@ -502,17 +506,25 @@ extension SQLRegistrationStore: OutcomeStore {
         }
         // Registrations past their ExpirationTime, a few hundred a transaction (each may take
         // an installation's rows with it), at most `registrationsPerRound` a sweep: a backlog
-        // (the first round after the upgrade) goes over several rounds.
+        // (the first round after the upgrade) goes over several rounds. A sweep goes on where
+        // the one before stopped, and starts again from the first once it reached the last, so
+        // rows it passes (a renewal, a document that does not read), however many, hold up
+        // none behind them. Rows that expire meanwhile come after where it stopped: they
+        // expire later than any it looked at.
         do {
             let limit = min(rowsPerTransaction, Self.registrationsPerSweep)
-            var cursor: ExpiryCursor?
+            var cursor = expiryCursor.withLock { $0 }
             var looked = 0
-            while looked < Self.registrationsPerRound, !Task.isCancelled {
+            while looked < registrationsPerRound, !Task.isCancelled {
                 let pass = try await sweepExpiredRegistrations(now: now, limit: limit, after: cursor)
                 looked += pass.looked
-                cursor = pass.last
-                if pass.looked < limit { break }
+                cursor = pass.last ?? cursor
+                if pass.looked < limit {
+                    cursor = nil
+                    break
+                }
             }
+            expiryCursor.withLock { [cursor] in $0 = cursor }
         } catch {
             failure = failure ?? error
         }

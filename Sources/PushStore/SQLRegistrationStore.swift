@@ -10,6 +10,9 @@ public final class SQLRegistrationStore: RegistrationStore {
     /// PostgreSQL's installation writes taken together; none inside a transaction (`within`),
     /// nor on SQLite, whose one writer takes writes together already.
     let installationWrites: PostgresInstallationWrites?
+    /// Where the last sweep of expired registrations stopped (`sweepExpired`); nil to start
+    /// from the first.
+    let expiryCursor = Mutex<ExpiryCursor?>(nil)
 
     private init(database: any SQLDatabase, remembered: TagCounts = TagCounts(), installationWrites: PostgresInstallationWrites? = nil) {
         self.database = database

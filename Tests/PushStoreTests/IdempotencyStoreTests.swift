@@ -257,6 +257,53 @@ struct FeedbackStoreTests {
     }
 
     @Test(
+        "a round's sweep of expired registrations goes on where the last stopped, so rows it passes hold up none behind them; past the last it starts again",
+        arguments: StoreKind.available)
+    func expiredSweepGoesOn(_ kind: StoreKind) async throws {
+        let store = try await SQLRegistrationStore.open(try await StoreFixture.ownDatabase(kind)())
+        let now = Date()
+        // Five installations whose registrations say expired while their documents do not (the
+        // sweep passes them), expired before three registrations that did expire.
+        for index in 0..<5 {
+            _ = try await store.upsertInstallation(
+                Installation(
+                    installationId: "renewed-\(index)", platform: .apns, pushChannel: "t-\(index)", expirationTime: now.addingTimeInterval(3600)),
+                hub: "h")
+        }
+        try await store.database.write { connection in
+            try await connection.execute("UPDATE registrations SET expires_at = ? WHERE hub = 'h'", [SQLValue(now.addingTimeInterval(-600))])
+        }
+        for id in ["a", "b", "c"] {
+            _ = try await store.upsertRegistration(
+                Registration(
+                    registrationId: id, hub: "h", format: .apple, handle: "t-\(id)", tags: [], expiresAt: now.addingTimeInterval(-60), updatedAt: now),
+                ifMatch: nil)
+        }
+        func left() async throws -> [String] {
+            var ids: [String] = []
+            for id in ["a", "b", "c"] where try await store.registration(hub: "h", id: id) != nil { ids.append(id) }
+            return ids
+        }
+        // Four a round, two a transaction: the first round looks at four of the five it passes.
+        try await store.sweepExpired(now: now, keys: 86_400, dispatches: 3600, rowsPerTransaction: 2, registrationsPerRound: 4)
+        #expect(try await left() == ["a", "b", "c"])
+        // The second goes on from there: the fifth, then the three.
+        try await store.sweepExpired(now: now, keys: 86_400, dispatches: 3600, rowsPerTransaction: 2, registrationsPerRound: 4)
+        #expect(try await left() == [], "the second round went on past the rows the first passed")
+        // The third reaches the last and starts the next from the first: one that expires
+        // among the rows passed, before the last round's stop, goes then.
+        try await store.sweepExpired(now: now, keys: 86_400, dispatches: 3600, rowsPerTransaction: 2, registrationsPerRound: 4)
+        _ = try await store.upsertRegistration(
+            Registration(
+                registrationId: "d", hub: "h", format: .apple, handle: "t-d", tags: [], expiresAt: now.addingTimeInterval(-900), updatedAt: now),
+            ifMatch: nil)
+        try await store.sweepExpired(now: now, keys: 86_400, dispatches: 3600, rowsPerTransaction: 2, registrationsPerRound: 4)
+        #expect(try await store.registration(hub: "h", id: "d") == nil)
+        for index in 0..<5 { #expect(try await store.installation(hub: "h", id: "renewed-\(index)") != nil, "renewed installations stay") }
+        await store.close()
+    }
+
+    @Test(
         "a sweep with more expired rows than one transaction deletes goes on until none is left, and only those",
         arguments: StoreKind.available)
     func sweptPastOneTransaction(_ kind: StoreKind) async throws {

@@ -319,6 +319,38 @@ struct HTTP2ClientConnectionTests {
         #expect(frames.last?.flags == C.Frame.endStream && frames.last?.stream == 5)
     }
 
+    @Test(
+        "a connection's window opened a byte at a time goes to the first body held back until it is sent, then the next; a header block in 64 frames is read"
+    )
+    func windowByTheByte() async throws {
+        let harness = try Harness()
+        _ = try harness.frames()
+        // Streams' windows of 1 MiB: the first body takes the connection's 65,535 bytes, and
+        // the other two wait whole.
+        try harness.receive(harness.settings([(0x4, 1 << 20)]))
+        _ = try harness.frames()
+        harness.request(Array(0..<3), body: String(repeating: "c", count: 65_537))
+        var frames = try harness.frames().filter { $0.type == C.Frame.data }
+        #expect(frames.map(\.payload.readableBytes).reduce(0, +) == 65_535 && Set(frames.map(\.stream)) == [1])
+        var streams: [UInt32] = []
+        for _ in 0..<4 {
+            try harness.receive(harness.frame(C.Frame.windowUpdate, stream: 0, Self.integer(1)))
+            frames = try harness.frames().filter { $0.type == C.Frame.data }
+            #expect(frames.map(\.payload.readableBytes) == [1])
+            streams += frames.map(\.stream)
+        }
+        // Stream 1's last two bytes, the second ending it; then stream 3's first two.
+        #expect(streams == [1, 1, 3, 3])
+        // Sixty-four frames of one block are within bounds.
+        var block = harness.frame(C.Frame.headers, stream: 1, ByteBuffer(bytes: [0x88]))
+        for index in 1..<C.maximumHeaderFrames {
+            var more = harness.frame(C.Frame.continuation, flags: index == C.maximumHeaderFrames - 1 ? C.Frame.endHeaders : 0, stream: 1)
+            block.writeBuffer(&more)
+        }
+        try harness.receive(block)
+        #expect(harness.channel.isActive)
+    }
+
     @Test("CONTINUATION, padding, PING, informational answers and trailers are read as HTTP/2 has them")
     func framesOfAnswers() async throws {
         let harness = try Harness()
@@ -683,6 +715,29 @@ struct HTTP2ClientConnectionTests {
         ),
         ("PING of 4 bytes", 0x6, { $0.frame(C.Frame.ping, stream: 0, Self.integer(1)) }),
         ("GOAWAY of 4 bytes", 0x6, { $0.frame(C.Frame.goAway, stream: 0, Self.integer(1)) }),
+        (
+            "a header block in 65 frames, empty CONTINUATIONs keeping it open", 0xB,
+            { harness in
+                var bytes = harness.frame(C.Frame.headers, stream: 1, ByteBuffer(bytes: [0x88]))
+                for _ in 0..<C.maximumHeaderFrames {
+                    var more = harness.frame(C.Frame.continuation, stream: 1)
+                    bytes.writeBuffer(&more)
+                }
+                return bytes
+            }
+        ),
+        (
+            "the streams' window changed 101 times", 0xB,
+            { harness in
+                var bytes = ByteBuffer()
+                // The first sets what it was already: no change.
+                for round in 0...(C.maximumWindowSettings + 1) {
+                    var settings = harness.settings([(0x4, UInt32(65_535 - round % 2))])
+                    bytes.writeBuffer(&settings)
+                }
+                return bytes
+            }
+        ),
     ]
 
     @Test("a hostile answer ends the connection with GOAWAY and its code, and fails every stream", arguments: 0..<hostile.count)

@@ -267,6 +267,8 @@ final class ResponseSink: Sendable {
         var answers: [Answer?]
         var remaining: Int
         var waiter: CheckedContinuation<[Answer], Never>?
+        /// Answers for an index already answered, ignored.
+        var duplicates = 0
     }
 
     private let state: Mutex<State>
@@ -315,7 +317,11 @@ final class ResponseSink: Sendable {
         let latency = ContinuousClock.now - started
         let (firsts, done) = state.withLock { state -> (Int, (CheckedContinuation<[Answer], Never>, [Answer])?) in
             var firsts = 0
-            for (index, result) in results where state.answers[index] == nil {
+            for (index, result) in results {
+                guard state.answers[index] == nil else {
+                    state.duplicates += 1
+                    continue
+                }
                 state.answers[index] = (result, latency)
                 firsts += 1
             }
@@ -327,6 +333,9 @@ final class ResponseSink: Sendable {
         if firsts > 0, heldSlots { onAnswers(firsts) }
         if let (waiter, answers) = done { waiter.resume(returning: answers) }
     }
+
+    /// Answers that came for a request already answered, and were ignored.
+    var duplicateAnswers: Int { state.withLock { $0.duplicates } }
 
     /// Every answer, in order, once all are in.
     func answers() async -> [Answer] {

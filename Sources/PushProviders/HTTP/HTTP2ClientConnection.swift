@@ -57,6 +57,12 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
     /// default), and the largest header block, over its frames, before decoding.
     static let maximumFrame = 16_384
     static let maximumHeaderBlock = 64 * 1024
+    /// Most frames of one header block (HEADERS and its CONTINUATIONs): 64 KiB takes four.
+    static let maximumHeaderFrames = 64
+    /// Most SETTINGS frames that change the streams' window, over the connection's life: each
+    /// moves every open stream's window, and a server that keeps changing it would keep the
+    /// client busy for nothing.
+    static let maximumWindowSettings = 100
     /// The settings this client sends: no push, 1 MiB a stream to answer in, header lists of
     /// at most 16 KiB (PNS answers are a status and a few fields).
     static let streamWindow = 1 << 20
@@ -130,6 +136,8 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
     // What the server allows.
     private var sendWindow = 65_535
     private var peerInitialWindow = 65_535
+    /// SETTINGS frames that changed `peerInitialWindow` (`maximumWindowSettings`).
+    private var windowSettings = 0
     private var peerMaximumFrame = 16_384
     /// 100 until the server's SETTINGS say otherwise (unlimited by RFC 9113, but a server that
     /// enforces its own limit before its settings arrive refuses the streams past it).
@@ -139,7 +147,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
     private var input: ByteBuffer?
     /// A header block that goes on in CONTINUATION frames: its stream, whether it ends the
     /// stream, and its bytes so far.
-    private var headerBlock: (stream: UInt32, endStream: Bool, bytes: ByteBuffer)?
+    private var headerBlock: (stream: UInt32, endStream: Bool, bytes: ByteBuffer, frames: Int)?
     private var decoder: HPACKDecoder
     private var window = HTTP2ConnectionWindow()
     /// Fails streams past their deadline: one sweep for the connection, not a timer per stream.
@@ -358,26 +366,29 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         return length
     }
 
-    /// Sends what the windows now take of the held-back bodies, in order; those still held
-    /// back go back in, and the ids of streams that ended are dropped.
+    /// Sends what the windows now take of the held-back bodies, in order, from the front of the
+    /// queue while the connection's window lasts: a server that opens it a byte at a time has
+    /// the client look at one stream for it, not at every stream held back. A body still held
+    /// back goes to the back; the ids of streams that ended are dropped as they come.
     private func sendBlocked() {
         guard blockedCount > 0, sendWindow > 0 else { return }
         var out = output(capacity: 1024)
-        let held = blocked
-        blocked.removeAll(keepingCapacity: true)
-        blockedCount = 0
-        // An id can be in the queue twice (held back, let go, held back again): once a pass.
+        // Each id once a pass, at most the queue's length: a body its own window holds goes
+        // back in behind, and would come round again. An id can be in the queue twice (held
+        // back, let go, held back again).
+        var left = blocked.count
         var seen = Set<UInt32>()
-        for id in held where seen.insert(id).inserted {
-            guard let index = streams.index(forKey: id), streams.values[index].isBlocked else { continue }
-            // Still held back once the connection's window is spent: back in the queue, in order.
-            if sendWindow <= 0 {
-                blockedCount += 1
-                blocked.append(id)
-                continue
-            }
+        while left > 0, sendWindow > 0, let id = blocked.popFirst() {
+            left -= 1
+            guard seen.insert(id).inserted, let index = streams.index(forKey: id), streams.values[index].isBlocked else { continue }
             streams.values[index].isBlocked = false
-            sendBody(of: id, into: &out)
+            blockedCount -= 1
+            // Held back again by the connection's window, it stays first: its body goes on
+            // before the others' start.
+            if !sendBody(of: id, into: &out), sendWindow <= 0, blocked.last == id {
+                blocked.removeLast()
+                blocked.prepend(id)
+            }
         }
         pendingOutput = out
     }
@@ -641,21 +652,26 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
 
     private func handle(type: UInt8, flags: UInt8, stream id: UInt32, payload: ByteBuffer) throws {
         var payload = payload
-        if let block = headerBlock {
+        if var block = headerBlock {
             // A header block that goes on takes CONTINUATION frames of its stream and nothing else.
             guard type == Frame.continuation, id == block.stream else {
                 throw ConnectionError.protocolError("a header block cut off by another frame")
             }
+            // Taken out, so that its bytes grow in place rather than copied at every frame.
             headerBlock = nil
-            var bytes = block.bytes
-            guard bytes.readableBytes + payload.readableBytes <= Self.maximumHeaderBlock else {
+            guard block.bytes.readableBytes + payload.readableBytes <= Self.maximumHeaderBlock else {
                 throw ConnectionError.protocolError("a header block past \(Self.maximumHeaderBlock) bytes")
             }
-            bytes.writeBuffer(&payload)
+            // Empty frames would keep a block open, and the connection busy, for ever.
+            block.frames += 1
+            guard block.frames <= Self.maximumHeaderFrames else {
+                throw ConnectionError(code: 0xB, reason: "a header block in more than \(Self.maximumHeaderFrames) frames")  // ENHANCE_YOUR_CALM
+            }
+            block.bytes.writeBuffer(&payload)
             if flags & Frame.endHeaders != 0 {
-                try headers(bytes, stream: id, endStream: block.endStream)
+                try headers(block.bytes, stream: id, endStream: block.endStream)
             } else {
-                headerBlock = (id, block.endStream, bytes)
+                headerBlock = block
             }
             return
         }
@@ -692,7 +708,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
                 guard payload.readableBytes <= Self.maximumHeaderBlock else {
                     throw ConnectionError.protocolError("a header block past \(Self.maximumHeaderBlock) bytes")
                 }
-                headerBlock = (id, endStream, payload)
+                headerBlock = (id, endStream, payload, 1)
             }
         case Frame.priority:
             guard id != 0 else { throw ConnectionError.protocolError("PRIORITY on stream 0") }
@@ -844,6 +860,11 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         let delta = Int(value) - peerInitialWindow
         peerInitialWindow = Int(value)
         guard delta != 0 else { return false }
+        windowSettings += 1
+        guard windowSettings <= Self.maximumWindowSettings else {
+            // ENHANCE_YOUR_CALM
+            throw ConnectionError(code: 0xB, reason: "the streams' window changed more than \(Self.maximumWindowSettings) times")
+        }
         for index in streams.indices {
             streams.values[index].sendWindow += delta
             guard streams.values[index].sendWindow <= Int(Int32.max) else { throw .flowControl("a stream's window past 2^31-1") }

@@ -449,6 +449,40 @@ public enum Migrations {
             // Rich payloads by age, for the sweep that deletes them past their week whatever
             // their sender does.
             (25, ["CREATE INDEX rich_payloads_by_age ON rich_payloads (created_at)"]),
+            // When each installation whose push channel expired (and whose registrations went
+            // with it) expires: it has no registration left to carry its ExpirationTime to the
+            // sweep. Those pruned before this version are found from their documents (on
+            // PostgreSQL, those in PushHub's own form of a time; a `?` would be a parameter).
+            (
+                26,
+                [
+                    """
+                    CREATE TABLE installation_expiries (
+                        hub TEXT NOT NULL,
+                        installation_id TEXT NOT NULL,
+                        expires_at BIGINT NOT NULL,
+                        PRIMARY KEY (hub, installation_id)
+                    )
+                    """,
+                    "CREATE INDEX installation_expiries_by_time ON installation_expiries (expires_at)",
+                    dialect == .sqlite
+                        ? """
+                        INSERT INTO installation_expiries (hub, installation_id, expires_at)
+                        SELECT hub, installation_id, expires_at FROM (
+                            SELECT hub, installation_id, unixepoch(json_extract(document, '$.expirationTime')) * 1000 AS expires_at
+                            FROM installations WHERE expired = 1
+                        ) WHERE expires_at IS NOT NULL
+                        """
+                        : """
+                        INSERT INTO installation_expiries (hub, installation_id, expires_at)
+                        SELECT hub, installation_id,
+                            (extract(epoch FROM (document::json->>'expirationTime')::timestamptz) * 1000)::BIGINT
+                        FROM installations
+                        WHERE expired = 1
+                            AND (document::json->>'expirationTime') ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+){0,1}Z$'
+                        """,
+                ]
+            ),
         ]
     }
 

@@ -507,24 +507,42 @@ extension SQLRegistrationStore: OutcomeStore {
         // Registrations past their ExpirationTime, a few hundred a transaction (each may take
         // an installation's rows with it), at most `registrationsPerRound` a sweep: a backlog
         // (the first round after the upgrade) goes over several rounds. A sweep goes on where
-        // the one before stopped, and starts again from the first once it reached the last, so
-        // rows it passes (a renewal, a document that does not read), however many, hold up
-        // none behind them. Rows that expire meanwhile come after where it stopped: they
-        // expire later than any it looked at.
+        // the one before stopped (kept after each transaction, so a transaction that fails
+        // costs no progress), and from the first again once it reached the last, in the same
+        // round while it may look at more, so rows it passes (a renewal, a document that does
+        // not read), however many, hold up none behind them. Rows that expire as time passes
+        // come after where it stopped, as they expire later than any it looked at; a row
+        // written with an expiry before that point (one already past, one moved earlier) waits
+        // until the sweep starts again from the first.
         do {
             let limit = min(rowsPerTransaction, Self.registrationsPerSweep)
-            var cursor = expiryCursor.withLock { $0 }
             var looked = 0
+            var wrapped = false
             while looked < registrationsPerRound, !Task.isCancelled {
+                let cursor = expiryCursor.withLock { $0 }
                 let pass = try await sweepExpiredRegistrations(now: now, limit: limit, after: cursor)
                 looked += pass.looked
-                cursor = pass.last ?? cursor
-                if pass.looked < limit {
-                    cursor = nil
-                    break
+                let reachedLast = pass.looked < limit
+                expiryCursor.withLock { $0 = reachedLast ? nil : pass.last ?? cursor }
+                if reachedLast {
+                    // Around from the first once, not twice within one sweep.
+                    if wrapped || cursor == nil { break }
+                    wrapped = true
                 }
             }
-            expiryCursor.withLock { [cursor] in $0 = cursor }
+        } catch {
+            failure = failure ?? error
+        }
+        // Installations whose push channel expired, past their ExpirationTime: each row looked
+        // at goes, or moves to a later time, so a sweep goes on while it finds full counts.
+        do {
+            let limit = min(rowsPerTransaction, Self.registrationsPerSweep)
+            var looked = 0
+            while looked < registrationsPerRound, !Task.isCancelled {
+                let found = try await sweepExpiredInstallations(now: now, limit: limit)
+                looked += found
+                if found < limit { break }
+            }
         } catch {
             failure = failure ?? error
         }
@@ -778,6 +796,14 @@ extension SQLRegistrationStore: OutcomeStore {
                     try await connection.execute(
                         "UPDATE installations SET document = ?, expired = 1 WHERE hub = ? AND installation_id = ?",
                         [.text(updated), .text(hub), .text(installationId)])
+                    // Its registrations carried its ExpirationTime to the sweep; now this does.
+                    if let expiry = installation.expirationTime {
+                        try await connection.execute(
+                            """
+                            INSERT INTO installation_expiries (hub, installation_id, expires_at) VALUES (?, ?, ?)
+                            ON CONFLICT (hub, installation_id) DO UPDATE SET expires_at = excluded.expires_at
+                            """, [.text(hub), .text(installationId), SQLValue(expiry)])
+                    }
                 }
             } else if let seq = row.integer("seq") {
                 // The handle compared again as the row goes, for the same reason.

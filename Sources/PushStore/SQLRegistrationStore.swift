@@ -179,6 +179,51 @@ public final class SQLRegistrationStore: RegistrationStore {
         }
     }
 
+    /// Looks at up to `limit` installations whose push channel expired (their registrations
+    /// gone with it) and whose ExpirationTime passed, in one transaction, and deletes them as
+    /// Azure deletes an expired installation; says how many it looked at. Each is read again
+    /// under its lock: one given a new channel since (its registrations carry its expiry
+    /// again), without an expiry now, or gone, leaves the list; one whose expiry moved on moves
+    /// with it; one whose document does not read leaves the list and stays.
+    func sweepExpiredInstallations(now: Date, limit: Int) async throws -> Int {
+        let lock = database.dialect == .postgres
+        return try await database.write { connection in
+            let found = try await connection.query(
+                "SELECT hub, installation_id FROM installation_expiries WHERE expires_at < ? ORDER BY expires_at LIMIT ?",
+                [SQLValue(now), .integer(Int64(max(1, limit)))])
+            let keys = found.compactMap { row in row.text("hub").flatMap { hub in row.text("installation_id").map { [hub, $0] } } }
+            // In the order of their keys, as other writers of several installations lock them.
+            for key in keys.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+                let (hub, id) = (key[0], key[1])
+                let forget = {
+                    try await connection.execute("DELETE FROM installation_expiries WHERE hub = ? AND installation_id = ?", [.text(hub), .text(id)])
+                }
+                let installation: Installation?
+                do {
+                    installation = try await Self.readInstallation(hub: hub, id: id, forUpdate: lock, on: connection)
+                } catch let error as SQLError {
+                    throw error
+                } catch {
+                    try await forget()
+                    continue
+                }
+                guard let installation, installation.pushChannelExpired, let expiry = installation.expirationTime else {
+                    try await forget()
+                    continue
+                }
+                guard expiry < now else {
+                    try await connection.execute(
+                        "UPDATE installation_expiries SET expires_at = ? WHERE hub = ? AND installation_id = ?",
+                        [SQLValue(expiry), .text(hub), .text(id)])
+                    continue
+                }
+                _ = try await Self.deleteInstallation(hub: hub, id: id, on: connection)
+                try await forget()
+            }
+            return found.count
+        }
+    }
+
     private static func readInstallation(hub: String, id: String, forUpdate: Bool = false, on connection: any SQLConnection) async throws
         -> Installation?
     {

@@ -517,6 +517,33 @@ extension MigrationTests {
         #expect(try await store.notification(hub: "h", id: "n") == nil)
         await store.close()
     }
+
+    @Test(
+        "an installation whose push channel expired under an older build is swept past its ExpirationTime once version 26 ran",
+        arguments: StoreKind.available)
+    func prunedInstallationsGetTheirExpiry(_ kind: StoreKind) async throws {
+        let open = try await StoreFixture.ownDatabase(kind)
+        var store = try await SQLRegistrationStore.open(try open())
+        let now = Date()
+        for (id, expiry) in [("dated", now.addingTimeInterval(3600)), ("undated", nil)] {
+            _ = try await store.upsertInstallation(
+                Installation(installationId: id, platform: .apns, pushChannel: "t-\(id)", expirationTime: expiry), hub: "h")
+            try await store.pruneInvalidHandle(hub: "h", registrationId: Registration.installationRegistrationId(id, template: nil))
+        }
+        await store.close()
+        // As an older build left them: version 26 not applied.
+        let database = try await open()
+        try await database.write { connection in
+            try await connection.execute("DROP TABLE installation_expiries", [])
+            try await connection.execute("DELETE FROM schema_migrations WHERE version = 26", [])
+        }
+        await database.close()
+        store = try await SQLRegistrationStore.open(try open())
+        try await store.sweepExpired(now: now.addingTimeInterval(7200), keys: 86_400, dispatches: 3600)
+        #expect(try await store.installation(hub: "h", id: "dated") == nil, "expired an hour ago")
+        #expect(try await store.installation(hub: "h", id: "undated") != nil, "no ExpirationTime")
+        await store.close()
+    }
 }
 
 @Suite("Paging while registrations change")

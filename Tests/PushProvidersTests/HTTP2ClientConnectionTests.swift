@@ -351,6 +351,31 @@ struct HTTP2ClientConnectionTests {
         #expect(harness.channel.isActive)
     }
 
+    @Test("a body both windows hold goes on once both open, whichever opens first")
+    func bothWindows() async throws {
+        let harness = try Harness()
+        _ = try harness.frames()
+        // 65,535 bytes go: the stream's window and the connection's are both spent.
+        harness.request([0], body: String(repeating: "d", count: 70_000))
+        var sent = try harness.frames().filter { $0.type == C.Frame.data }.map(\.payload.readableBytes).reduce(0, +)
+        #expect(sent == 65_535)
+        func data(after bytes: ByteBuffer) throws -> [Int] {
+            try harness.receive(bytes)
+            return try harness.frames().filter { $0.type == C.Frame.data }.map(\.payload.readableBytes)
+        }
+        // The stream's own window first: it waits for the connection's, which then lets 5 go.
+        #expect(try data(after: harness.frame(C.Frame.windowUpdate, stream: 1, Self.integer(10))) == [])
+        #expect(try data(after: harness.frame(C.Frame.windowUpdate, stream: 0, Self.integer(5))) == [5])
+        // The connection's first: the stream's last 5 go, then it waits for its own.
+        #expect(try data(after: harness.frame(C.Frame.windowUpdate, stream: 0, Self.integer(100))) == [5])
+        #expect(try data(after: harness.frame(C.Frame.windowUpdate, stream: 1, Self.integer(10_000))) == [95])
+        sent += 105
+        // Both open: the rest, ending the stream.
+        try harness.receive(harness.frame(C.Frame.windowUpdate, stream: 0, Self.integer(10_000)))
+        let last = try harness.frames().filter { $0.type == C.Frame.data }
+        #expect(last.map(\.payload.readableBytes) == [70_000 - sent] && last.last?.flags == C.Frame.endStream)
+    }
+
     @Test("CONTINUATION, padding, PING, informational answers and trailers are read as HTTP/2 has them")
     func framesOfAnswers() async throws {
         let harness = try Harness()

@@ -59,9 +59,9 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
     static let maximumHeaderBlock = 64 * 1024
     /// Most frames of one header block (HEADERS and its CONTINUATIONs): 64 KiB takes four.
     static let maximumHeaderFrames = 64
-    /// Most SETTINGS frames that change the streams' window, over the connection's life: each
-    /// moves every open stream's window, and a server that keeps changing it would keep the
-    /// client busy for nothing.
+    /// Most SETTINGS frames that change the streams' window in a minute: each moves every open
+    /// stream's window, and a server that keeps changing it would keep the client busy for
+    /// nothing. One that tunes it now and then is left alone.
     static let maximumWindowSettings = 100
     /// The settings this client sends: no push, 1 MiB a stream to answer in, header lists of
     /// at most 16 KiB (PNS answers are a status and a few fields).
@@ -81,7 +81,9 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         var sendWindow: Int
         /// The part of the request's body the windows did not take yet.
         var unsent: ByteBuffer?
-        /// Whether the stream is in `blocked`.
+        /// Whether the stream is in `blocked`: its body waits for the connection's window. One
+        /// whose own window holds it (`unsent` and no window) waits out of the queue, for its
+        /// WINDOW_UPDATE or a SETTINGS that opens every stream's.
         var isBlocked = false
     }
 
@@ -136,8 +138,12 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
     // What the server allows.
     private var sendWindow = 65_535
     private var peerInitialWindow = 65_535
-    /// SETTINGS frames that changed `peerInitialWindow` (`maximumWindowSettings`).
+    /// SETTINGS frames that changed `peerInitialWindow` in the minute from
+    /// `windowSettingsSince` (`maximumWindowSettings`).
     private var windowSettings = 0
+    private var windowSettingsSince = NIODeadline.uptimeNanoseconds(0)
+    /// When the current read began.
+    private var readAt = NIODeadline.uptimeNanoseconds(0)
     private var peerMaximumFrame = 16_384
     /// 100 until the server's SETTINGS say otherwise (unlimited by RFC 9113, but a server that
     /// enforces its own limit before its settings arrive refuses the streams past it).
@@ -331,7 +337,8 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
             && first.withUnsafeBufferPointer { a in second.withUnsafeBufferPointer { b in a.baseAddress == b.baseAddress } }
     }
 
-    /// Writes as much of a stream's body as the windows take; what is left waits in `blocked`.
+    /// Writes as much of a stream's body as the windows take; what the connection's window
+    /// held back waits in `blocked`.
     @discardableResult
     private func sendBody(of id: UInt32, into out: inout ByteBuffer) -> Bool {
         guard let index = streams.index(forKey: id), var unsent = streams.values[index].unsent else { return true }
@@ -345,12 +352,17 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         if done, streams.values[index].isBlocked {
             streams.values[index].isBlocked = false
             unblocked()
-        } else if !done, !streams.values[index].isBlocked {
-            streams.values[index].isBlocked = true
-            blockedCount += 1
-            blocked.append(id)
+        } else if !done, !streams.values[index].isBlocked, streamWindow > 0 {
+            enqueue(id, at: index)
         }
         return done
+    }
+
+    /// A body the connection's window holds back, into `blocked`.
+    private func enqueue(_ id: UInt32, at index: [UInt32: Stream].Index) {
+        streams.values[index].isBlocked = true
+        blockedCount += 1
+        blocked.append(id)
     }
 
     /// One DATA frame of `body`'s next bytes, as many as `limit`, the connection's window and
@@ -366,21 +378,20 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         return length
     }
 
-    /// Sends what the windows now take of the held-back bodies, in order, from the front of the
-    /// queue while the connection's window lasts: a server that opens it a byte at a time has
-    /// the client look at one stream for it, not at every stream held back. A body still held
-    /// back goes to the back; the ids of streams that ended are dropped as they come.
+    /// Sends what the connection's window now takes of the held-back bodies, in order, from
+    /// the front of the queue while the window lasts: a server that opens it a byte at a time
+    /// has the client look at one stream for it, not at every stream held back (those their
+    /// own windows hold are not in the queue). The ids of streams that ended, or whose body
+    /// went meanwhile, are dropped as they come.
     private func sendBlocked() {
         guard blockedCount > 0, sendWindow > 0 else { return }
         var out = output(capacity: 1024)
-        // Each id once a pass, at most the queue's length: a body its own window holds goes
-        // back in behind, and would come round again. An id can be in the queue twice (held
-        // back, let go, held back again).
+        // An id is in the queue once while its stream is held back (added as `isBlocked` is
+        // set, taken out before it is cleared); at most the queue's length a pass.
         var left = blocked.count
-        var seen = Set<UInt32>()
         while left > 0, sendWindow > 0, let id = blocked.popFirst() {
             left -= 1
-            guard seen.insert(id).inserted, let index = streams.index(forKey: id), streams.values[index].isBlocked else { continue }
+            guard let index = streams.index(forKey: id), streams.values[index].isBlocked else { continue }
             streams.values[index].isBlocked = false
             blockedCount -= 1
             // Held back again by the connection's window, it stays first: its body goes on
@@ -411,9 +422,14 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         }
     }
 
-    /// A stream's own window opened: its body goes on, if it waits.
+    /// A stream's own window opened: its body goes on, if it waits, or waits in the queue
+    /// for the connection's.
     private func sendBlocked(stream id: UInt32) {
-        guard sendWindow > 0, streams[id]?.isBlocked == true else { return }
+        guard let index = streams.index(forKey: id), streams.values[index].unsent != nil, streams.values[index].sendWindow > 0 else { return }
+        guard sendWindow > 0 else {
+            if !streams.values[index].isBlocked { enqueue(id, at: index) }
+            return
+        }
         var out = output(capacity: 1024)
         sendBody(of: id, into: &out)
         pendingOutput = out
@@ -599,6 +615,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         var bytes = unwrapInboundIn(data)
         // After a connection error, nothing more is read.
         guard !failed else { return }
+        readAt = context.eventLoop.now
         defer { deliverAnswered() }
         if input == nil {
             input = bytes
@@ -860,14 +877,22 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         let delta = Int(value) - peerInitialWindow
         peerInitialWindow = Int(value)
         guard delta != 0 else { return false }
+        if readAt - windowSettingsSince > .seconds(60) {
+            windowSettingsSince = readAt
+            windowSettings = 0
+        }
         windowSettings += 1
         guard windowSettings <= Self.maximumWindowSettings else {
             // ENHANCE_YOUR_CALM
-            throw ConnectionError(code: 0xB, reason: "the streams' window changed more than \(Self.maximumWindowSettings) times")
+            throw ConnectionError(code: 0xB, reason: "the streams' window changed more than \(Self.maximumWindowSettings) times in a minute")
         }
         for index in streams.indices {
             streams.values[index].sendWindow += delta
             guard streams.values[index].sendWindow <= Int(Int32.max) else { throw .flowControl("a stream's window past 2^31-1") }
+            // A body its own window held goes into the queue, for `sendBlocked`.
+            if streams.values[index].unsent != nil, !streams.values[index].isBlocked, streams.values[index].sendWindow > 0 {
+                enqueue(streams.keys[index], at: index)
+            }
         }
         return delta > 0
     }

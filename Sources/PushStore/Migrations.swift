@@ -469,7 +469,8 @@ public enum Migrations {
                         ? """
                         INSERT INTO installation_expiries (hub, installation_id, expires_at)
                         SELECT hub, installation_id, expires_at FROM (
-                            SELECT hub, installation_id, unixepoch(json_extract(document, '$.expirationTime')) * 1000 AS expires_at
+                            SELECT hub, installation_id,
+                                CAST(ROUND((julianday(json_extract(document, '$.expirationTime')) - 2440587.5) * 86400000) AS INTEGER) AS expires_at
                             FROM installations WHERE expired = 1
                         ) WHERE expires_at IS NOT NULL
                         """
@@ -479,7 +480,7 @@ public enum Migrations {
                             (extract(epoch FROM (document::json->>'expirationTime')::timestamptz) * 1000)::BIGINT
                         FROM installations
                         WHERE expired = 1
-                            AND (document::json->>'expirationTime') ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+){0,1}Z$'
+                            AND (document::json->>'expirationTime') ~ '^[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+){0,1}Z$'
                         """,
                 ]
             ),

@@ -515,7 +515,7 @@ extension SQLRegistrationStore: OutcomeStore {
         // written with an expiry before that point (one already past, one moved earlier) waits
         // until the sweep starts again from the first.
         do {
-            let limit = min(rowsPerTransaction, Self.registrationsPerSweep)
+            let limit = max(1, min(rowsPerTransaction, Self.registrationsPerSweep))
             var looked = 0
             var wrapped = false
             while looked < registrationsPerRound, !Task.isCancelled {
@@ -536,7 +536,7 @@ extension SQLRegistrationStore: OutcomeStore {
         // Installations whose push channel expired, past their ExpirationTime: each row looked
         // at goes, or moves to a later time, so a sweep goes on while it finds full counts.
         do {
-            let limit = min(rowsPerTransaction, Self.registrationsPerSweep)
+            let limit = max(1, min(rowsPerTransaction, Self.registrationsPerSweep))
             var looked = 0
             while looked < registrationsPerRound, !Task.isCancelled {
                 let found = try await sweepExpiredInstallations(now: now, limit: limit)

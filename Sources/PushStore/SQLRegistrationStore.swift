@@ -106,6 +106,7 @@ public final class SQLRegistrationStore: RegistrationStore {
                 [.text(hub)] + tags.map(SQLValue.text) + [.text(id)])
         }
         try await connection.execute("DELETE FROM registrations WHERE hub = ? AND installation_id = ?", [.text(hub), .text(id)])
+        try await connection.execute("DELETE FROM installation_expiries WHERE hub = ? AND installation_id = ?", [.text(hub), .text(id)])
         return !deleted.isEmpty
     }
 
@@ -217,8 +218,8 @@ public final class SQLRegistrationStore: RegistrationStore {
                         [SQLValue(expiry), .text(hub), .text(id)])
                     continue
                 }
+                // Its row in the list goes with it.
                 _ = try await Self.deleteInstallation(hub: hub, id: id, on: connection)
-                try await forget()
             }
             return found.count
         }

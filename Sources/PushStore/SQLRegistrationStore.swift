@@ -156,19 +156,15 @@ public final class SQLRegistrationStore: RegistrationStore {
             }
             for key in installations.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
                 let (hub, id) = (key[0], key[1])
-                let installation: Installation?
-                do {
-                    installation = try await Self.readInstallation(hub: hub, id: id, forUpdate: lock, on: connection)
-                } catch let error as SQLError {
-                    throw error
-                } catch {
-                    continue  // a document that does not read: left as it is
-                }
-                guard let installation else {
+                let installation: Installation
+                switch try await Self.sweptInstallation(hub: hub, id: id, lock: lock, on: connection) {
+                case .unreadable: continue  // left as it is
+                case .gone:
                     // Its installation is gone: the registrations that expired go alone.
                     try await connection.execute(
                         "DELETE FROM registrations WHERE hub = ? AND installation_id = ? AND expires_at < ?", [.text(hub), .text(id), SQLValue(now)])
                     continue
+                case .found(let found): installation = found
                 }
                 guard let expiry = installation.expirationTime, expiry < now else { continue }
                 _ = try await Self.deleteInstallation(hub: hub, id: id, on: connection)
@@ -196,20 +192,10 @@ public final class SQLRegistrationStore: RegistrationStore {
             // In the order of their keys, as other writers of several installations lock them.
             for key in keys.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
                 let (hub, id) = (key[0], key[1])
-                let forget = {
+                guard case .found(let installation) = try await Self.sweptInstallation(hub: hub, id: id, lock: lock, on: connection),
+                    installation.pushChannelExpired, let expiry = installation.expirationTime
+                else {
                     try await connection.execute("DELETE FROM installation_expiries WHERE hub = ? AND installation_id = ?", [.text(hub), .text(id)])
-                }
-                let installation: Installation?
-                do {
-                    installation = try await Self.readInstallation(hub: hub, id: id, forUpdate: lock, on: connection)
-                } catch let error as SQLError {
-                    throw error
-                } catch {
-                    try await forget()
-                    continue
-                }
-                guard let installation, installation.pushChannelExpired, let expiry = installation.expirationTime else {
-                    try await forget()
                     continue
                 }
                 guard expiry < now else {
@@ -222,6 +208,27 @@ public final class SQLRegistrationStore: RegistrationStore {
                 _ = try await Self.deleteInstallation(hub: hub, id: id, on: connection)
             }
             return found.count
+        }
+    }
+
+    /// An installation as a sweep reads it, under its lock: found, gone, or with a document
+    /// that does not read (a failure of the store's is thrown).
+    private enum SweptInstallation {
+        case found(Installation)
+        case gone
+        case unreadable
+    }
+
+    private static func sweptInstallation(hub: String, id: String, lock: Bool, on connection: any SQLConnection) async throws
+        -> SweptInstallation
+    {
+        do {
+            guard let installation = try await readInstallation(hub: hub, id: id, forUpdate: lock, on: connection) else { return .gone }
+            return .found(installation)
+        } catch let error as SQLError {
+            throw error
+        } catch {
+            return .unreadable
         }
     }
 

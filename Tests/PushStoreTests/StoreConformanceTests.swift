@@ -425,6 +425,21 @@ struct MigrationTests {
 }
 
 extension MigrationTests {
+    /// The store on `open`'s database taken back to before `version` (`undo` takes out what it
+    /// made, and it is no longer recorded as applied), then opened again, running it.
+    static func reopened(
+        _ open: @Sendable () async throws -> any SQLDatabase, before version: Int,
+        undo: @escaping @Sendable (any SQLConnection) async throws -> Void
+    ) async throws -> SQLRegistrationStore {
+        let database = try await open()
+        try await database.write { connection in
+            try await undo(connection)
+            try await connection.execute("DELETE FROM schema_migrations WHERE version = ?", [.integer(Int64(version))])
+        }
+        await database.close()
+        return try await SQLRegistrationStore.open(try open())
+    }
+
     @Test("SQLite at version 8: the counted targets of an open send survive result_targets' rebuild as one B-tree")
     func resultTargetsRebuilt() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
@@ -504,15 +519,11 @@ extension MigrationTests {
         try await store.recordOutcomes(ResultBatch(notificationId: "n", hub: "h", dispatched: [.apns: 0]), now: t0.addingTimeInterval(10))
         await store.close()
         // As an older build left it: ended, its deadline what it was given; version 22 not applied.
-        let database = try await open()
-        try await database.write { connection in
+        store = try await Self.reopened(open, before: 22) { connection in
             try await connection.execute(
                 "UPDATE notifications SET deadline = ? WHERE notification_id = 'n'", [SQLValue(t0.addingTimeInterval(1_000_000))])
             try await connection.execute("DROP INDEX registration_ids_by_age", [])
-            try await connection.execute("DELETE FROM schema_migrations WHERE version = 22", [])
         }
-        await database.close()
-        store = try await SQLRegistrationStore.open(try open())
         #expect(try await store.sweepEndedSends(endedBefore: t0.addingTimeInterval(100), limit: 10) == 1, "ended at t0 + 10")
         #expect(try await store.notification(hub: "h", id: "n") == nil)
         await store.close()
@@ -532,13 +543,7 @@ extension MigrationTests {
         }
         await store.close()
         // As an older build left them: version 26 not applied.
-        let database = try await open()
-        try await database.write { connection in
-            try await connection.execute("DROP TABLE installation_expiries", [])
-            try await connection.execute("DELETE FROM schema_migrations WHERE version = 26", [])
-        }
-        await database.close()
-        store = try await SQLRegistrationStore.open(try open())
+        store = try await Self.reopened(open, before: 26) { try await $0.execute("DROP TABLE installation_expiries", []) }
         try await store.sweepExpired(now: now.addingTimeInterval(7200), keys: 86_400, dispatches: 3600)
         #expect(try await store.installation(hub: "h", id: "dated") == nil, "expired an hour ago")
         #expect(try await store.installation(hub: "h", id: "undated") != nil, "no ExpirationTime")

@@ -142,8 +142,9 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
     /// `windowSettingsSince` (`maximumWindowSettings`).
     private var windowSettings = 0
     private var windowSettingsSince = NIODeadline.uptimeNanoseconds(0)
-    /// When the current read began.
-    private var readAt = NIODeadline.uptimeNanoseconds(0)
+    /// The channel's event loop, whose clock times the window's changes: read only when one
+    /// comes, not at every read of answers.
+    private var eventLoop: (any EventLoop)?
     private var peerMaximumFrame = 16_384
     /// 100 until the server's SETTINGS say otherwise (unlimited by RFC 9113, but a server that
     /// enforces its own limit before its settings arrive refuses the streams past it).
@@ -170,6 +171,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
     // MARK: Writing
 
     func channelActive(context: ChannelHandlerContext) {
+        eventLoop = context.eventLoop
         // The preface, the settings and the connection's receive window opened wide; TLS holds
         // them until its handshake is done.
         var out = context.channel.allocator.buffer(capacity: 64)
@@ -615,7 +617,6 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         var bytes = unwrapInboundIn(data)
         // After a connection error, nothing more is read.
         guard !failed else { return }
-        readAt = context.eventLoop.now
         defer { deliverAnswered() }
         if input == nil {
             input = bytes
@@ -877,8 +878,9 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
         let delta = Int(value) - peerInitialWindow
         peerInitialWindow = Int(value)
         guard delta != 0 else { return false }
-        if readAt - windowSettingsSince > .seconds(60) {
-            windowSettingsSince = readAt
+        let now = eventLoop?.now ?? .now()
+        if now - windowSettingsSince > .seconds(60) {
+            windowSettingsSince = now
             windowSettings = 0
         }
         windowSettings += 1

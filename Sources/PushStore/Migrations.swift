@@ -451,8 +451,13 @@ public enum Migrations {
             (25, ["CREATE INDEX rich_payloads_by_age ON rich_payloads (created_at)"]),
             // When each installation whose push channel expired (and whose registrations went
             // with it) expires: it has no registration left to carry its ExpirationTime to the
-            // sweep. Those pruned before this version are found from their documents (on
-            // PostgreSQL, those in PushHub's own form of a time; a `?` would be a parameter).
+            // sweep. Those pruned before this version are found from their documents. A
+            // document that does not read, or whose time is not one, is passed over, as the
+            // sweeps pass it over, rather than failing the migration: on SQLite by
+            // `json_valid` and `julianday`, which gives NULL for what is not a date; on
+            // PostgreSQL row by row, only times in PushHub's own form (the cast would take
+            // `tomorrow`), a data error (bad JSON, a 13th month) skipping the row. No `?`: it
+            // would be a parameter.
             (
                 26,
                 [
@@ -471,16 +476,35 @@ public enum Migrations {
                         SELECT hub, installation_id, expires_at FROM (
                             SELECT hub, installation_id,
                                 CAST(ROUND((julianday(json_extract(document, '$.expirationTime')) - 2440587.5) * 86400000) AS INTEGER) AS expires_at
-                            FROM installations WHERE expired = 1
+                            FROM installations WHERE expired = 1 AND json_valid(document)
                         ) WHERE expires_at IS NOT NULL
                         """
                         : """
-                        INSERT INTO installation_expiries (hub, installation_id, expires_at)
-                        SELECT hub, installation_id,
-                            (extract(epoch FROM (document::json->>'expirationTime')::timestamptz) * 1000)::BIGINT
-                        FROM installations
-                        WHERE expired = 1
-                            AND (document::json->>'expirationTime') ~ '^[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+){0,1}Z$'
+                        DO $$
+                        DECLARE
+                            installation RECORD;
+                            expiry TEXT;
+                            milliseconds BIGINT;
+                        BEGIN
+                            FOR installation IN SELECT hub, installation_id, document FROM installations WHERE expired = 1 LOOP
+                                -- Read in a block of its own (a subtransaction), the insert
+                                -- after it: a block that writes nothing takes no transaction id.
+                                milliseconds := NULL;
+                                BEGIN
+                                    expiry := installation.document::json->>'expirationTime';
+                                    IF expiry ~ '^[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+){0,1}Z$' THEN
+                                        milliseconds := (extract(epoch FROM expiry::timestamptz) * 1000)::BIGINT;
+                                    END IF;
+                                EXCEPTION WHEN data_exception THEN
+                                    milliseconds := NULL;
+                                END;
+                                IF milliseconds IS NOT NULL THEN
+                                    INSERT INTO installation_expiries (hub, installation_id, expires_at)
+                                    VALUES (installation.hub, installation.installation_id, milliseconds);
+                                END IF;
+                            END LOOP;
+                        END
+                        $$
                         """,
                 ]
             ),

@@ -269,7 +269,11 @@ public final class SQLRegistrationStore: RegistrationStore {
                 .text(installation.platform.rawValue), installation.userId.map(SQLValue.text) ?? .null,
                 .integer(installation.pushChannelExpired ? 1 : 0), .text(tags.joined(separator: ",")),
             ]
-            registrations = try installation.registrations(hub: hub, now: now).map { ($0, try columns(of: $0)) }
+            // None while its channel is expired: a PATCH that leaves the channel as it was (its
+            // tags, a template) does not bring back registrations to the handle a PNS called
+            // invalid. A new channel (PUT, or a PATCH of it) clears the mark.
+            registrations =
+                installation.pushChannelExpired ? [] : try installation.registrations(hub: hub, now: now).map { ($0, try columns(of: $0)) }
             argumentBytes =
                 document.utf8.count + 256
                 + registrations.reduce(0) { sum, row in

@@ -84,6 +84,40 @@ struct InstallationAPITests {
         #expect(try await fixture.store.installation(hub: "myhub", id: "phone-1") == nil)
     }
 
+    @Test("pushChannelExpired is the hub's: a PUT's is not taken, and a PUT clears one the hub set")
+    func channelExpiredIsReadOnly() async throws {
+        let fixture = try await IngressFixture()
+        let expired = #"{"installationId":"phone-1","platform":"apns","pushChannel":"abc123","pushChannelExpired":true,"tags":["Sports"]}"#
+        try await fixture.app.test(.router) { client in
+            try await client.execute(uri: "/myhub/installations/phone-1", method: .put, headers: Self.json, body: ByteBuffer(string: expired)) {
+                response in
+                #expect(response.status == .ok, "\(response.text)")
+            }
+            try await client.execute(uri: "/myhub/installations/phone-1", method: .get, headers: IngressFixture.listenAccess) { response in
+                #expect(response.text.contains(#""pushChannelExpired":false"#), "\(response.text)")
+            }
+            try await client.execute(uri: "/myhub/installations/$count?pushChannelExpired=true", method: .get, headers: IngressFixture.fullAccess) {
+                response in
+                #expect(response.text == #"{"count":0}"#)
+            }
+            // Its registration is there to be sent to.
+            let registrations = try await fixture.store.registrations(hub: "myhub", matching: .installation("phone-1"), after: nil, limit: 10)
+            #expect(registrations.registrations.count == 1)
+            // The hub marks it when a PNS calls the channel invalid; the device writing itself
+            // again, as it does at every start, stands by the channel once more.
+            let outcomes = try #require(fixture.store as? SQLRegistrationStore)
+            try await outcomes.pruneInvalidHandle(hub: "myhub", registrationId: registrations.registrations[0].registrationId, handle: "abc123")
+            #expect(try await fixture.store.installation(hub: "myhub", id: "phone-1")?.pushChannelExpired == true)
+            try await client.execute(uri: "/myhub/installations/phone-1", method: .put, headers: Self.json, body: ByteBuffer(string: expired)) {
+                response in
+                #expect(response.status == .ok, "\(response.text)")
+            }
+            #expect(try await fixture.store.installation(hub: "myhub", id: "phone-1")?.pushChannelExpired == false)
+            let again = try await fixture.store.registrations(hub: "myhub", matching: .installation("phone-1"), after: nil, limit: 10)
+            #expect(again.registrations.map(\.handle) == ["abc123"], "its registration is back")
+        }
+    }
+
     @Test("wrong content type is 415, an oversized body 413")
     func contentChecks() async throws {
         let fixture = try await IngressFixture()

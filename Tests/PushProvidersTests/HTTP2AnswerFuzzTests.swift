@@ -11,11 +11,14 @@ import Testing
 /// requests, and feeds it a run of frames made from a seeded generator: well-formed answers
 /// beside every kind of bad one (lengths, flags, padding, stream ids, settings, windows, header
 /// blocks cut or garbled, bytes flipped), in reads of any size, with time passing, more requests
-/// and the channel's writability changing between them. Whatever came, past every deadline
-/// every request has been answered, and once only; an answer is a status from 200 to 599 with
-/// at most 64 KiB of body and of fields; and what the client wrote stayed in proportion: its
-/// requests' header blocks, no more of their bodies than they hold, and for each frame it read
-/// at most an acknowledgement or a reset.
+/// and the channel's writability changing between them. Some cases' requests carry a header
+/// block larger than a frame, some share a `SendingStop` that stops between reads, and some
+/// flood the client with PINGs while it cannot write. Whatever came, past every deadline every
+/// request has been answered, and once only; an answer is a status from 200 to 599 with at
+/// most 64 KiB of body and of fields; a request answered as not sent was never written; and
+/// what the client wrote was well-formed and stayed in proportion: its requests' header blocks,
+/// each in frames that follow each other, no more of their bodies than they hold, and for each
+/// frame it read at most an acknowledgement or a reset.
 ///
 /// `PUSHHUB_FUZZ_CASES` sets how many cases (1,000 by default, a few seconds);
 /// `PUSHHUB_FUZZ_FIRST_CASE` where they start; `PUSHHUB_FUZZ_REPORT=1` prints how they ended. A failure names its case, which runs alone with
@@ -78,19 +81,33 @@ struct HTTP2AnswerFuzzTests {
             output.read(harness.channel)
         }
         var requested = 0
+        // What a case adds besides, from a generator of its own, so that each case's frames are
+        // those of the first version's: a header block past a frame (CONTINUATION written), a
+        // stop shared by the requests, a flood of PINGs while the client cannot write.
+        var extra = SplitMix(seed: number ^ 0x0E47_2A5E_ED00_F00D)
+        let largeHeader = extra.below(6) == 0 ? extra.below(30_000) + 10_000 : 0
+        let stop = extra.below(5) == 0 ? SendingStop() : nil
+        let floodAt = extra.below(30) == 0 ? extra.below(6) : -1
+        let headers: PNSHeaderFields =
+            largeHeader == 0
+            ? [("apns-topic", "app")]
+            : [("apns-topic", "app"), ("authorization", String(decoding: (0..<largeHeader).map { _ in UInt8(33 + extra.below(90)) }, as: UTF8.self))]
         // Requests go to an open connection only, as HTTP2Client's do (one written to a closed
         // channel never reaches the connection).
+        // Nor once the stop is set: `PNSHTTPClient.sendAll` hands a connection no more.
         func request(_ count: Int) {
-            guard harness.channel.isActive else { return }
-            harness.request(Array(requested..<(requested + count)), body: String(repeating: "x", count: bodySize))
+            guard harness.channel.isActive, stop?.isStopped != true else { return }
+            harness.request(Array(requested..<(requested + count)), body: String(repeating: "x", count: bodySize), headers: headers, stop: stop)
             requested += count
             output.read(harness.channel)
         }
         request(server.random.below(server.random.below(5) == 0 ? 40 : 4) + 1)
+        var failures: [String] = []
+        var writtenAtStop: Int?
 
         var read = 0
         var reads = 0
-        for _ in 0..<(server.random.below(6) + 1) {
+        for step in 0..<(server.random.below(6) + 1) {
             server.streams = output.streams
             var bytes = server.frames(count: server.random.below(10) + 1)
             read += bytes.readableBytes
@@ -113,6 +130,29 @@ struct HTTP2AnswerFuzzTests {
             default: break
             }
             output.read(harness.channel)
+            if let stop, !stop.isStopped, extra.below(3) == 0 {
+                stop.stop()
+                writtenAtStop = output.streams.count
+            }
+            if step == floodAt, harness.channel.isActive {
+                // PINGs, each to be acknowledged, while the server reads nothing: past
+                // `maximumUnwritten` of them unanswered the client ends the connection.
+                harness.channel.isWritable = false
+                harness.channel.pipeline.fireChannelWritabilityChanged()
+                let pings = C.maximumUnwritten - 1_000 + extra.below(3_000)
+                var flood = ByteBuffer()
+                let ping = harness.frame(C.Frame.ping, stream: 0, ByteBuffer(repeating: 1, count: 8))
+                for _ in 0..<pings { flood.writeImmutableBuffer(ping) }
+                read += flood.readableBytes
+                reads += 1
+                try harness.receive(flood)
+                output.read(harness.channel)
+                // A frame left unfinished by the bytes before (a length longer than its
+                // payload) may swallow the first of them: up to a frame's worth.
+                if pings > C.maximumUnwritten + (16_384 + 9) / 17 + 1, harness.channel.isActive {
+                    failures.append("\(pings) PINGs unanswered while it could not write, and the connection goes on")
+                }
+            }
         }
         let endedByServer = !harness.channel.isActive
         // Past every deadline, every request has its answer, the connection open or not
@@ -123,7 +163,6 @@ struct HTTP2AnswerFuzzTests {
         }
         harness.channel.embeddedEventLoop.advanceTime(by: timeout * 3)
         output.read(harness.channel)
-        var failures: [String] = []
         let all = Set(0..<requested)
         if harness.answered.all != all { failures.append("answered \(harness.answered.all.sorted()) of \(requested) past every deadline") }
         _ = try? harness.channel.finish(acceptAlreadyClosed: true)
@@ -131,9 +170,13 @@ struct HTTP2AnswerFuzzTests {
         guard harness.answered.all == all else { return failures }
 
         var answered = false
+        var notSent = 0
         for index in all {
             if let sink = harness.sinks[index], sink.duplicateAnswers > 0 { failures.append("request \(index) answered twice") }
             switch await harness.result(index) {
+            case .failure(let error) where error is SendingStop.NotSent:
+                notSent += 1
+                if stop?.isStopped != true { failures.append("request \(index) answered as not sent, with no stop") }
             case .success(let response):
                 answered = true
                 if !(200...599).contains(response.status) { failures.append("request \(index) answered with status \(response.status)") }
@@ -149,7 +192,17 @@ struct HTTP2AnswerFuzzTests {
         // than they hold, in frames that each carry some; and for each frame read at most an
         // acknowledgement (a PING's 17 bytes for 17) or a reset (13), and a window update
         // after each read, besides its preface and opening frames.
-        if output.headers > 400 * requested { failures.append("wrote \(output.headers) bytes of header blocks for \(requested) requests") }
+        // A request is written (its HEADERS) or not sent, never both; and none is written
+        // once its sender stopped (those waiting for a stream are handed back).
+        if output.streams.count + notSent > requested {
+            failures.append("\(output.streams.count) requests written and \(notSent) not sent, of \(requested)")
+        }
+        if let writtenAtStop, output.streams.count > writtenAtStop {
+            failures.append("\(output.streams.count - writtenAtStop) requests written after the stop")
+        }
+        if let error = output.malformed { failures.append(error) }
+        let blockBound = 400 + largeHeader + 9 * (largeHeader / 16_384 + 1)
+        if output.headers > blockBound * requested { failures.append("wrote \(output.headers) bytes of header blocks for \(requested) requests") }
         if output.dataPayload > bodySize * requested { failures.append("wrote \(output.dataPayload) bytes of bodies of \(bodySize * requested)") }
         if output.dataFrames > max(output.dataPayload, 1) {
             failures.append("wrote \(output.dataFrames) DATA frames for \(output.dataPayload) bytes")
@@ -171,6 +224,10 @@ struct HTTP2AnswerFuzzTests {
         var dataFrames = 0
         /// Every other frame's bytes, and the preface's.
         var control = 0
+        /// The stream of a header block not ended yet: only its CONTINUATION may come next.
+        private var openBlock: UInt32?
+        /// The first frame that broke HTTP/2's framing, if one did.
+        var malformed: String?
 
         mutating func read(_ channel: EmbeddedChannel) {
             while var next = try? channel.readOutbound(as: ByteBuffer.self) { buffer.writeBuffer(&next) }
@@ -184,8 +241,14 @@ struct HTTP2AnswerFuzzTests {
                 let length = Int(buffer.getInteger(at: start, as: UInt8.self)!) << 16 | Int(buffer.getInteger(at: start + 1, as: UInt16.self)!)
                 guard buffer.readableBytes >= 9 + length else { break }
                 let type = buffer.getInteger(at: start + 3, as: UInt8.self)!
+                let flags = buffer.getInteger(at: start + 4, as: UInt8.self)!
                 let stream = buffer.getInteger(at: start + 5, as: UInt32.self)! & 0x7FFF_FFFF
                 buffer.moveReaderIndex(forwardBy: 9 + length)
+                if let open = openBlock, type != C.Frame.continuation || stream != open, malformed == nil {
+                    malformed = "frame of type \(type) on stream \(stream) inside stream \(open)'s header block"
+                }
+                if type == C.Frame.continuation, openBlock == nil, malformed == nil { malformed = "CONTINUATION with no header block open" }
+                if type == C.Frame.headers || type == C.Frame.continuation { openBlock = flags & C.Frame.endHeaders == 0 ? stream : nil }
                 switch type {
                 case C.Frame.data:
                     dataPayload += length

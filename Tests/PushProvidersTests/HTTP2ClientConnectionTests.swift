@@ -783,6 +783,42 @@ struct HTTP2ClientConnectionTests {
         #expect(harness.draining.isSet, "\(name)")
     }
 
+    @Test("the streams' window may change 100 times a minute, again in the next minute, but not 101 times in one")
+    func windowChangesPerMinute() async throws {
+        let harness = try Harness()
+        _ = try harness.frames()
+        // `changes` changes of the streams' window, starting from what it is now (65,535).
+        func change(_ changes: Int) throws {
+            var bytes = ByteBuffer()
+            for round in 1...changes {
+                var settings = harness.settings([(0x4, UInt32(65_535 - round % 2))])
+                bytes.writeBuffer(&settings)
+            }
+            if changes % 2 == 1 {
+                var back = harness.settings([(0x4, 65_535)])
+                bytes.writeBuffer(&back)
+            }
+            try harness.receive(bytes)
+        }
+        // 100 in the first minute (an even count ends where it began).
+        try change(C.maximumWindowSettings)
+        #expect(try !harness.frames().contains { $0.type == C.Frame.goAway })
+        harness.channel.embeddedEventLoop.advanceTime(by: .seconds(61))
+        try change(C.maximumWindowSettings)
+        #expect(try !harness.frames().contains { $0.type == C.Frame.goAway }, "a new minute, a new count")
+        #expect(harness.channel.isActive)
+        harness.request([0])
+        try harness.receive(try harness.answer(1))
+        #expect(harness.answered.all == [0], "the connection still answers")
+        // The 101st of this minute.
+        try change(1)
+        let goAway = try harness.frames().filter { $0.type == C.Frame.goAway }
+        var payload = try #require(goAway.first?.payload)
+        payload.moveReaderIndex(forwardBy: 4)
+        #expect(payload.readInteger(as: UInt32.self) == 0xB)
+        #expect(!harness.channel.isActive)
+    }
+
     @Test("an answer's body past 64 KiB fails its stream and resets it; the connection goes on")
     func largeBody() async throws {
         let harness = try Harness()

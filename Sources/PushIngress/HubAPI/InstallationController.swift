@@ -27,7 +27,11 @@ struct InstallationController: Sendable {
     @Sendable func put(_ request: Request, context: HubRequestContext) async throws -> Response {
         let (hub, id) = try target(context)
         try request.requireContentType(["application/json"])
-        let installation = try JSONBody.installation(from: try await request.collectBody(upTo: Self.bodyLimit))
+        var installation = try JSONBody.installation(from: try await request.collectBody(upTo: Self.bodyLimit))
+        // Whether the channel expired is the hub's to say (a PNS called it invalid), read-only
+        // as in Azure: a client's `true` was stored as said, so listings, `$count` and the
+        // console called a live channel dead. A PUT is a channel the device stands by.
+        installation.pushChannelExpired = false
         guard installation.installationId == id else {
             throw HubAPIError(.badRequest, "installationId: \"\(installation.installationId)\" does not match the URL's \"\(id)\"")
         }

@@ -84,10 +84,17 @@ public protocol PNSTransport: Sendable {
     func send(_ request: PNSRequest) async throws -> PNSResponse
     /// Sends a batch's requests together; the answers are in the same order.
     func sendAll(_ requests: [PNSRequest]) async -> [PNSExchange]
+    /// The addresses a check of `host` approved (a Web Push endpoint's, `EndpointPolicy`): a
+    /// connection to `host`:`port` goes to one of them, not to a second lookup of the name,
+    /// whose answer may have changed since (DNS rebinding).
+    func pin(host: String, port: Int, addresses: [String])
 }
 
 extension PNSTransport {
     public func sendAll(_ requests: [PNSRequest]) async -> [PNSExchange] { await sendEach(requests) }
+
+    /// A transport that makes no connections of its own (a test's) has nothing to pin.
+    public func pin(host: String, port: Int, addresses: [String]) {}
 
     /// Each request on its own task: for a transport without a batch path.
     func sendEach(_ requests: [PNSRequest]) async -> [PNSExchange] {

@@ -62,6 +62,44 @@ struct HTTPVersionTests {
         }
     }
 
+    @Test("a Web Push connection goes to the addresses the endpoint's check approved: the name is not looked up again")
+    func pinnedAddresses() async throws {
+        // The name is in no DNS: only the provider's resolver answers for it (loopback, which
+        // the hub's `webPushHosts` allows). A connection that looked the name up again would
+        // find nothing; one to an address the check never saw would break the pin.
+        let name = "push.pinned.test"
+        let certificates = try SimulatorCertificates.generate(names: [name])
+        let server = try await TLSTestServer.http2Created(certificates)
+        defer { Task { try? await server.channel.close() } }
+        let lookups = Mutex<[String]>([])
+        let resolver = HostResolver(lifetime: .zero) { host in
+            lookups.withLock { $0.append(host) }
+            return host == name ? ["127.0.0.1"] : []
+        }
+        try await Self.withCAFile(certificates) { caFile in
+            let client = PNSHTTPClient(trustRootsFile: caFile)
+            let credentials = try #require(try HubsConfiguration.Credentials.simulated(apns: "https://x", http: "http://x", hub: "myhub").webPush)
+            let provider = try WebPushProvider(
+                credentials: ["myhub": credentials], endpoints: ["myhub": EndpointPolicy(webPushHosts: ["\(name):\(server.port)"])],
+                resolver: resolver, transport: client)
+            func push(_ id: String) -> PNSDelivery {
+                PNSDelivery(
+                    hub: "myhub", notificationId: "n", handle: "https://\(name):\(server.port)/push/\(id)",
+                    webPush: SimulatedSubscription(id: id).keys,
+                    format: .browser, body: "{}")
+            }
+            let first = await provider.deliverAll([push("a"), push("b")])
+            #expect(first.map(\.classification) == [.delivered, .delivered], "\(first)")
+            #expect(server.recorder.paths.withLock { $0 }.sorted() == ["/push/a", "/push/b"])
+            // Each push checked again (answers kept no time here), and still only the provider's
+            // resolver asked.
+            let second = await provider.deliverAll([push("c")])
+            #expect(second.map(\.classification) == [.delivered], "\(second)")
+            #expect(lookups.withLock { $0 }.allSatisfy { $0 == name } && lookups.withLock { $0.count } >= 2)
+            await client.shutdown()
+        }
+    }
+
     @Test("a push service that accepts the connection but never finishes TLS fails the push in the request time, and is retried")
     func silentHandshake() async throws {
         // Accepts connections and never says a word.
@@ -200,6 +238,14 @@ final class TLSTestServer: Sendable {
         }
     }
 
+    /// HTTP/2 that answers every request 201 Created once its stream ends, keeping its path.
+    static func http2Created(_ certificates: SimulatorCertificates) async throws -> TLSTestServer {
+        try await start(certificates, protocols: ["h2"]) { pipeline, recorder in
+            try pipeline.addHandler(NIOHTTP2Handler(mode: .server))
+            try pipeline.addHandler(Created2(recorder: recorder))
+        }
+    }
+
     /// HTTP/2 that answers every request's HEADERS with GOAWAY (keeping every stream) and never
     /// answers the request.
     static func goAway(_ certificates: SimulatorCertificates) async throws -> TLSTestServer {
@@ -226,6 +272,31 @@ final class TLSTestServer: Sendable {
                 context.write(wrapOutboundOut(.head(head)), promise: nil)
                 context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
             }
+        }
+    }
+
+    /// 201 Created to each stream once the client ended it, frame by frame.
+    final class Created2: ChannelInboundHandler {
+        typealias InboundIn = HTTP2Frame
+        typealias OutboundOut = HTTP2Frame
+
+        let recorder: Recorder
+
+        init(recorder: Recorder) { self.recorder = recorder }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            let frame = unwrapInboundIn(data)
+            let ended: Bool
+            switch frame.payload {
+            case .headers(let headers):
+                if let path = headers.headers.first(name: ":path") { recorder.paths.withLock { $0.append(path) } }
+                ended = headers.endStream
+            case .data(let data): ended = data.endStream
+            default: ended = false
+            }
+            guard ended else { return }
+            let answer = HTTP2Frame.FramePayload.Headers(headers: [":status": "201", "location": "/m/1"], endStream: true)
+            context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: frame.streamID, payload: .headers(answer))), promise: nil)
         }
     }
 

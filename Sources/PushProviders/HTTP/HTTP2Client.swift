@@ -35,8 +35,16 @@ final class HTTP2Client: Sendable {
     private let connections: [Connection]
     private let next = Atomic<Int>(0)
     private let timeout: TimeAmount
+    /// Where a connection goes, when a check pinned the origin's addresses (`PinnedAddresses`):
+    /// the first of them that takes it, the name never looked up again; nil when none is
+    /// pinned any more. Without it, the name is looked up.
+    private let addresses: (@Sendable () -> [String]?)?
 
-    init(origin: String, host: String, port: Int, tls: TLSConfiguration, connections: Int, timeout: TimeAmount) throws {
+    init(
+        origin: String, host: String, port: Int, tls: TLSConfiguration, connections: Int, timeout: TimeAmount,
+        addresses: (@Sendable () -> [String]?)? = nil
+    ) throws {
+        self.addresses = addresses
         var tls = tls
         // http/1.1 offered too, so that a server without HTTP/2 says so rather than failing the handshake.
         tls.applicationProtocols = ["h2", "http/1.1"]
@@ -119,22 +127,25 @@ final class HTTP2Client: Sendable {
         let draining = Draining()
         let negotiated = loop.makePromise(of: String?.self)
         let channel: any Channel
-        do {
-            channel = try await ClientBootstrap(group: loop)
-                .channelOption(.socketOption(.tcp_nodelay), value: 1)
-                .connectTimeout(.seconds(5))
-                .channelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: isAddress ? nil : host))
-                        try channel.pipeline.syncOperations.addHandler(NegotiatedProtocol(negotiated))
-                        // The frames of a flush go to TLS as one write (one record, not one a frame):
-                        // the connection gathers them in one buffer itself.
-                        try channel.pipeline.syncOperations.addHandler(
-                            HTTP2ClientConnection(authority: authority, timeout: timeout, draining: draining))
-                    }
+        let bootstrap = ClientBootstrap(group: loop)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .connectTimeout(.seconds(5))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: isAddress ? nil : host))
+                    try channel.pipeline.syncOperations.addHandler(NegotiatedProtocol(negotiated))
+                    // The frames of a flush go to TLS as one write (one record, not one a frame):
+                    // the connection gathers them in one buffer itself.
+                    try channel.pipeline.syncOperations.addHandler(
+                        HTTP2ClientConnection(authority: authority, timeout: timeout, draining: draining))
                 }
-                .connect(host: host, port: port)
-                .get()
+            }
+        do {
+            if let addresses {
+                channel = try await Self.connect(bootstrap, to: addresses(), host: host, port: port)
+            } else {
+                channel = try await bootstrap.connect(host: host, port: port).get()
+            }
         } catch {
             negotiated.fail(error)
             throw error
@@ -157,6 +168,17 @@ final class HTTP2Client: Sendable {
             throw NotHTTP2(origin: origin)
         }
         return Connected(channel: channel, draining: draining)
+    }
+
+    /// Connects to the first of `addresses` (at most three tried, in their order) that takes
+    /// the connection; TLS still checks the certificate against `host`.
+    private static func connect(_ bootstrap: ClientBootstrap, to addresses: [String]?, host: String, port: Int) async throws -> any Channel {
+        guard let addresses, !addresses.isEmpty else { throw Failure(description: "no address of \(host) checked to connect to") }
+        var failure: any Error = Failure(description: "no address of \(host) to connect to")
+        for address in addresses.prefix(3) {
+            do { return try await bootstrap.connect(to: try SocketAddress(ipAddress: address, port: port)).get() } catch { failure = error }
+        }
+        throw failure
     }
 
     /// A connection made, and whether its server said GOAWAY (it takes no new streams).

@@ -28,6 +28,8 @@ public final class PNSHTTPClient: PNSTransport {
     /// Our own HTTP/2 clients by origin, and the https origins found to speak only HTTP/1.1.
     private let http2Clients = Mutex<(clients: [String: HTTP2Client], http1Origins: Set<String>)>(([:], []))
     private let maximumHTTP2Origins: Int
+    /// The addresses checks approved, by host and port (`pin`).
+    private let pinned = PinnedAddresses()
 
     /// `trustRootsFile` adds a PEM CA (e.g. `pushhub sim`'s) to the system's roots. HTTP/2
     /// hosts get `connections` connections; HTTP/1.1 hosts up to `connectionsPerHost`.
@@ -271,11 +273,17 @@ public final class PNSHTTPClient: PNSTransport {
             if let existing = state.clients[origin] { return existing }
             guard !state.http1Origins.contains(origin), state.clients.count < maximumHTTP2Origins else { return nil }
             guard let parsed = URL(string: origin), parsed.scheme == "https", let host = parsed.host else { return nil }
+            let port = parsed.port ?? 443
             let made = try HTTP2Client(
-                origin: origin, host: host, port: parsed.port ?? 443, tls: tls, connections: connectionCount, timeout: requestTimeout)
+                origin: origin, host: host, port: port, tls: tls, connections: connectionCount, timeout: requestTimeout,
+                addresses: pinned.source(host: host, port: port))
             state.clients[origin] = made
             return made
         }
+    }
+
+    public func pin(host: String, port: Int, addresses: [String]) {
+        pinned.pin(PinnedAddresses.key(host: host, port: port), addresses)
     }
 
     /// Drops `origin`'s HTTP/2 client when the clients are as many as they may be.

@@ -60,9 +60,12 @@ public final class WebPushProvider: PushProvider {
         do { addresses = try await resolver.addresses(of: host) } catch {
             return .refused(.transportFailed(error))
         }
-        if let refusal = policy.allowsResolved(addresses, host: host, port: url.port ?? (url.scheme == "https" ? 443 : 80)) {
+        let port = url.port ?? (url.scheme == "https" ? 443 : 80)
+        if let refusal = policy.allowsResolved(addresses, host: host, port: port) {
             return .refused(.notSent(.endpointNotAllowed("the endpoint \(refusal.reason)")))
         }
+        // The connection goes to these addresses, the ones just checked.
+        transport.pin(host: host, port: port, addresses: addresses)
         return .allowed(url)
     }
 

@@ -1,0 +1,32 @@
+import PushModel
+import Synchronization
+
+/// The addresses a check approved for a host and port (a Web Push endpoint's, before each
+/// push), which the connections to that origin go to: the name is not looked up again between
+/// the check and the connection, so a name whose answers change (DNS rebinding) cannot lead a
+/// connection to an address the check would have refused. Each check replaces its host's
+/// addresses. Bounded: past `maximum` hosts the map starts again, and an origin left without
+/// its addresses fails to connect until its next check pins them.
+final class PinnedAddresses: Sendable {
+    private let entries = Mutex<[String: [String]]>([:])
+    static let maximum = 10_000
+
+    /// A host (brackets and case aside) and port, as both sides name them.
+    static func key(host: String, port: Int) -> String { "\(EndpointPolicy.unbracketed(host).lowercased()) \(port)" }
+
+    func pin(_ key: String, _ addresses: [String]) {
+        entries.withLock { entries in
+            if entries.count >= Self.maximum, entries[key] == nil { entries.removeAll() }
+            entries[key] = addresses
+        }
+    }
+
+    /// Where a new client of `host`:`port` connects: to the addresses pinned at the time it
+    /// connects, when a check pinned the origin; nil for the others (APNs, FCM, WNS: the hub's
+    /// own endpoints), which look their name up.
+    func source(host: String, port: Int) -> (@Sendable () -> [String]?)? {
+        let key = Self.key(host: host, port: port)
+        guard entries.withLock({ $0[key] != nil }) else { return nil }
+        return { [self] in entries.withLock { $0[key] } }
+    }
+}

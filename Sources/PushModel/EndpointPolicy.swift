@@ -190,6 +190,8 @@ public struct EndpointPolicy: Sendable, Equatable, Codable {
             host.unicodeScalars.allSatisfy({ ("a"..."z").contains($0) || ("0"..."9").contains($0) || ".-:[]".unicodeScalars.contains($0) })
         else { return .failure(.init("must name its host in plain letters, digits, dots and hyphens, or an address")) }
         guard scheme == "https" || scheme == "http" else { return .failure(.init("must be https, not \(scheme)")) }
+        // Foundation takes any run of digits as a port; a socket's is 16 bits.
+        if let port = components.port, !(0...65535).contains(port) { return .failure(.init("has no port \(port)")) }
         return .success((Reading(scheme: scheme, host: host, port: components.port ?? (scheme == "https" ? 443 : 80)), url))
     }
 

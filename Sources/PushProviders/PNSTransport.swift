@@ -43,6 +43,9 @@ public struct PNSRequest: Sendable, Equatable {
     public var target: Target
     public var headers: PNSHeaderFields
     public var body: Data
+    /// Sent only to the addresses `PNSTransport.pin` set for its host and port, never to a
+    /// lookup of the name: a device chose its URL (Web Push). Without a pin it is not sent.
+    public var pinned = false
 
     public init(_ target: Target, headers: PNSHeaderFields, body: Data) {
         self.target = target

@@ -101,5 +101,11 @@ struct EndpointPolicyTextTests {
         #expect((try? policy.checkedText("https://db5.notify.windows.com.evil.example/", platform: .wns).get()) == nil)
         #expect(
             policy.checkedText("https://127.0.0.1/", platform: .webpush) == .failure(.init("is a loopback, private or reserved address (127.0.0.1)")))
+        // Foundation reads any run of digits as a port; a socket's has 16 bits (a worker
+        // connecting to one trapped).
+        for text in ["https://push.example:65536/x", "https://push.example:99999999/x", "https://DB5.notify.windows.com:70000/x"] {
+            #expect((try? policy.checkedText(text, platform: text.contains("windows") ? .wns : .webpush).get()) == nil, "\(text)")
+        }
+        #expect(policy.checkedText("https://push.example:65535/x", platform: .webpush) == .success("https://push.example:65535/x"))
     }
 }

@@ -56,48 +56,82 @@ struct HTTPVersionTests {
             #expect(
                 server.recorder.paths.withLock { $0 }.sorted() == ["/push/a", "/push/b", "/push/c"],
                 "every push reached the service once, over HTTP/1.1")
-            // One new connection, for the HTTP/1.1 request: no second try at HTTP/2 first.
-            #expect(server.recorder.connections.withLock { $0 } - before == 1, "the origin is not tried over HTTP/2 again")
+            // No new connection: the origin's own HTTP/1.1 client (its requests are pinned to the
+            // checked address) kept its connection, and HTTP/2 is not tried again first.
+            #expect(server.recorder.connections.withLock { $0 } - before == 0, "the origin is not tried over HTTP/2 again")
             await client.shutdown()
         }
     }
 
-    @Test("a Web Push connection goes to the addresses the endpoint's check approved: the name is not looked up again")
-    func pinnedAddresses() async throws {
-        // The name is in no DNS: only the provider's resolver answers for it (loopback, which
-        // the hub's `webPushHosts` allows). A connection that looked the name up again would
-        // find nothing; one to an address the check never saw would break the pin.
-        let name = "push.pinned.test"
-        let certificates = try SimulatorCertificates.generate(names: [name])
-        let server = try await TLSTestServer.http2Created(certificates)
-        defer { Task { try? await server.channel.close() } }
-        let lookups = Mutex<[String]>([])
-        let resolver = HostResolver(lifetime: .zero) { host in
-            lookups.withLock { $0.append(host) }
-            return host == name ? ["127.0.0.1"] : []
-        }
-        try await Self.withCAFile(certificates) { caFile in
-            let client = PNSHTTPClient(trustRootsFile: caFile)
+    /// Pushes to `name`, a name no DNS knows, which only the provider's resolver answers
+    /// (loopback, which the hub's `webPushHosts` allows), at `server`: a connection that looked
+    /// the name up again would find nothing. What each push was answered.
+    static func pinnedPushes(
+        _ ids: [String], name: String, server: TLSTestServer, certificates: SimulatorCertificates, maximumHTTP2Origins: Int = 64
+    ) async throws -> [PNSAnswer] {
+        let resolver = HostResolver(lifetime: .zero) { $0 == name ? ["127.0.0.1"] : [] }
+        return try await Self.withCAFile(certificates) { caFile in
+            let client = PNSHTTPClient(trustRootsFile: caFile, maximumHTTP2Origins: maximumHTTP2Origins)
             let credentials = try #require(try HubsConfiguration.Credentials.simulated(apns: "https://x", http: "http://x", hub: "myhub").webPush)
             let provider = try WebPushProvider(
                 credentials: ["myhub": credentials], endpoints: ["myhub": EndpointPolicy(webPushHosts: ["\(name):\(server.port)"])],
                 resolver: resolver, transport: client)
-            func push(_ id: String) -> PNSDelivery {
-                PNSDelivery(
-                    hub: "myhub", notificationId: "n", handle: "https://\(name):\(server.port)/push/\(id)",
-                    webPush: SimulatedSubscription(id: id).keys,
-                    format: .browser, body: "{}")
+            var answers: [PNSAnswer] = []
+            // One at a time, each checked again (answers kept no time here).
+            for id in ids {
+                answers += await provider.deliverAll([
+                    PNSDelivery(
+                        hub: "myhub", notificationId: "n", handle: "https://\(name):\(server.port)/push/\(id)",
+                        webPush: SimulatedSubscription(id: id).keys, format: .browser, body: "{}")
+                ])
             }
-            let first = await provider.deliverAll([push("a"), push("b")])
-            #expect(first.map(\.classification) == [.delivered, .delivered], "\(first)")
-            #expect(server.recorder.paths.withLock { $0 }.sorted() == ["/push/a", "/push/b"])
-            // Each push checked again (answers kept no time here), and still only the provider's
-            // resolver asked.
-            let second = await provider.deliverAll([push("c")])
-            #expect(second.map(\.classification) == [.delivered], "\(second)")
-            #expect(lookups.withLock { $0 }.allSatisfy { $0 == name } && lookups.withLock { $0.count } >= 2)
             await client.shutdown()
+            return answers
         }
+    }
+
+    @Test("a Web Push connection goes to the addresses the endpoint's check approved: the name is not looked up again (HTTP/2)")
+    func pinnedAddresses() async throws {
+        let certificates = try SimulatorCertificates.generate(names: ["push.pinned.test"])
+        let server = try await TLSTestServer.http2Created(certificates)
+        defer { Task { try? await server.channel.close() } }
+        let answers = try await Self.pinnedPushes(["a", "b"], name: "push.pinned.test", server: server, certificates: certificates)
+        #expect(answers.map(\.classification) == [.delivered, .delivered], "\(answers)")
+        #expect(server.recorder.paths.withLock { $0 }.sorted() == ["/push/a", "/push/b"])
+    }
+
+    @Test("a pinned Web Push origin that speaks only HTTP/1.1, or comes past the most HTTP/2 origins, is still sent to its checked address only")
+    func pinnedAddressesOverHTTP1() async throws {
+        let certificates = try SimulatorCertificates.generate(names: ["push.pinned.test"])
+        // HTTP/1.1 only: async-http-client's client of its own for the origin, its name
+        // overridden by the pinned address.
+        let http1 = try await TLSTestServer.http1Only(certificates)
+        defer { Task { try? await http1.channel.close() } }
+        let first = try await Self.pinnedPushes(["a", "b"], name: "push.pinned.test", server: http1, certificates: certificates)
+        #expect(first.map(\.classification) == [.delivered, .delivered], "\(first)")
+        #expect(http1.recorder.paths.withLock { $0 }.sorted() == ["/push/a", "/push/b"])
+        // No HTTP/2 client may be made (none at all here): the same, not the shared clients,
+        // which look the name up.
+        let http2 = try await TLSTestServer.http2Created(certificates)
+        defer { Task { try? await http2.channel.close() } }
+        let second = try await Self.pinnedPushes(
+            ["c"], name: "push.pinned.test", server: http2, certificates: certificates, maximumHTTP2Origins: 0)
+        #expect(second.map(\.classification) == [.delivered], "\(second)")
+        #expect(http2.recorder.paths.withLock { $0 } == ["/push/c"])
+    }
+
+    @Test("an endpoint's port past 16 bits is refused, not connected to")
+    func portPastSixteenBits() async throws {
+        let client = PNSHTTPClient()
+        let credentials = try #require(try HubsConfiguration.Credentials.simulated(apns: "https://x", http: "http://x", hub: "myhub").webPush)
+        let provider = try WebPushProvider(credentials: ["myhub": credentials], transport: client)
+        let answers = await provider.deliverAll([
+            PNSDelivery(
+                hub: "myhub", notificationId: "n", handle: "https://push.example:65536/push/a", webPush: SimulatedSubscription(id: "a").keys,
+                format: .browser, body: "{}")
+        ])
+        #expect(answers.first?.reason?.contains("port") == true, "\(answers)")
+        await client.shutdown()
     }
 
     @Test("a push service that accepts the connection but never finishes TLS fails the push in the request time, and is retried")

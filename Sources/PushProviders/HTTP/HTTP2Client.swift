@@ -174,6 +174,8 @@ final class HTTP2Client: Sendable {
     /// the connection; TLS still checks the certificate against `host`.
     private static func connect(_ bootstrap: ClientBootstrap, to addresses: [String]?, host: String, port: Int) async throws -> any Channel {
         guard let addresses, !addresses.isEmpty else { throw Failure(description: "no address of \(host) checked to connect to") }
+        // `SocketAddress` traps on a port past 16 bits; the endpoint's check refuses one.
+        guard (0...65535).contains(port) else { throw Failure(description: "no port \(port)") }
         var failure: any Error = Failure(description: "no address of \(host) to connect to")
         for address in addresses.prefix(3) {
             do { return try await bootstrap.connect(to: try SocketAddress(ipAddress: address, port: port)).get() } catch { failure = error }

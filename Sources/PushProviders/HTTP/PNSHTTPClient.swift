@@ -26,10 +26,46 @@ public final class PNSHTTPClient: PNSTransport {
     private let tls: TLSConfiguration
     private let connectionCount: Int
     /// Our own HTTP/2 clients by origin, and the https origins found to speak only HTTP/1.1.
-    private let http2Clients = Mutex<(clients: [String: HTTP2Client], http1Origins: Set<String>)>(([:], []))
+    private let http2Clients = Mutex(HTTP2Clients())
     private let maximumHTTP2Origins: Int
     /// The addresses checks approved, by host and port (`pin`).
     private let pinned = PinnedAddresses()
+    /// What async-http-client's clients are made with, the pinned ones too.
+    private let http1Configuration: HTTPClient.Configuration
+    /// async-http-client's clients of pinned requests' HTTP/1.1 origins, by host and port: each
+    /// connects only to the address pinned when it was made (`dnsOverride`).
+    private let pinnedHTTP1 = Mutex(PinnedHTTP1Clients())
+    /// The most such clients kept; the least recently used gives way.
+    static let maximumPinnedHTTP1 = 16
+
+    private struct HTTP2Clients {
+        /// By origin; a pinned request's under `pinnedKey(origin)`, apart from one the same
+        /// origin may have for other requests (`pushhub dev` sends every platform through one
+        /// transport).
+        var clients: [String: HTTP2Client] = [:]
+        /// When each pinned client was last taken, so that the least recently used gives way.
+        var pinnedUse: [String: UInt64] = [:]
+        var uses: UInt64 = 0
+        var http1Origins: Set<String> = []
+
+        mutating func used(_ key: String) {
+            uses += 1
+            pinnedUse[key] = uses
+        }
+
+        /// Removes `origin`'s clients, pinned or not.
+        mutating func remove(_ origin: String) -> [HTTP2Client] {
+            pinnedUse.removeValue(forKey: PNSHTTPClient.pinnedKey(origin))
+            return [clients.removeValue(forKey: origin), clients.removeValue(forKey: PNSHTTPClient.pinnedKey(origin))].compactMap { $0 }
+        }
+    }
+
+    private struct PinnedHTTP1Clients {
+        var clients: [String: (address: String, client: HTTPClient, used: UInt64)] = [:]
+        var uses: UInt64 = 0
+    }
+
+    static func pinnedKey(_ origin: String) -> String { "pinned " + origin }
 
     /// `trustRootsFile` adds a PEM CA (e.g. `pushhub sim`'s) to the system's roots. HTTP/2
     /// hosts get `connections` connections; HTTP/1.1 hosts up to `connectionsPerHost`.
@@ -51,6 +87,7 @@ public final class PNSHTTPClient: PNSTransport {
         configuration.decompression = .disabled
         // No span per request from async-http-client: PushHub's own spans say what a PNS call did.
         configuration.tracing.tracer = nil
+        http1Configuration = configuration
         clients = (0..<connections).map { _ in HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration) }
         self.tls = tls
         connectionCount = connections
@@ -66,15 +103,16 @@ public final class PNSHTTPClient: PNSTransport {
         try await inSlot { try await sendHTTP1(method, url, headers: headers, body: body, bodyLimit: bodyLimit) }
     }
 
-    /// One request through async-http-client, without taking a slot.
-    private func sendHTTP1(_ method: HTTPMethod, _ url: String, headers: [(String, String)], body: Data?, bodyLimit: Int? = nil) async throws
-        -> Response
-    {
+    /// One request through async-http-client (`client`, or one of the shared ones), without
+    /// taking a slot.
+    private func sendHTTP1(
+        _ method: HTTPMethod, _ url: String, headers: [(String, String)], body: Data?, bodyLimit: Int? = nil, client: HTTPClient? = nil
+    ) async throws -> Response {
         var request = HTTPClientRequest(url: url)
         request.method = method
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
-        let client = clients[next.add(1, ordering: .relaxed).oldValue % clients.count]
+        let client = client ?? clients[next.add(1, ordering: .relaxed).oldValue % clients.count]
         let response = try await client.execute(request, timeout: requestTimeout)
         guard let bodyLimit else {
             let bytes = try await response.body.collect(upTo: 64 * 1024)
@@ -88,9 +126,11 @@ public final class PNSHTTPClient: PNSTransport {
     }
 
     public func send(_ request: PNSRequest) async throws -> PNSResponse {
+        // A pinned request takes the batch path, which keeps it to its pinned addresses.
+        if request.pinned { return try await sendAll([request])[0].result.get() }
         switch request.target {
-        case .url(let url): try await send(.POST, url, headers: request.headers.pairs, body: request.body)
-        case .http2(let origin, let path): try await sendHTTP2(origin: origin, path: path, headers: request.headers.pairs, body: request.body)
+        case .url(let url): return try await send(.POST, url, headers: request.headers.pairs, body: request.body)
+        case .http2(let origin, let path): return try await sendHTTP2(origin: origin, path: path, headers: request.headers.pairs, body: request.body)
         }
     }
 
@@ -98,7 +138,7 @@ public final class PNSHTTPClient: PNSTransport {
     /// which flushes the frames of many requests together: APNs's path. A plain-http origin, or
     /// one that does not speak HTTP/2, goes through `send`.
     public func sendHTTP2(origin: String, path: String, headers: [(String, String)], body: Data) async throws -> Response {
-        guard let client = try http2Client(origin) else { return try await send(.POST, origin + path, headers: headers, body: body) }
+        guard let client = try http2Client(origin, pinned: false) else { return try await send(.POST, origin + path, headers: headers, body: body) }
         do {
             return try await inSlot { try await client.send(path: path, headers: headers, body: body) }
         } catch let error as HTTP2Client.NotHTTP2 {
@@ -121,7 +161,7 @@ public final class PNSHTTPClient: PNSTransport {
         // A batch's requests mostly share a URL (FCM) or an origin (APNs, WNS): each is parsed
         // and looked up once for a run of equal ones, not once per request.
         var last: (url: String, route: (origin: String, path: String)?)?
-        var lastClient: (origin: String, client: HTTP2Client?)?
+        var lastClient: (origin: String, pinned: Bool, client: HTTP2Client?)?
         var lastRun: (client: HTTP2Client, index: Int)?
         // Slots taken and not yet given to a request.
         var held = 0
@@ -137,7 +177,9 @@ public final class PNSHTTPClient: PNSTransport {
                 elsewhere.append(index)
                 continue
             }
-            if lastClient?.origin != route.origin { lastClient = (route.origin, try? http2Client(route.origin)) }
+            if lastClient?.origin != route.origin || lastClient?.pinned != request.pinned {
+                lastClient = (route.origin, request.pinned, try? http2Client(route.origin, pinned: request.pinned))
+            }
             guard let client = lastClient!.client else {
                 elsewhere.append(index)
                 continue
@@ -227,7 +269,9 @@ public final class PNSHTTPClient: PNSTransport {
                 let request = requests[index]
                 group.addTask {
                     do {
-                        let response = try await self.sendHTTP1(.POST, Self.url(request.target), headers: request.headers.pairs, body: request.body)
+                        let url = Self.url(request.target)
+                        let client = request.pinned ? try self.pinnedHTTP1Client(url) : nil
+                        let response = try await self.sendHTTP1(.POST, url, headers: request.headers.pairs, body: request.body, client: client)
                         sink.complete(index, .success(response))
                     } catch {
                         sink.complete(index, .failure(error))
@@ -266,43 +310,94 @@ public final class PNSHTTPClient: PNSTransport {
     /// requests go through async-http-client's pool, which closes idle connections.
     public static let maximumHTTP2Origins = 64
 
-    /// PushHub's own HTTP/2 client for `origin`, made once; nil for a plain-http origin, one
-    /// that does not speak HTTP/2, and new origins past `maximumHTTP2Origins`.
-    private func http2Client(_ origin: String) throws -> HTTP2Client? {
-        try http2Clients.withLock { state -> HTTP2Client? in
-            if let existing = state.clients[origin] { return existing }
-            guard !state.http1Origins.contains(origin), state.clients.count < maximumHTTP2Origins else { return nil }
-            guard let parsed = URL(string: origin), parsed.scheme == "https", let host = parsed.host else { return nil }
+    /// The HTTP/2 client of `origin`, made when first needed; nil when the origin speaks only
+    /// HTTP/1.1, or the clients are as many as they may be. A pinned request's connects only
+    /// to the addresses pinned for its host at the time it connects; when the clients are as
+    /// many as they may be, the least recently used pinned one gives way to it (pinned
+    /// requests never go to async-http-client's shared clients, which look names up).
+    private func http2Client(_ origin: String, pinned: Bool) throws -> HTTP2Client? {
+        let (client, dropped) = try http2Clients.withLock { state -> (HTTP2Client?, HTTP2Client?) in
+            let key = pinned ? Self.pinnedKey(origin) : origin
+            if let existing = state.clients[key] {
+                if pinned { state.used(key) }
+                return (existing, nil)
+            }
+            guard !state.http1Origins.contains(origin) else { return (nil, nil) }
+            let oldest = pinned ? state.pinnedUse.min(by: { $0.value < $1.value })?.key : nil
+            guard state.clients.count < maximumHTTP2Origins || oldest != nil else { return (nil, nil) }
+            guard let parsed = URL(string: origin), parsed.scheme == "https", let host = parsed.host else { return (nil, nil) }
             let port = parsed.port ?? 443
             let made = try HTTP2Client(
                 origin: origin, host: host, port: port, tls: tls, connections: connectionCount, timeout: requestTimeout,
-                addresses: pinned.source(host: host, port: port))
-            state.clients[origin] = made
-            return made
+                addresses: pinned ? self.pinned.source(host: host, port: port) : nil)
+            var dropped: HTTP2Client?
+            if state.clients.count >= maximumHTTP2Origins, let oldest {
+                state.pinnedUse.removeValue(forKey: oldest)
+                dropped = state.clients.removeValue(forKey: oldest)
+            }
+            state.clients[key] = made
+            if pinned { state.used(key) }
+            return (made, dropped)
         }
+        if let dropped { Task { await dropped.shutdown() } }
+        return client
+    }
+
+    /// async-http-client's client for a pinned request to `url` over HTTP/1.1: one that
+    /// connects only to the first address pinned for its host and port (TLS still checks the
+    /// certificate against the name), made again when the pin moved on. Throws when nothing is
+    /// pinned for it.
+    private func pinnedHTTP1Client(_ url: String) throws -> HTTPClient {
+        guard let parsed = URL(string: url), let host = parsed.host else { throw Failure(description: "\(url) names no host") }
+        let port = parsed.port ?? (parsed.scheme == "https" ? 443 : 80)
+        guard let address = pinned.addresses(host: host, port: port)?.first else {
+            throw Failure(description: "no address of \(host) checked to connect to")
+        }
+        let key = PinnedAddresses.key(host: host, port: port)
+        let configuration = http1Configuration
+        let (client, dropped) = pinnedHTTP1.withLock { state -> (HTTPClient, [HTTPClient]) in
+            state.uses += 1
+            if let existing = state.clients[key], existing.address == address {
+                state.clients[key]?.used = state.uses
+                return (existing.client, [])
+            }
+            var dropped: [HTTPClient] = []
+            if let replaced = state.clients.removeValue(forKey: key) { dropped.append(replaced.client) }
+            if state.clients.count >= Self.maximumPinnedHTTP1, let oldest = state.clients.min(by: { $0.value.used < $1.value.used })?.key {
+                dropped.append(state.clients.removeValue(forKey: oldest)!.client)
+            }
+            var pinnedConfiguration = configuration
+            pinnedConfiguration.dnsOverride = [host: address]
+            pinnedConfiguration.dnsOverride[host.lowercased()] = address
+            let made = HTTPClient(eventLoopGroupProvider: .singleton, configuration: pinnedConfiguration)
+            state.clients[key] = (address, made, state.uses)
+            return (made, dropped)
+        }
+        for client in dropped { Task { try? await client.shutdown() } }
+        return client
     }
 
     public func pin(host: String, port: Int, addresses: [String]) {
         pinned.pin(PinnedAddresses.key(host: host, port: port), addresses)
     }
 
-    /// Drops `origin`'s HTTP/2 client when the clients are as many as they may be.
+    /// Drops `origin`'s HTTP/2 clients when the clients are as many as they may be.
     private func forgetIfFull(_ origin: String) {
-        let dropped = http2Clients.withLock { state -> HTTP2Client? in
-            state.clients.count >= maximumHTTP2Origins ? state.clients.removeValue(forKey: origin) : nil
+        let dropped = http2Clients.withLock { state -> [HTTP2Client] in
+            state.clients.count >= maximumHTTP2Origins ? state.remove(origin) : []
         }
-        if let dropped { Task { await dropped.shutdown() } }
+        for client in dropped { Task { await client.shutdown() } }
     }
 
     /// `origin` answered TLS without HTTP/2: its requests go over HTTP/1.1 from now on.
     private func markHTTP1(_ origin: String) {
-        let dropped = http2Clients.withLock { state -> HTTP2Client? in
+        let dropped = http2Clients.withLock { state -> [HTTP2Client] in
             // Bounded: past 10,000 such origins the list starts again (each costs one more try).
             if state.http1Origins.count >= 10_000 { state.http1Origins.removeAll() }
             state.http1Origins.insert(origin)
-            return state.clients.removeValue(forKey: origin)
+            return state.remove(origin)
         }
-        if let dropped { Task { await dropped.shutdown() } }
+        for client in dropped { Task { await client.shutdown() } }
     }
 
     /// Runs one request while holding one of the in-flight slots.
@@ -315,6 +410,7 @@ public final class PNSHTTPClient: PNSTransport {
     public func shutdown() async {
         for client in clients { try? await client.shutdown() }
         for client in http2Clients.withLock({ Array($0.clients.values) }) { await client.shutdown() }
+        for client in pinnedHTTP1.withLock({ $0.clients.values.map(\.client) }) { try? await client.shutdown() }
     }
 }
 

@@ -5,8 +5,8 @@ import Synchronization
 /// push), which the connections to that origin go to: the name is not looked up again between
 /// the check and the connection, so a name whose answers change (DNS rebinding) cannot lead a
 /// connection to an address the check would have refused. Each check replaces its host's
-/// addresses. Bounded: past `maximum` hosts the map starts again, and an origin left without
-/// its addresses fails to connect until its next check pins them.
+/// addresses. Bounded: past `maximum` hosts the map starts again, and a pinned request's origin
+/// left without its addresses fails to connect until its next check pins them.
 final class PinnedAddresses: Sendable {
     private let entries = Mutex<[String: [String]]>([:])
     static let maximum = 10_000
@@ -21,12 +21,15 @@ final class PinnedAddresses: Sendable {
         }
     }
 
-    /// Where a new client of `host`:`port` connects: to the addresses pinned at the time it
-    /// connects, when a check pinned the origin; nil for the others (APNs, FCM, WNS: the hub's
-    /// own endpoints), which look their name up.
-    func source(host: String, port: Int) -> (@Sendable () -> [String]?)? {
+    /// The addresses pinned for `host`:`port` now; nil when none are.
+    func addresses(host: String, port: Int) -> [String]? {
         let key = Self.key(host: host, port: port)
-        guard entries.withLock({ $0[key] != nil }) else { return nil }
-        return { [self] in entries.withLock { $0[key] } }
+        return entries.withLock { $0[key] }
+    }
+
+    /// Where a pinned client of `host`:`port` connects: to the addresses pinned at the time it
+    /// connects; none (the connection fails) when none are.
+    func source(host: String, port: Int) -> @Sendable () -> [String]? {
+        { [self] in addresses(host: host, port: port) }
     }
 }

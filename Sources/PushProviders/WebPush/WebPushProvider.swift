@@ -176,6 +176,8 @@ public enum WebPushRequest {
             return .failure(NotSent(.payloadRejected, "Topic: at most 32 base64url characters"))
         }
         headers.add("topic", topic)
-        return .success(PNSRequest(.url(endpoint.absoluteString), headers: headers, body: body))
+        var request = PNSRequest(.url(endpoint.absoluteString), headers: headers, body: body)
+        request.pinned = true
+        return .success(request)
     }
 }

@@ -32,37 +32,31 @@ public final class PNSHTTPClient: PNSTransport {
     private let pinned = PinnedAddresses()
     /// What async-http-client's clients are made with, the pinned ones too.
     private let http1Configuration: HTTPClient.Configuration
-    /// async-http-client's clients of pinned requests' HTTP/1.1 origins, by host and port: each
-    /// connects only to the address pinned when it was made (`dnsOverride`).
+    /// async-http-client's clients of pinned requests' origins without an HTTP/2 client of
+    /// their own, by host and port: each connects only to an address pinned when it was made
+    /// (`dnsOverride`).
     private let pinnedHTTP1 = Mutex(PinnedHTTP1Clients())
     /// The most such clients kept; the least recently used gives way.
-    static let maximumPinnedHTTP1 = 16
+    static let maximumPinnedHTTP1 = 32
 
     private struct HTTP2Clients {
         /// By origin; a pinned request's under `pinnedKey(origin)`, apart from one the same
         /// origin may have for other requests (`pushhub dev` sends every platform through one
         /// transport).
         var clients: [String: HTTP2Client] = [:]
-        /// When each pinned client was last taken, so that the least recently used gives way.
-        var pinnedUse: [String: UInt64] = [:]
-        var uses: UInt64 = 0
         var http1Origins: Set<String> = []
-
-        mutating func used(_ key: String) {
-            uses += 1
-            pinnedUse[key] = uses
-        }
 
         /// Removes `origin`'s clients, pinned or not.
         mutating func remove(_ origin: String) -> [HTTP2Client] {
-            pinnedUse.removeValue(forKey: PNSHTTPClient.pinnedKey(origin))
-            return [clients.removeValue(forKey: origin), clients.removeValue(forKey: PNSHTTPClient.pinnedKey(origin))].compactMap { $0 }
+            [clients.removeValue(forKey: origin), clients.removeValue(forKey: PNSHTTPClient.pinnedKey(origin))].compactMap { $0 }
         }
     }
 
     private struct PinnedHTTP1Clients {
         var clients: [String: (address: String, client: HTTPClient, used: UInt64)] = [:]
         var uses: UInt64 = 0
+        /// Set by `shutdown`: no client is made after it.
+        var closed = false
     }
 
     static func pinnedKey(_ origin: String) -> String { "pinned " + origin }
@@ -312,52 +306,44 @@ public final class PNSHTTPClient: PNSTransport {
 
     /// The HTTP/2 client of `origin`, made when first needed; nil when the origin speaks only
     /// HTTP/1.1, or the clients are as many as they may be. A pinned request's connects only
-    /// to the addresses pinned for its host at the time it connects; when the clients are as
-    /// many as they may be, the least recently used pinned one gives way to it (pinned
-    /// requests never go to async-http-client's shared clients, which look names up).
+    /// to the addresses pinned for its host at the time it connects. (No client gives way to a
+    /// new origin: devices name origins, and a client's pushes in flight would fail with it.
+    /// A pinned request without one goes through `pinnedHTTP1Client`.)
     private func http2Client(_ origin: String, pinned: Bool) throws -> HTTP2Client? {
-        let (client, dropped) = try http2Clients.withLock { state -> (HTTP2Client?, HTTP2Client?) in
+        try http2Clients.withLock { state -> HTTP2Client? in
             let key = pinned ? Self.pinnedKey(origin) : origin
-            if let existing = state.clients[key] {
-                if pinned { state.used(key) }
-                return (existing, nil)
-            }
-            guard !state.http1Origins.contains(origin) else { return (nil, nil) }
-            let oldest = pinned ? state.pinnedUse.min(by: { $0.value < $1.value })?.key : nil
-            guard state.clients.count < maximumHTTP2Origins || oldest != nil else { return (nil, nil) }
-            guard let parsed = URL(string: origin), parsed.scheme == "https", let host = parsed.host else { return (nil, nil) }
+            if let existing = state.clients[key] { return existing }
+            guard !state.http1Origins.contains(origin), state.clients.count < maximumHTTP2Origins else { return nil }
+            guard let parsed = URL(string: origin), parsed.scheme == "https", let host = parsed.host else { return nil }
             let port = parsed.port ?? 443
             let made = try HTTP2Client(
                 origin: origin, host: host, port: port, tls: tls, connections: connectionCount, timeout: requestTimeout,
                 addresses: pinned ? self.pinned.source(host: host, port: port) : nil)
-            var dropped: HTTP2Client?
-            if state.clients.count >= maximumHTTP2Origins, let oldest {
-                state.pinnedUse.removeValue(forKey: oldest)
-                dropped = state.clients.removeValue(forKey: oldest)
-            }
             state.clients[key] = made
-            if pinned { state.used(key) }
-            return (made, dropped)
+            return made
         }
-        if let dropped { Task { await dropped.shutdown() } }
-        return client
     }
 
-    /// async-http-client's client for a pinned request to `url` over HTTP/1.1: one that
-    /// connects only to the first address pinned for its host and port (TLS still checks the
-    /// certificate against the name), made again when the pin moved on. Throws when nothing is
-    /// pinned for it.
+    /// async-http-client's client for a pinned request to `url` without an HTTP/2 client of
+    /// PushHub's (a service that speaks only HTTP/1.1, or origins past `maximumHTTP2Origins`;
+    /// it speaks HTTP/2 too where offered): one that connects only to an address pinned for the
+    /// URL's host and port, the first when it was made (TLS still checks the certificate
+    /// against the name), kept while that address stays pinned. Throws when nothing is pinned
+    /// for it, or after `shutdown`. A client that gives way (its address no longer pinned, or
+    /// the least recently used past `maximumPinnedHTTP1`) is shut down once a request's time
+    /// has passed, so that what it has in flight is answered.
     private func pinnedHTTP1Client(_ url: String) throws -> HTTPClient {
         guard let parsed = URL(string: url), let host = parsed.host else { throw Failure(description: "\(url) names no host") }
-        let port = parsed.port ?? (parsed.scheme == "https" ? 443 : 80)
-        guard let address = pinned.addresses(host: host, port: port)?.first else {
+        let port = parsed.port ?? (parsed.scheme?.lowercased() == "https" ? 443 : 80)
+        guard let addresses = pinned.addresses(host: host, port: port), let address = addresses.first else {
             throw Failure(description: "no address of \(host) checked to connect to")
         }
         let key = PinnedAddresses.key(host: host, port: port)
         let configuration = http1Configuration
-        let (client, dropped) = pinnedHTTP1.withLock { state -> (HTTPClient, [HTTPClient]) in
+        let made = pinnedHTTP1.withLock { state -> (client: HTTPClient, dropped: [HTTPClient])? in
+            guard !state.closed else { return nil }
             state.uses += 1
-            if let existing = state.clients[key], existing.address == address {
+            if let existing = state.clients[key], addresses.contains(existing.address) {
                 state.clients[key]?.used = state.uses
                 return (existing.client, [])
             }
@@ -368,13 +354,19 @@ public final class PNSHTTPClient: PNSTransport {
             }
             var pinnedConfiguration = configuration
             pinnedConfiguration.dnsOverride = [host: address]
-            pinnedConfiguration.dnsOverride[host.lowercased()] = address
-            let made = HTTPClient(eventLoopGroupProvider: .singleton, configuration: pinnedConfiguration)
-            state.clients[key] = (address, made, state.uses)
-            return (made, dropped)
+            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: pinnedConfiguration)
+            state.clients[key] = (address, client, state.uses)
+            return (client, dropped)
         }
-        for client in dropped { Task { try? await client.shutdown() } }
-        return client
+        guard let made else { throw Failure(description: "the HTTP client is shut down") }
+        let grace = requestTimeout
+        for client in made.dropped {
+            Task {
+                try? await Task.sleep(for: .nanoseconds(grace.nanoseconds))
+                try? await client.shutdown()
+            }
+        }
+        return made.client
     }
 
     public func pin(host: String, port: Int, addresses: [String]) {
@@ -410,7 +402,11 @@ public final class PNSHTTPClient: PNSTransport {
     public func shutdown() async {
         for client in clients { try? await client.shutdown() }
         for client in http2Clients.withLock({ Array($0.clients.values) }) { await client.shutdown() }
-        for client in pinnedHTTP1.withLock({ $0.clients.values.map(\.client) }) { try? await client.shutdown() }
+        let pinnedClients = pinnedHTTP1.withLock { state in
+            state.closed = true
+            return state.clients.values.map(\.client)
+        }
+        for client in pinnedClients { try? await client.shutdown() }
     }
 }
 

@@ -60,7 +60,7 @@ public final class WebPushProvider: PushProvider {
         do { addresses = try await resolver.addresses(of: host) } catch {
             return .refused(.transportFailed(error))
         }
-        let port = url.port ?? (url.scheme == "https" ? 443 : 80)
+        let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
         if let refusal = policy.allowsResolved(addresses, host: host, port: port) {
             return .refused(.notSent(.endpointNotAllowed("the endpoint \(refusal.reason)")))
         }

@@ -40,16 +40,23 @@ final class HTTP2Client: Sendable {
     /// pinned any more. Without it, the name is looked up.
     private let addresses: (@Sendable () -> [String]?)?
 
-    init(
-        origin: String, host: String, port: Int, tls: TLSConfiguration, connections: Int, timeout: TimeAmount,
-        addresses: (@Sendable () -> [String]?)? = nil
-    ) throws {
-        self.addresses = addresses
+    /// The TLS context of HTTP/2 clients made with `tls`, shared by them: making one reads the
+    /// trust roots.
+    static func context(_ tls: TLSConfiguration) throws -> NIOSSLContext {
         var tls = tls
         // http/1.1 offered too, so that a server without HTTP/2 says so rather than failing the handshake.
         tls.applicationProtocols = ["h2", "http/1.1"]
+        return try NIOSSLContext(configuration: tls)
+    }
+
+    /// `context` is `HTTP2Client.context(_:)`'s.
+    init(
+        origin: String, host: String, port: Int, context: NIOSSLContext, connections: Int, timeout: TimeAmount,
+        addresses: (@Sendable () -> [String]?)? = nil
+    ) {
+        self.addresses = addresses
         self.origin = origin
-        context = try NIOSSLContext(configuration: tls)
+        self.context = context
         self.host = host
         self.port = port
         // An IPv6 literal is bracketed in the authority, as in a URL.

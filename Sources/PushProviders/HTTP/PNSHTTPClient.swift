@@ -24,6 +24,9 @@ public final class PNSHTTPClient: PNSTransport {
     private let slots: RequestSlots
     private let requestTimeout: TimeAmount
     private let tls: TLSConfiguration
+    /// The TLS context every HTTP/2 client shares, made when the first is (making one reads
+    /// the trust roots, which may be written after this client is made) and kept once made.
+    private let http2Context = Mutex<NIOSSLContext?>(nil)
     private let connectionCount: Int
     /// Our own HTTP/2 clients by origin, and the https origins found to speak only HTTP/1.1.
     private let http2Clients = Mutex(HTTP2Clients())
@@ -132,7 +135,7 @@ public final class PNSHTTPClient: PNSTransport {
     /// which flushes the frames of many requests together: APNs's path. A plain-http origin, or
     /// one that does not speak HTTP/2, goes through `send`.
     public func sendHTTP2(origin: String, path: String, headers: [(String, String)], body: Data) async throws -> Response {
-        guard let client = try http2Client(origin, pinned: false) else { return try await send(.POST, origin + path, headers: headers, body: body) }
+        guard let client = http2Client(origin, pinned: false) else { return try await send(.POST, origin + path, headers: headers, body: body) }
         do {
             return try await inSlot { try await client.send(path: path, headers: headers, body: body) }
         } catch let error as HTTP2Client.NotHTTP2 {
@@ -172,7 +175,7 @@ public final class PNSHTTPClient: PNSTransport {
                 continue
             }
             if lastClient?.origin != route.origin || lastClient?.pinned != request.pinned {
-                lastClient = (route.origin, request.pinned, try? http2Client(route.origin, pinned: request.pinned))
+                lastClient = (route.origin, request.pinned, http2Client(route.origin, pinned: request.pinned))
             }
             guard let client = lastClient!.client else {
                 elsewhere.append(index)
@@ -309,18 +312,30 @@ public final class PNSHTTPClient: PNSTransport {
     /// to the addresses pinned for its host at the time it connects. (No client gives way to a
     /// new origin: devices name origins, and a client's pushes in flight would fail with it.
     /// A pinned request without one goes through `pinnedHTTP1Client`.)
-    private func http2Client(_ origin: String, pinned: Bool) throws -> HTTP2Client? {
-        try http2Clients.withLock { state -> HTTP2Client? in
-            let key = pinned ? Self.pinnedKey(origin) : origin
+    private func http2Client(_ origin: String, pinned: Bool) -> HTTP2Client? {
+        let key = pinned ? Self.pinnedKey(origin) : origin
+        if let existing = http2Clients.withLock({ $0.clients[key] }) { return existing }
+        guard let context = sharedContext() else { return nil }
+        return http2Clients.withLock { state -> HTTP2Client? in
             if let existing = state.clients[key] { return existing }
             guard !state.http1Origins.contains(origin), state.clients.count < maximumHTTP2Origins else { return nil }
             guard let parsed = URL(string: origin), parsed.scheme == "https", let host = parsed.host else { return nil }
             let port = parsed.port ?? 443
-            let made = try HTTP2Client(
-                origin: origin, host: host, port: port, tls: tls, connections: connectionCount, timeout: requestTimeout,
+            let made = HTTP2Client(
+                origin: origin, host: host, port: port, context: context, connections: connectionCount, timeout: requestTimeout,
                 addresses: pinned ? self.pinned.source(host: host, port: port) : nil)
             state.clients[key] = made
             return made
+        }
+    }
+
+    /// The HTTP/2 clients' TLS context; nil while it cannot be made (its trust roots unread).
+    private func sharedContext() -> NIOSSLContext? {
+        if let made = http2Context.withLock({ $0 }) { return made }
+        guard let made = try? HTTP2Client.context(tls) else { return nil }
+        return http2Context.withLock { current in
+            if current == nil { current = made }
+            return current
         }
     }
 

@@ -348,8 +348,7 @@ public final class PNSHTTPClient: PNSTransport {
     /// the least recently used past `maximumPinnedHTTP1`) is shut down once a request's time
     /// has passed, so that what it has in flight is answered.
     private func pinnedHTTP1Client(_ url: String) throws -> HTTPClient {
-        guard let parsed = URL(string: url), let host = parsed.host else { throw Failure(description: "\(url) names no host") }
-        let port = parsed.port ?? (parsed.scheme?.lowercased() == "https" ? 443 : 80)
+        guard let (host, port) = URL(string: url)?.hostAndPort else { throw Failure(description: "\(url) names no host") }
         guard let addresses = pinned.addresses(host: host, port: port), let address = addresses.first else {
             throw Failure(description: "no address of \(host) checked to connect to")
         }

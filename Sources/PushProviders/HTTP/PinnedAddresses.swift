@@ -1,3 +1,4 @@
+import Foundation
 import PushModel
 import Synchronization
 
@@ -31,5 +32,13 @@ final class PinnedAddresses: Sendable {
     /// connects; none (the connection fails) when none are.
     func source(host: String, port: Int) -> @Sendable () -> [String]? {
         { [self] in addresses(host: host, port: port) }
+    }
+}
+
+extension URL {
+    /// Its host and port, the scheme's when it names none: how a check names the origin it
+    /// pins (`WebPushProvider`) and a client the origin it connects to, alike.
+    var hostAndPort: (host: String, port: Int)? {
+        host.map { ($0, port ?? (scheme?.lowercased() == "https" ? 443 : 80)) }
     }
 }

@@ -55,12 +55,11 @@ public final class WebPushProvider: PushProvider {
         case .success(let allowed): url = allowed
         case .failure(let refusal): return .refused(.notSent(.endpointNotAllowed("the endpoint \(refusal.reason)")))
         }
-        let host = url.host ?? ""
+        let (host, port) = url.hostAndPort ?? ("", 443)
         let addresses: [String]
         do { addresses = try await resolver.addresses(of: host) } catch {
             return .refused(.transportFailed(error))
         }
-        let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
         if let refusal = policy.allowsResolved(addresses, host: host, port: port) {
             return .refused(.notSent(.endpointNotAllowed("the endpoint \(refusal.reason)")))
         }

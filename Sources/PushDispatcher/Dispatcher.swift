@@ -189,7 +189,7 @@ public struct AudienceResolver: Sendable {
         examined: ((Int) throws -> Void)? = nil, _ add: (DeliveryBatch.Target, Platform) async throws -> Void
     ) async throws {
         if case .handles(let handles) = request.audience {
-            for handle in handles {
+            for handle in Self.distinct(handles) {
                 try await add(DeliveryBatch.Target(registrationId: nil, handle: handle.handle, webPush: handle.webPush), handle.platform)
             }
             return
@@ -248,7 +248,7 @@ public struct AudienceResolver: Sendable {
         case .broadcast: return nil
         case .installationIds(let ids) where ids.count > Self.smallInstallationIds: return nil
         case .handles(let handles):
-            for handle in handles {
+            for handle in Self.distinct(handles) {
                 targets[handle.platform, default: []].append(
                     DeliveryBatch.Target(registrationId: nil, handle: handle.handle, webPush: handle.webPush))
             }
@@ -273,9 +273,24 @@ public struct AudienceResolver: Sendable {
             guard let expression else { throw PermanentFailure("audience.tags: not parsed") }
             return [.tagExpression(expression)]
         case .broadcast: return [.all]
-        case .installationIds(let ids): return ids.map(RegistrationQuery.installation)
+        case .installationIds(let ids): return distinct(ids, by: { $0 }).map(RegistrationQuery.installation)
         case .handles: return []
         }
+    }
+
+    /// Each handle of a direct send once, by platform and bytes as its results are counted
+    /// (`ResultBatch.targetKeys`): one named twice would be pushed twice and counted once, and
+    /// its send would wait for a result that never comes (a send another service produced, or
+    /// a `$batch` whose list repeats a device).
+    static func distinct(_ handles: [DirectHandle]) -> [DirectHandle] {
+        distinct(handles) { "\($0.platform.rawValue)\t\($0.handle)" }
+    }
+
+    /// `items` without repeats of `key` (compared as bytes, as the store compares), in order.
+    static func distinct<Item>(_ items: [Item], by key: (Item) -> String) -> [Item] {
+        var seen = Set<[UInt8]>()
+        seen.reserveCapacity(items.count)
+        return items.filter { seen.insert(Array(key($0).utf8)).inserted }
     }
 
     static func target(_ candidate: DeliveryCandidate) -> DeliveryBatch.Target {
@@ -385,29 +400,35 @@ public struct BatchBuilder {
 
     private mutating func close(_ platform: Platform) async throws {
         guard let targets = pending.removeValue(forKey: platform), !targets.isEmpty else { return }
-        let batch = DeliveryBatch(
-            notificationId: request.notificationId, hub: hub, platform: platform, kind: request.format == .template ? .template : .native,
-            format: request.format == .template ? nil : request.format, body: request.body, headers: request.headers,
-            expiresAt: request.expiresAt, enqueuedAt: request.enqueuedAt, attempt: 1, targets: targets)
-        // A span per batch, under the one producing it (dispatch, or the ingress's accept); the
-        // batch carries it to its worker.
-        let value = try WireCoding.encode(batch)
-        var headers: [KafkaHeader] = []
-        if TraceHeaders.isActive {
-            let span = startSpan("pushhub.dispatch.batch", ofKind: .producer)
-            span.attributes["pushhub.platform"] = platform.rawValue
-            span.attributes["pushhub.targets"] = targets.count
-            span.attributes["pushhub.batch"] = batchIndex
-            headers = TraceHeaders.headers(for: span.context)
-            batchSpans.append((unacknowledged.count, span))
+        let (request, hub) = (request, hub)
+        // Cut further when the batch is too large for a record (targets with long handles, or
+        // templates of their own): a record Kafka refuses would never go.
+        let values = try WireCoding.encodeInParts(targets[...]) { targets in
+            DeliveryBatch(
+                notificationId: request.notificationId, hub: hub, platform: platform, kind: request.format == .template ? .template : .native,
+                format: request.format == .template ? nil : request.format, body: request.body, headers: request.headers,
+                expiresAt: request.expiresAt, enqueuedAt: request.enqueuedAt, attempt: 1, targets: targets)
         }
-        unacknowledged.append(
-            KafkaOutgoingRecord(
-                topic: topics.deliveries(platform), key: "\(request.notificationId):\(batchIndex)", value: value, headers: headers,
-                sticky: true))
-        batchIndex += 1
-        unacknowledgedBytes += unacknowledged[unacknowledged.count - 1].value.count
-        if unacknowledged.count >= batchesInFlight || unacknowledgedBytes >= Self.bytesInFlight { try await flush() }
+        for value in values {
+            // A span per batch, under the one producing it (dispatch, or the ingress's accept); the
+            // batch carries it to its worker.
+            var headers: [KafkaHeader] = []
+            if TraceHeaders.isActive {
+                let span = startSpan("pushhub.dispatch.batch", ofKind: .producer)
+                span.attributes["pushhub.platform"] = platform.rawValue
+                if values.count == 1 { span.attributes["pushhub.targets"] = targets.count }
+                span.attributes["pushhub.batch"] = batchIndex
+                headers = TraceHeaders.headers(for: span.context)
+                batchSpans.append((unacknowledged.count, span))
+            }
+            unacknowledged.append(
+                KafkaOutgoingRecord(
+                    topic: topics.deliveries(platform), key: "\(request.notificationId):\(batchIndex)", value: value, headers: headers,
+                    sticky: true))
+            batchIndex += 1
+            unacknowledgedBytes += value.count
+            if unacknowledged.count >= batchesInFlight || unacknowledgedBytes >= Self.bytesInFlight { try await flush() }
+        }
     }
 
     /// Ends the spans of batches that will not be produced now (the dispatch failed); the

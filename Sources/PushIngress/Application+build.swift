@@ -68,7 +68,7 @@ public func buildIngressRouter(
             audiences: AudienceResolver(store: stores.registrations), readsWhileNoting: stores.outcomesHoldRegistrations)
     }
     addOperationsRoutes(to: router, checks: readiness)
-    InstallationController(store: stores.registrations).addRoutes(to: hubRoutes)
+    InstallationController(store: stores.registrations, access: access).addRoutes(to: hubRoutes)
     RegistrationController(store: stores.registrations, access: access).addRoutes(to: hubRoutes)
     JobsController(store: stores.jobs, files: jobs, signal: jobSignal, access: access).addRoutes(to: hubRoutes)
     // One debug-send gate for the API's test sends and the console's.

@@ -15,6 +15,9 @@ public enum RecordRejection {
         // another service produced may hold anything, and the result is kept under it.
         let notificationId =
             record.keyString.flatMap { $0.split(separator: ":").first.map(String.init) }.flatMap { FieldCheck.isUUID($0) ? $0 : nil } ?? "unknown"
+        // Reasons quote what they refuse, and a record is up to Kafka's whole size: bounded, so
+        // that the result (and the dead letter's header) can always be produced.
+        let reason = reason.utf8Prefix(maximumReason)
         let result = ResultBatch(
             notificationId: notificationId, hub: hub,
             results: [DeliveryResult(registrationId: nil, handle: nil, outcome: .rejected, pnsReason: reason, attempts: 0, dwellMs: 0)])
@@ -47,12 +50,12 @@ public enum RecordRejection {
             "record rejected",
             metadata: [
                 "pushhub.notification_id": "\(key.map { String(decoding: $0, as: UTF8.self) } ?? "")", "kafka.topic": "\(sourceTopic)",
-                "pushhub.reason": "\(reason.prefix(500))",
+                "pushhub.reason": "\(reason.utf8Prefix(500))",
             ])
         // A record near Kafka's size limit cannot be produced again with headers added: its
         // copy is cut, and says so, so giving it up cannot fail for ever.
         var headers = [
-            KafkaHeader(key: DeadLetterHeader.error, value: String(reason.prefix(4096))),
+            KafkaHeader(key: DeadLetterHeader.error, value: reason.utf8Prefix(maximumReason)),
             KafkaHeader(key: DeadLetterHeader.sourceTopic, value: sourceTopic),
         ]
         var value = value
@@ -67,6 +70,9 @@ public enum RecordRejection {
         try await producer.sendAllAcknowledged(
             [KafkaOutgoingRecord(topic: topics.deadLetter, key: key, value: value, headers: headers)] + others)
     }
+
+    /// The most bytes of a reason a dead letter's header and a `rejected` result carry.
+    public static let maximumReason = 4096
 
     /// The most bytes of a record's key and value copied to the dead-letter topic whole.
     static let maximumCopy = 512 * 1024

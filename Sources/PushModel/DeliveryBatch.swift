@@ -11,6 +11,9 @@ public struct DeliveryBatch: WireMessage, Equatable {
 
     public static let schema = "pushhub.delivery-batch.v1"
     public static let maximumTargets = 500
+    /// The highest attempt a batch may be at: far past any worker's `maximumAttempts`, and low
+    /// enough that the counts a worker adds to it never overflow.
+    public static let maximumAttempt = 1_000
 
     public enum Kind: String, Codable, Sendable {
         /// Every target gets `body` as it is.
@@ -124,7 +127,9 @@ public struct DeliveryBatch: WireMessage, Equatable {
         }
         if kind == .template { try TemplateProperties.validate(body, field: "body") }
         try FieldCheck.headers(headers, "headers")
-        guard attempt >= 1 else { throw .invalidField(field: "attempt", reason: "must be 1 or more, not \(attempt)") }
+        guard (1...Self.maximumAttempt).contains(attempt) else {
+            throw .invalidField(field: "attempt", reason: "must be 1 to \(Self.maximumAttempt), not \(attempt)")
+        }
         guard (1...Self.maximumTargets).contains(targets.count) else {
             throw .invalidField(field: "targets", reason: "must hold 1 to \(Self.maximumTargets) targets, not \(targets.count)")
         }
@@ -132,7 +137,12 @@ public struct DeliveryBatch: WireMessage, Equatable {
             // The field is named only for an error: a worker checks every target it takes.
             func field(_ member: String) -> String { "targets[\(index)].\(member)" }
             try FieldCheck.notEmpty(target.handle, field("handle"))
-            if let registrationId = target.registrationId { try FieldCheck.notEmpty(registrationId, field("registrationId")) }
+            // As the store keeps them: their results carry both, and must fit a record.
+            try FieldCheck.handle(target.handle, field("handle"))
+            if let registrationId = target.registrationId {
+                try FieldCheck.notEmpty(registrationId, field("registrationId"))
+                try FieldCheck.handle(registrationId, field("registrationId"))
+            }
             switch (kind, target.template) {
             case (.template, nil): throw .invalidField(field: field("template"), reason: "missing in a template batch")
             case (.native, .some): throw .invalidField(field: field("template"), reason: "not allowed in a native batch")

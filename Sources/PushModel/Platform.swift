@@ -61,6 +61,25 @@ public enum NotificationFormat: String, Codable, Sendable, CaseIterable {
     case baidu
     case template
 
+    /// The most bytes of a body in this format: the platform's payload limit, or a template
+    /// notification's properties. Checked wherever a send comes from (the hub API's builder,
+    /// and `SendRequest.validate` for those produced straight into Kafka), since the body is
+    /// copied into every batch of the send.
+    public func sizeLimit(headers: [String: String]) -> Int {
+        switch self {
+        case .apple: headers.first { $0.key.lowercased() == "apns-push-type" }?.value.lowercased() == "voip" ? 5120 : 4096
+        case .gcm, .fcmv1: 4096
+        case .windows: 5000
+        case .browser: 4096
+        // Huawei's and ADM's documented limits; Xiaomi's and Baidu's are not published in a
+        // form PushHub could confirm, and 4 KiB is what their SDKs' guides suggest.
+        case .hms: 4096
+        case .adm: 6144
+        case .xiaomi, .baidu: 4096
+        case .template: 64 * 1024
+        }
+    }
+
     /// The platform a native format is delivered through; `nil` for `template`, which
     /// reaches every platform.
     public var platform: Platform? { NativeFormat(self)?.platform }

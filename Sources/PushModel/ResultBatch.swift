@@ -80,6 +80,9 @@ public struct ResultBatch: WireMessage, Equatable {
         }
     }
 
+    /// Most targets a summary may count on one platform (a billion: more devices than any hub has).
+    public static let maximumDispatched = 1_000_000_000
+
     public func validate() throws(WireError) {
         try FieldCheck.notEmpty(notificationId, "notificationId")
         if !hub.isEmpty { try FieldCheck.hubName(hub, "hub") }
@@ -96,8 +99,9 @@ public struct ResultBatch: WireMessage, Equatable {
                 throw .invalidField(field: "hub", reason: "must not be empty except for rejected requests")
             }
         case .summary(let dispatched):
-            for (platform, count) in dispatched where count < 0 {
-                throw .invalidField(field: "dispatched.\(platform.rawValue)", reason: "must not be negative")
+            // Bounded, so that the counts of every platform add up without overflow.
+            for (platform, count) in dispatched where !(0...Self.maximumDispatched).contains(count) {
+                throw .invalidField(field: "dispatched.\(platform.rawValue)", reason: "must be 0 to \(Self.maximumDispatched), not \(count)")
             }
             if hub.isEmpty { throw .invalidField(field: "hub", reason: "must not be empty") }
         }

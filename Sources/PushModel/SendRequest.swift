@@ -60,8 +60,19 @@ public struct SendRequest: WireMessage, Equatable {
         try FieldCheck.hubName(hub, "hub")
         let expression = try audience.validate(for: format)
         try FieldCheck.notEmpty(body, "body")
+        // The limits the hub API's sends meet, for those produced straight into Kafka too: the
+        // body goes into every batch of the send, and the headers to the PNS.
+        let limit = format.sizeLimit(headers: headers)
+        guard body.utf8.count <= limit else {
+            throw .invalidField(
+                field: "body", reason: "\(body.utf8.count) bytes is more than the \(limit) bytes \(format.rawValue) notifications may have")
+        }
         if format == .template { try TemplateProperties.validate(body, field: "body") }
+        guard headers.count <= FieldCheck.maximumPassedHeaders else {
+            throw .invalidField(field: "headers", reason: "at most \(FieldCheck.maximumPassedHeaders) headers, not \(headers.count)")
+        }
         try FieldCheck.headers(headers, "headers")
+        for (name, value) in headers { try FieldCheck.passedHeader(name: name, value: value) }
         if let expiresAt, expiresAt <= enqueuedAt {
             throw .invalidField(field: "expiresAt", reason: "must be after enqueuedAt")
         }

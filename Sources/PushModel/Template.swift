@@ -26,6 +26,31 @@ public struct Template: Codable, Sendable, Equatable {
 
     /// What a delivery target carries of it: the wire schema has body, headers and expiry.
     public var forDelivery: Template { Template(body: body, headers: headers, expiry: expiry) }
+
+    /// The last second `apns-expiration` may name: the end of year 9999, RFC 3339's last.
+    public static let latestExpiration = 253_402_300_799
+
+    /// An APNs expiry as it was filled (seconds since 1970, or an RFC 3339 time) in the seconds
+    /// since 1970 `apns-expiration` carries; nil for anything else, and for a time before 1970
+    /// or after `latestExpiration` (converted, a larger one would trap).
+    public static func expirationSeconds(_ text: String) -> Int? {
+        let seconds: Int?
+        if let whole = Int(text) {
+            seconds = whole
+        } else if let date = RFC3339.parse(text) {
+            seconds = Int(exactly: date.timeIntervalSince1970.rounded(.down))
+        } else {
+            seconds = nil
+        }
+        guard let seconds, (0...latestExpiration).contains(seconds) else { return nil }
+        return seconds
+    }
+
+    /// Whether an expiry holds no expression (`$(`, `#(`, `%(`, `.(`, `{…}`, `'…'`): its text
+    /// is what every push gets, so it can be checked when the template is registered.
+    static func isLiteral(_ value: String) -> Bool {
+        !value.utf8.contains { $0 == UInt8(ascii: "(") || $0 == UInt8(ascii: "{") || $0 == UInt8(ascii: "'") }
+    }
 }
 
 // The names the template had before it was one type, for code that uses PushModel.

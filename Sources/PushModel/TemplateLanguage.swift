@@ -121,6 +121,12 @@ public struct TemplateRenderer: Sendable {
         } catch {
             throw .invalidField(field: field, reason: error.message)
         }
+        // An APNs expiry without expressions is the same for every push: a time APNs can take.
+        if format == .apple, let expiry, !expiry.isEmpty, Template.isLiteral(expiry), Template.expirationSeconds(expiry) == nil {
+            throw .invalidField(
+                field: "\(field).expiry",
+                reason: "must be a time from 1970 to 9999 (RFC 3339, or seconds since 1970) or an expression, not \"\(expiry.prefix(64))\"")
+        }
     }
 
     /// A template found valid. An app registers the same few templates from every device, and

@@ -403,6 +403,29 @@ public enum FieldCheck {
         ("a"..."z").contains(scalar) || ("A"..."Z").contains(scalar) || ("0"..."9").contains(scalar)
     }
 
+    /// A header a send passes to the PNS, which goes out as an HTTP header: a name of at most
+    /// 128 token characters, a value of at most 4,096 bytes without control characters (tabs
+    /// aside). The field an error names is the header's own.
+    public static func passedHeader(name: String, value: String) throws(WireError) {
+        guard !name.isEmpty, name.utf8.count <= 128, name.utf8.allSatisfy(isTokenByte) else {
+            throw .invalidField(field: "headers", reason: "\(name.utf8Prefix(64)) is not a header name")
+        }
+        guard value.utf8.count <= 4_096, value.unicodeScalars.allSatisfy({ $0 == "\t" || ($0.value >= 0x20 && $0.value != 0x7F) }) else {
+            throw .invalidField(field: name, reason: "a header value is at most 4096 bytes, without control characters")
+        }
+    }
+
+    /// Most headers a send may pass (the platforms' own are a handful).
+    public static let maximumPassedHeaders = 64
+
+    /// HTTP's token characters, of which header names are made.
+    public static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+        default: "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
+    }
+
     public static func headers(_ headers: [String: String], _ field: String) throws(WireError) {
         for name in headers.keys where name.isEmpty || name.contains(where: { $0.isWhitespace || $0 == ":" }) {
             throw .invalidField(field: field, reason: "header name \"\(name)\" is not a valid HTTP header name")
@@ -411,5 +434,42 @@ public enum FieldCheck {
             try noControlCharacters(name, "\(field).\(name)")
             try noControlCharacters(value, "\(field).\(name)")
         }
+    }
+}
+
+extension String {
+    /// The longest start of the text whose UTF-8 is at most `bytes` long, cut between Unicode
+    /// scalars. For bounding what a record or a PNS said: `prefix(_:)` counts Characters, and
+    /// one Character may be any number of bytes (a letter with a million combining marks).
+    public func utf8Prefix(_ bytes: Int) -> String {
+        guard utf8.count > bytes else { return self }
+        var used = 0
+        var end = unicodeScalars.startIndex
+        for scalar in unicodeScalars {
+            let width = UTF8.width(scalar)
+            guard used + width <= bytes else { break }
+            used += width
+            end = unicodeScalars.index(after: end)
+        }
+        return String(unicodeScalars[..<end])
+    }
+}
+
+extension WireCoding {
+    /// The most bytes of a record's value PushHub produces: librdkafka refuses a record over
+    /// its `message.max.bytes` (1,000,000 by default), and a refusal that comes again would
+    /// hold its partition. Key and headers fit in the rest.
+    public static let maximumRecordBytes = 512 * 1024
+
+    /// `items` encoded as the messages `make` builds of them, in as few records as fit
+    /// `limit` bytes each: a message over it is cut in two halves, and each half again, down to
+    /// one item (about log2 of the count deep). Most fit whole, encoded once.
+    public static func encodeInParts<Item, Message: WireMessage>(
+        _ items: ArraySlice<Item>, limit: Int = maximumRecordBytes, _ make: ([Item]) -> Message
+    ) throws -> [Data] {
+        let value = try encode(make(Array(items)))
+        guard value.count > limit, items.count > 1 else { return [value] }
+        let middle = items.startIndex + items.count / 2
+        return try encodeInParts(items[..<middle], limit: limit, make) + encodeInParts(items[middle...], limit: limit, make)
     }
 }

@@ -158,14 +158,19 @@ extension PushProvider {
 public enum RetryAfter {
     public static func parse(_ value: String?, now: Date = Date()) -> Duration? {
         guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
-        if let seconds = Int(value) { return seconds >= 0 ? .seconds(seconds) : nil }
+        // At most a day: the worker waits no longer than its `maximumBackoff` in any case, and
+        // the milliseconds of a time past the year 292 million would not fit an Int.
+        if let seconds = Int(value) { return seconds >= 0 ? .seconds(min(seconds, maximumSeconds)) : nil }
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "GMT")
         formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
         guard let date = formatter.date(from: value) else { return nil }
-        return .milliseconds(max(0, Int(date.timeIntervalSince(now) * 1000)))
+        return .milliseconds(Int(min(max(0, date.timeIntervalSince(now)), Double(maximumSeconds)) * 1000))
     }
+
+    /// The longest wait an answer may ask for; a longer one is read as this.
+    public static let maximumSeconds = 86_400
 }
 
 /// What loopback is, for the tools that must stay on this machine (the simulator, `pushhub load`).

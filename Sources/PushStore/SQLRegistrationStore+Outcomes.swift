@@ -381,15 +381,23 @@ extension SQLRegistrationStore: OutcomeStore {
         // Locked, so the send is not given up while these results are counted, and its counts
         // are this transaction's to change. A send that ended has its final counts: what
         // arrives after (a duplicate, or a result past the deadline) changes nothing.
-        let select = "SELECT state, \(tallyColumns) FROM notifications WHERE notification_id = ?\(lock)"
+        let select = "SELECT state, hub, \(tallyColumns) FROM notifications WHERE notification_id = ?\(lock)"
         var current = try await connection.query(select, [.text(id)])
         if current.isEmpty {
+            // A result that names no hub (a record rejected before its hub could be read) has
+            // no send to start.
+            guard !batch.hub.isEmpty else { return false }
             // Results of a request sent straight into Kafka arrive for a notification the
             // ingress never saw: it starts here, with no deadline of its own.
             try await Self.insertEnqueued(id, hub: batch.hub, enqueuedAt: now, deadline: nil, now: now, on: connection)
             current = try await connection.query(select, [.text(id)])
         }
-        guard let row = current.first, let state = row.text("state").flatMap(NotificationState.init(rawValue:)), !state.hasEnded else {
+        // Only the send's own hub's results count: a record naming another hub (or none) under
+        // its id, which another hub's producer or a garbage record keyed by the id could make,
+        // changes nothing.
+        guard let row = current.first, row.text("hub") == batch.hub, let state = row.text("state").flatMap(NotificationState.init(rawValue:)),
+            !state.hasEnded
+        else {
             return false
         }
         var tally = Self.tally(of: row)
@@ -625,8 +633,8 @@ extension SQLRegistrationStore: OutcomeStore {
     {
         let platform = batch.platform?.rawValue ?? "none"
         // A push service's words, which a device's own endpoint may choose (Web Push): printable,
-        // and at most 500 characters.
-        func reason(_ result: DeliveryResult) -> SQLValue { result.pnsReason.map { .text(Self.printable(String($0.prefix(500)))) } ?? .null }
+        // and at most 500 bytes.
+        func reason(_ result: DeliveryResult) -> SQLValue { result.pnsReason.map { .text(Self.printable($0.utf8Prefix(500))) } ?? .null }
         func status(_ result: DeliveryResult) -> SQLValue { result.pnsStatus.map { .integer(Int64($0)) } ?? .null }
         // Several rows a statement, as counted targets are: a broadcast with many dead
         // handles costs a statement per 25 of them, not one each.

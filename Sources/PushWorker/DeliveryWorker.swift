@@ -266,14 +266,22 @@ public final class DeliveryWorker: Service, Sendable {
 
     func work(_ record: KafkaRecord, _ decoded: Result<DeliveryBatch, WireError>) async throws -> [KafkaOutgoingRecord]? {
         let batch = try checked(decoded)
+        var lane = Lane(batch, record: record, settings: settings)
         if let notBefore = batch.notBefore, notBefore > Date() {
-            // A waiting batch gives its targets' room to others; how many may wait is bounded.
-            await window.sleep(batch.targets.count)
-            let rested = await draining.sleep(for: .milliseconds(Int(notBefore.timeIntervalSinceNow * 1000)))
-            await window.wake(batch.targets.count)
-            guard rested else { return nil }
+            if notBefore >= lane.expiresAt {
+                // It may not be sent before it expires: its targets expire now, without a wait.
+                lane.expiresAt = Date()
+            } else {
+                // A waiting batch gives its targets' room to others; how many may wait is bounded.
+                // A hand-back waits at most `maximumBackoff`; a later time (not a worker's) waits
+                // no longer, so that a record cannot hold its partition's progress for ever.
+                let wait = min(notBefore.timeIntervalSinceNow, Self.seconds(settings.maximumBackoff))
+                await window.sleep(batch.targets.count)
+                let rested = await draining.sleep(for: .milliseconds(Int(wait * 1000)))
+                await window.wake(batch.targets.count)
+                guard rested else { return nil }
+            }
         }
-        let lane = Lane(batch, record: record, settings: settings)
         return try outgoing(of: lane, ends: await deliverAll([lane])[0])
     }
 
@@ -296,7 +304,7 @@ public final class DeliveryWorker: Service, Sendable {
         /// Its record's key, which a hand-back keeps.
         let key: Data?
         let enqueuedAt: Date
-        let expiresAt: Date
+        var expiresAt: Date
         let renderer: TemplateRenderer
 
         var targets: [DeliveryBatch.Target] { batch.targets }
@@ -327,7 +335,8 @@ public final class DeliveryWorker: Service, Sendable {
                 results.append(
                     DeliveryResult(
                         registrationId: target.registrationId, handle: target.handle, outcome: outcome, pnsStatus: answer.status,
-                        pnsReason: answer.reason ?? Self.reason(answer.classification), attempts: batch.attempt - 1 + calls, dwellMs: dwellMs))
+                        pnsReason: (answer.reason ?? Self.reason(answer.classification))?.utf8Prefix(Self.maximumReason),
+                        attempts: batch.attempt - 1 + calls, dwellMs: dwellMs))
             case .expired(let target, let calls):
                 results.append(
                     DeliveryResult(
@@ -355,11 +364,18 @@ public final class DeliveryWorker: Service, Sendable {
         metrics.handedBack.increment(by: handBack.count + unsent.count)
         var outgoing: [KafkaOutgoingRecord] = []
         if !results.isEmpty {
-            let value = try WireCoding.encode(
-                ResultBatch(notificationId: batch.notificationId, hub: batch.hub, platform: batch.platform, results: results))
-            outgoing.append(
-                KafkaOutgoingRecord(
-                    topic: settings.topics.results, key: batch.notificationId, value: value, headers: TraceHeaders.headers(), sticky: true))
+            // In more than one record when they would not fit one (long handles and ids): each
+            // target counts once however its results are cut.
+            for value in try WireCoding.encodeInParts(
+                results[...],
+                { results in
+                    ResultBatch(notificationId: batch.notificationId, hub: batch.hub, platform: batch.platform, results: results)
+                })
+            {
+                outgoing.append(
+                    KafkaOutgoingRecord(
+                        topic: settings.topics.results, key: batch.notificationId, value: value, headers: TraceHeaders.headers(), sticky: true))
+            }
         }
         // What was tried goes back as the next attempt, after its wait; what was never sent, as
         // the same attempt, at once.
@@ -367,20 +383,28 @@ public final class DeliveryWorker: Service, Sendable {
         where !targets.isEmpty {
             var next = batch
             next.attempt = attempt
-            next.notBefore = Date().addingTimeInterval(Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18)
-            next.targets = targets
+            next.notBefore = Date().addingTimeInterval(Self.seconds(wait))
             next.enqueuedAt = lane.enqueuedAt
             next.expiresAt = lane.expiresAt
-            outgoing.append(
-                KafkaOutgoingRecord(
-                    topic: settings.topics.deliveries(settings.platform), key: lane.key, value: try WireCoding.encode(next),
-                    headers: TraceHeaders.headers()))
+            for value in try WireCoding.encodeInParts(
+                targets[...],
+                { targets in
+                    var part = next
+                    part.targets = targets
+                    return part
+                })
+            {
+                outgoing.append(
+                    KafkaOutgoingRecord(
+                        topic: settings.topics.deliveries(settings.platform), key: lane.key, value: value, headers: TraceHeaders.headers()))
+            }
             logger.info(
                 "targets handed back",
                 metadata: [
                     "pushhub.notification_id": "\(batch.notificationId)", "pushhub.targets": "\(targets.count)",
                     "pushhub.attempt": "\(next.attempt)",
-                    "pushhub.pns_status": "\(answer?.status.map(String.init) ?? "-")", "pushhub.pns_reason": "\(answer?.reason ?? "-")",
+                    "pushhub.pns_status": "\(answer?.status.map(String.init) ?? "-")",
+                    "pushhub.pns_reason": "\(answer?.reason?.utf8Prefix(300) ?? "-")",
                 ])
         }
         return outgoing
@@ -590,6 +614,15 @@ public final class DeliveryWorker: Service, Sendable {
             }
             rounds.round = again
         }
+    }
+
+    /// The most bytes of a PNS's words a result carries (a device's own Web Push endpoint
+    /// chooses them); the store keeps 500.
+    static let maximumReason = 1024
+
+    /// A duration in seconds.
+    static func seconds(_ duration: Duration) -> TimeInterval {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     /// Between half and all of `duration`, so retries of many targets spread out.
@@ -809,10 +842,10 @@ public struct BatchRenderings: Sendable {
             if let expiry = template.expiry {
                 let text = try renderer.render(value: expiry)
                 if platform == .apns, !text.isEmpty {
-                    guard let date = Int(text).map({ Date(timeIntervalSince1970: Double($0)) }) ?? RFC3339.parse(text) else {
-                        return .failure(Problem(description: "template expiry: \(text) is not a date"))
+                    guard let seconds = Template.expirationSeconds(text) else {
+                        return .failure(Problem(description: "template expiry: \(text.prefix(64)) is not a time from 1970 to 9999"))
                     }
-                    rendered.headers["apns-expiration"] = String(Int(date.timeIntervalSince1970))
+                    rendered.headers["apns-expiration"] = String(seconds)
                 }
             }
         } catch {

@@ -247,6 +247,88 @@ struct DispatcherTests {
         #expect(dead.header("pushhub-source-topic") == Data(fixture.topics.requests.utf8))
     }
 
+    @Test("a SendRequest produced straight into Kafka meets the hub API's limits: a body past its platform's, headers that are not HTTP's")
+    func producedRequestsMeetTheLimits() async throws {
+        let fixture = try await DispatcherFixture()
+        let large = DispatcherFixture.request(.broadcast, body: #"{"aps":{"alert":""# + String(repeating: "x", count: 5_000) + #""}}"#)
+        var manyHeaders = DispatcherFixture.request(.broadcast)
+        manyHeaders.headers = Dictionary(uniqueKeysWithValues: (0..<65).map { ("apns-x-\($0)", "v") })
+        var longValue = DispatcherFixture.request(.broadcast)
+        longValue.headers = ["apns-topic": String(repeating: "t", count: 5_000)]
+        for (request, reason) in [
+            (large, "more than the 4096 bytes apple notifications may have"), (manyHeaders, "at most 64 headers"),
+            (longValue, "a header value is at most 4096 bytes"),
+        ] {
+            // Encoding checks nothing: as another service's producer would write it.
+            try await fixture.send(request)
+            let rejected = try #require(await fixture.summary(request.notificationId))
+            #expect(rejected.results?.first?.outcome == .rejected)
+            #expect(rejected.results?.first?.pnsReason?.contains(reason) == true, "\(String(describing: rejected.results))")
+            #expect(await fixture.batches(request.notificationId).isEmpty)
+        }
+    }
+
+    @Test("a reason that quotes a huge record is cut to 4 KiB by bytes, so the dead letter and the rejected result can always be produced")
+    func hugeReasonsCut() async throws {
+        let fixture = try await DispatcherFixture()
+        // One Character of 800 KB: a letter and 400,000 combining accents. Quoted whole, the
+        // reason made a dead letter (header and the value's first 256 KiB) over Kafka's 1 MB.
+        let schema = "a" + String(repeating: "\u{301}", count: 400_000)
+        let key = UUID().uuidString.lowercased()
+        try await fixture.sendRaw(key: key, #"{"schema":"\#(schema)"}"#)
+        let dead = try #require(await fixture.deadLetter(key, timeout: .seconds(60)))
+        let header = try #require(dead.header("pushhub-error"))
+        #expect(header.count <= RecordRejection.maximumReason && header.count > 4_000, "\(header.count) bytes")
+        #expect(String(data: header, encoding: .utf8) != nil, "cut between scalars")
+        let rejected = try #require(await fixture.summary(key))
+        #expect((rejected.results?.first?.pnsReason?.utf8.count ?? .max) <= RecordRejection.maximumReason)
+        let good = DispatcherFixture.request(.broadcast)
+        try await fixture.send(good)
+        #expect(await fixture.summary(good.notificationId) != nil, "the dispatcher went on")
+    }
+
+    @Test("a batch too large for one Kafka record is cut in parts within the limit, and every target goes once")
+    func largeBatchesCut() async throws {
+        let fixture = try await DispatcherFixture()
+        // Templates of 2,500 bytes: 500 targets a batch would make a record of 1.3 MB, which
+        // Kafka refuses (librdkafka's message.max.bytes is 1,000,000), for ever.
+        let body = #"{"aps":{"alert":"$(message)","pad":""# + String(repeating: "p", count: 2_500) + #""}}"#
+        for index in 0..<600 {
+            _ = try await fixture.store.upsertInstallation(
+                Installation(
+                    installationId: "big-\(index)", platform: .apns, pushChannel: String(repeating: "0", count: 60) + String(format: "%04d", index),
+                    templates: ["t": .init(body: body)]), hub: "myhub")
+        }
+        let request = DispatcherFixture.request(.broadcast, format: .template, body: #"{"message":"hi"}"#)
+        try await fixture.send(request)
+        let summary = try #require(await fixture.summary(request.notificationId, timeout: .seconds(60)))
+        #expect(summary.dispatched?[.apns] == 600)
+        let batches = await fixture.batches(request.notificationId)
+        #expect(batches.map(\.targets.count).reduce(0, +) == 600)
+        #expect(Set(batches.flatMap { $0.targets.compactMap(\.registrationId) }).count == 600)
+        #expect(batches.count >= 4, "the first 500 cut in parts: \(batches.map(\.targets.count))")
+        for batch in batches { #expect(try WireCoding.encode(batch).count <= WireCoding.maximumRecordBytes) }
+    }
+
+    @Test("a handle or installation named twice is one target: its send expects one result for it")
+    func repeatsAreOneTarget() async throws {
+        let fixture = try await DispatcherFixture()
+        _ = try await fixture.store.upsertInstallation(
+            Installation(installationId: "phone", platform: .apns, pushChannel: "inst-token"), hub: "myhub")
+        let handles = DispatcherFixture.request(
+            .handles([
+                DirectHandle(platform: .apns, handle: "one"), DirectHandle(platform: .apns, handle: "two"),
+                DirectHandle(platform: .apns, handle: "one"),
+            ]))
+        let installations = DispatcherFixture.request(.installationIds(["phone", "phone"]))
+        try await fixture.send(handles)
+        try await fixture.send(installations)
+        #expect(await fixture.summary(handles.notificationId)?.dispatched?[.apns] == 2)
+        #expect(await fixture.batches(handles.notificationId).flatMap(\.targets).map(\.handle) == ["one", "two"])
+        #expect(await fixture.summary(installations.notificationId)?.dispatched?[.apns] == 1)
+        #expect(await fixture.batches(installations.notificationId).flatMap(\.targets).count == 1)
+    }
+
     @Test("a refused record whose key is no notification id has its rejected result under `unknown`, not under the key")
     func rejectedUnderUnknown() async throws {
         let fixture = try await DispatcherFixture()

@@ -227,6 +227,74 @@ struct HostileInputTests {
         }
     }
 
+    @Test("an APNs template expiry without expressions must be a time APNs takes (1970 to 9999); an expression is filled per send")
+    func templateExpiries() async throws {
+        let fixture = try await IngressFixture()
+        @Sendable func installation(_ expiry: String) -> String {
+            #"{"installationId":"e1","platform":"apns","pushChannel":"aa","templates":{"t":{"body":"{}","expiry":"\#(expiry)"}}}"#
+        }
+        try await fixture.app.test(.router) { client in
+            for expiry in ["9223372036854775807", "-1", "253402300800", "tomorrow", "10000-01-01T00:00:00Z"] {
+                let response = try await client.execute(
+                    uri: "/myhub/installations/e1", method: .put, headers: IngressFixture.listenAccess.withContentType("application/json"),
+                    body: ByteBuffer(string: installation(expiry)))
+                #expect(response.status == .badRequest, "\(expiry): \(response.text)")
+                #expect(response.text.contains("templates.t.expiry") && response.text.contains("1970 to 9999"), "\(expiry): \(response.text)")
+            }
+            for expiry in ["0", "253402300799", "2030-01-01T00:00:00Z", "$(exp)", "{$(day) + 'T00:00:00Z'}"] {
+                let response = try await client.execute(
+                    uri: "/myhub/installations/e1", method: .put, headers: IngressFixture.listenAccess.withContentType("application/json"),
+                    body: ByteBuffer(string: installation(expiry)))
+                #expect(response.status == .ok, "\(expiry): \(response.text)")
+            }
+        }
+    }
+
+    @Test("a Listen key cannot give a device an app user's username: tag (in any case, on tags, templates or a patch); Manage can, and it may stay")
+    func userTagsNeedManage() async throws {
+        let fixture = try await IngressFixture()
+        let listen = IngressFixture.listenAccess.withContentType("application/json")
+        @Sendable func installation(_ tags: String, templateTags: String = "[]") -> ByteBuffer {
+            ByteBuffer(
+                string: #"{"installationId":"u1","platform":"apns","pushChannel":"aa","tags":\#(tags),"#
+                    + #""templates":{"t":{"body":"{}","tags":\#(templateTags)}}}"#)
+        }
+        try await fixture.app.test(.router) { client in
+            for (tags, templateTags) in [(#"["username:alice"]"#, "[]"), (#"["USERNAME:Alice"]"#, "[]"), ("[]", #"["username:alice"]"#)] {
+                let refused = try await client.execute(
+                    uri: "/myhub/installations/u1", method: .put, headers: listen, body: installation(tags, templateTags: templateTags))
+                #expect(refused.status == .forbidden, "\(tags) \(templateTags): \(refused.text)")
+                #expect(refused.text.lowercased().contains("username:alice"), "\(refused.text)")
+            }
+            #expect(try await fixture.store.installation(hub: "myhub", id: "u1") == nil, "nothing written")
+            let ordinary = try await client.execute(uri: "/myhub/installations/u1", method: .put, headers: listen, body: installation(#"["sports"]"#))
+            #expect(ordinary.status == .ok, "\(ordinary.text)")
+            // A patch that adds one is refused too; the installation is as it was.
+            let patch = try await client.execute(
+                uri: "/myhub/installations/u1", method: .patch, headers: IngressFixture.listenAccess.withContentType("application/json-patch+json"),
+                body: ByteBuffer(string: #"[{"op":"add","path":"/tags","value":"username:bob"}]"#))
+            #expect(patch.status == .forbidden, "\(patch.text)")
+            #expect(try await fixture.store.installation(hub: "myhub", id: "u1")?.tags == ["sports"])
+            // Manage may set it (an app's own backend), and the device may then write its
+            // installation again with it.
+            let managed = try await client.execute(
+                uri: "/myhub/installations/u1", method: .put, headers: IngressFixture.fullAccess.withContentType("application/json"),
+                body: installation(#"["username:alice"]"#))
+            #expect(managed.status == .ok, "\(managed.text)")
+            let again = try await client.execute(
+                uri: "/myhub/installations/u1", method: .put, headers: listen, body: installation(#"["username:alice","news"]"#))
+            #expect(again.status == .ok, "\(again.text)")
+            // Registrations through the Atom API alike.
+            let atom = try await client.execute(
+                uri: "/myhub/registrations", method: .post, headers: RegistrationAPITests.atom,
+                body: ByteBuffer(
+                    string: RegistrationAPITests.entry(
+                        RegistrationAPITests.description(
+                            "AppleRegistrationDescription", "<Tags>news, username:carol</Tags><DeviceToken>ABCDEF0123</DeviceToken>"))))
+            #expect(atom.status == .forbidden, "\(atom.text)")
+        }
+    }
+
     @Test("ids the store would refuse are 400s naming the field: a registration id over 256 characters, a template name over 200 bytes")
     func overlongIds() async throws {
         let fixture = try await IngressFixture()

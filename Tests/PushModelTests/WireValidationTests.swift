@@ -180,4 +180,56 @@ struct WireValidationTests {
         #expect(!FieldCheck.isUUID("28-34c0d-4b8a-45f5-98cb-4025efaebe41"))
         #expect(FieldCheck.isUUID(RandomID.timeOrdered(now: Date())) && FieldCheck.isUUID(UUID().uuidString))
     }
+
+    @Test("numbers a record may hold are bounded where arithmetic follows: a summary's counts, a batch's attempt")
+    func boundedNumbers() throws {
+        let summary = ResultBatch(
+            notificationId: "5f0c8f7e-3b7a-4a53-9d1e-2b8c4f6a9e10", hub: "myhub", dispatched: [.apns: .max, .fcm: 1])
+        let refused = #expect(throws: WireError.self) { try WireCoding.decode(ResultBatch.self, from: try WireCoding.encode(summary)) }
+        #expect(refused?.description.contains("dispatched.apns: must be 0 to 1000000000") == true, "\(String(describing: refused))")
+        let largest = ResultBatch(
+            notificationId: summary.notificationId, hub: "myhub",
+            dispatched: Dictionary(uniqueKeysWithValues: Platform.allCases.map { ($0, ResultBatch.maximumDispatched) }))
+        #expect(try WireCoding.decode(ResultBatch.self, from: try WireCoding.encode(largest)).dispatched?[.apns] == ResultBatch.maximumDispatched)
+        var batch = DeliveryBatch(
+            notificationId: summary.notificationId, hub: "myhub", platform: .apns, kind: .native, format: .apple, body: "{}",
+            targets: [.init(registrationId: "r", handle: "h")])
+        for (attempt, accepted) in [
+            (0, false), (1, true), (DeliveryBatch.maximumAttempt, true), (DeliveryBatch.maximumAttempt + 1, false), (.max, false),
+        ] {
+            batch.attempt = attempt
+            let decoded = try? WireCoding.decode(DeliveryBatch.self, from: try WireCoding.encode(batch))
+            #expect((decoded != nil) == accepted, "attempt \(attempt)")
+        }
+        // The handle and id a batch's results carry back are bounded as the store bounds them.
+        batch.attempt = 1
+        batch.targets = [.init(registrationId: "r", handle: String(repeating: "h", count: 2_049))]
+        #expect(throws: WireError.self) { try WireCoding.decode(DeliveryBatch.self, from: try WireCoding.encode(batch)) }
+        batch.targets = [.init(registrationId: String(repeating: "r", count: 2_049), handle: "h")]
+        #expect(throws: WireError.self) { try WireCoding.decode(DeliveryBatch.self, from: try WireCoding.encode(batch)) }
+    }
+
+    @Test("text is cut by its UTF-8 bytes between scalars, however many bytes a Character holds")
+    func utf8Prefix() {
+        #expect("héllo".utf8Prefix(3) == "h\u{E9}")
+        #expect("héllo".utf8Prefix(2) == "h", "é is two bytes: not cut inside it")
+        #expect("abc".utf8Prefix(10) == "abc")
+        #expect("abc".utf8Prefix(0) == "")
+        let accented = "a" + String(repeating: "\u{301}", count: 100_000)
+        #expect(accented.count == 1, "one Character")
+        let cut = accented.utf8Prefix(4096)
+        #expect(cut.utf8.count == 4095 && cut.unicodeScalars.count == 2048)
+        #expect("🙂🙂".utf8Prefix(7) == "🙂")
+    }
+
+    @Test("an APNs expiry is a time from 1970 to 9999, in seconds or RFC 3339; anything else is nil, never a trap")
+    func expirations() {
+        #expect(Template.expirationSeconds("0") == 0)
+        #expect(Template.expirationSeconds("1800000000") == 1_800_000_000)
+        #expect(Template.expirationSeconds("2030-01-01T00:00:00Z") == 1_893_456_000)
+        #expect(Template.expirationSeconds("9999-12-31T23:59:59Z") == Template.latestExpiration)
+        for text in ["9223372036854775807", "-1", "253402300800", "99999-01-01T00:00:00Z", "tomorrow", "", "1e9"] {
+            #expect(Template.expirationSeconds(text) == nil, "\(text)")
+        }
+    }
 }

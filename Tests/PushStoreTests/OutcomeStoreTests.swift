@@ -249,6 +249,31 @@ struct OutcomeStoreTests {
         #expect(try await store.notification(hub: hub, id: refused)?.state == .abandoned)
     }
 
+    @Test(
+        "results naming another hub, or none, under a send's id change nothing; a result with no hub starts no send",
+        arguments: StoreKind.available)
+    func otherHubsResults(_ kind: StoreKind) async throws {
+        let (store, hub) = try await Self.outcomes(kind)
+        let id = UUID().uuidString.lowercased()
+        try await store.recordEnqueued(Self.request(id, hub), deadline: Date().addingTimeInterval(1800), keep: false, now: Date())
+        let rejected = [
+            DeliveryResult(registrationId: nil, handle: nil, outcome: .rejected, pnsReason: "garbage keyed by the id", attempts: 0, dwellMs: 0)
+        ]
+        // Another hub's producer under this send's id, and a garbage record keyed by it.
+        #expect(try await store.recordOutcomes(ResultBatch(notificationId: id, hub: hub + "-other", dispatched: [.apns: 1]), now: Date()) == false)
+        #expect(try await store.recordOutcomes(Self.results(id, hub + "-other", .apns, [("x", .delivered)]), now: Date()) == false)
+        #expect(try await store.recordOutcomes(ResultBatch(notificationId: id, hub: "", results: rejected), now: Date()) == false)
+        let untouched = try #require(try await store.notification(hub: hub, id: id))
+        #expect(untouched.state == .enqueued && untouched.counts.isEmpty && untouched.expectedTargets == nil, "\(untouched)")
+        // Its own hub's still count.
+        #expect(try await store.recordOutcomes(ResultBatch(notificationId: id, hub: hub, dispatched: [.apns: 1]), now: Date()))
+        #expect(try await store.recordOutcomes(Self.results(id, hub, .apns, [("x", .delivered)]), now: Date()))
+        #expect(try await store.notification(hub: hub, id: id)?.state == .completed)
+        let unknown = UUID().uuidString.lowercased()
+        #expect(try await store.recordOutcomes(ResultBatch(notificationId: unknown, hub: "", results: rejected), now: Date()) == false)
+        #expect(try await store.notification(hub: "", id: unknown) == nil)
+    }
+
     @Test("a dead handle: the registration goes; an installation is marked expired until a new channel", arguments: StoreKind.available)
     func pruning(_ kind: StoreKind) async throws {
         let (store, hub) = try await Self.outcomes(kind)

@@ -559,4 +559,72 @@ struct PipelineTests {
         let rejected = try await pipeline.results(for: unreadable, count: 0)
         #expect(rejected.first?.outcome == .rejected, "\(rejected)")
     }
+
+    @Test("hostile batches end or are refused, never trap or hold the worker: an expiry past 9999, an attempt past the bound, a far not-before")
+    func hostileBatches() async throws {
+        let pipeline = try await PipelineFixture(workerSettings: { $0.maximumBackoff = .seconds(1) }, workers: [.apns])
+        defer { Task { await pipeline.stop() } }
+        let topic = pipeline.topics.deliveries(.apns)
+        let now = Date()
+        func batch(_ name: String, kind: DeliveryBatch.Kind = .native, template: Template? = nil) -> DeliveryBatch {
+            DeliveryBatch(
+                notificationId: UUID().uuidString.lowercased(), hub: "myhub", platform: .apns, kind: kind, format: kind == .native ? .apple : nil,
+                body: kind == .native ? #"{"aps":{"alert":"hi"}}"# : #"{"message":"hi"}"#, enqueuedAt: now,
+                targets: [.init(registrationId: name, handle: SimulatedHandle.apns(name), template: template)])
+        }
+        // Int.max seconds: read as a Date and back to an Int, it trapped the worker, and the
+        // record, never done, trapped it again at every start.
+        let expiry = batch("expiry", kind: .template, template: Template(body: #"{"aps":{"alert":"$(message)"}}"#, expiry: "9223372036854775807"))
+        var attempt = batch("attempt")
+        attempt.attempt = .max
+        // May not go before it expires: expired at once, not held until 9999.
+        var never = batch("never")
+        never.notBefore = RFC3339.parse("9999-12-31T00:00:00Z")
+        never.expiresAt = now.addingTimeInterval(3600)
+        // An hour ahead, within its expiry: waits no longer than `maximumBackoff`.
+        var later = batch("later")
+        later.notBefore = now.addingTimeInterval(3600)
+        later.expiresAt = now.addingTimeInterval(7200)
+        let good = batch("good")
+        try await pipeline.producer.sendAllAcknowledged(
+            try [expiry, attempt, never, later, good].map {
+                KafkaOutgoingRecord(topic: topic, key: "\($0.notificationId):0", value: try WireCoding.encode($0))
+            })
+        let started = ContinuousClock.now
+        let refusedExpiry = try #require(try await pipeline.results(for: expiry.notificationId, count: 1).first)
+        #expect(refusedExpiry.outcome == .payloadRejected, "\(refusedExpiry)")
+        #expect(refusedExpiry.pnsReason?.contains("is not a time from 1970 to 9999") == true, "\(refusedExpiry)")
+        let refusedAttempt = try #require(try await pipeline.results(for: attempt.notificationId, count: 0).first)
+        #expect(refusedAttempt.outcome == .rejected && refusedAttempt.pnsReason?.contains("attempt: must be 1 to 1000") == true, "\(refusedAttempt)")
+        let expired = try #require(try await pipeline.results(for: never.notificationId, count: 1).first)
+        #expect(expired.outcome == .expired, "\(expired)")
+        #expect(try await pipeline.results(for: later.notificationId, count: 1).first?.outcome == .delivered)
+        #expect(try await pipeline.results(for: good.notificationId, count: 1).first?.outcome == .delivered)
+        #expect(ContinuousClock.now - started < .seconds(30), "nothing waited for its not-before time")
+        #expect(try await pipeline.sim.deliveries(SimulatedHandle.apns("never")).isEmpty)
+    }
+
+    @Test("results too large for one Kafka record go in several: a batch of 500 targets near Kafka's limit has all its results")
+    func largeResultsCut() async throws {
+        let pipeline = try await PipelineFixture(workers: [.apns])
+        defer { Task { await pipeline.stop() } }
+        // Not APNs tokens (hex, at most 200 bytes): each is refused unsent, and its result carries
+        // its handle and id back with the answer: a batch just under Kafka's 1,000,000 bytes has
+        // results over it.
+        let targets = (0..<500).map { index in
+            DeliveryBatch.Target(
+                registrationId: String(format: "r%04d", index) + String(repeating: "i", count: 935),
+                handle: String(format: "h%04d", index) + String(repeating: "z", count: 995))
+        }
+        let batch = DeliveryBatch(
+            notificationId: UUID().uuidString.lowercased(), hub: "myhub", platform: .apns, kind: .native, format: .apple,
+            body: #"{"aps":{"alert":"hi"}}"#, enqueuedAt: Date(), targets: targets)
+        let value = try WireCoding.encode(batch)
+        #expect(value.count < 1_000_000 && value.count > 950_000, "\(value.count) bytes")
+        try await pipeline.producer.send(
+            KafkaOutgoingRecord(topic: pipeline.topics.deliveries(.apns), key: "\(batch.notificationId):0", value: value))
+        let results = try await pipeline.results(for: batch.notificationId, count: 500)
+        #expect(Set(results.compactMap(\.handle)) == Set(targets.map(\.handle)))
+        #expect(results.count == 500, "each once")
+    }
 }

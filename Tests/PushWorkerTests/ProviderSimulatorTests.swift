@@ -648,3 +648,17 @@ struct ProviderSimulatorTests {
         #expect(ContinuousClock.now - started >= .milliseconds(400))
     }
 }
+
+@Suite("Retry-After as a PNS writes it")
+struct RetryAfterTests {
+    @Test("seconds or an HTTP date, at most a day: a huge number or a far year is a day, never a trap")
+    func bounded() {
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        #expect(RetryAfter.parse("2", now: now) == .seconds(2))
+        #expect(RetryAfter.parse("-1", now: now) == nil)
+        #expect(RetryAfter.parse("9223372036854775807", now: now) == .seconds(RetryAfter.maximumSeconds))
+        #expect(RetryAfter.parse("Sat, 01 Jan 99999 00:00:00 GMT", now: now) == .seconds(RetryAfter.maximumSeconds))
+        #expect(RetryAfter.parse("Thu, 15 Jan 2027 08:00:10 GMT", now: Date(timeIntervalSince1970: 1_800_000_000)) != nil)
+        #expect(RetryAfter.parse("Sat, 01 Jan 2000 00:00:00 GMT", now: now) == .zero, "a time past is now")
+    }
+}

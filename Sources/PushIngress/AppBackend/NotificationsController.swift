@@ -122,6 +122,10 @@ struct NotificationsController: Sendable {
         do {
             let send = try richSend(pns: pns, richId: stored.id, message: message, richType: richType, to: recipient)
             id = try await publish(format: send.format, body: send.body, contentType: "application/json", headers: send.headers, to: recipient)
+        } catch let notQueued as NotificationQueue.NotQueued where notQueued.kept {
+            // Part of the send went out, and recovery finishes it: its recipient will fetch the
+            // payload, which stays.
+            throw Self.notQueued
         } catch {
             try? await richPayloads.deleteRichPayload(hub: hub, id: stored.id)
             throw error is NotificationQueue.NotQueued ? Self.notQueued : error

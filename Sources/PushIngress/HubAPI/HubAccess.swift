@@ -47,6 +47,26 @@ struct HubAccess: Sendable {
         }
     }
 
+    /// Refuses `added` tags that name an app user (`username:…`) on the app backend's hub when
+    /// the request does not hold Manage. The app backend tags a device with its signed-in user,
+    /// and `POST /api/notifications` sends by that tag; a Listen key ships in every copy of the
+    /// app, so with it anyone could take a user's tag and get what is sent to them. Costs
+    /// nothing unless such a tag is there.
+    func checkUserTags(_ added: some Sequence<String>, _ request: Request, hub: HubsConfiguration.Hub) throws {
+        guard let appHub = hubs.appBackend?.hub, CaseFolding.equal(appHub, hub.name) else { return }
+        guard let claimed = added.first(where: Self.isUserTag) else { return }
+        guard (try? authorize(request, hub: hub.name, .manage)) == nil else { return }
+        throw HubAPIError(
+            .forbidden, "tags: \(claimed.utf8Prefix(130)) is the app backend's tag of a user; only the app backend or a Manage key sets it")
+    }
+
+    /// A tag of the app backend's users, in any case (tags match in any case).
+    static func isUserTag(_ tag: String) -> Bool {
+        tag.utf8.count >= userTagPrefix.utf8.count && tag.prefix(userTagPrefix.count).lowercased() == userTagPrefix
+    }
+
+    static let userTagPrefix = "username:"
+
     /// The absolute base of a hub's URLs (`Location`, Atom ids): the configured public URL, or
     /// else this request's host; `X-Forwarded-Proto` is read only behind a trusted proxy.
     func base(_ request: Request, _ hub: String) -> String {

@@ -9,6 +9,7 @@ import PushStore
 /// and `/{hub}/installations/$count` (Manage) query them by filters, which Azure lacks.
 struct InstallationController: Sendable {
     let store: any RegistrationStore
+    let access: HubAccess
     static let bodyLimit = 64 * 1024
     /// Installations a listing's page holds at most (`$top`).
     static let pageLimit = 1_000
@@ -37,6 +38,12 @@ struct InstallationController: Sendable {
         }
         do { try hub.checkEndpoint(installation.pushChannel, platform: installation.platform.format.platform, field: "pushChannel") } catch {
             throw HubAPIError.invalid(error)
+        }
+        // An app user's tag the installation had already (set by Manage) may stay.
+        let userTags = Self.tags(of: installation).filter(HubAccess.isUserTag)
+        if !userTags.isEmpty {
+            let kept = try await store.installation(hub: hub.name, id: id).map(Self.tags) ?? []
+            try access.checkUserTags(userTags.filter { !kept.contains($0) }, request, hub: hub)
         }
         _ = try await storeCall { try await store.upsertInstallation(installation, hub: hub.name) }
         return Response(status: .ok)
@@ -75,8 +82,24 @@ struct InstallationController: Sendable {
                 throw HubAPIError.invalid(error)
             }
         }
+        try access.checkUserTags(operations.flatMap { $0.value.map(Self.strings) ?? [] }, request, hub: hub)
         _ = try await storeCall { try await store.patchInstallation(hub: hub.name, id: id, operations) }
         return Response(status: .ok)
+    }
+
+    /// An installation's tags and its templates' own.
+    static func tags(of installation: Installation) -> [String] {
+        installation.tags + installation.templates.values.flatMap { $0.tags ?? [] }
+    }
+
+    /// The texts a patch's value holds (tags among them), however deep.
+    static func strings(in value: PatchValue) -> [String] {
+        switch value {
+        case .string(let text): [text]
+        case .strings(let texts): texts
+        case .object(let fields): fields.values.flatMap(strings)
+        case .other: []
+        }
     }
 
     @Sendable func delete(_ request: Request, context: HubRequestContext) async throws -> Response {

@@ -65,6 +65,13 @@ struct RegistrationController: Sendable {
             throw HubAPIError.invalid(error)
         }
         do { try hub.checkEndpoint(of: registration) } catch { throw HubAPIError.invalid(error) }
+        // An app user's tag the registration had already (set by Manage or the app backend) may stay.
+        let userTags = registration.tags.filter(HubAccess.isUserTag)
+        if !userTags.isEmpty {
+            var kept: [String] = []
+            if let given, let current = try await store.registration(hub: hub.name, id: given) { kept = current.tags }
+            try access.checkUserTags(userTags.filter { !kept.contains($0) }, request, hub: hub)
+        }
         let id: String
         if let given { id = given } else { id = try await store.issueRegistrationId(hub: hub.name) }
         registration.registrationId = id

@@ -127,7 +127,15 @@ struct JobsController: Sendable {
             if let refusal = error as? HubAPIError { throw refusal }
             throw HubAPIError(.badRequest, "the input could not be read whole: \(String(describing: error).prefix(120))")
         }
-        guard try await storeCall({ try await store.attachJobInput(hub: hub, id: stored.job.jobId, path: file.path, size: size) }) else {
+        let attached: Bool
+        do {
+            attached = try await storeCall { try await store.attachJobInput(hub: hub, id: stored.job.jobId, path: file.path, size: size) }
+        } catch {
+            // Not attached (the store failed): the file is nobody's, and a retry writes another.
+            try? FileManager.default.removeItem(at: file)
+            throw error
+        }
+        guard attached else {
             try? FileManager.default.removeItem(at: file)
             throw HubAPIError(.conflict, "job \(stored.job.jobId) took another input meanwhile")
         }

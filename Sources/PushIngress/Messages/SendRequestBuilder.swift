@@ -7,18 +7,7 @@ import PushModel
 public struct SendRequestBuilder: Sendable {
     /// Payload limits of the platforms (bytes).
     public static func sizeLimit(for format: NotificationFormat, headers: [String: String]) -> Int {
-        switch format {
-        case .apple: headers.first { $0.key.lowercased() == "apns-push-type" }?.value.lowercased() == "voip" ? 5120 : 4096
-        case .gcm, .fcmv1: 4096
-        case .windows: 5000
-        case .browser: 4096
-        // Huawei's and ADM's documented limits; Xiaomi's and Baidu's are not published in a
-        // form PushHub could confirm, and 4 KiB is what their SDKs' guides suggest.
-        case .hms: 4096
-        case .adm: 6144
-        case .xiaomi, .baidu: 4096
-        case .template: 64 * 1024
-        }
+        format.sizeLimit(headers: headers)
     }
 
     /// Headers passed through to the PNS: APNs `apns-*`, WNS `X-WNS-*`, Web Push `TTL`,
@@ -83,14 +72,7 @@ public struct SendRequestBuilder: Sendable {
         // Headers passed to the PNS go out as HTTP headers: a name of token characters, a value
         // without control characters (HTTP's parser checks this for the API; the console and
         // other callers give text).
-        for (name, value) in headers where Self.passThrough(name) {
-            guard !name.isEmpty, name.utf8.count <= 128, name.utf8.allSatisfy(Self.isTokenByte) else {
-                throw .invalidField(field: "headers", reason: "\(name.prefix(64)) is not a header name")
-            }
-            guard value.utf8.count <= 4_096, value.unicodeScalars.allSatisfy({ $0 == "\t" || ($0.value >= 0x20 && $0.value != 0x7F) }) else {
-                throw .invalidField(field: name, reason: "a header value is at most 4096 bytes, without control characters")
-            }
-        }
+        for (name, value) in headers where Self.passThrough(name) { try FieldCheck.passedHeader(name: name, value: value) }
         let audience: Audience
         if let handles {
             guard !handles.isEmpty else { throw .invalidField(field: "devices", reason: "a direct send needs at least one device handle") }
@@ -109,14 +91,6 @@ public struct SendRequestBuilder: Sendable {
         } catch .invalidField(field: "audience.tags", let reason) {
             let shown = tags.map { $0.count > 64 ? "\($0.prefix(64))…" : $0 } ?? ""
             throw .invalidField(field: "ServiceBusNotification-Tags", reason: "\"\(shown)\" \(reason)")
-        }
-    }
-
-    /// HTTP's token characters, of which header names are made.
-    static func isTokenByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
-        default: "!#$%&'*+-.^_`|~".utf8.contains(byte)
         }
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import HummingbirdCore
 import Logging
+import NIOCore
 import PushConfiguration
 import PushDispatcher
 import PushOps
@@ -22,7 +23,9 @@ public struct IngressConfiguration: Sendable {
     public var maximumConnections = 1_000
     /// A connection that has not sent a complete request head (or the next part of a body)
     /// for this long, or that sits idle this long between requests, is closed. This is the
-    /// header-read and the idle time-out in one.
+    /// header-read and the idle time-out in one. A request must also come whole within it, plus
+    /// the time its body's bytes take at 16 KiB/s (`RequestDeadline`): a body trickled a byte
+    /// at a time resets the idle time-out at every byte.
     public var idleTimeout: Duration = .seconds(30)
     /// Kafka is the embedded cluster, which keeps nothing across a restart: accepted sends are
     /// kept in the store and published again, whatever `recovery` says.
@@ -101,15 +104,16 @@ public func buildIngressApplication(
     readiness: [ReadinessCheck] = [], logins: LoginLimits = LoginLimits(), jobSignal: JobSignal? = nil, logger: Logger,
     onListening: @escaping @Sendable (Int) -> Void = { _ in }
 ) throws -> some ApplicationProtocol {
-    Application(
+    let idleTimeout = TimeAmount.nanoseconds(
+        Int64(configuration.idleTimeout.components.seconds) * 1_000_000_000 + configuration.idleTimeout.components.attoseconds / 1_000_000_000)
+    return Application(
         router: try buildIngressRouter(
             hubs: configuration.hubs, stores: stores, publisher: publisher, readiness: readiness, logins: logins, recovery: configuration.recovery,
             jobs: configuration.jobFiles, jobSignal: jobSignal),
         server: .http1(
             configuration: .init(
-                idleTimeout: .nanoseconds(
-                    Int64(configuration.idleTimeout.components.seconds) * 1_000_000_000
-                        + configuration.idleTimeout.components.attoseconds / 1_000_000_000))),
+                additionalChannelHandlers: [RequestDeadline(allowance: idleTimeout)],
+                idleTimeout: idleTimeout)),
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port), serverName: "PushHub",
             availableConnectionsDelegate: MaximumAvailableConnections(configuration.maximumConnections)),

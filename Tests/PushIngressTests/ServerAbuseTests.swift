@@ -17,7 +17,7 @@ import Testing
 @Suite("The HTTP server under abuse", .timeLimit(.minutes(2)))
 struct ServerAbuseTests {
     /// A TCP connection to 127.0.0.1.
-    final class RawConnection {
+    final class RawConnection: Sendable {
         let descriptor: Int32
 
         init(port: Int) throws {
@@ -146,6 +146,49 @@ struct ServerAbuseTests {
                 closed = slow.filter { $0.isClosedByServer() }.count
             } while closed < 200 && ContinuousClock.now < deadline
             #expect(closed == 200, "the server closed \(closed) of the 200 slow connections")
+        }
+    }
+
+    @Test("bodies trickled a byte at a time are cut off: a request must come whole within the time-out and its bytes' time at 16 KiB/s")
+    func slowBodies() async throws {
+        try await Self.withIngress(idleTimeout: .seconds(2)) { port, store in
+            // A byte of body every half second resets the idle time-out each time; before the
+            // request's own deadline these connections stayed open as long as the bytes came.
+            let slow = try (0..<50).map { _ in try RawConnection(port: port) }
+            for connection in slow {
+                var head = "PUT /myhub/installations/slow HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100000\r\n"
+                for (name, value) in Self.listen { head += "\(name): \(value)\r\n" }
+                connection.send(head + "\r\n{")
+            }
+            var closed = 0
+            let deadline = ContinuousClock.now + .seconds(20)
+            repeat {
+                try await Task.sleep(for: .milliseconds(500))
+                for connection in slow { connection.send(" ") }
+                closed = slow.filter { $0.isClosedByServer() }.count
+            } while closed < slow.count && ContinuousClock.now < deadline
+            #expect(closed == slow.count, "the server closed \(closed) of the \(slow.count) trickling connections")
+
+            // A body that comes at a real speed takes longer than the time-out and is taken:
+            // 48 KB in 4 KB parts a quarter of a second apart, three seconds in all.
+            let template = #"{"body":"{\"a\":\"\#(String(repeating: "x", count: 15_000))\"}"}"#
+            let body =
+                #"{"installationId":"paced","platform":"apns","pushChannel":"aaaa","templates":{"#
+                + (0..<3).map { #""t\#($0)":\#(template)"# }.joined(separator: ",") + "}}"
+            let connection = try RawConnection(port: port)
+            var head = "PUT /myhub/installations/paced HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: \(body.utf8.count)\r\n"
+            for (name, value) in Self.listen { head += "\(name): \(value)\r\n" }
+            connection.send(head + "\r\n")
+            let bytes = Array(body.utf8)
+            for start in stride(from: 0, to: bytes.count, by: 4_096) {
+                try await Task.sleep(for: .milliseconds(250))
+                connection.send(String(decoding: bytes[start..<min(start + 4_096, bytes.count)], as: UTF8.self))
+            }
+            let status = await withCheckedContinuation { continuation in
+                Thread { continuation.resume(returning: connection.statusLine(timeout: .seconds(20))) }.start()
+            }
+            #expect(status == "HTTP/1.1 200 OK", "\(status)")
+            #expect(try await store.installation(hub: "myhub", id: "paced")?.templates.count == 3)
         }
     }
 

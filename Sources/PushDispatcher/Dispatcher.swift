@@ -159,9 +159,8 @@ public final class Dispatcher: Service, Sendable {
 
     /// The configured hub a record names, read leniently for a record that could not be used.
     func hub(of record: KafkaRecord) -> String {
-        struct Named: Decodable { var hub: String }
-        guard !JSONLimits.isTooDeep(record.value), let named = try? JSONDecoder().decode(Named.self, from: record.value) else { return "" }
-        return settings.hubs.first { CaseFolding.equal($0, named.hub) } ?? ""
+        let named = RecordRejection.hub(of: record)
+        return settings.hubs.first { CaseFolding.equal($0, named) } ?? ""
     }
 
     /// Dead-letters a record with its reason and reports it `rejected`.

@@ -53,7 +53,9 @@ final class RequestDeadline: ChannelInboundHandler, RemovableChannelHandler {
 
     /// The time the request has, with `received` bytes of body so far.
     private func deadline(from started: NIODeadline) -> NIODeadline {
-        started + allowance + .nanoseconds(received * 1_000_000_000 / Self.minimumRate)
+        // In whole seconds and the rest, at most a year's: nanoseconds of gigabytes overflow.
+        let (seconds, rest) = received.quotientAndRemainder(dividingBy: Self.minimumRate)
+        return started + allowance + .seconds(min(seconds, 365 * 86_400)) + .nanoseconds(rest * 1_000_000_000 / Self.minimumRate)
     }
 
     private func schedule(_ context: ChannelHandlerContext, at deadline: NIODeadline) {

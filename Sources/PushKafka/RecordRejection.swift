@@ -26,6 +26,17 @@ public enum RecordRejection {
             with: [KafkaOutgoingRecord(topic: topics.results, key: notificationId, value: try WireCoding.encode(result))])
     }
 
+    /// The hub a record names, read leniently for one that could not be used (its `hub` when
+    /// that is a hub's name; otherwise none): its `rejected` result then settles its send, whose
+    /// outcome counts only results of its own hub.
+    public static func hub(of record: KafkaRecord) -> String {
+        struct Named: Decodable { var hub: String }
+        guard !JSONLimits.isTooDeep(record.value), let named = try? JSONDecoder().decode(Named.self, from: record.value),
+            (try? FieldCheck.hubName(named.hub, "hub")) != nil
+        else { return "" }
+        return named.hub
+    }
+
     /// Dead-letters `record` with its reason, and nothing else: for results, whose own
     /// rejection would be another result.
     public static func deadLetter(

@@ -137,11 +137,13 @@ public struct DeliveryBatch: WireMessage, Equatable {
             // The field is named only for an error: a worker checks every target it takes.
             func field(_ member: String) -> String { "targets[\(index)].\(member)" }
             try FieldCheck.notEmpty(target.handle, field("handle"))
-            // As the store keeps them: their results carry both, and must fit a record.
-            try FieldCheck.handle(target.handle, field("handle"))
+            // Bounded as the store bounds them (their results carry both back, and must fit a
+            // record); only their length: a handle with a tab, which some ways of registering
+            // keep, fails its own push, not the batch's.
+            try FieldCheck.storedLength(target.handle, field("handle"))
             if let registrationId = target.registrationId {
                 try FieldCheck.notEmpty(registrationId, field("registrationId"))
-                try FieldCheck.handle(registrationId, field("registrationId"))
+                try FieldCheck.storedLength(registrationId, field("registrationId"))
             }
             switch (kind, target.template) {
             case (.template, nil): throw .invalidField(field: field("template"), reason: "missing in a template batch")

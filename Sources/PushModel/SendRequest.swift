@@ -6,6 +6,9 @@ public struct SendRequest: WireMessage, Equatable {
     public static let schema = "pushhub.send-request.v1"
     /// Most handles or installation ids one request may name (the direct-batch limit).
     public static let maximumAudienceEntries = 1000
+    /// Most bytes of handles (and Web Push keys) a direct send names: with its body, the
+    /// request stays within what PushHub produces as one record (`WireCoding.maximumRecordBytes`).
+    public static let maximumHandleBytes = 384 * 1024
 
     public var notificationId: String
     public var hub: String
@@ -142,8 +145,16 @@ public enum Audience: Codable, Sendable, Equatable {
             guard let platform = format.platform else {
                 throw .invalidField(field: "format", reason: "a direct send needs a native format, not template")
             }
+            var bytes = 0
             for (index, handle) in handles.enumerated() {
                 try handle.validate(field: "audience.handles[\(index)]", format: format, platform: platform)
+                bytes += handle.handle.utf8.count + (handle.webPush.map { $0.p256dh.utf8.count + $0.auth.utf8.count } ?? 0)
+            }
+            // A thousand handles of 2,048 bytes would make a request Kafka refuses for ever.
+            guard bytes <= SendRequest.maximumHandleBytes else {
+                throw .invalidField(
+                    field: "audience.handles",
+                    reason: "\(bytes) bytes of handles is more than the \(SendRequest.maximumHandleBytes) a send may name; send them in parts")
             }
         }
         return nil

@@ -356,10 +356,15 @@ public enum FieldCheck {
     /// A device's handle as the store keeps it: at most 2,048 bytes (the store indexes handles,
     /// and PostgreSQL's index rows hold at most 2,704 bytes), without control characters.
     public static func handle(_ value: String, _ field: @autoclosure () -> String) throws(WireError) {
+        try storedLength(value, field())
+        try noControlCharacters(value, field())
+    }
+
+    /// At most the 2,048 bytes the store indexes of a handle or an id.
+    public static func storedLength(_ value: String, _ field: @autoclosure () -> String) throws(WireError) {
         guard value.utf8.count <= EndpointPolicy.maximumURLLength else {
             throw .invalidField(field: field(), reason: "is longer than \(EndpointPolicy.maximumURLLength) bytes")
         }
-        try noControlCharacters(value, field())
     }
 
     public static func uuid(_ value: String, _ field: String) throws(WireError) {

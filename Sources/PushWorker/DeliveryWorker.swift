@@ -80,7 +80,7 @@ public final class DeliveryWorker: Service, Sendable {
                 admit: { record, mayWait in await self.admit(record, mayWait: mayWait) },
                 weight: { work in self.runWeight(work) },
                 giveUp: { record, work, reason in
-                    let hub = (try? work.decoded.get())?.hub ?? ""
+                    let hub = (try? work.decoded.get())?.hub ?? RecordRejection.hub(of: record)
                     try await RecordRejection.reject(
                         record, hub: hub, reason: reason, topics: self.settings.topics, producer: self.producer, logger: self.logger)
                 },

@@ -17,8 +17,10 @@ struct InstallationAPITests {
     func lifecycle() async throws {
         let fixture = try await IngressFixture()
         try await fixture.app.test(.router) { client in
+            // Its `username:` tag is the app backend's, which only Manage sets on its hub.
             try await client.execute(
-                uri: "/myhub/installations/phone-1?api-version=2015-01", method: .put, headers: Self.json, body: ByteBuffer(string: Self.body)
+                uri: "/myhub/installations/phone-1?api-version=2015-01", method: .put,
+                headers: IngressFixture.fullAccess.withContentType("application/json"), body: ByteBuffer(string: Self.body)
             ) { response in
                 #expect(response.status == .ok, "\(response.text)")
             }

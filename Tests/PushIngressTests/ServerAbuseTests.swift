@@ -170,25 +170,26 @@ struct ServerAbuseTests {
             #expect(closed == slow.count, "the server closed \(closed) of the \(slow.count) trickling connections")
 
             // A body that comes at a real speed takes longer than the time-out and is taken:
-            // 48 KB in 4 KB parts a quarter of a second apart, three seconds in all.
+            // 60 KB in 8 KB parts 0.3 s apart, 2.4 s in all, at twice the slowest rate allowed
+            // (its deadline is 2 s and the 3.7 s its bytes take at 16 KiB/s).
             let template = #"{"body":"{\"a\":\"\#(String(repeating: "x", count: 15_000))\"}"}"#
             let body =
                 #"{"installationId":"paced","platform":"apns","pushChannel":"aaaa","templates":{"#
-                + (0..<3).map { #""t\#($0)":\#(template)"# }.joined(separator: ",") + "}}"
+                + (0..<4).map { #""t\#($0)":\#(template)"# }.joined(separator: ",") + "}}"
             let connection = try RawConnection(port: port)
             var head = "PUT /myhub/installations/paced HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: \(body.utf8.count)\r\n"
             for (name, value) in Self.listen { head += "\(name): \(value)\r\n" }
             connection.send(head + "\r\n")
             let bytes = Array(body.utf8)
-            for start in stride(from: 0, to: bytes.count, by: 4_096) {
-                try await Task.sleep(for: .milliseconds(250))
-                connection.send(String(decoding: bytes[start..<min(start + 4_096, bytes.count)], as: UTF8.self))
+            for start in stride(from: 0, to: bytes.count, by: 8_192) {
+                try await Task.sleep(for: .milliseconds(300))
+                connection.send(String(decoding: bytes[start..<min(start + 8_192, bytes.count)], as: UTF8.self))
             }
             let status = await withCheckedContinuation { continuation in
                 Thread { continuation.resume(returning: connection.statusLine(timeout: .seconds(20))) }.start()
             }
             #expect(status == "HTTP/1.1 200 OK", "\(status)")
-            #expect(try await store.installation(hub: "myhub", id: "paced")?.templates.count == 3)
+            #expect(try await store.installation(hub: "myhub", id: "paced")?.templates.count == 4)
         }
     }
 

@@ -209,6 +209,18 @@ struct WireValidationTests {
         #expect(throws: WireError.self) { try WireCoding.decode(DeliveryBatch.self, from: try WireCoding.encode(batch)) }
     }
 
+    @Test("a direct send names at most 384 KiB of handles, so that its request fits a record")
+    func handleBytes() throws {
+        func handles(_ count: Int, bytes: Int) -> Audience {
+            .handles((0..<count).map { DirectHandle(platform: .apns, handle: String(format: "%04d", $0) + String(repeating: "a", count: bytes - 4)) })
+        }
+        #expect(throws: Never.self) { try Self.request(audience: handles(1_000, bytes: 393)).validate() }
+        let refused = #expect(throws: WireError.self) { try Self.request(audience: handles(1_000, bytes: 394)).validate() }
+        #expect(
+            refused?.description.contains("audience.handles: 394000 bytes of handles is more than the 393216") == true,
+            "\(String(describing: refused))")
+    }
+
     @Test("text is cut by its UTF-8 bytes between scalars, however many bytes a Character holds")
     func utf8Prefix() {
         #expect("héllo".utf8Prefix(3) == "h\u{E9}")

@@ -596,6 +596,15 @@ struct PipelineTests {
         #expect(refusedExpiry.pnsReason?.contains("is not a time from 1970 to 9999") == true, "\(refusedExpiry)")
         let refusedAttempt = try #require(try await pipeline.results(for: attempt.notificationId, count: 0).first)
         #expect(refusedAttempt.outcome == .rejected && refusedAttempt.pnsReason?.contains("attempt: must be 1 to 1000") == true, "\(refusedAttempt)")
+        // Its rejected result names the hub the record names, so it settles the send's outcome
+        // (a result of no hub counts for no send).
+        var recorded = false
+        let recording = ContinuousClock.now + .seconds(30)
+        while !recorded, ContinuousClock.now < recording {
+            recorded = try await pipeline.store.notification(hub: "myhub", id: attempt.notificationId) != nil
+            if !recorded { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(recorded, "the refused batch's send has its outcome")
         let expired = try #require(try await pipeline.results(for: never.notificationId, count: 1).first)
         #expect(expired.outcome == .expired, "\(expired)")
         #expect(try await pipeline.results(for: later.notificationId, count: 1).first?.outcome == .delivered)

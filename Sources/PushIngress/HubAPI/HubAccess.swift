@@ -60,9 +60,14 @@ struct HubAccess: Sendable {
             .forbidden, "tags: \(claimed.utf8Prefix(130)) is the app backend's tag of a user; only the app backend or a Manage key sets it")
     }
 
-    /// A tag of the app backend's users, in any case (tags match in any case).
-    static func isUserTag(_ tag: String) -> Bool {
-        tag.utf8.count >= userTagPrefix.utf8.count && tag.prefix(userTagPrefix.count).lowercased() == userTagPrefix
+    /// A tag of the app backend's users (tags match exactly, as the app backend writes them).
+    static func isUserTag(_ tag: String) -> Bool { tag.hasPrefix(userTagPrefix) }
+
+    /// The user tags a write may keep without Manage: those its device had already, while the
+    /// device is the same one (the same channel or handle). A Listen key that names a known
+    /// installation or registration id with a channel of its own keeps none of them.
+    static func keptUserTags(_ tags: [String]?, sameDevice: Bool) -> Set<String> {
+        sameDevice ? Set((tags ?? []).filter(isUserTag)) : []
     }
 
     static let userTagPrefix = "username:"

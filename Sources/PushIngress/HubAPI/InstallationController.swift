@@ -39,10 +39,11 @@ struct InstallationController: Sendable {
         do { try hub.checkEndpoint(installation.pushChannel, platform: installation.platform.format.platform, field: "pushChannel") } catch {
             throw HubAPIError.invalid(error)
         }
-        // An app user's tag the installation had already (set by Manage) may stay.
+        // An app user's tag the installation had already (set by Manage) may stay on the same device.
         let userTags = Self.tags(of: installation).filter(HubAccess.isUserTag)
         if !userTags.isEmpty {
-            let kept = try await store.installation(hub: hub.name, id: id).map(Self.tags) ?? []
+            let current = try await store.installation(hub: hub.name, id: id)
+            let kept = HubAccess.keptUserTags(current.map(Self.tags), sameDevice: current.map { Self.sameDevice($0, installation) } ?? false)
             try access.checkUserTags(userTags.filter { !kept.contains($0) }, request, hub: hub)
         }
         _ = try await storeCall { try await store.upsertInstallation(installation, hub: hub.name) }
@@ -82,7 +83,13 @@ struct InstallationController: Sendable {
                 throw HubAPIError.invalid(error)
             }
         }
-        try access.checkUserTags(operations.flatMap { $0.value.map(Self.strings) ?? [] }, request, hub: hub)
+        // As for a PUT: an app user's tag it has may stay while its channel does.
+        let userTags = operations.flatMap { $0.value.map(Self.strings) ?? [] }.filter(HubAccess.isUserTag)
+        if !userTags.isEmpty {
+            let current = try await store.installation(hub: hub.name, id: id)
+            let kept = HubAccess.keptUserTags(current.map(Self.tags), sameDevice: current != nil && channels.isEmpty)
+            try access.checkUserTags(userTags.filter { !kept.contains($0) }, request, hub: hub)
+        }
         _ = try await storeCall { try await store.patchInstallation(hub: hub.name, id: id, operations) }
         return Response(status: .ok)
     }
@@ -90,6 +97,11 @@ struct InstallationController: Sendable {
     /// An installation's tags and its templates' own.
     static func tags(of installation: Installation) -> [String] {
         installation.tags + installation.templates.values.flatMap { $0.tags ?? [] }
+    }
+
+    /// Whether two writes of an installation are the same device's: the same platform and channel.
+    static func sameDevice(_ one: Installation, _ other: Installation) -> Bool {
+        one.platform == other.platform && one.pushChannel == other.pushChannel
     }
 
     /// The texts a patch's value holds (tags among them), however deep.

@@ -65,11 +65,14 @@ struct RegistrationController: Sendable {
             throw HubAPIError.invalid(error)
         }
         do { try hub.checkEndpoint(of: registration) } catch { throw HubAPIError.invalid(error) }
-        // An app user's tag the registration had already (set by Manage or the app backend) may stay.
+        // An app user's tag the registration had already (set by Manage or the app backend) may
+        // stay on the same device.
         let userTags = registration.tags.filter(HubAccess.isUserTag)
         if !userTags.isEmpty {
-            var kept: [String] = []
-            if let given, let current = try await store.registration(hub: hub.name, id: given) { kept = current.tags }
+            var current: Registration?
+            if let given { current = try await store.registration(hub: hub.name, id: given) }
+            let kept = HubAccess.keptUserTags(
+                current?.tags, sameDevice: current.map { $0.format == registration.format && $0.handle == registration.handle } ?? false)
             try access.checkUserTags(userTags.filter { !kept.contains($0) }, request, hub: hub)
         }
         let id: String

@@ -402,7 +402,7 @@ public struct BatchBuilder {
         let (request, hub) = (request, hub)
         // Cut further when the batch is too large for a record (targets with long handles, or
         // templates of their own): a record Kafka refuses would never go.
-        let values = try WireCoding.encodeInParts(targets[...]) { targets in
+        let values = try WireCoding.encodeInParts(targets) { targets in
             DeliveryBatch(
                 notificationId: request.notificationId, hub: hub, platform: platform, kind: request.format == .template ? .template : .native,
                 format: request.format == .template ? nil : request.format, body: request.body, headers: request.headers,

@@ -470,11 +470,12 @@ extension WireCoding {
     /// `limit` bytes each: a message over it is cut in two halves, and each half again, down to
     /// one item (about log2 of the count deep). Most fit whole, encoded once.
     public static func encodeInParts<Item, Message: WireMessage>(
-        _ items: ArraySlice<Item>, limit: Int = maximumRecordBytes, _ make: ([Item]) -> Message
+        _ items: [Item], limit: Int = maximumRecordBytes, _ make: ([Item]) -> Message
     ) throws -> [Data] {
-        let value = try encode(make(Array(items)))
+        // The whole list first, as it is (no copy): nearly every message fits.
+        let value = try encode(make(items))
         guard value.count > limit, items.count > 1 else { return [value] }
-        let middle = items.startIndex + items.count / 2
-        return try encodeInParts(items[..<middle], limit: limit, make) + encodeInParts(items[middle...], limit: limit, make)
+        let middle = items.count / 2
+        return try encodeInParts(Array(items[..<middle]), limit: limit, make) + encodeInParts(Array(items[middle...]), limit: limit, make)
     }
 }

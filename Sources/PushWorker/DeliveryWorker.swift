@@ -367,7 +367,7 @@ public final class DeliveryWorker: Service, Sendable {
             // In more than one record when they would not fit one (long handles and ids): each
             // target counts once however its results are cut.
             for value in try WireCoding.encodeInParts(
-                results[...],
+                results,
                 { results in
                     ResultBatch(notificationId: batch.notificationId, hub: batch.hub, platform: batch.platform, results: results)
                 })
@@ -387,7 +387,7 @@ public final class DeliveryWorker: Service, Sendable {
             next.enqueuedAt = lane.enqueuedAt
             next.expiresAt = lane.expiresAt
             for value in try WireCoding.encodeInParts(
-                targets[...],
+                targets,
                 { targets in
                     var part = next
                     part.targets = targets

@@ -19,7 +19,7 @@ struct JobsAPITests {
         let files: JobFiles
         let hubs: HubsConfiguration
 
-        init(jobs: JobsConfiguration = JobsConfiguration()) async throws {
+        init(jobs: JobsConfiguration = JobsConfiguration(), wrap: (SQLRegistrationStore) -> any JobStore = { $0 }) async throws {
             let root = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-jobs-\(UUID().uuidString)")
             store = try await SQLRegistrationStore.open(SQLiteDatabase(path: root.path + ".sqlite"))
             var hubs = IngressFixture.hubs
@@ -27,7 +27,9 @@ struct JobsAPITests {
             self.hubs = hubs
             files = JobFiles(directory: root.path, settings: jobs)
             try FileManager.default.createDirectory(at: files.hubDirectory("myhub"), withIntermediateDirectories: true)
-            app = Application(router: try buildIngressRouter(hubs: hubs, stores: IngressStores(store), jobs: files, jobSignal: JobSignal()))
+            var stores = IngressStores(store)
+            stores.jobs = wrap(store)
+            app = Application(router: try buildIngressRouter(hubs: hubs, stores: stores, jobs: files, jobSignal: JobSignal()))
         }
 
         /// A runner of its own, with small chunks so a job takes several.
@@ -443,6 +445,62 @@ struct JobsAPITests {
                 value += 1
                 return value
             }
+        }
+    }
+
+    @Test("an upload the store fails to attach is deleted: a retry does not leave another gigabyte behind")
+    func unattachedInputDeleted() async throws {
+        let fixture = try await Fixture(wrap: { FailingAttach(store: $0) })
+        try await fixture.app.test(.router) { client in
+            let id = try await Self.start(client, "ImportCreateRegistrations")
+            for _ in 0..<2 {
+                let uploaded = try await client.execute(
+                    uri: "/myhub/jobs/\(id)/input", method: .put, headers: Self.manage, body: ByteBuffer(string: "line\n"))
+                #expect(uploaded.status == .serviceUnavailable, "\(uploaded.text)")
+            }
+            let left = try FileManager.default.contentsOfDirectory(atPath: fixture.files.jobDirectory(hub: "myhub", id: id).path)
+            #expect(left.isEmpty, "\(left)")
+            #expect(try Self.field("Status", try await Self.read(client, id)) == "Started", "still waiting for its input")
+        }
+    }
+
+    /// The SQLite store, but attaching an input fails as a store that is down does.
+    struct FailingAttach: JobStore {
+        let store: SQLRegistrationStore
+        func attachJobInput(hub: String, id: String, path: String, size: Int64) async throws -> Bool {
+            throw SQLError(message: "could not connect")
+        }
+        func createJob(_ job: NotificationHubJob, inputPath: String?, inputSize: Int64, maximumUnfinished: Int) async throws -> Bool {
+            try await store.createJob(job, inputPath: inputPath, inputSize: inputSize, maximumUnfinished: maximumUnfinished)
+        }
+        func job(hub: String, id: String) async throws -> StoredJob? { try await store.job(hub: hub, id: id) }
+        func jobs(hub: String, limit: Int) async throws -> [StoredJob] { try await store.jobs(hub: hub, limit: limit) }
+        func claimJob(runner: String, hubs: [String], lease: TimeInterval, now: Date) async throws -> StoredJob? {
+            try await store.claimJob(runner: runner, hubs: hubs, lease: lease, now: now)
+        }
+        func checkpointJob(hub: String, id: String, runner: String, position: JobPosition, progress: Double, lease: TimeInterval) async throws {
+            try await store.checkpointJob(hub: hub, id: id, runner: runner, position: position, progress: progress, lease: lease)
+        }
+        func finishJob(hub: String, id: String, runner: String, status: NotificationHubJob.Status, failure: String?) async throws {
+            try await store.finishJob(hub: hub, id: id, runner: runner, status: status, failure: failure)
+        }
+        func releaseJob(hub: String, id: String, runner: String) async throws { try await store.releaseJob(hub: hub, id: id, runner: runner) }
+        func deferJob(hub: String, id: String, runner: String, failure: String, maximumAttempts: Int) async throws -> Bool {
+            try await store.deferJob(hub: hub, id: id, runner: runner, failure: failure, maximumAttempts: maximumAttempts)
+        }
+        func removeFinishedJobs(before date: Date) async throws -> [(hub: String, id: String)] { try await store.removeFinishedJobs(before: date) }
+        func expireWaitingJobs(before date: Date) async throws -> Int { try await store.expireWaitingJobs(before: date) }
+        func countExportedRegistrations(hub: String) async throws -> Int64 { try await store.countExportedRegistrations(hub: hub) }
+        func exportPage(hub: String, after cursor: RegistrationCursor?, limit: Int) async throws -> RegistrationPage {
+            try await store.exportPage(hub: hub, after: cursor, limit: limit)
+        }
+        func applyImportChunk(
+            hub: String, id: String, runner: String, type: NotificationHubJob.JobType, lines: [JobLine], next position: JobPosition,
+            progress: Double, lease: TimeInterval,
+            write: @escaping @Sendable ([JobLineResult]) throws -> (outputBytes: Int64, failedBytes: Int64)
+        ) async throws -> JobPosition {
+            try await store.applyImportChunk(
+                hub: hub, id: id, runner: runner, type: type, lines: lines, next: position, progress: progress, lease: lease, write: write)
         }
     }
 }

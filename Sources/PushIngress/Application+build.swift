@@ -23,9 +23,9 @@ public struct IngressConfiguration: Sendable {
     public var maximumConnections = 1_000
     /// A connection that has not sent a complete request head (or the next part of a body)
     /// for this long, or that sits idle this long between requests, is closed. This is the
-    /// header-read and the idle time-out in one. A request must also come whole within it, plus
-    /// the time its body's bytes take at 4 KiB/s (`RequestDeadline`): a body trickled a byte
-    /// at a time resets the idle time-out at every byte.
+    /// header-read and the idle time-out in one. The server also waits for a request's bytes at
+    /// most this long plus their time at 4 KiB/s (`RequestDeadline`): a body trickled a byte at
+    /// a time resets the idle time-out at every byte.
     public var idleTimeout: Duration = .seconds(30)
     /// Kafka is the embedded cluster, which keeps nothing across a restart: accepted sends are
     /// kept in the store and published again, whatever `recovery` says.

@@ -37,7 +37,12 @@ final class RequestDeadline: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func read(context: ChannelHandlerContext) {
-        if inRequest, waitingSince == nil { waitingSince = .now() }
+        if inRequest {
+            if waitingSince == nil { waitingSince = .now() }
+            // Timed from the first wait: a request that came whole in one read (nearly every
+            // request, a send's among them) never schedules a timer.
+            if timer == nil { schedule(context, in: allowed - waited) }
+        }
         context.read()
     }
 
@@ -51,7 +56,6 @@ final class RequestDeadline: ChannelDuplexHandler, RemovableChannelHandler {
             inRequest = true
             received = 0
             waited = .zero
-            schedule(context, in: allowance)
         case .body(let part):
             received += Int64(part.readableBytes)
         case .end:

@@ -315,9 +315,11 @@ struct JobsAPITests {
     }
 
     /// The store, but refusing for good any chunk that holds the registration `poison`, as
-    /// PostgreSQL refuses a value too large for its index.
+    /// PostgreSQL refuses a value too large for its index; with `attachFails`, failing to attach
+    /// an input as a store that is down does.
     struct PoisonedStore: JobStore {
         let inner: SQLRegistrationStore
+        var attachFails = false
 
         func createJob(_ job: NotificationHubJob, inputPath: String?, inputSize: Int64, maximumUnfinished: Int) async throws -> Bool {
             try await inner.createJob(job, inputPath: inputPath, inputSize: inputSize, maximumUnfinished: maximumUnfinished)
@@ -325,7 +327,8 @@ struct JobsAPITests {
         func job(hub: String, id: String) async throws -> StoredJob? { try await inner.job(hub: hub, id: id) }
         func jobs(hub: String, limit: Int) async throws -> [StoredJob] { try await inner.jobs(hub: hub, limit: limit) }
         func attachJobInput(hub: String, id: String, path: String, size: Int64) async throws -> Bool {
-            try await inner.attachJobInput(hub: hub, id: id, path: path, size: size)
+            if attachFails { throw SQLError(message: "could not connect") }
+            return try await inner.attachJobInput(hub: hub, id: id, path: path, size: size)
         }
         func claimJob(runner: String, hubs: [String], lease: TimeInterval, now: Date) async throws -> StoredJob? {
             try await inner.claimJob(runner: runner, hubs: hubs, lease: lease, now: now)
@@ -450,7 +453,7 @@ struct JobsAPITests {
 
     @Test("an upload the store fails to attach is deleted: a retry does not leave another gigabyte behind")
     func unattachedInputDeleted() async throws {
-        let fixture = try await Fixture(wrap: { FailingAttach(store: $0) })
+        let fixture = try await Fixture(wrap: { PoisonedStore(inner: $0, attachFails: true) })
         try await fixture.app.test(.router) { client in
             let id = try await Self.start(client, "ImportCreateRegistrations")
             for _ in 0..<2 {
@@ -461,46 +464,6 @@ struct JobsAPITests {
             let left = try FileManager.default.contentsOfDirectory(atPath: fixture.files.jobDirectory(hub: "myhub", id: id).path)
             #expect(left.isEmpty, "\(left)")
             #expect(try Self.field("Status", try await Self.read(client, id)) == "Started", "still waiting for its input")
-        }
-    }
-
-    /// The SQLite store, but attaching an input fails as a store that is down does.
-    struct FailingAttach: JobStore {
-        let store: SQLRegistrationStore
-        func attachJobInput(hub: String, id: String, path: String, size: Int64) async throws -> Bool {
-            throw SQLError(message: "could not connect")
-        }
-        func createJob(_ job: NotificationHubJob, inputPath: String?, inputSize: Int64, maximumUnfinished: Int) async throws -> Bool {
-            try await store.createJob(job, inputPath: inputPath, inputSize: inputSize, maximumUnfinished: maximumUnfinished)
-        }
-        func job(hub: String, id: String) async throws -> StoredJob? { try await store.job(hub: hub, id: id) }
-        func jobs(hub: String, limit: Int) async throws -> [StoredJob] { try await store.jobs(hub: hub, limit: limit) }
-        func claimJob(runner: String, hubs: [String], lease: TimeInterval, now: Date) async throws -> StoredJob? {
-            try await store.claimJob(runner: runner, hubs: hubs, lease: lease, now: now)
-        }
-        func checkpointJob(hub: String, id: String, runner: String, position: JobPosition, progress: Double, lease: TimeInterval) async throws {
-            try await store.checkpointJob(hub: hub, id: id, runner: runner, position: position, progress: progress, lease: lease)
-        }
-        func finishJob(hub: String, id: String, runner: String, status: NotificationHubJob.Status, failure: String?) async throws {
-            try await store.finishJob(hub: hub, id: id, runner: runner, status: status, failure: failure)
-        }
-        func releaseJob(hub: String, id: String, runner: String) async throws { try await store.releaseJob(hub: hub, id: id, runner: runner) }
-        func deferJob(hub: String, id: String, runner: String, failure: String, maximumAttempts: Int) async throws -> Bool {
-            try await store.deferJob(hub: hub, id: id, runner: runner, failure: failure, maximumAttempts: maximumAttempts)
-        }
-        func removeFinishedJobs(before date: Date) async throws -> [(hub: String, id: String)] { try await store.removeFinishedJobs(before: date) }
-        func expireWaitingJobs(before date: Date) async throws -> Int { try await store.expireWaitingJobs(before: date) }
-        func countExportedRegistrations(hub: String) async throws -> Int64 { try await store.countExportedRegistrations(hub: hub) }
-        func exportPage(hub: String, after cursor: RegistrationCursor?, limit: Int) async throws -> RegistrationPage {
-            try await store.exportPage(hub: hub, after: cursor, limit: limit)
-        }
-        func applyImportChunk(
-            hub: String, id: String, runner: String, type: NotificationHubJob.JobType, lines: [JobLine], next position: JobPosition,
-            progress: Double, lease: TimeInterval,
-            write: @escaping @Sendable ([JobLineResult]) throws -> (outputBytes: Int64, failedBytes: Int64)
-        ) async throws -> JobPosition {
-            try await store.applyImportChunk(
-                hub: hub, id: id, runner: runner, type: type, lines: lines, next: position, progress: progress, lease: lease, write: write)
         }
     }
 }

@@ -5,11 +5,6 @@ import PushModel
 /// every check the hub API, `pushhub send` and other producers share: each failure says what
 /// is wrong and nothing is published.
 public struct SendRequestBuilder: Sendable {
-    /// Payload limits of the platforms (bytes).
-    public static func sizeLimit(for format: NotificationFormat, headers: [String: String]) -> Int {
-        format.sizeLimit(headers: headers)
-    }
-
     /// Headers passed through to the PNS: APNs `apns-*`, WNS `X-WNS-*`, Web Push `TTL`,
     /// `Urgency`, `Topic`, Baidu's `X-Baidu-Message-Type`, and `ServiceBusNotification-Apns-Expiry`.
     public static func passThrough(_ name: String) -> Bool {
@@ -47,7 +42,8 @@ public struct SendRequestBuilder: Sendable {
                 reason: "must be one of \(NotificationFormat.allCases.map(\.rawValue).joined(separator: ", ")), not \(formatText ?? "(missing)")")
         }
         try Self.checkContentType(contentType, format: format, headers: headers)
-        let limit = Self.sizeLimit(for: format, headers: headers)
+        // Before the body is read as text; `validate` checks it again, as for any producer.
+        let limit = format.sizeLimit(headers: headers)
         guard body.count <= limit else {
             throw .invalidField(
                 field: "body", reason: "\(body.count) bytes is more than the \(limit) bytes \(format.rawValue) notifications may have")
@@ -69,10 +65,6 @@ public struct SendRequestBuilder: Sendable {
         } else if format == .template {
             try JSONLimits.checkDepth(body, field: "body")
         }
-        // Headers passed to the PNS go out as HTTP headers: a name of token characters, a value
-        // without control characters (HTTP's parser checks this for the API; the console and
-        // other callers give text).
-        for (name, value) in headers where Self.passThrough(name) { try FieldCheck.passedHeader(name: name, value: value) }
         let audience: Audience
         if let handles {
             guard !handles.isEmpty else { throw .invalidField(field: "devices", reason: "a direct send needs at least one device handle") }
@@ -85,7 +77,8 @@ public struct SendRequestBuilder: Sendable {
         let request = SendRequest(
             notificationId: RandomID.timeOrdered(now: now), hub: hub, audience: audience, format: format, body: text,
             headers: headers.filter { Self.passThrough($0.key) }, expiresAt: nil, enqueuedAt: RFC3339.truncated(now))
-        // Checked once, the tag expression parsed once; its errors name the header it came from.
+        // Checked once (the passed headers' names and values too: `FieldCheck.passedHeader`),
+        // the tag expression parsed once; its errors name the header it came from.
         do {
             return (request, try request.validatedExpression())
         } catch .invalidField(field: "audience.tags", let reason) {

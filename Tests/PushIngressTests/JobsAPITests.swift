@@ -316,10 +316,12 @@ struct JobsAPITests {
 
     /// The store, but refusing for good any chunk that holds the registration `poison`, as
     /// PostgreSQL refuses a value too large for its index; with `attachFails`, failing to attach
-    /// an input as a store that is down does.
+    /// an input as a store that is down does, and with `attachAnswerLost`, after the attach
+    /// committed, as a connection lost before the commit's answer does.
     struct PoisonedStore: JobStore {
         let inner: SQLRegistrationStore
         var attachFails = false
+        var attachAnswerLost = false
 
         func createJob(_ job: NotificationHubJob, inputPath: String?, inputSize: Int64, maximumUnfinished: Int) async throws -> Bool {
             try await inner.createJob(job, inputPath: inputPath, inputSize: inputSize, maximumUnfinished: maximumUnfinished)
@@ -328,7 +330,9 @@ struct JobsAPITests {
         func jobs(hub: String, limit: Int) async throws -> [StoredJob] { try await inner.jobs(hub: hub, limit: limit) }
         func attachJobInput(hub: String, id: String, path: String, size: Int64) async throws -> Bool {
             if attachFails { throw SQLError(message: "could not connect") }
-            return try await inner.attachJobInput(hub: hub, id: id, path: path, size: size)
+            let attached = try await inner.attachJobInput(hub: hub, id: id, path: path, size: size)
+            if attachAnswerLost { throw SQLError(message: "connection lost") }
+            return attached
         }
         func claimJob(runner: String, hubs: [String], lease: TimeInterval, now: Date) async throws -> StoredJob? {
             try await inner.claimJob(runner: runner, hubs: hubs, lease: lease, now: now)
@@ -464,6 +468,23 @@ struct JobsAPITests {
             let left = try FileManager.default.contentsOfDirectory(atPath: fixture.files.jobDirectory(hub: "myhub", id: id).path)
             #expect(left.isEmpty, "\(left)")
             #expect(try Self.field("Status", try await Self.read(client, id)) == "Started", "still waiting for its input")
+        }
+    }
+
+    @Test("an upload whose attach committed though the store's answer was lost is the job's input: kept, answered 200, and imported")
+    func attachedInputKept() async throws {
+        let fixture = try await Fixture(wrap: { PoisonedStore(inner: $0, attachAnswerLost: true) })
+        try await fixture.app.test(.router) { client in
+            let id = try await Self.start(client, "ImportCreateRegistrations")
+            let line = Self.line("AppleRegistrationDescription", "<RegistrationId>kept</RegistrationId><DeviceToken>AA01</DeviceToken>")
+            let uploaded = try await client.execute(
+                uri: "/myhub/jobs/\(id)/input", method: .put, headers: Self.manage, body: ByteBuffer(string: line))
+            #expect(uploaded.status == .ok, "\(uploaded.text)")
+            let input = try #require(try await fixture.store.job(hub: "myhub", id: id)?.inputPath)
+            #expect(FileManager.default.fileExists(atPath: input), "the attached input is still there")
+            #expect(try await fixture.runner().runOne())
+            #expect(try Self.field("Status", try await Self.read(client, id)) == "Completed")
+            #expect(try await fixture.store.registration(hub: "myhub", id: "kept") != nil)
         }
     }
 }

@@ -131,9 +131,18 @@ struct JobsController: Sendable {
         do {
             attached = try await storeCall { try await store.attachJobInput(hub: hub, id: stored.job.jobId, path: file.path, size: size) }
         } catch {
-            // Not attached (the store failed): the file is nobody's, and a retry writes another.
+            // The store failed, perhaps after the attach committed (an answer lost): the job says.
+            // Not attached, the file is nobody's and a retry writes another; not known, it stays
+            // in the job's directory, which goes with the job.
+            let failure = error
+            let current: StoredJob?
+            do { current = try await store.job(hub: hub, id: stored.job.jobId) } catch { throw failure }
+            if current?.inputPath == file.path {
+                signal?.wake()
+                return try await read(request, context: context)
+            }
             try? FileManager.default.removeItem(at: file)
-            throw error
+            throw failure
         }
         guard attached else {
             try? FileManager.default.removeItem(at: file)

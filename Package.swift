@@ -72,7 +72,7 @@ let package = Package(
         // A VFS that hands a transaction's log frames to the kernel together (CSQLiteWAL.c).
         .target(name: "CSQLiteWAL", dependencies: ["CSQLite"]),
         // Prometheus metrics: counters, gauges, histograms, the text format.
-        .target(name: "PushMetrics"),
+        .target(name: "PushMetrics", dependencies: ["PushModel"]),
         // /health/live, /health/ready and /metrics for every process.
         .target(
             name: "PushOps",

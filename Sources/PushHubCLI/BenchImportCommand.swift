@@ -128,7 +128,3 @@ enum ProcessCPU {
         return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
     }
 }
-
-extension Duration {
-    fileprivate var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}

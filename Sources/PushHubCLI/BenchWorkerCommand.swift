@@ -164,7 +164,7 @@ extension BenchCommand {
                 throw ValidationError("results stopped: \(deliveredCount) of \(wanted) targets delivered, none more for \(Self.quietLimit)")
             }
             let elapsed = ContinuousClock.now - started
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            let seconds = elapsed.seconds
             emit("produced \(targets) targets in \(produced); \(deliveredCount) delivered in \(elapsed)")
             emit("DELIVERIES_PER_SECOND=\(Int(Double(deliveredCount) / seconds))")
             await results.close()

@@ -104,8 +104,7 @@ public func buildIngressApplication(
     readiness: [ReadinessCheck] = [], logins: LoginLimits = LoginLimits(), jobSignal: JobSignal? = nil, logger: Logger,
     onListening: @escaping @Sendable (Int) -> Void = { _ in }
 ) throws -> some ApplicationProtocol {
-    let idleTimeout = TimeAmount.nanoseconds(
-        Int64(configuration.idleTimeout.components.seconds) * 1_000_000_000 + configuration.idleTimeout.components.attoseconds / 1_000_000_000)
+    let idleTimeout = TimeAmount(configuration.idleTimeout)
     return Application(
         router: try buildIngressRouter(
             hubs: configuration.hubs, stores: stores, publisher: publisher, readiness: readiness, logins: logins, recovery: configuration.recovery,

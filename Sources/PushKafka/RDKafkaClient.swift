@@ -1,6 +1,7 @@
 import CRdKafka
 import Dispatch
 import Logging
+import PushModel
 import Synchronization
 
 #if canImport(Glibc)
@@ -242,7 +243,7 @@ extension RDKafkaClient {
 
     /// Whether a broker answers a metadata request within `timeout` (readiness checks).
     func isReachable(timeout: Duration) async -> Bool {
-        let milliseconds = Int32(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        let milliseconds = Int32(clamping: timeout.wholeMilliseconds)
         return await BlockingCalls.run { [self] in
             var metadata: UnsafePointer<rd_kafka_metadata>? = nil
             let code = rd_kafka_metadata(handle, 0, nil, &metadata, milliseconds)

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PushKafka
+import PushModel
 
 /// Produces and consumes fixed-size records on the embedded cluster with PushHub's Kafka
 /// layer and with kcat (the same librdkafka, driven from C) in the same run, so the two
@@ -186,11 +187,4 @@ public struct KafkaThroughputBenchmark: Sendable {
 public struct BenchmarkError: Error, CustomStringConvertible {
     public var message: String
     public var description: String { message }
-}
-
-extension Duration {
-    var seconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
 }

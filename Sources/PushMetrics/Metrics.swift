@@ -1,4 +1,5 @@
 import Foundation
+import PushModel
 import Synchronization
 
 /// PushHub's metrics, in the Prometheus text format (0.0.4): counters, gauges and histograms,
@@ -163,11 +164,7 @@ public final class Histogram: Sendable {
     }
 
     public func observe(_ duration: Duration) {
-        observe(Self.seconds(duration))
-    }
-
-    static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        observe(duration.seconds)
     }
 
     /// Observations counted locally and added to their histogram in one step (`record`): a
@@ -184,7 +181,7 @@ public final class Histogram: Sendable {
         }
 
         public mutating func observe(_ duration: Duration) {
-            let value = Histogram.seconds(duration)
+            let value = duration.seconds
             if let index = histogram.bucket(of: value) { counts[index] += 1 }
             sum += value
             count += 1

@@ -85,9 +85,7 @@ public final class HostResolver: Sendable {
                 case .failure(let error): finish(.failure(ResolutionFailed(host: host, reason: "\(error)")))
                 }
             }
-            Self.timerLoop.next().scheduleTask(
-                in: .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)
-            ) {
+            Self.timerLoop.next().scheduleTask(in: TimeAmount(timeout)) {
                 finish(.failure(ResolutionFailed(host: host, reason: "no answer in \(timeout)")))
             }
         }

@@ -1,4 +1,5 @@
 import Foundation
+import PushModel
 
 /// A token bucket: `perMinute` requests a minute, bursts of up to a second's worth. Callers
 /// wait their turn.
@@ -19,7 +20,7 @@ public actor RateLimiter {
         while true {
             let now = ContinuousClock.now
             let elapsed = now - updated
-            available = min(burst, available + perSecond * (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18))
+            available = min(burst, available + perSecond * elapsed.seconds)
             updated = now
             if available >= 1 {
                 available -= 1

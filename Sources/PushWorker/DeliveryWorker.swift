@@ -275,7 +275,7 @@ public final class DeliveryWorker: Service, Sendable {
                 // A waiting batch gives its targets' room to others; how many may wait is bounded.
                 // A hand-back waits at most `maximumBackoff`; a later time (not a worker's) waits
                 // no longer, so that a record cannot hold its partition's progress for ever.
-                let wait = min(notBefore.timeIntervalSinceNow, Self.seconds(settings.maximumBackoff))
+                let wait = min(notBefore.timeIntervalSinceNow, settings.maximumBackoff.seconds)
                 await window.sleep(batch.targets.count)
                 let rested = await draining.sleep(for: .milliseconds(Int(wait * 1000)))
                 await window.wake(batch.targets.count)
@@ -383,7 +383,7 @@ public final class DeliveryWorker: Service, Sendable {
         where !targets.isEmpty {
             var next = batch
             next.attempt = attempt
-            next.notBefore = Date().addingTimeInterval(Self.seconds(wait))
+            next.notBefore = Date().addingTimeInterval(wait.seconds)
             next.enqueuedAt = lane.enqueuedAt
             next.expiresAt = lane.expiresAt
             for value in try WireCoding.encodeInParts(
@@ -562,8 +562,7 @@ public final class DeliveryWorker: Service, Sendable {
                     span.attributes["pushhub.attempt"] = batch.attempt - 1 + rounds.calls[index]
                     if let status = answer.status { span.attributes["http.response.status_code"] = status }
                     if let latency = answer.latency {
-                        span.attributes["pushhub.pns_latency_ms"] = Int(
-                            latency.components.seconds * 1_000 + latency.components.attoseconds / 1_000_000_000_000_000)
+                        span.attributes["pushhub.pns_latency_ms"] = Int(latency.wholeMilliseconds)
                     }
                     if answer.classification != .delivered {
                         span.setStatus(SpanStatus(code: .error, message: answer.reason ?? Self.reason(answer.classification)))
@@ -619,11 +618,6 @@ public final class DeliveryWorker: Service, Sendable {
     /// The most bytes of a PNS's words a result carries (a device's own Web Push endpoint
     /// chooses them); the store keeps 500.
     static let maximumReason = 1024
-
-    /// A duration in seconds.
-    static func seconds(_ duration: Duration) -> TimeInterval {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
 
     /// Between half and all of `duration`, so retries of many targets spread out.
     func jittered(_ duration: Duration) -> Duration {

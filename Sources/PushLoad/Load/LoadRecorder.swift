@@ -1,5 +1,6 @@
 import Foundation
 import Histogram
+import PushModel
 import Synchronization
 
 /// Everything a load run measures, from any task: sends and registrations as they are answered,
@@ -11,11 +12,7 @@ public final class LoadRecorder: Sendable {
     public init() { state = Mutex(LoadMeasurements()) }
 
     /// Seconds since the run started.
-    public func now() -> Double { Self.seconds(ContinuousClock.now - started) }
-
-    static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
+    public func now() -> Double { (ContinuousClock.now - started).seconds }
 
     /// A send the hub accepted (HTTP 201, or Kafka's acknowledgement), `latency` seconds after it
     /// was due: the schedule's time, so a slow answer delays the sends behind it without hiding.

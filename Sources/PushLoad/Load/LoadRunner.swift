@@ -179,7 +179,7 @@ struct Sender: Sendable {
                 hub: settings.hub, format: planned.format.rawValue, tags: planned.audience, headers: headers, body: Data(body.utf8),
                 contentType: contentType)
             try await KafkaNotificationPublisher(producer: producer, topics: settings.topics).publish(request)
-            recorder.sendAccepted(notificationId: request.notificationId, latency: LoadRecorder.seconds(ContinuousClock.now - due))
+            recorder.sendAccepted(notificationId: request.notificationId, latency: (ContinuousClock.now - due).seconds)
         } catch {
             recorder.sendFailed(kind: "kafka: \(error)")
         }
@@ -265,7 +265,7 @@ struct HubAPIClient: Sendable {
         do {
             let response = try await exchange(.PUT, path, headers: [("Authorization", token), ("Content-Type", "application/json")], body: body)
             if (200..<300).contains(response.status) {
-                recorder.registered(latency: LoadRecorder.seconds(ContinuousClock.now - due))
+                recorder.registered(latency: (ContinuousClock.now - due).seconds)
             } else {
                 recorder.registrationFailed(kind: Self.kind(response))
             }
@@ -288,7 +288,7 @@ struct HubAPIClient: Sendable {
                 recorder.sendFailed(kind: Self.kind(response))
                 return
             }
-            recorder.sendAccepted(notificationId: id, latency: LoadRecorder.seconds(ContinuousClock.now - due))
+            recorder.sendAccepted(notificationId: id, latency: (ContinuousClock.now - due).seconds)
         } catch {
             recorder.sendFailed(kind: "transport: \(error)")
         }

@@ -42,12 +42,8 @@ public final class HTTP1Client: Sendable {
         self.host = host
         self.port = port
         maximumConnections = max(1, connections)
-        self.requestTimeout = Self.amount(requestTimeout)
-        self.connectTimeout = Self.amount(connectTimeout)
-    }
-
-    private static func amount(_ duration: Duration) -> TimeAmount {
-        .nanoseconds(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
+        self.requestTimeout = TimeAmount(requestTimeout)
+        self.connectTimeout = TimeAmount(connectTimeout)
     }
 
     /// Sends one request to `path` (with its query) and reads the whole answer. Throws on

@@ -89,8 +89,7 @@ public final class PNSHTTPClient: PNSTransport {
         self.tls = tls
         connectionCount = connections
         slots = RequestSlots(maximumInFlight)
-        self.requestTimeout = .nanoseconds(
-            Int64(requestTimeout.components.seconds) * 1_000_000_000 + requestTimeout.components.attoseconds / 1_000_000_000)
+        self.requestTimeout = TimeAmount(requestTimeout)
     }
 
     /// Sends one request. Throws on transport failures and time-outs, which callers retry.

@@ -20,8 +20,18 @@ struct ServerAbuseTests {
     final class RawConnection: Sendable {
         let descriptor: Int32
 
-        init(port: Int) throws {
+        /// Connects from `source` when given (any of 127.0.0.0/8 is this machine).
+        init(port: Int, from source: String? = nil) throws {
             descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            if let source {
+                var local = sockaddr_in()
+                local.sin_family = sa_family_t(AF_INET)
+                local.sin_addr.s_addr = inet_addr(source)
+                let bound = withUnsafePointer(to: &local) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                }
+                guard bound == 0 else { throw POSIXError(.EADDRNOTAVAIL) }
+            }
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)
             address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -67,11 +77,13 @@ struct ServerAbuseTests {
     /// One whole request on a fresh connection (closed after); the response's status line. The
     /// blocking socket calls run on a thread of their own: on Dispatch's shared threads, many
     /// waiting clients would starve the server they wait for.
-    static func request(port: Int, _ method: String, _ path: String, headers: [String: String] = [:], body: String = "") async throws -> String {
+    static func request(
+        port: Int, from source: String? = nil, _ method: String, _ path: String, headers: [String: String] = [:], body: String = ""
+    ) async throws -> String {
         try await withCheckedThrowingContinuation { continuation in
             Thread {
                 do {
-                    let connection = try RawConnection(port: port)
+                    let connection = try RawConnection(port: port, from: source)
                     var text = "\(method) \(path) HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: \(body.utf8.count)\r\n"
                     for (name, value) in headers { text += "\(name): \(value)\r\n" }
                     connection.send(text + "\r\n" + body)
@@ -239,6 +251,30 @@ struct ServerAbuseTests {
             #expect(
                 refused.contains("429"),
                 "this client waits out its back-off for alice: \(refused); guesses: \(Dictionary(grouping: guesses, by: { $0 }).mapValues(\.count))")
+        }
+    }
+
+    @Test("guesses at one user spread over many addresses make new addresses wait for that user; one it logged in from, and other users, do not")
+    func spreadGuesses() async throws {
+        var limits = LoginLimits()
+        limits.userFailuresBeforeBackOff = 3
+        limits.firstBackOff = 30
+        try await Self.withIngress(idleTimeout: .seconds(30), logins: limits) { port, store in
+            try await store.setUser(name: "alice", passwordHash: hashPassword("alice-secret"))
+            try await store.setUser(name: "bob", passwordHash: hashPassword("bob-secret"))
+            func login(_ credentials: String, from source: String) async throws -> String {
+                let basic = Data(credentials.utf8).base64EncodedString()
+                return try await Self.request(port: port, from: source, "POST", "/api/register", headers: ["Authorization": "Basic \(basic)"])
+            }
+            #expect(try await login("alice:alice-secret", from: "127.0.0.2") == "HTTP/1.1 200 OK")
+            // One guess from each of five addresses: none has failed five times, the user has.
+            var guesses: [String] = []
+            for index in 10..<15 { guesses.append(try await login("alice:guess-\(index)", from: "127.0.0.\(index)")) }
+            #expect(guesses.map { $0.contains("401") } == [true, true, true, false, false], "\(guesses)")
+            #expect(guesses.suffix(2).allSatisfy { $0.contains("429") }, "\(guesses)")
+            // The address alice logged in from still has its password checked.
+            #expect(try await login("alice:guess-again", from: "127.0.0.2").contains("401"))
+            #expect(try await login("bob:bob-secret", from: "127.0.0.12") == "HTTP/1.1 200 OK")
         }
     }
 }

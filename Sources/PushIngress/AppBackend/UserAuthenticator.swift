@@ -51,8 +51,10 @@ public struct UserAuthenticator: Sendable {
         guard password.utf8.count <= Self.maximumPasswordBytes, name.utf8.count <= 100 else { throw .invalid("unknown user or wrong password") }
         let digest = Data(SHA256.hash(data: data))
         if recent.contains(digest, now: now()) { return name }
-        if let wait = failures.backOff(client: client, user: name, now: now()) {
-            throw .throttled(retryAfter: wait, "too many failed logins from this client; try again in \(wait) s")
+        switch failures.backOff(client: client, user: name, now: now()) {
+        case .client(let wait): throw .throttled(retryAfter: wait, "too many failed logins from this client; try again in \(wait) s")
+        case .user(let wait): throw .throttled(retryAfter: wait, "too many failed logins for this user name; try again in \(wait) s")
+        case nil: break
         }
         // A client gets a few password checks at a time; a flood from one place waits its turn
         // at the door, not in the bcrypt queue.
@@ -72,6 +74,7 @@ public struct UserAuthenticator: Sendable {
             throw .invalid("unknown user or wrong password")
         }
         recent.insert(digest, now: now())
+        failures.succeeded(client: client, user: name, now: now())
         return name
     }
 
@@ -115,9 +118,16 @@ public struct LoginLimits: Sendable {
     /// wait for any. Behind a proxy every user shares one client: keep that one high.
     public var failuresBeforeBackOff = 5
     public var clientFailuresBeforeBackOff = 50
+    /// Failed logins for one user name from all clients before the clients that have not
+    /// logged in as that user lately must wait to try it: guesses spread over many addresses.
+    /// Its wait is at most `maximumUserBackOff`, since it is the user's too, on a new address.
+    public var userFailuresBeforeBackOff = 20
     /// The first wait; each further failure doubles it, up to `maximumBackOff`.
     public var firstBackOff: TimeInterval = 1
     public var maximumBackOff: TimeInterval = 300
+    public var maximumUserBackOff: TimeInterval = 60
+    /// A client that logged in as a user is spared that user's back-off this long.
+    public var familiarFor: TimeInterval = 30 * 86_400
     /// A client's failures are forgotten after this long without one.
     public var forgetAfter: TimeInterval = 900
     /// bcrypt checks at once (each takes tens of milliseconds of a core).
@@ -130,12 +140,21 @@ public struct LoginLimits: Sendable {
     public init() {}
 }
 
-/// Failed logins per client address, and how long each must wait before its next try.
+/// Failed logins per client address and per user name, and how long each must wait before
+/// its next try.
 final class LoginFailures: Sendable {
     private let limits: LoginLimits
     private let entries = Mutex<[String: (failures: Int, last: Date, until: Date)]>([:])
     private let checking = Mutex<[String: Int]>([:])
+    /// Client and user pairs that logged in, and until when each is spared the user's back-off.
+    private let familiar = Mutex<[String: Date]>([:])
     static let capacity = 100_000
+
+    /// Who must wait, and for how many seconds.
+    enum Wait: Equatable {
+        case client(Int)
+        case user(Int)
+    }
 
     /// Counts a password check of `client` starting; false when it has too many running.
     func startCheck(_ client: String) -> Bool {
@@ -157,25 +176,39 @@ final class LoginFailures: Sendable {
         self.limits = limits
     }
 
-    /// Seconds `client` must still wait before trying `user` (or any user), or nil.
-    func backOff(client: String, user: String, now: Date) -> Int? {
-        entries.withLock { entries in
-            let waits = [Self.key(client, user), Self.key(client, nil)].compactMap { key -> Int? in
+    /// How long `client` must still wait before trying `user`: its own back-off for the name or
+    /// for any name, else the name's own, unless it logged in as that user lately; or nil.
+    func backOff(client: String, user: String, now: Date) -> Wait? {
+        let spared = familiar.withLock { $0[Self.key(client, user)].map { $0 > now } ?? false }
+        return entries.withLock { entries in
+            func wait(_ key: String) -> Int? {
                 guard let entry = entries[key], entry.until > now else { return nil }
                 return Int(entry.until.timeIntervalSince(now).rounded(.up))
             }
-            return waits.max()
+            if let own = [wait(Self.key(client, user)), wait(Self.key(client, nil))].compactMap({ $0 }).max() { return .client(own) }
+            if !spared, let users = wait(Self.userKey(user)) { return .user(users) }
+            return nil
         }
     }
 
     func failed(client: String, user: String, now: Date) {
-        count(Self.key(client, user), threshold: limits.failuresBeforeBackOff, now: now)
-        count(Self.key(client, nil), threshold: limits.clientFailuresBeforeBackOff, now: now)
+        count(Self.key(client, user), threshold: limits.failuresBeforeBackOff, longest: limits.maximumBackOff, now: now)
+        count(Self.key(client, nil), threshold: limits.clientFailuresBeforeBackOff, longest: limits.maximumBackOff, now: now)
+        count(Self.userKey(user), threshold: limits.userFailuresBeforeBackOff, longest: limits.maximumUserBackOff, now: now)
+    }
+
+    func succeeded(client: String, user: String, now: Date) {
+        familiar.withLock { familiar in
+            if familiar.count >= Self.capacity { familiar = familiar.filter { $0.value > now } }
+            if familiar.count < Self.capacity { familiar[Self.key(client, user)] = now.addingTimeInterval(limits.familiarFor) }
+        }
     }
 
     static func key(_ client: String, _ user: String?) -> String { user.map { "\(client)\u{0}\($0)" } ?? client }
+    /// A user name's failures from all clients (no address holds U+0001).
+    static func userKey(_ user: String) -> String { "\u{1}" + user }
 
-    private func count(_ client: String, threshold: Int, now: Date) {
+    private func count(_ client: String, threshold: Int, longest: TimeInterval, now: Date) {
         entries.withLock { entries in
             if entries.count >= Self.capacity { entries = entries.filter { now.timeIntervalSince($0.value.last) < limits.forgetAfter } }
             var entry = entries[client] ?? (0, now, now)
@@ -184,7 +217,7 @@ final class LoginFailures: Sendable {
             entry.last = now
             let over = entry.failures - threshold
             if over >= 0 {
-                entry.until = now.addingTimeInterval(min(limits.maximumBackOff, limits.firstBackOff * pow(2, Double(min(over, 30)))))
+                entry.until = now.addingTimeInterval(min(longest, limits.firstBackOff * pow(2, Double(min(over, 30)))))
             }
             if entries.count < Self.capacity { entries[client] = entry }
         }

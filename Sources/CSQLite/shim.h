@@ -11,8 +11,8 @@ static inline int pushhub_sqlite3_bind_text(sqlite3_stmt *statement, int index, 
 /* SQLITE_STATIC, also a macro: SQLite uses the text where it is, which must stay unchanged until
  * the parameter is bound again (sqlite3_clear_bindings binds NULL) or the statement is
  * finalized; sqlite3_reset keeps the bindings. */
-static inline int pushhub_sqlite3_bind_static_text(sqlite3_stmt *statement, int index, const char *text) {
-    return sqlite3_bind_text(statement, index, text, -1, SQLITE_STATIC);
+static inline int pushhub_sqlite3_bind_static_text(sqlite3_stmt *statement, int index, const char *text, int length) {
+    return sqlite3_bind_text(statement, index, text, length, SQLITE_STATIC);
 }
 
 static inline int pushhub_sqlite3_bind_blob(sqlite3_stmt *statement, int index, const void *bytes, int length) {

@@ -128,13 +128,15 @@ extension SQLRegistrationStore: JobStore {
     }
 
     /// Gives an import waiting in `Started` its uploaded input; false when it is not waiting.
+    /// True as well when the job has this input already (an attach tried again after its
+    /// answer was lost), whatever it became since.
     public func attachJobInput(hub: String, id: String, path: String, size: Int64) async throws -> Bool {
         try await database.write { connection in
             try await Self.changedRows(
                 """
                 UPDATE jobs SET input_path = ?, input_size = ?, updated_at = ?
-                WHERE hub = ? AND job_id = ? AND status = 'Started' AND input_path IS NULL AND type <> 'ExportRegistrations'
-                """, returning: "job_id", [.text(path), .integer(size), SQLValue(Date()), .text(hub), .text(id)], on: connection) > 0
+                WHERE hub = ? AND job_id = ? AND type <> 'ExportRegistrations' AND ((status = 'Started' AND input_path IS NULL) OR input_path = ?)
+                """, returning: "job_id", [.text(path), .integer(size), SQLValue(Date()), .text(hub), .text(id), .text(path)], on: connection) > 0
         }
     }
 

@@ -556,9 +556,10 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
                     return utf8.count
                 }
                 start.storeBytes(of: 0, toByteOffset: count, as: UInt8.self)
-                pushhub_sqlite3_bind_static_text(statement, index, start.assumingMemoryBound(to: CChar.self))
+                // With its length: text holding U+0000 is all of it, not what comes before.
+                pushhub_sqlite3_bind_static_text(statement, index, start.assumingMemoryBound(to: CChar.self), Int32(count))
                 used += count + 1
-            case .text(let text): pushhub_sqlite3_bind_text(statement, index, text, -1)
+            case .text(let text): pushhub_sqlite3_bind_text(statement, index, text, Int32(clamping: text.utf8.count))
             }
         }
     }
@@ -602,7 +603,11 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
                 switch sqlite3_column_type(statement, column) {
                 case SQLITE_NULL: values.append(.null)
                 case SQLITE_INTEGER: values.append(.integer(sqlite3_column_int64(statement, column)))
-                default: values.append(.text(sqlite3_column_text(statement, column).map { String(cString: $0) } ?? ""))
+                default:
+                    // By its length, as it was bound (a U+0000 inside is kept).
+                    let text = sqlite3_column_text(statement, column)
+                    let length = Int(sqlite3_column_bytes(statement, column))
+                    values.append(.text(text.map { String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self) } ?? ""))
                 }
             }
             rows.append(SQLRow(columns: columns!, values: values))

@@ -466,6 +466,49 @@ struct HostileInputTests {
         }
     }
 
+    /// Kafka as it fails a send: wholly, or some of its batches (then the request too).
+    struct RefusingPublisher: NotificationPublisher {
+        var partly: Bool
+        struct Refused: Error {}
+
+        func publish(_ request: SendRequest) async throws { throw Refused() }
+        func publish(_ request: SendRequest, resolved targets: [Platform: [DeliveryBatch.Target]], recorded: Bool) async throws {
+            throw partly ? PartlyPublished(acknowledged: 1, underlying: Refused()) : Refused()
+        }
+    }
+
+    @Test(
+        "a rich send Kafka refused leaves no payload; one of which some batches went out keeps its payload for the devices that have the push, and its send",
+        arguments: [false, true])
+    func richPayloadOfRefusedSends(partly: Bool) async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushhub-\(UUID().uuidString).sqlite").path
+        let store = try await SQLRegistrationStore.open(SQLiteDatabase(path: path))
+        for name in ["alice", "bob"] { try await store.setUser(name: name, passwordHash: hashPassword("\(name)-secret")) }
+        _ = try await store.upsertRegistration(
+            Registration(
+                registrationId: try await store.issueRegistrationId(hub: "myhub"), hub: "myhub", format: .apple,
+                handle: String(repeating: "0b", count: 32), tags: ["username:bob"], updatedAt: Date()),
+            ifMatch: nil)
+        let app = Application(
+            router: try buildIngressRouter(hubs: IngressFixture.hubs, stores: IngressStores(store), publisher: RefusingPublisher(partly: partly)))
+        try await app.test(.router) { client in
+            let sent = try await client.execute(
+                uri: "/api/notifications/rich?to_tag=bob", method: .post, headers: basic("alice", "alice-secret").withContentType("image/png"),
+                body: ByteBuffer(string: "png-bytes"))
+            #expect(sent.status == .serviceUnavailable, "\(sent.text)")
+            let kept = try await store.richPayload(hub: "myhub", id: 1, retention: 3600)
+            #expect((kept != nil) == partly, "kept: \(kept != nil)")
+            let sends = try await SQLiteDatabase(path: path).read { connection in
+                try await connection.query("SELECT count(*) AS n FROM notifications WHERE hub = 'myhub'", []).first?.integer("n")
+            }
+            #expect(sends == (partly ? 1 : 0), "the send stays for recovery only when some of it went out")
+            if partly {
+                let fetched = try await client.execute(uri: "/api/notifications/1", method: .get, headers: basic("bob", "bob-secret"))
+                #expect(fetched.status == .ok && String(buffer: fetched.body) == "png-bytes")
+            }
+        }
+    }
+
     @Test("passwords are checked on all their bytes: a longer password than bcrypt reads is refused")
     func longPasswords() async throws {
         let fixture = try await IngressFixture()

@@ -316,12 +316,13 @@ struct JobsAPITests {
 
     /// The store, but refusing for good any chunk that holds the registration `poison`, as
     /// PostgreSQL refuses a value too large for its index; with `attachFails`, failing to attach
-    /// an input as a store that is down does, and with `attachAnswerLost`, after the attach
-    /// committed, as a connection lost before the commit's answer does.
+    /// an input as a store that is down does, and with `attachAnswersLost`, failing that many
+    /// attaches after they committed, as a connection lost before the commit's answer does.
     struct PoisonedStore: JobStore {
         let inner: SQLRegistrationStore
         var attachFails = false
-        var attachAnswerLost = false
+        var attachAnswersLost = 0
+        let attaches = Counter()
 
         func createJob(_ job: NotificationHubJob, inputPath: String?, inputSize: Int64, maximumUnfinished: Int) async throws -> Bool {
             try await inner.createJob(job, inputPath: inputPath, inputSize: inputSize, maximumUnfinished: maximumUnfinished)
@@ -331,7 +332,7 @@ struct JobsAPITests {
         func attachJobInput(hub: String, id: String, path: String, size: Int64) async throws -> Bool {
             if attachFails { throw SQLError(message: "could not connect") }
             let attached = try await inner.attachJobInput(hub: hub, id: id, path: path, size: size)
-            if attachAnswerLost { throw SQLError(message: "connection lost") }
+            if attaches.increment() <= attachAnswersLost { throw SQLError(message: "connection lost") }
             return attached
         }
         func claimJob(runner: String, hubs: [String], lease: TimeInterval, now: Date) async throws -> StoredJob? {
@@ -473,7 +474,7 @@ struct JobsAPITests {
 
     @Test("an upload whose attach committed though the store's answer was lost is the job's input: kept, answered 200, and imported")
     func attachedInputKept() async throws {
-        let fixture = try await Fixture(wrap: { PoisonedStore(inner: $0, attachAnswerLost: true) })
+        let fixture = try await Fixture(wrap: { PoisonedStore(inner: $0, attachAnswersLost: 1) })
         try await fixture.app.test(.router) { client in
             let id = try await Self.start(client, "ImportCreateRegistrations")
             let line = Self.line("AppleRegistrationDescription", "<RegistrationId>kept</RegistrationId><DeviceToken>AA01</DeviceToken>")

@@ -258,7 +258,7 @@ struct ServerAbuseTests {
     func spreadGuesses() async throws {
         var limits = LoginLimits()
         limits.userFailuresBeforeBackOff = 3
-        limits.firstBackOff = 30
+        limits.firstBackOff = 3
         try await Self.withIngress(idleTimeout: .seconds(30), logins: limits) { port, store in
             try await store.setUser(name: "alice", passwordHash: hashPassword("alice-secret"))
             try await store.setUser(name: "bob", passwordHash: hashPassword("bob-secret"))
@@ -275,6 +275,24 @@ struct ServerAbuseTests {
             // The address alice logged in from still has its password checked.
             #expect(try await login("alice:guess-again", from: "127.0.0.2").contains("401"))
             #expect(try await login("bob:bob-secret", from: "127.0.0.12") == "HTTP/1.1 200 OK")
+            // A name is what is looked up: SQLite read "alice\0x" as "alice" (and took her
+            // password), while every guess at "alice\0…" was a new name to the back-offs.
+            #expect(try await store.passwordHash(user: "alice\u{0}x") == nil)
+            #expect(try await login("alice\u{0}x:alice-secret", from: "127.0.0.20").contains("401"))
+            #expect(try await login("alice\u{0}y:guess", from: "127.0.0.21").contains("401"))
+
+            // When the wait ends, one try takes the opening: guesses that come together while
+            // it is checked wait again rather than all reaching bcrypt. (The familiar address's
+            // guess made the name's wait 6 s.)
+            try await Task.sleep(for: .seconds(6.3))
+            let burst = try await withThrowingTaskGroup(of: String.self) { group in
+                for index in 30..<38 { group.addTask { try await login("alice:burst-\(index)", from: "127.0.0.\(index)") } }
+                var all: [String] = []
+                for try await status in group { all.append(status) }
+                return all
+            }
+            let checked = burst.filter { $0.contains("401") }.count
+            #expect((1...2).contains(checked) && burst.filter { $0.contains("429") }.count == 8 - checked, "\(burst)")
         }
     }
 }

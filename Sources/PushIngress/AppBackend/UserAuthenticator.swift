@@ -47,6 +47,11 @@ public struct UserAuthenticator: Sendable {
         let name = String(text[..<colon])
         let password = String(text[text.index(after: colon)...])
         guard !name.isEmpty, !password.isEmpty else { throw .invalid("user name and password must not be empty") }
+        // A name is counted as it is looked up: a control character (U+0000 ended a name on
+        // SQLite) would make `alice` a new name to the back-offs, for every guess.
+        guard !name.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }), !password.utf8.contains(0) else {
+            throw .invalid("unknown user or wrong password")
+        }
         // bcrypt reads 72 bytes; `users add` refuses longer passwords, so none can match.
         guard password.utf8.count <= Self.maximumPasswordBytes, name.utf8.count <= 100 else { throw .invalid("unknown user or wrong password") }
         let digest = Data(SHA256.hash(data: data))
@@ -186,9 +191,22 @@ final class LoginFailures: Sendable {
                 return Int(entry.until.timeIntervalSince(now).rounded(.up))
             }
             if let own = [wait(Self.key(client, user)), wait(Self.key(client, nil))].compactMap({ $0 }).max() { return .client(own) }
-            if !spared, let users = wait(Self.userKey(user)) { return .user(users) }
+            guard !spared, var entry = entries[Self.userKey(user)] else { return nil }
+            if let users = wait(Self.userKey(user)) { return .user(users) }
+            // Past its wait and still counted: this try takes the opening, and the name waits
+            // again, so that the tries that come while this one is checked do not all pass.
+            let over = entry.failures - limits.userFailuresBeforeBackOff
+            if over >= 0, now.timeIntervalSince(entry.last) < limits.forgetAfter {
+                entry.until = now.addingTimeInterval(step(over: over, longest: limits.maximumUserBackOff))
+                entries[Self.userKey(user)] = entry
+            }
             return nil
         }
+    }
+
+    /// The wait after `over` failures past a threshold: `firstBackOff`, doubling, at most `longest`.
+    private func step(over: Int, longest: TimeInterval) -> TimeInterval {
+        min(longest, limits.firstBackOff * pow(2, Double(min(over, 30))))
     }
 
     func failed(client: String, user: String, now: Date) {
@@ -200,7 +218,8 @@ final class LoginFailures: Sendable {
     func succeeded(client: String, user: String, now: Date) {
         familiar.withLock { familiar in
             if familiar.count >= Self.capacity { familiar = familiar.filter { $0.value > now } }
-            if familiar.count < Self.capacity { familiar[Self.key(client, user)] = now.addingTimeInterval(limits.familiarFor) }
+            let key = Self.key(client, user)
+            if familiar[key] != nil || familiar.count < Self.capacity { familiar[key] = now.addingTimeInterval(limits.familiarFor) }
         }
     }
 
@@ -216,10 +235,9 @@ final class LoginFailures: Sendable {
             entry.failures += 1
             entry.last = now
             let over = entry.failures - threshold
-            if over >= 0 {
-                entry.until = now.addingTimeInterval(min(longest, limits.firstBackOff * pow(2, Double(min(over, 30)))))
-            }
-            if entries.count < Self.capacity { entries[client] = entry }
+            if over >= 0 { entry.until = now.addingTimeInterval(step(over: over, longest: longest)) }
+            // A full table still counts those it holds.
+            if entries[client] != nil || entries.count < Self.capacity { entries[client] = entry }
         }
     }
 }

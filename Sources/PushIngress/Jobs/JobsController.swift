@@ -127,22 +127,21 @@ struct JobsController: Sendable {
             if let refusal = error as? HubAPIError { throw refusal }
             throw HubAPIError(.badRequest, "the input could not be read whole: \(String(describing: error).prefix(120))")
         }
+        // The store may fail after the attach committed (its answer lost), or while its commit is
+        // still to show (PostgreSQL's, waiting on a replica when the connection went): tried
+        // once more, the attach takes the row lock after that one and says whether the input is
+        // this one, as an attach of the same file twice is one. When that fails too, the file
+        // goes: a retry writes another, and during a store outage every retry would leave one.
+        let received = size
+        let attach = { @Sendable in
+            try await storeCall { try await store.attachJobInput(hub: hub, id: stored.job.jobId, path: file.path, size: received) }
+        }
         let attached: Bool
         do {
-            attached = try await storeCall { try await store.attachJobInput(hub: hub, id: stored.job.jobId, path: file.path, size: size) }
+            do { attached = try await attach() } catch { attached = try await attach() }
         } catch {
-            // The store failed, perhaps after the attach committed (an answer lost): the job says.
-            // Not attached, the file is nobody's and a retry writes another; not known, it stays
-            // in the job's directory, which goes with the job.
-            let failure = error
-            let current: StoredJob?
-            do { current = try await store.job(hub: hub, id: stored.job.jobId) } catch { throw failure }
-            if current?.inputPath == file.path {
-                signal?.wake()
-                return try await read(request, context: context)
-            }
             try? FileManager.default.removeItem(at: file)
-            throw failure
+            throw error
         }
         guard attached else {
             try? FileManager.default.removeItem(at: file)

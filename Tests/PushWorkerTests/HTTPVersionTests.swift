@@ -167,6 +167,26 @@ struct HTTPVersionTests {
         await client.shutdown()
     }
 
+    @Test("a push service that answers at once and sends its body a byte at a time fails the push in the request time, and is retried")
+    func tricklingAnswer() async throws {
+        let certificates = try SimulatorCertificates.generate()
+        // 100 bytes 0.3 s apart: 30 s in all, every wait within the read time-out.
+        let server = try await TLSTestServer.trickling(certificates, bytes: 100, every: .milliseconds(300))
+        defer { Task { try? await server.channel.close() } }
+        try await Self.withCAFile(certificates) { caFile in
+            let client = PNSHTTPClient(trustRootsFile: caFile, requestTimeout: .seconds(1))
+            let provider = try Self.webPushProvider(port: server.port, client: client)
+            let started = ContinuousClock.now
+            let answers = await provider.deliverAll([Self.push("x", port: server.port)])
+            let took = ContinuousClock.now - started
+            #expect(answers.map(\.classification) == [.retry(retryAfter: nil)], "\(answers)")
+            // The deadline and one read time-out, with room for a loaded machine; not the 30 s
+            // the body takes.
+            #expect(took < .seconds(10), "\(took)")
+            await client.shutdown()
+        }
+    }
+
     @Test(
         "a push service that says GOAWAY and never answers fails the pushes in the request time; the next push gets a new connection",
         .timeLimit(.minutes(1)))
@@ -296,6 +316,15 @@ final class TLSTestServer: Sendable {
         }
     }
 
+    /// HTTP/1.1 only: every request is answered 200 at once, and its body of `bytes` bytes one
+    /// byte every `interval`.
+    static func trickling(_ certificates: SimulatorCertificates, bytes: Int, every interval: TimeAmount) async throws -> TLSTestServer {
+        try await start(certificates, protocols: ["http/1.1"]) { pipeline, recorder in
+            try pipeline.configureHTTPServerPipeline()
+            try pipeline.addHandler(Trickle(bytes: bytes, interval: interval))
+        }
+    }
+
     /// HTTP/2 that answers every request's HEADERS with GOAWAY (keeping every stream) and never
     /// answers the request.
     static func goAway(_ certificates: SimulatorCertificates) async throws -> TLSTestServer {
@@ -321,6 +350,37 @@ final class TLSTestServer: Sendable {
                 let head = HTTPResponseHead(version: .http1_1, status: .created, headers: ["content-length": "0", "location": "/m/1"])
                 context.write(wrapOutboundOut(.head(head)), promise: nil)
                 context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+            }
+        }
+    }
+
+    final class Trickle: ChannelInboundHandler {
+        typealias InboundIn = HTTPServerRequestPart
+        typealias OutboundOut = HTTPServerResponsePart
+
+        let bytes: Int
+        let interval: TimeAmount
+
+        init(bytes: Int, interval: TimeAmount) {
+            self.bytes = bytes
+            self.interval = interval
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            guard case .end = unwrapInboundIn(data) else { return }
+            let head = HTTPResponseHead(version: .http1_1, status: .ok, headers: ["content-length": "\(bytes)"])
+            context.writeAndFlush(wrapOutboundOut(.head(head)), promise: nil)
+            send(left: bytes, context: context)
+        }
+
+        private func send(left: Int, context: ChannelHandlerContext) {
+            guard left > 0 else { return context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil) }
+            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            context.eventLoop.scheduleTask(in: interval) {
+                let (handler, context) = bound.value
+                guard context.channel.isActive else { return }
+                context.writeAndFlush(handler.wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: "x")))), promise: nil)
+                handler.send(left: left - 1, context: context)
             }
         }
     }

@@ -9,7 +9,7 @@ import Testing
 
 /// Huawei Push Kit, ADM, Xiaomi and Baidu end to end: HTTP → Kafka → dispatcher → their
 /// workers → the simulator → results → `GET /{hub}/messages/{id}`.
-@Suite("Pipeline through the HMS, ADM, Xiaomi and Baidu workers", .timeLimit(.minutes(3)))
+@Suite("Pipeline through the HMS, ADM, Xiaomi and Baidu workers", .timeLimit(.minutes(5)))
 struct OtherPlatformsPipelineTests {
     static let message = #"Fish & "chips" <today>"#
 

@@ -131,7 +131,9 @@ final class PipelineFixture: Sendable {
     /// Polls `GET /myhub/messages/{id}` until it is Completed (or a minute passed); returns the XML.
     static func completed(_ client: some TestClientProtocol, _ notificationId: String) async throws -> String {
         var details = ""
-        let deadline = ContinuousClock.now + .seconds(60)
+        // A full `make test` on two cores has taken more than a minute to finish a send whose
+        // workers had just started (a template send's WNS push, in a test that took 200 s).
+        let deadline = ContinuousClock.now + .seconds(120)
         while ContinuousClock.now < deadline {
             details = String(buffer: try await client.execute(uri: "/myhub/messages/\(notificationId)", method: .get, headers: access).body)
             if details.contains("<State>Completed</State>") { break }

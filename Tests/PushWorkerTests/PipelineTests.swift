@@ -14,7 +14,7 @@ import ServiceLifecycle
 import Testing
 
 /// HTTP send → dispatcher → workers → simulator → results → `GET /{hub}/messages/{id}`.
-@Suite("Pipeline through the workers and the simulators", .timeLimit(.minutes(3)))
+@Suite("Pipeline through the workers and the simulators", .timeLimit(.minutes(5)))
 struct PipelineTests {
     static func installation(_ id: String, platform: String, channel: String, tags: [String] = ["news"], templates: String? = nil) -> String {
         #"{"installationId":"\#(id)","platform":"\#(platform)","pushChannel":\#(channel),"tags":[\#(tags.map { "\"\($0)\"" }.joined(separator: ","))]"#

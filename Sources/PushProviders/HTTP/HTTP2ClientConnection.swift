@@ -67,7 +67,7 @@ final class HTTP2ClientConnection: ChannelDuplexHandler {
     /// at most 16 KiB (PNS answers are a status and a few fields).
     static let streamWindow = 1 << 20
     static let maximumHeaderList = 16 * 1024
-    /// Most bytes of an answer's body.
+    /// Most bytes of an answer's body (over HTTP/1.1 too).
     static let maximumBody = 64 * 1024
 
     private struct Stream {

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import OTel
 import PushKafka
+import PushModel
 import Synchronization
 
 /// Every environment variable PushHub's executables read, read here and nowhere else, with
@@ -131,8 +132,10 @@ public struct LineLogHandler: LogHandler {
         switch format {
         case .text:
             var line = Self.localTime() + " \(event.level)" + (label.isEmpty ? ":" : " \(label):")
-            for (key, value) in all.sorted(by: { $0.key < $1.key }) { line += " \(key)=\(value)" }
-            line += " [\(event.source)] \(event.message)\n"
+            // Values come from outside (a PNS's words, a record's reason): a line break or an
+            // escape sequence in one would write lines of its own, or rewrite a terminal's.
+            for (key, value) in all.sorted(by: { $0.key < $1.key }) { line += " \(key)=" + Self.escaped("\(value)") }
+            line += " [\(event.source)] " + Self.escaped(event.message.description) + "\n"
             write(line)
         case .json:
             var fields: [String: Any] = all.mapValues(Self.plain)
@@ -143,6 +146,24 @@ public struct LineLogHandler: LogHandler {
             guard let data = try? JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys, .withoutEscapingSlashes]) else { return }
             write(String(decoding: data, as: UTF8.self) + "\n")
         }
+    }
+
+    /// `text` with its control characters (U+0000 to U+001F, U+007F) written as escapes:
+    /// `\n`, `\r`, `\t`, or `\u{1B}`.
+    static func escaped(_ text: String) -> String {
+        guard FieldCheck.hasControlCharacters(text) else { return text }
+        var escaped = ""
+        for scalar in text.unicodeScalars {
+            switch scalar.value {
+            case 0x0A: escaped += "\\n"
+            case 0x0D: escaped += "\\r"
+            case 0x09: escaped += "\\t"
+            case _ where scalar.isASCII && FieldCheck.isControl(UInt8(scalar.value)):
+                escaped += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+            default: escaped.unicodeScalars.append(scalar)
+            }
+        }
+        return escaped
     }
 
     static func plain(_ value: Logger.Metadata.Value) -> Any {

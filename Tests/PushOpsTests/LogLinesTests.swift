@@ -53,6 +53,19 @@ struct LogLinesTests {
         }
     }
 
+    @Test("text: a value's or a message's line breaks and other control characters are escaped; the entry stays one line")
+    func textEscapes() throws {
+        let lines = LogLines()
+        let logger = Self.logger("pushhub.test", .text, into: lines)
+        // As a Web Push endpoint's answer could say, to forge an entry or drive a terminal.
+        logger.info("handed back\nforged", metadata: ["pushhub.pns_reason": "no\r\n2026-01-01 error pushhub: forged\u{1B}[2J\tend"])
+        let written = lines.all.withLock { $0 }
+        try #require(written.count == 1)
+        #expect(written[0].filter { $0 == "\n" || $0 == "\r\n" }.count == 1 && written[0].hasSuffix("\n"), "\(written)")
+        #expect(written[0].contains(#"pushhub.pns_reason=no\r\n2026-01-01 error pushhub: forged\u{1B}[2J\tend"#), "\(written)")
+        #expect(written[0].hasSuffix(#"handed back\nforged"# + "\n"), "\(written)")
+    }
+
     @Test("JSON: one object per line with time, level, logger, message and the metadata; below the level nothing")
     func json() throws {
         let lines = LogLines()

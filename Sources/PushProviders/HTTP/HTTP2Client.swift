@@ -68,24 +68,22 @@ final class HTTP2Client: Sendable {
 
     func send(path: String, headers: [(String, String)], body: Data) async throws -> PNSResponse {
         let sink = ResponseSink(count: 1)
-        await submit([StreamRequest(path: path, headers: PNSHeaderFields(headers), body: ByteBuffer(bytes: body), sink: sink, index: 0)])
+        submit([StreamRequest(path: path, headers: PNSHeaderFields(headers), body: ByteBuffer(bytes: body), sink: sink, index: 0)])
         return try await sink.answers()[0].result.get()
     }
 
     /// Writes `requests` as streams, spread over the connections in runs, each run one write
     /// and one flush. Their answers go to their sinks; a run that cannot be written fails there.
-    func submit(_ requests: [StreamRequest]) async {
+    /// Returns once the runs whose connections are up are written: a run whose connection is
+    /// still to be made is written by a task of its own once it is, so that an origin slow to
+    /// connect or to finish TLS (a Web Push endpoint is anyone's server) holds up its own
+    /// requests only, not the origins after it in a batch.
+    func submit(_ requests: [StreamRequest]) {
         guard !requests.isEmpty else { return }
         let runs = min(connections.count, requests.count)
         let first = next.add(runs, ordering: .relaxed).oldValue
-        // One run (a batch of one target, as a single-user send's is) is written by this
-        // task: no group and child task for it.
-        guard runs > 1 else { return await write(requests[...], on: connections[first % connections.count]) }
-        // Runs whose connection is up (nearly always) are written by this task; the others'
-        // connections are made side by side, a child task each, so that a server slow to
-        // connect or to finish TLS holds up only its own run. A child task a run had been four
-        // tasks and hops a batch's every write.
-        var unconnected: [(slice: ArraySlice<StreamRequest>, connection: Connection)] = []
+        // Runs whose connection is up (nearly always) are written by this task, without a task
+        // of their own: a child task a run had been four tasks and hops a batch's every write.
         for run in 0..<runs {
             // A slice of the batch's array: its requests are not copied.
             let slice = requests[(requests.count * run / runs)..<(requests.count * (run + 1) / runs)]
@@ -93,12 +91,8 @@ final class HTTP2Client: Sendable {
             if let channel = connection.ready {
                 write(slice, to: channel)
             } else {
-                unconnected.append((slice, connection))
+                Task { await self.write(slice, on: connection) }
             }
-        }
-        guard !unconnected.isEmpty else { return }
-        await withTaskGroup(of: Void.self) { group in
-            for (slice, connection) in unconnected { group.addTask { await self.write(slice, on: connection) } }
         }
     }
 

@@ -195,7 +195,7 @@ public final class PNSHTTPClient: PNSTransport {
                 // As many free slots as the batch has requests left, in one step.
                 held = slots.tryAcquire(upTo: requests.count - index)
                 if held == 0 {
-                    for run in runs { await run.client.submit(run.requests) }
+                    for run in runs { run.client.submit(run.requests) }
                     runs.removeAll(keepingCapacity: true)
                     lastRun = nil
                     // Every slot is taken: wait for an eighth of them (or what is left of the
@@ -233,7 +233,7 @@ public final class PNSHTTPClient: PNSTransport {
             lastRun = (client, run)
         }
         if held > 0 { slots.release(held) }
-        for run in runs { await run.client.submit(run.requests) }
+        for run in runs { run.client.submit(run.requests) }
         await sendHTTP1(elsewhere, of: requests, to: sink)
         var answers = await sink.answers()
         // An origin found not to speak HTTP/2 is remembered; its requests go again over HTTP/1.1.

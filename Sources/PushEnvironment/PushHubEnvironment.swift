@@ -148,18 +148,19 @@ public struct LineLogHandler: LogHandler {
         }
     }
 
-    /// `text` with its control characters (U+0000 to U+001F, U+007F) written as escapes:
-    /// `\n`, `\r`, `\t`, or `\u{1B}`.
+    /// `text` with its control characters (C0, DEL, C1), line and paragraph separators and
+    /// backslashes written as escapes: `\n`, `\r`, `\t`, `\\`, or `\u{1B}`. What is left
+    /// cannot start a line of its own or drive a terminal.
     static func escaped(_ text: String) -> String {
-        guard FieldCheck.hasControlCharacters(text) else { return text }
+        guard text.utf8.contains(where: { FieldCheck.isControl($0) || $0 == UInt8(ascii: "\\") || $0 >= 0xC2 }) else { return text }
         var escaped = ""
         for scalar in text.unicodeScalars {
             switch scalar.value {
             case 0x0A: escaped += "\\n"
             case 0x0D: escaped += "\\r"
             case 0x09: escaped += "\\t"
-            case _ where scalar.isASCII && FieldCheck.isControl(UInt8(scalar.value)):
-                escaped += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+            case 0x5C: escaped += "\\\\"
+            case 0..<0x20, 0x7F...0x9F, 0x2028, 0x2029: escaped += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
             default: escaped.unicodeScalars.append(scalar)
             }
         }

@@ -2,6 +2,7 @@ import CRdKafka
 import Foundation
 import Logging
 import PushMetrics
+import PushModel
 import Synchronization
 
 /// How much of some topics their consumer groups have not yet committed, and a wait for it to
@@ -149,8 +150,8 @@ public final class ConsumerBacklog: Sendable {
             }
             guard let full else {
                 if let resumedAfter {
-                    Self.waited.increment(by: Int(resumedAfter.milliseconds))
-                    logger.debug("consumers caught up; producing again", metadata: ["pushhub.waited_ms": "\(resumedAfter.milliseconds)"])
+                    Self.waited.increment(by: Int(resumedAfter.wholeMilliseconds))
+                    logger.debug("consumers caught up; producing again", metadata: ["pushhub.waited_ms": "\(resumedAfter.wholeMilliseconds)"])
                 }
                 return Reservation(bytes: bytes)
             }
@@ -257,7 +258,7 @@ public final class ConsumerBacklog: Sendable {
     /// Reads every watched topic's figures from the brokers; the caller claimed the reading.
     private func read() async {
         let client = self.client
-        let timeout = Int32(clamping: settings.requestTimeout.milliseconds)
+        let timeout = Int32(clamping: settings.requestTimeout.wholeMilliseconds)
         // The topics side by side, each on a Dispatch thread of its own: one after another, a
         // reading of eight topics waited for up to 32 answers in a row (a cold handle's first
         // asks each group's coordinator too), and a dispatcher waiting for room waited for all.

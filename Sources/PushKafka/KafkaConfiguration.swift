@@ -1,3 +1,5 @@
+import PushModel
+
 /// Settings of the producer; the defaults are the delivery guarantees of ARCHITECTURE.md.
 public struct KafkaProducerConfiguration: Sendable {
     /// `host:port` of one or more brokers.
@@ -33,8 +35,8 @@ public struct KafkaProducerConfiguration: Sendable {
             [
                 "enable.idempotence": "true",
                 "acks": "all",
-                "message.timeout.ms": String(deliveryTimeout.milliseconds),
-                "linger.ms": String(linger.milliseconds),
+                "message.timeout.ms": String(deliveryTimeout.wholeMilliseconds),
+                "linger.ms": String(linger.wholeMilliseconds),
             ])
     }
 }
@@ -93,10 +95,10 @@ public struct KafkaConsumerConfiguration: Sendable {
                 "auto.offset.reset": offsetReset.rawValue,
                 "enable.auto.commit": "true",
                 "enable.auto.offset.store": "false",
-                "auto.commit.interval.ms": String(commitInterval.milliseconds),
-                "session.timeout.ms": String(sessionTimeout.milliseconds),
-                "heartbeat.interval.ms": String(max(100, sessionTimeout.milliseconds / 4)),
-                "fetch.wait.max.ms": String(fetchWait.milliseconds),
+                "auto.commit.interval.ms": String(commitInterval.wholeMilliseconds),
+                "session.timeout.ms": String(sessionTimeout.wholeMilliseconds),
+                "heartbeat.interval.ms": String(max(100, sessionTimeout.wholeMilliseconds / 4)),
+                "fetch.wait.max.ms": String(fetchWait.wholeMilliseconds),
                 "queued.max.messages.kbytes": String(max(1, prefetchBytes / 1024)),
                 "fetch.max.bytes": String(max(1 << 20, prefetchBytes)),
             ])
@@ -127,12 +129,4 @@ private func baseProperties(
     properties.merge(own) { _, new in new }
     properties.merge(additional) { _, new in new }
     return properties
-}
-
-extension Duration {
-    /// Whole milliseconds, rounded down, as librdkafka's `*.ms` properties want them.
-    var milliseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
-    }
 }

@@ -1,6 +1,7 @@
 import CRdKafka
 import Foundation
 import Logging
+import PushModel
 import ServiceLifecycle
 import Synchronization
 
@@ -313,7 +314,7 @@ final class EventPoller: @unchecked Sendable {
             guard let self, rd_kafka_queue_length(self.queue.pointer) > 0 else { return }
             self.wake()
         }
-        let milliseconds = Int(sweep.milliseconds)
+        let milliseconds = Int(sweep.wholeMilliseconds)
         timer.schedule(
             deadline: .now() + .milliseconds(milliseconds), repeating: .milliseconds(milliseconds), leeway: .milliseconds(max(1, milliseconds / 10)))
         timer.resume()

@@ -1,5 +1,6 @@
 import CRdKafka
 import Logging
+import PushModel
 
 extension RDKafkaClient {
     /// Creates a handle for admin requests: a producer that never produces.
@@ -12,9 +13,9 @@ extension RDKafkaClient {
     func createTopics(
         _ specifications: [KafkaTopicSpecification], timeout: Duration
     ) async throws(KafkaError) -> [String: KafkaAdmin.CreationOutcome] {
-        let milliseconds = Int32(clamping: timeout.milliseconds)
+        let milliseconds = Int32(clamping: timeout.wholeMilliseconds)
         // The answer comes after the operation time-out at the latest; a little slack on top.
-        let answerMilliseconds = Int32(clamping: timeout.milliseconds + 5000)
+        let answerMilliseconds = Int32(clamping: timeout.wholeMilliseconds + 5000)
         let outcome = await BlockingCalls.run { [self] () -> Result<[String: KafkaAdmin.CreationOutcome], KafkaError> in
             var errorText = [CChar](repeating: 0, count: 512)
             var newTopics: [OpaquePointer?] = []
@@ -66,7 +67,7 @@ extension RDKafkaClient {
 
     /// The brokers and every topic of the cluster, waiting up to `timeout` on a Dispatch thread.
     func clusterMetadata(timeout: Duration) async throws(KafkaError) -> KafkaClusterMetadata {
-        let milliseconds = Int32(clamping: timeout.milliseconds)
+        let milliseconds = Int32(clamping: timeout.wholeMilliseconds)
         return try await BlockingCalls.run { [self] () -> Result<KafkaClusterMetadata, KafkaError> in
             var metadata: UnsafePointer<rd_kafka_metadata>? = nil
             let code = rd_kafka_metadata(handle, 1, nil, &metadata, milliseconds)

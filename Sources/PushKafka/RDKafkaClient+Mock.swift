@@ -1,5 +1,6 @@
 import CRdKafka
 import Logging
+import PushModel
 import Synchronization
 
 extension RDKafkaClient {
@@ -77,7 +78,7 @@ final class RDKafkaMockCluster: @unchecked Sendable {
 
     /// Delays every answer of `broker` by `delay`.
     func setBrokerRoundTripTime(_ broker: Int32, _ delay: Duration) -> KafkaErrorCode? {
-        let milliseconds = Int32(delay.milliseconds)
+        let milliseconds = Int32(delay.wholeMilliseconds)
         return perform { rd_kafka_mock_broker_set_rtt($0, broker, milliseconds) }
     }
 

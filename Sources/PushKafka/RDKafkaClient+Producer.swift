@@ -1,6 +1,7 @@
 import CRdKafka
 import Foundation
 import Logging
+import PushModel
 
 extension RDKafkaClient {
     /// Creates a producer handle whose delivery reports complete the waiters in `deliveries`.
@@ -51,7 +52,7 @@ extension RDKafkaClient {
     /// has not met until it has learnt them; learnt beforehand, that record goes out at once.
     /// Returns the partition count of each of `topics` the answer named without an error.
     func learnTopics(_ topics: [String], timeout: Duration) async -> (KafkaErrorCode, partitions: [String: Int32]) {
-        let milliseconds = Int32(clamping: timeout.milliseconds)
+        let milliseconds = Int32(clamping: timeout.wholeMilliseconds)
         return await BlockingCalls.run { [self] in
             // The topics are made known to the client first: a metadata answer updates only
             // the topics it knows.
@@ -78,7 +79,7 @@ extension RDKafkaClient {
     /// Waits up to `timeout` until every record handed over so far has its delivery report,
     /// on a Dispatch thread.
     func flush(timeout: Duration) async -> KafkaErrorCode {
-        let milliseconds = Int32(clamping: timeout.milliseconds)
+        let milliseconds = Int32(clamping: timeout.wholeMilliseconds)
         return await BlockingCalls.run { [self] in
             KafkaErrorCode(rd_kafka_flush(handle, milliseconds))
         }

@@ -78,28 +78,42 @@ public final class HostResolver: Sendable {
         } else {
             answer = .failure(ResolutionFailed(host: host, reason: "too many lookups at once", isTransient: true))
         }
-        var entry = Entry(answer: answer, fresh: now + failureLifetime, lastGood: known?.lastGood)
-        switch answer {
-        case .success(let addresses):
-            entry.fresh = now + lifetime
-            entry.lastGood = (addresses, now)
-        case .failure(let failure):
-            if failure.isTransient, let last = known?.lastGood, now - last.at < staleLifetime {
-                // Retried once `failureLifetime` has passed, the last addresses meanwhile.
-                entry.answer = .success(last.addresses)
-            } else if !admitted {
-                throw failure
+        let staleLifetime = self.staleLifetime
+        let (lifetime, failureLifetime) = (self.lifetime, self.failureLifetime)
+        // Read again as it is written: another caller may have looked the name up meanwhile.
+        return try cache.withLock { entries throws(ResolutionFailed) -> [String] in
+            let current = entries[host]
+            if case .success(let addresses)? = current?.answer, let fresh = current?.fresh, now < fresh, current?.lastGood != nil {
+                return addresses
             }
-        }
-        cache.withLock { entries in
-            if entries.count >= Self.maximumCached {
-                // The names past all use go first; all of them only when that is not enough.
-                entries = entries.filter { now < $0.value.fresh || ($0.value.lastGood.map { now - $0.at < staleLifetime } ?? false) }
-                if entries.count >= Self.maximumCached { entries.removeAll() }
+            // The newest addresses the name had; none once it was found not to exist.
+            var lastGood = [known?.lastGood, current?.lastGood].compactMap { $0 }.max { $0.at < $1.at }
+            var entry: Entry
+            switch answer {
+            case .success(let addresses):
+                entry = Entry(answer: answer, fresh: now + lifetime, lastGood: (addresses, now))
+            case .failure(let failure):
+                if !failure.isTransient { lastGood = nil }
+                if failure.isTransient, let last = lastGood, now - last.at < staleLifetime {
+                    // Looked up again once `failureLifetime` has passed; the last addresses meanwhile.
+                    entry = Entry(answer: .success(last.addresses), fresh: now + failureLifetime, lastGood: last)
+                } else if !admitted {
+                    throw failure
+                } else {
+                    entry = Entry(answer: answer, fresh: now + failureLifetime, lastGood: lastGood)
+                }
             }
+            if entries[host] == nil, entries.count >= Self.maximumCached { Self.trim(&entries, now: now) }
             entries[host] = entry
+            return try entry.answer.get()
         }
-        return try entry.answer.get()
+    }
+
+    /// Makes room in a full cache: the names looked up longest ago go, a tenth of them, so
+    /// that the names in use (a service's is looked up again every `lifetime`) stay.
+    private static func trim(_ entries: inout [String: Entry], now: ContinuousClock.Instant) {
+        let byAge = entries.map { (host: $0.key, at: $0.value.fresh) }.sorted { $0.at < $1.at }
+        for old in byAge.prefix(entries.count - maximumCached * 9 / 10) { entries[old.host] = nil }
     }
 
     /// One lookup on the resolver's threads: its answer, or a transient failure after `timeout`
@@ -122,7 +136,8 @@ public final class HostResolver: Sendable {
                 switch result {
                 case .success(let addresses): finish(.success(addresses))
                 case .failure(let failure as ResolutionFailed): finish(.failure(failure))
-                case .failure(let error): finish(.failure(ResolutionFailed(host: host, reason: "\(error)")))
+                // The lookup threads would not take it: nothing said of the name.
+                case .failure(let error): finish(.failure(ResolutionFailed(host: host, reason: "\(error)", isTransient: true)))
                 }
             }
             Self.timerLoop.next().scheduleTask(in: TimeAmount(timeout)) {
@@ -145,7 +160,8 @@ public final class HostResolver: Sendable {
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         var list: UnsafeMutablePointer<addrinfo>?
         let code = getaddrinfo(host, nil, &hints, &list)
-        guard code == 0 else { throw ResolutionFailed(host: host, reason: String(cString: gai_strerror(code))) }
+        // EAI_AGAIN: the name server did not answer for now (SERVFAIL, a time-out).
+        guard code == 0 else { throw ResolutionFailed(host: host, reason: String(cString: gai_strerror(code)), isTransient: code == EAI_AGAIN) }
         defer { freeaddrinfo(list) }
         var addresses: [String] = []
         var next = list

@@ -531,8 +531,7 @@ final class SQLiteConnection: SQLConnection, @unchecked Sendable {
     }
 
     /// Binds `binds` in order. Texts are copied, each with a zero byte after it, into
-    /// `boundText` and bound there; SQLite reads each up to its first zero byte, as it did when
-    /// handed a C string. The caller clears the bindings (`sqlite3_clear_bindings`, not only a
+    /// `boundText` and bound there with their lengths: a text holding U+0000 is bound whole. The caller clears the bindings (`sqlite3_clear_bindings`, not only a
     /// reset) or finalizes the statement before `boundText` is written again or grows.
     private func bind(_ binds: [SQLValue], to statement: OpaquePointer) {
         var textBytes = 0

@@ -58,11 +58,14 @@ struct LogLinesTests {
         let lines = LogLines()
         let logger = Self.logger("pushhub.test", .text, into: lines)
         // As a Web Push endpoint's answer could say, to forge an entry or drive a terminal.
-        logger.info("handed back\nforged", metadata: ["pushhub.pns_reason": "no\r\n2026-01-01 error pushhub: forged\u{1B}[2J\tend"])
+        logger.info(
+            "handed back\nforged",
+            metadata: ["pushhub.pns_reason": "no\r\n2026-01-01 error pushhub: forged\u{1B}[2J\tend \\n\u{85}\u{9B}\u{2028}ü"])
         let written = lines.all.withLock { $0 }
         try #require(written.count == 1)
         #expect(written[0].filter { $0 == "\n" || $0 == "\r\n" }.count == 1 && written[0].hasSuffix("\n"), "\(written)")
-        #expect(written[0].contains(#"pushhub.pns_reason=no\r\n2026-01-01 error pushhub: forged\u{1B}[2J\tend"#), "\(written)")
+        #expect(
+            written[0].contains(#"pushhub.pns_reason=no\r\n2026-01-01 error pushhub: forged\u{1B}[2J\tend \\n\u{85}\u{9B}\u{2028}ü"#), "\(written)")
         #expect(written[0].hasSuffix(#"handed back\nforged"# + "\n"), "\(written)")
     }
 

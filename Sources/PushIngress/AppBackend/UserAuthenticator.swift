@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import HummingbirdBcrypt
 import NIOPosix
+import PushModel
 import PushStore
 import Synchronization
 
@@ -49,7 +50,7 @@ public struct UserAuthenticator: Sendable {
         guard !name.isEmpty, !password.isEmpty else { throw .invalid("user name and password must not be empty") }
         // A name is counted as it is looked up: a control character (U+0000 ended a name on
         // SQLite) would make `alice` a new name to the back-offs, for every guess.
-        guard !name.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }), !password.utf8.contains(0) else {
+        guard !FieldCheck.hasControlCharacters(name), !password.utf8.contains(0) else {
             throw .invalid("unknown user or wrong password")
         }
         // bcrypt reads 72 bytes; `users add` refuses longer passwords, so none can match.

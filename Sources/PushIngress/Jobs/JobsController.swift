@@ -108,6 +108,7 @@ struct JobsController: Sendable {
         defer { uploads.leave() }
         let directory = files.jobDirectory(hub: hub, id: stored.job.jobId)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        Self.removeOrphanedInputs(in: directory)
         let file = directory.appendingPathComponent("input-\(RandomID.make()).txt")
         FileManager.default.createFile(atPath: file.path, contents: nil)
         var size: Int64 = 0
@@ -130,19 +131,15 @@ struct JobsController: Sendable {
         // The store may fail after the attach committed (its answer lost), or while its commit is
         // still to show (PostgreSQL's, waiting on a replica when the connection went): tried
         // once more, the attach takes the row lock after that one and says whether the input is
-        // this one, as an attach of the same file twice is one. When that fails too, the file
-        // goes: a retry writes another, and during a store outage every retry would leave one.
+        // this one, as an attach of the same file twice is one. When that fails too, nothing is
+        // known, and the file stays: the next upload to the job removes it (the job waits for
+        // an input only while it has none), or the job's directory goes with the job.
         let received = size
         let attach = { @Sendable in
             try await storeCall { try await store.attachJobInput(hub: hub, id: stored.job.jobId, path: file.path, size: received) }
         }
         let attached: Bool
-        do {
-            do { attached = try await attach() } catch { attached = try await attach() }
-        } catch {
-            try? FileManager.default.removeItem(at: file)
-            throw error
-        }
+        do { attached = try await attach() } catch { attached = try await attach() }
         guard attached else {
             try? FileManager.default.removeItem(at: file)
             throw HubAPIError(.conflict, "job \(stored.job.jobId) took another input meanwhile")
@@ -150,6 +147,24 @@ struct JobsController: Sendable {
         signal?.wake()
         return try await read(request, context: context)
     }
+
+    /// Removes the inputs earlier uploads left in a job's directory when the store could not say
+    /// whether they were attached; called as an upload to a job that has no input starts, so
+    /// none is the job's. One written to within the last minutes may be an upload still
+    /// coming, and stays.
+    static func removeOrphanedInputs(in directory: URL) {
+        let manager = FileManager.default
+        guard let names = try? manager.contentsOfDirectory(atPath: directory.path) else { return }
+        let cutoff = Date().addingTimeInterval(-orphanAge)
+        for name in names where name.hasPrefix("input-") && name.hasSuffix(".txt") {
+            let path = directory.appendingPathComponent(name).path
+            guard let modified = (try? manager.attributesOfItem(atPath: path))?[.modificationDate] as? Date, modified < cutoff else { continue }
+            try? manager.removeItem(atPath: path)
+        }
+    }
+
+    /// How long an input file unwritten to is taken for an upload that ended.
+    static let orphanAge: TimeInterval = 300
 
     @Sendable func output(_ request: Request, context: HubRequestContext) async throws -> Response {
         let (_, files) = try configured()

@@ -202,6 +202,9 @@ final class HTTP2Client: Sendable {
         private struct State {
             var task: Task<Connected, any Error>?
             var made: Connected?
+            /// Set by `close`: no connection is made after it (a run's task may still come to
+            /// connect once its client was shut down or forgotten).
+            var closed = false
 
             /// Forgets `task`'s connection, if it is still the current one.
             mutating func forget(_ ended: Task<Connected, any Error>) {
@@ -228,13 +231,15 @@ final class HTTP2Client: Sendable {
 
         private func channel(_ connect: @escaping @Sendable () async throws -> Connected, reconnected: Bool) async throws -> any Channel {
             var made = false
-            let task = state.withLock { state -> Task<Connected, any Error> in
+            let task = state.withLock { state -> Task<Connected, any Error>? in
                 if let existing = state.task { return existing }
+                guard !state.closed else { return nil }
                 let task = Task { try await connect() }
                 state.task = task
                 made = true
                 return task
             }
+            guard let task else { throw HTTP2Client.Failure(description: "the client was shut down") }
             do {
                 let connected = try await task.value
                 if connected.channel.isActive, !connected.draining.isSet {
@@ -257,7 +262,7 @@ final class HTTP2Client: Sendable {
 
         func close() async {
             let task = state.withLock { state -> Task<Connected, any Error>? in
-                defer { state = State() }
+                defer { state = State(closed: true) }
                 return state.task
             }
             if let connected = try? await task?.value { try? await connected.channel.close() }

@@ -76,7 +76,7 @@ public final class PNSHTTPClient: PNSTransport {
         if let trustRootsFile { tls.additionalTrustRoots = [.file(trustRootsFile)] }
         var configuration = HTTPClient.Configuration(
             tlsConfiguration: tls, redirectConfiguration: .disallow,
-            timeout: .init(connect: .seconds(Int64(connectTimeout.components.seconds)), read: .seconds(Int64(requestTimeout.components.seconds))))
+            timeout: .init(connect: TimeAmount(connectTimeout), read: TimeAmount(requestTimeout)))
         let connections = max(1, connections)
         configuration.connectionPool = .init(
             idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: max(1, connectionsPerHost / connections))

@@ -80,10 +80,11 @@ public final class HostResolver: Sendable {
         }
         let staleLifetime = self.staleLifetime
         let (lifetime, failureLifetime) = (self.lifetime, self.failureLifetime)
-        // Read again as it is written: another caller may have looked the name up meanwhile.
+        // Read again as it is written: another caller may have looked the name up meanwhile,
+        // and its addresses are better than this caller's failure.
         return try cache.withLock { entries throws(ResolutionFailed) -> [String] in
             let current = entries[host]
-            if case .success(let addresses)? = current?.answer, let fresh = current?.fresh, now < fresh, current?.lastGood != nil {
+            if case .failure = answer, case .success(let addresses)? = current?.answer, let fresh = current?.fresh, now < fresh {
                 return addresses
             }
             // The newest addresses the name had; none once it was found not to exist.
@@ -103,7 +104,7 @@ public final class HostResolver: Sendable {
                     entry = Entry(answer: answer, fresh: now + failureLifetime, lastGood: lastGood)
                 }
             }
-            if entries[host] == nil, entries.count >= Self.maximumCached { Self.trim(&entries, now: now) }
+            if entries[host] == nil, entries.count >= Self.maximumCached { Self.trim(&entries) }
             entries[host] = entry
             return try entry.answer.get()
         }
@@ -111,7 +112,7 @@ public final class HostResolver: Sendable {
 
     /// Makes room in a full cache: the names looked up longest ago go, a tenth of them, so
     /// that the names in use (a service's is looked up again every `lifetime`) stay.
-    private static func trim(_ entries: inout [String: Entry], now: ContinuousClock.Instant) {
+    private static func trim(_ entries: inout [String: Entry]) {
         let byAge = entries.map { (host: $0.key, at: $0.value.fresh) }.sorted { $0.at < $1.at }
         for old in byAge.prefix(entries.count - maximumCached * 9 / 10) { entries[old.host] = nil }
     }

@@ -305,9 +305,20 @@ public struct EndpointPolicy: Sendable, Equatable, Codable {
         guard bytes.count == 16 else { return true }
         if bytes.allSatisfy({ $0 == 0 }) { return true }  // ::
         if bytes[0..<15].allSatisfy({ $0 == 0 }) && bytes[15] == 1 { return true }  // ::1
-        if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xFF && bytes[11] == 0xFF {  // ::ffff:a.b.c.d
-            return isSpecialIPv4(UInt32(bytes[12]) << 24 | UInt32(bytes[13]) << 16 | UInt32(bytes[14]) << 8 | UInt32(bytes[15]))
+        func ipv4(at start: Int) -> UInt32 {
+            UInt32(bytes[start]) << 24 | UInt32(bytes[start + 1]) << 16 | UInt32(bytes[start + 2]) << 8 | UInt32(bytes[start + 3])
         }
+        if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xFF && bytes[11] == 0xFF {  // ::ffff:a.b.c.d
+            return isSpecialIPv4(ipv4(at: 12))
+        }
+        // ::ffff:0:a.b.c.d (IPv4-translated) and 2002:aabb:ccdd:: (6to4) carry an IPv4 address
+        // a translator or relay may lead to.
+        if bytes[0..<8].allSatisfy({ $0 == 0 }) && bytes[8] == 0xFF && bytes[9] == 0xFF && bytes[10] == 0 && bytes[11] == 0 {
+            return isSpecialIPv4(ipv4(at: 12))
+        }
+        if bytes[0] == 0x20 && bytes[1] == 0x02 { return isSpecialIPv4(ipv4(at: 2)) }
+        if bytes[0] == 0x20 && bytes[1] == 0x01 && bytes[2] == 0 && bytes[3] == 0 { return true }  // 2001::/32 Teredo
+        if bytes[0] == 0x01 && bytes[1..<8].allSatisfy({ $0 == 0 }) { return true }  // 100::/64 discard-only
         if bytes[0..<12].allSatisfy({ $0 == 0 }) { return true }  // IPv4-compatible, deprecated
         if bytes[0] & 0xFE == 0xFC { return true }  // fc00::/7 unique local
         if bytes[0] == 0xFE && bytes[1] & 0xC0 == 0x80 { return true }  // fe80::/10 link-local

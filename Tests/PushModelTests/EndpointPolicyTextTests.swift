@@ -107,5 +107,15 @@ struct EndpointPolicyTextTests {
             #expect((try? policy.checkedText(text, platform: text.contains("windows") ? .wns : .webpush).get()) == nil, "\(text)")
         }
         #expect(policy.checkedText("https://push.example:65535/x", platform: .webpush) == .success("https://push.example:65535/x"))
+        // IPv6 forms that carry a special IPv4 address or lead nowhere public: IPv4-translated,
+        // 6to4, Teredo, discard-only.
+        for host in [
+            "[::ffff:0:7f00:1]", "[::ffff:0:a9fe:a9fe]", "[2002:7f00:1::]", "[2002:a00:1::1]", "[2001:0:4136:e378:8000:63bf:3fff:fdd2]", "[100::1]",
+        ] {
+            #expect((try? policy.checkedText("https://\(host)/x", platform: .webpush).get()) == nil, "\(host)")
+        }
+        for host in ["[2002:808:808::1]", "[2001:4860:4860::8888]", "[::ffff:0:808:808]"] {
+            #expect(policy.checkedText("https://\(host)/x", platform: .webpush) == .success("https://\(host)/x"), "\(host)")
+        }
     }
 }

@@ -95,6 +95,17 @@ struct ServerAbuseTests {
         }
     }
 
+    /// The ingress with `logins`' limits and app-backend `users`, each with the password
+    /// `{name}-secret`, listening for the duration of `body`.
+    static func withUsers(
+        _ users: [String], logins: LoginLimits, _ body: @escaping @Sendable (Int, any RegistrationStore) async throws -> Void
+    ) async throws {
+        try await withIngress(idleTimeout: .seconds(30), logins: logins) { port, store in
+            for name in users { try await store.setUser(name: name, passwordHash: hashPassword("\(name)-secret")) }
+            try await body(port, store)
+        }
+    }
+
     /// The ingress listening on a free port for the duration of `body`.
     static func withIngress(
         idleTimeout: Duration, logins: LoginLimits = LoginLimits(), _ body: @escaping @Sendable (Int, any RegistrationStore) async throws -> Void
@@ -215,8 +226,7 @@ struct ServerAbuseTests {
         var limits = LoginLimits()
         limits.failuresBeforeBackOff = 3
         limits.firstBackOff = 30
-        try await Self.withIngress(idleTimeout: .seconds(30), logins: limits) { port, store in
-            try await store.setUser(name: "alice", passwordHash: hashPassword("alice-secret"))
+        try await Self.withUsers(["alice"], logins: limits) { port, store in
             let statuses = try await withThrowingTaskGroup(of: (String, String).self) { group in
                 for index in 0..<60 {
                     group.addTask {
@@ -259,9 +269,7 @@ struct ServerAbuseTests {
         var limits = LoginLimits()
         limits.userFailuresBeforeBackOff = 3
         limits.firstBackOff = 3
-        try await Self.withIngress(idleTimeout: .seconds(30), logins: limits) { port, store in
-            try await store.setUser(name: "alice", passwordHash: hashPassword("alice-secret"))
-            try await store.setUser(name: "bob", passwordHash: hashPassword("bob-secret"))
+        try await Self.withUsers(["alice", "bob"], logins: limits) { port, store in
             func login(_ credentials: String, from source: String) async throws -> String {
                 let basic = Data(credentials.utf8).base64EncodedString()
                 return try await Self.request(port: port, from: source, "POST", "/api/register", headers: ["Authorization": "Basic \(basic)"])
